@@ -1,0 +1,1 @@
+//! lagd's system interface (being written).

@@ -1,0 +1,2 @@
+//! lagctl (being written).
+fn main() {}

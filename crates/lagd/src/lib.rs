@@ -1,0 +1,2 @@
+//! lagd glue (being written).
+#![forbid(unsafe_code)]
