@@ -1,1 +1,1080 @@
-//! (being written)
+//! Transmit hashing: every `xmit_hash_policy` of the Linux bonding driver, bit-exact, plus the
+//! Open vSwitch `balance-slb` and `balance-tcp` hashes.
+//!
+//! # The kernel model
+//! The numbers match `bond_xmit_hash()` of a v6.17-era little-endian kernel (see
+//! `shared/research/linux-bonding.md` §2 for the facts, read from `drivers/net/bonding/bond_main.c`
+//! and `net/core/flow_dissector.c`). lagd hashes frames as the bond device would see them:
+//!
+//! - The **outermost VLAN tag** (802.1Q or 802.1ad) is treated as a hardware-accelerated tag,
+//!   which is what a VLAN interface stacked on a kernel bond produces: it is metadata, not data.
+//!   `layer2`, `layer2+3` and `layer3+4` ignore it; `vlan+srcmac` uses its full TCI (priority
+//!   bits included); the encap policies start at the inner EtherType. A second, in-band tag
+//!   (QinQ) makes `skb->protocol` a TPID, so the bond's own parser falls back to the layer2
+//!   formula with EtherType 0x8100 while the flow dissector walks through it.
+//! - The network header starts right after the MAC header (and the accelerated tag), as for a
+//!   forwarded frame.
+//! - lagd has no socket hash, so the kernel's `encap3+4` shortcut (`skb->l4_hash`: return the
+//!   socket's random `sk_txhash`) never applies: `encap3+4` always dissects.
+//! - TIPC keep-alive messages get a random key in the kernel; lagd uses 0 for them, the only
+//!   deterministic choice.
+//!
+//! The building blocks: `E = dst[5] ^ src[5] ^ ethertype` (last MAC bytes only); address words
+//! are the IPv4 address loaded little-endian, or the XOR of an IPv6 address's four
+//! little-endian words; the ports word is the first four transport bytes loaded little-endian;
+//! the ICMP word is `type | code << 8 | id << 16` for echo/timestamp types. The fold is
+//! `h ^= dst ^ src; h ^= h >> 16; h ^= h >> 8`, then `>> 1` for the 3+4 policies only.
+//!
+//! # Open vSwitch
+//! - `ovs-slb`: `hash_mac(src_mac, vid, 0)` from OVS `lib/packets.h` / `lib/hash.h`
+//!   (`bond_hash_src()` in `ofproto/bond.c`): the 64-bit value `vid << 48 | src_mac` through
+//!   OVS's murmur-style `hash_uint64_basis`.
+//! - `ovs-tcp`: `flow_hash_5tuple(flow, 0)` from OVS `lib/flow.c` (the hash the userspace
+//!   datapath computes for a packet that has no NIC RSS hash; `lb-output-action` picks the bucket
+//!   `hash & 0xff` from it). Addresses, protocol, and the ports word (for ICMP: type and code).
+//!
+//! Both follow OVS's portable `hash_add`/`hash_finish` (murmur3 steps), which is what a generic
+//! x86-64 build (Debian's) uses; a build with `-msse4.2` uses CRC32 steps instead and gives
+//! other numbers. OVS maps hashes to members through a 256-bucket table it rebalances, so for
+//! these two policies the member index `hash % n` is lagd's deterministic starting point, not a
+//! prediction of OVS's live bucket map.
+
+use core::fmt;
+use core::str::FromStr;
+
+/// A transmit hash policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HashPolicy {
+    /// `layer2`: last bytes of the MACs and the EtherType.
+    Layer2,
+    /// `layer2+3`: `layer2` plus the IP addresses.
+    Layer23,
+    /// `layer3+4`: IP addresses and transport ports (or ICMP identifier).
+    Layer34,
+    /// `encap2+3`: like `layer2+3`, with the innermost addresses the flow dissector reaches.
+    Encap23,
+    /// `encap3+4`: like `layer3+4`, with the innermost headers the flow dissector reaches.
+    Encap34,
+    /// `vlan+srcmac`: VLAN TCI and source MAC.
+    VlanSrcMac,
+    /// Open vSwitch `balance-slb`: source MAC and VLAN.
+    OvsSlb,
+    /// Open vSwitch `balance-tcp`: the 5-tuple.
+    OvsTcp,
+}
+
+impl HashPolicy {
+    /// Every policy, kernel ones first.
+    pub const ALL: [Self; 8] = [
+        Self::Layer2,
+        Self::Layer23,
+        Self::Layer34,
+        Self::Encap23,
+        Self::Encap34,
+        Self::VlanSrcMac,
+        Self::OvsSlb,
+        Self::OvsTcp,
+    ];
+
+    /// The six policies of the Linux bonding driver.
+    pub const KERNEL: [Self; 6] = [
+        Self::Layer2,
+        Self::Layer23,
+        Self::Layer34,
+        Self::Encap23,
+        Self::Encap34,
+        Self::VlanSrcMac,
+    ];
+
+    /// The name users write (`xmit_hash_policy=` value, or `ovs-slb`/`ovs-tcp`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Layer2 => "layer2",
+            Self::Layer23 => "layer2+3",
+            Self::Layer34 => "layer3+4",
+            Self::Encap23 => "encap2+3",
+            Self::Encap34 => "encap3+4",
+            Self::VlanSrcMac => "vlan+srcmac",
+            Self::OvsSlb => "ovs-slb",
+            Self::OvsTcp => "ovs-tcp",
+        }
+    }
+
+    /// The kernel's numeric value of the policy (note: 1 is `layer3+4`, 2 is `layer2+3`), as
+    /// printed in `/proc/net/bonding` (`Transmit Hash Policy: layer3+4 (1)`); `None` for OVS's.
+    pub const fn kernel_value(self) -> Option<u8> {
+        match self {
+            Self::Layer2 => Some(0),
+            Self::Layer34 => Some(1),
+            Self::Layer23 => Some(2),
+            Self::Encap23 => Some(3),
+            Self::Encap34 => Some(4),
+            Self::VlanSrcMac => Some(5),
+            Self::OvsSlb | Self::OvsTcp => None,
+        }
+    }
+
+    /// The policy with the kernel's numeric value `v`.
+    pub fn from_kernel_value(v: u8) -> Option<Self> {
+        Self::KERNEL
+            .into_iter()
+            .find(|p| p.kernel_value() == Some(v))
+    }
+}
+
+impl fmt::Display for HashPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown policy name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPolicy(pub String);
+
+impl fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown hash policy '{}' (expected one of:", self.0)?;
+        for p in HashPolicy::ALL {
+            write!(f, " {p}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
+
+impl FromStr for HashPolicy {
+    type Err = UnknownPolicy;
+
+    /// Parses a policy name exactly as the kernel spells it (or `ovs-slb`, `ovs-tcp`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| UnknownPolicy(s.to_owned()))
+    }
+}
+
+/// Receives notes on which fields fed a hash; see [`xmit_hash_traced`].
+pub trait Trace {
+    /// Whether notes are wanted at all; when `false` the hashing code skips formatting them.
+    const ENABLED: bool;
+    /// Records that `field` contributed `value`.
+    fn note(&mut self, field: &'static str, value: fmt::Arguments<'_>);
+}
+
+/// A [`Trace`] that records nothing (what [`xmit_hash`] uses).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoTrace;
+
+impl Trace for NoTrace {
+    const ENABLED: bool = false;
+    #[inline(always)]
+    fn note(&mut self, _: &'static str, _: fmt::Arguments<'_>) {}
+}
+
+/// A [`Trace`] that keeps every note, for `lagctl hash --explain` and `lagctl explain`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Explain {
+    /// `(field, value)` in the order the hash consumed them.
+    pub notes: Vec<(&'static str, String)>,
+}
+
+impl Trace for Explain {
+    const ENABLED: bool = true;
+    fn note(&mut self, field: &'static str, value: fmt::Arguments<'_>) {
+        self.notes.push((field, value.to_string()));
+    }
+}
+
+macro_rules! note {
+    ($t:expr, $field:expr, $($arg:tt)*) => {
+        if T::ENABLED {
+            $t.note($field, format_args!($($arg)*));
+        }
+    };
+}
+
+/// The hash of `frame` (starting at the Ethernet header, no FCS) under `policy`.
+#[inline]
+pub fn xmit_hash(policy: HashPolicy, frame: &[u8]) -> u32 {
+    xmit_hash_traced(policy, frame, &mut NoTrace)
+}
+
+/// The member a hash selects among `members` usable members: `hash % members` (unsigned 32-bit,
+/// as the kernel's `bond_xmit_3ad_xor_slave_get`), or `None` when there is no member.
+#[inline]
+pub fn member_index(hash: u32, members: usize) -> Option<usize> {
+    if members == 0 {
+        None
+    } else {
+        Some((hash as u64 % members as u64) as usize)
+    }
+}
+
+/// Like [`xmit_hash`], reporting the fields that fed the hash to `trace`.
+pub fn xmit_hash_traced<T: Trace>(policy: HashPolicy, frame: &[u8], trace: &mut T) -> u32 {
+    let v = KernelView::new(frame);
+    match policy {
+        HashPolicy::Layer2 => v.eth_hash(trace),
+        HashPolicy::VlanSrcMac => v.vlan_srcmac_hash(trace),
+        HashPolicy::Layer23 | HashPolicy::Layer34 => {
+            let l34 = policy == HashPolicy::Layer34;
+            let mut fk = FlowKeys::default();
+            if !v.bond_flow_dissect(l34, &mut fk, trace) {
+                note!(trace, "fallback", "no IPv4/IPv6 header: layer2 formula");
+                return v.eth_hash(trace);
+            }
+            v.finish(l34, &fk, trace)
+        }
+        HashPolicy::Encap23 | HashPolicy::Encap34 => {
+            let l34 = policy == HashPolicy::Encap34;
+            let mut fk = FlowKeys::default();
+            if !v.flow_dissect(&mut fk, trace) {
+                note!(trace, "fallback", "flow dissector failed: layer2 formula");
+                return v.eth_hash(trace);
+            }
+            v.finish(l34, &fk, trace)
+        }
+        HashPolicy::OvsSlb => ovs::slb_hash(frame, trace),
+        HashPolicy::OvsTcp => ovs::tcp_hash(frame, trace),
+    }
+}
+
+#[inline(always)]
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+#[inline(always)]
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// `ipv6_addr_hash()`: XOR of the four little-endian words of the address at `at`.
+#[inline(always)]
+fn ipv6_word(b: &[u8], at: usize) -> u32 {
+    le32(b, at) ^ le32(b, at + 4) ^ le32(b, at + 8) ^ le32(b, at + 12)
+}
+
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_IPV6: u16 = 0x86dd;
+const ETH_P_8021Q: u16 = 0x8100;
+const ETH_P_8021AD: u16 = 0x88a8;
+
+const IPPROTO_ICMP: u8 = 1;
+const IPPROTO_ICMPV6: u8 = 58;
+
+/// What the flow dissection found (the kernel's `struct flow_keys`, as far as bonding reads it).
+#[derive(Debug, Clone, Copy, Default)]
+struct FlowKeys {
+    /// `flow_get_u32_src()`.
+    src: u32,
+    /// `flow_get_u32_dst()`.
+    dst: u32,
+    /// The ports word.
+    ports: u32,
+    /// The ICMP key as a word: `type | code << 8 | id << 16`.
+    icmp: u32,
+}
+
+impl FlowKeys {
+    fn icmp_id(&self) -> u16 {
+        (self.icmp >> 16) as u16
+    }
+}
+
+/// The frame as the kernel bond would hold it: the outermost tag as metadata.
+struct KernelView<'a> {
+    b: &'a [u8],
+    /// The accelerated tag's TCI.
+    tci: Option<u16>,
+    /// `skb->protocol`, also the EtherType the MAC header carries once the tag is lifted.
+    proto: u16,
+    /// The network header offset in `b`.
+    nhoff: usize,
+}
+
+impl<'a> KernelView<'a> {
+    #[inline(always)]
+    fn new(b: &'a [u8]) -> Self {
+        if b.len() >= 18 {
+            let t = be16(b, 12);
+            if t == ETH_P_8021Q || t == ETH_P_8021AD {
+                return Self {
+                    b,
+                    tci: Some(be16(b, 14)),
+                    proto: be16(b, 16),
+                    nhoff: 18,
+                };
+            }
+        }
+        let proto = if b.len() >= 14 { be16(b, 12) } else { 0 };
+        Self {
+            b,
+            tci: None,
+            proto,
+            nhoff: 14,
+        }
+    }
+
+    /// `bond_eth_hash()`.
+    #[inline(always)]
+    fn eth_hash<T: Trace>(&self, t: &mut T) -> u32 {
+        if self.b.len() < 14 {
+            note!(t, "eth", "frame shorter than an Ethernet header: hash 0");
+            return 0;
+        }
+        note!(
+            t,
+            "eth",
+            "dst[5]=0x{:02x} src[5]=0x{:02x} type=0x{:04x}",
+            self.b[5],
+            self.b[11],
+            self.proto
+        );
+        u32::from(self.b[5]) ^ u32::from(self.b[11]) ^ u32::from(self.proto)
+    }
+
+    /// `bond_vlan_srcmac_hash()`.
+    fn vlan_srcmac_hash<T: Trace>(&self, t: &mut T) -> u32 {
+        if self.b.len() < 14 {
+            note!(t, "eth", "frame shorter than an Ethernet header: hash 0");
+            return 0;
+        }
+        let s = &self.b[6..12];
+        let vendor = u32::from(s[0]) << 16 | u32::from(s[1]) << 8 | u32::from(s[2]);
+        let dev = u32::from(s[3]) << 16 | u32::from(s[4]) << 8 | u32::from(s[5]);
+        let vlan = u32::from(self.tci.unwrap_or(0));
+        note!(
+            t,
+            "vlan",
+            "tci=0x{vlan:04x}{}",
+            if self.tci.is_some() {
+                ""
+            } else {
+                " (untagged)"
+            }
+        );
+        note!(t, "srcmac", "vendor=0x{vendor:06x} device=0x{dev:06x}");
+        vlan ^ vendor ^ dev
+    }
+
+    /// `bond_flow_ip()`: parses an IPv4/IPv6 header at `*nhoff` per the bond's own parser.
+    #[inline(always)]
+    fn bond_flow_ip<T: Trace>(
+        &self,
+        fk: &mut FlowKeys,
+        nhoff: &mut usize,
+        ip_proto: &mut Option<u8>,
+        l34: bool,
+        t: &mut T,
+    ) -> bool {
+        let b = self.b;
+        let at = *nhoff;
+        if self.proto == ETH_P_IP {
+            if at + 20 > b.len() {
+                return false;
+            }
+            fk.src = le32(b, at + 12);
+            fk.dst = le32(b, at + 16);
+            let ihl = usize::from(b[at] & 0x0f);
+            *nhoff = at + ihl * 4;
+            let frag = be16(b, at + 6) & 0x3fff != 0;
+            if !frag {
+                *ip_proto = Some(b[at + 9]);
+            }
+            note!(
+                t,
+                "ipv4",
+                "{}.{}.{}.{} > {}.{}.{}.{} proto {}{}",
+                b[at + 12],
+                b[at + 13],
+                b[at + 14],
+                b[at + 15],
+                b[at + 16],
+                b[at + 17],
+                b[at + 18],
+                b[at + 19],
+                b[at + 9],
+                if frag { " (fragment: no ports)" } else { "" }
+            );
+        } else if self.proto == ETH_P_IPV6 {
+            if at + 40 > b.len() {
+                return false;
+            }
+            fk.src = ipv6_word(b, at + 8);
+            fk.dst = ipv6_word(b, at + 24);
+            *nhoff = at + 40;
+            *ip_proto = Some(b[at + 6]);
+            note!(
+                t,
+                "ipv6",
+                "{} > {} next-header {}",
+                v6_text(b, at + 8),
+                v6_text(b, at + 24),
+                b[at + 6]
+            );
+        } else {
+            return false;
+        }
+        if l34 {
+            if let Some(p) = *ip_proto {
+                fk.ports = get_ports(b, *nhoff, p);
+                note!(t, "ports", "{}", PortsText(fk.ports, p));
+            }
+        }
+        true
+    }
+
+    /// `bond_flow_dissect()` for layer2+3 and layer3+4.
+    fn bond_flow_dissect<T: Trace>(&self, l34: bool, fk: &mut FlowKeys, t: &mut T) -> bool {
+        let mut nhoff = self.nhoff;
+        let mut ip_proto = None;
+        if !self.bond_flow_ip(fk, &mut nhoff, &mut ip_proto, l34, t) {
+            return false;
+        }
+        // ICMP errors quote the packet that caused them: hash them with that flow.
+        if let Some(p @ (IPPROTO_ICMP | IPPROTO_ICMPV6)) = ip_proto {
+            fk.icmp = icmp_key(self.b, nhoff);
+            let ty = fk.icmp as u8;
+            let is_err = if p == IPPROTO_ICMP {
+                matches!(ty, 3 | 4 | 5 | 11 | 12)
+            } else {
+                matches!(ty, 1..=4)
+            };
+            note!(
+                t,
+                "icmp",
+                "type {} code {} id {}",
+                ty,
+                (fk.icmp >> 8) as u8,
+                fk.icmp_id()
+            );
+            if !is_err {
+                return true;
+            }
+            note!(t, "icmp", "error message: hashing the quoted packet");
+            nhoff += 8;
+            return self.bond_flow_ip(fk, &mut nhoff, &mut ip_proto, l34, t);
+        }
+        true
+    }
+
+    /// `__skb_flow_dissect()` with the bonding key set and no flags, from `skb->protocol` at the
+    /// network header.
+    fn flow_dissect<T: Trace>(&self, fk: &mut FlowKeys, t: &mut T) -> bool {
+        let b = self.b;
+        let len = b.len();
+        let mut proto = self.proto;
+        let mut nhoff = self.nhoff;
+        let mut num_hdrs = 0u32;
+        let mut vlan_depth = 0u8;
+        let mut is_fragment = false;
+        // Bounded like MAX_FLOW_DISSECT_HDRS: past 15 headers the dissection ends "good".
+        let mut allowed = || {
+            num_hdrs += 1;
+            num_hdrs <= 15
+        };
+        'proto: loop {
+            let mut ip_proto: u8;
+            match proto {
+                ETH_P_IP => {
+                    if nhoff + 20 > len || b[nhoff] & 0x0f < 5 {
+                        return false;
+                    }
+                    let at = nhoff;
+                    nhoff += usize::from(b[at] & 0x0f) * 4;
+                    ip_proto = b[at + 9];
+                    fk.src = le32(b, at + 12);
+                    fk.dst = le32(b, at + 16);
+                    note!(
+                        t,
+                        "ipv4",
+                        "{}.{}.{}.{} > {}.{}.{}.{} proto {}",
+                        b[at + 12],
+                        b[at + 13],
+                        b[at + 14],
+                        b[at + 15],
+                        b[at + 16],
+                        b[at + 17],
+                        b[at + 18],
+                        b[at + 19],
+                        ip_proto
+                    );
+                    if be16(b, at + 6) & 0x3fff != 0 {
+                        // Any fragment, the first included: no ports.
+                        note!(t, "ipv4", "fragment: no ports");
+                        return true;
+                    }
+                }
+                ETH_P_IPV6 => {
+                    if nhoff + 40 > len {
+                        return false;
+                    }
+                    let at = nhoff;
+                    ip_proto = b[at + 6];
+                    nhoff += 40;
+                    fk.src = ipv6_word(b, at + 8);
+                    fk.dst = ipv6_word(b, at + 24);
+                    note!(
+                        t,
+                        "ipv6",
+                        "{} > {} next-header {}",
+                        v6_text(b, at + 8),
+                        v6_text(b, at + 24),
+                        ip_proto
+                    );
+                }
+                ETH_P_8021Q | ETH_P_8021AD => {
+                    if vlan_depth == 0 && self.tci.is_some() {
+                        // The dissector takes the first tag it meets for the accelerated one and
+                        // jumps to skb->protocol without consuming a header.
+                        proto = self.proto;
+                    } else {
+                        if nhoff + 4 > len {
+                            return false;
+                        }
+                        proto = be16(b, nhoff + 2);
+                        nhoff += 4;
+                        note!(t, "vlan", "in-band tag 0x{:04x}", be16(b, nhoff - 4));
+                    }
+                    vlan_depth = vlan_depth.saturating_add(1);
+                    if allowed() {
+                        continue 'proto;
+                    }
+                    return true;
+                }
+                0x8864 => {
+                    // PPPoE session: version/type 1/1, code 0, then a PPP protocol field that
+                    // may be compressed to one byte.
+                    if nhoff + 8 > len || b[nhoff] != 0x11 || b[nhoff + 1] != 0 {
+                        return false;
+                    }
+                    let mut ppp = be16(b, nhoff + 6);
+                    if ppp & 0x0100 != 0 {
+                        ppp >>= 8;
+                        nhoff += 7;
+                    } else {
+                        nhoff += 8;
+                    }
+                    proto = match ppp {
+                        0x0021 => ETH_P_IP,
+                        0x0057 => ETH_P_IPV6,
+                        0x0281 => 0x8847,
+                        0x0283 => 0x8848,
+                        p if p & 0x0101 == 0x0001 => return true,
+                        _ => return false,
+                    };
+                    if allowed() {
+                        continue 'proto;
+                    }
+                    return true;
+                }
+                0x88ca => {
+                    // TIPC: the key is the fourth header word (source node), random for
+                    // keep-alives in the kernel (0 here).
+                    if nhoff + 16 > len {
+                        return false;
+                    }
+                    let keepalive =
+                        u32::from_be_bytes([b[nhoff], b[nhoff + 1], b[nhoff + 2], b[nhoff + 3]])
+                            & 0x0e08_0000
+                            == 0x0e08_0000;
+                    fk.src = if keepalive { 0 } else { le32(b, nhoff + 12) };
+                    fk.dst = 0;
+                    note!(t, "tipc", "key 0x{:08x}", fk.src);
+                    return true;
+                }
+                // MPLS, ARP, RARP, CFM: bonding asks for none of their keys, so the dissector
+                // stops with success having read nothing.
+                0x8847 | 0x8848 | 0x0806 | 0x8035 | 0x8902 => {
+                    note!(t, "l3", "EtherType 0x{proto:04x}: no addresses");
+                    return true;
+                }
+                // FCoE: success when its header fits.
+                0x8906 => return nhoff + 38 <= len,
+                // PTP over Ethernet: success when its header fits.
+                0x88f7 => return nhoff + 34 <= len,
+                // HSR/PRP: skip the 6-byte tag.
+                0x892f | 0x88fb => {
+                    if nhoff + 6 > len {
+                        return false;
+                    }
+                    proto = be16(b, nhoff + 4);
+                    nhoff += 6;
+                    if allowed() {
+                        continue 'proto;
+                    }
+                    return true;
+                }
+                _ => return false,
+            }
+
+            // The transport-protocol step, repeated for IPv6 extension headers.
+            loop {
+                enum Next {
+                    Done,
+                    Bad,
+                    Proto,
+                    IpProto,
+                }
+                let next = match ip_proto {
+                    47 => match gre(b, &mut nhoff) {
+                        GreStep::Bad => Next::Bad,
+                        GreStep::Good => Next::Done,
+                        GreStep::Again(p) => {
+                            note!(t, "gre", "inner EtherType 0x{p:04x}");
+                            proto = p;
+                            Next::Proto
+                        }
+                    },
+                    0 | 43 | 60 if proto == ETH_P_IPV6 => {
+                        if nhoff + 2 > len {
+                            Next::Bad
+                        } else {
+                            ip_proto = b[nhoff];
+                            nhoff += (usize::from(b[nhoff + 1]) + 1) << 3;
+                            Next::IpProto
+                        }
+                    }
+                    44 if proto == ETH_P_IPV6 => {
+                        if nhoff + 8 > len {
+                            Next::Bad
+                        } else {
+                            is_fragment = true;
+                            ip_proto = b[nhoff];
+                            nhoff += 8;
+                            note!(t, "ipv6", "fragment header: no ports");
+                            Next::Done
+                        }
+                    }
+                    4 => {
+                        proto = ETH_P_IP;
+                        Next::Proto
+                    }
+                    41 => {
+                        proto = ETH_P_IPV6;
+                        Next::Proto
+                    }
+                    137 => {
+                        proto = 0x8847;
+                        Next::Proto
+                    }
+                    IPPROTO_ICMP | IPPROTO_ICMPV6 => {
+                        fk.icmp = icmp_key(b, nhoff);
+                        note!(
+                            t,
+                            "icmp",
+                            "type {} code {} id {}",
+                            fk.icmp as u8,
+                            (fk.icmp >> 8) as u8,
+                            fk.icmp_id()
+                        );
+                        Next::Done
+                    }
+                    _ => Next::Done,
+                };
+                if !is_fragment {
+                    fk.ports = get_ports(b, nhoff, ip_proto);
+                }
+                match next {
+                    Next::Bad => return false,
+                    Next::Done => {
+                        if !is_fragment && fk.ports != 0 {
+                            note!(t, "ports", "{}", PortsText(fk.ports, ip_proto));
+                        }
+                        return true;
+                    }
+                    Next::Proto => {
+                        if allowed() {
+                            continue 'proto;
+                        }
+                        return true;
+                    }
+                    Next::IpProto => {
+                        if !allowed() {
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The end of `__bond_xmit_hash()` and `bond_ip_hash()`.
+    #[inline(always)]
+    fn finish<T: Trace>(&self, l34: bool, fk: &FlowKeys, t: &mut T) -> u32 {
+        let mut hash = if !l34 {
+            self.eth_hash(t)
+        } else if fk.icmp_id() != 0 {
+            note!(t, "l4", "ICMP word 0x{:08x}", fk.icmp);
+            fk.icmp
+        } else {
+            fk.ports
+        };
+        hash ^= fk.dst ^ fk.src;
+        hash ^= hash >> 16;
+        hash ^= hash >> 8;
+        if l34 {
+            note!(
+                t,
+                "fold",
+                "xor-fold of addresses and l4 word, lowest bit dropped"
+            );
+            hash >> 1
+        } else {
+            note!(t, "fold", "xor-fold of addresses and layer2 word");
+            hash
+        }
+    }
+}
+
+/// `skb_flow_get_ports()`: the first transport word (the SPI for ESP, the SPI at offset 4 for
+/// AH), little-endian, or 0.
+#[inline(always)]
+fn get_ports(b: &[u8], thoff: usize, ip_proto: u8) -> u32 {
+    let off = match ip_proto {
+        6 | 17 | 33 | 50 | 132 | 136 => 0,
+        51 => 4,
+        _ => return 0,
+    };
+    if thoff + off + 4 <= b.len() {
+        le32(b, thoff + off)
+    } else {
+        0
+    }
+}
+
+/// `skb_flow_get_icmp_tci()`: `type | code << 8 | id << 16`, the id only for types that carry
+/// one (0 replaced by 1), all zero when the 8-byte header is cut.
+#[inline(always)]
+fn icmp_key(b: &[u8], thoff: usize) -> u32 {
+    if thoff + 8 > b.len() {
+        return 0;
+    }
+    let ty = b[thoff];
+    let id = if matches!(ty, 0 | 8 | 13 | 14 | 128 | 129) {
+        match be16(b, thoff + 4) {
+            0 => 1,
+            id => id,
+        }
+    } else {
+        0
+    };
+    u32::from(ty) | u32::from(b[thoff + 1]) << 8 | u32::from(id) << 16
+}
+
+enum GreStep {
+    Bad,
+    Good,
+    Again(u16),
+}
+
+/// `__skb_flow_dissect_gre()`: GRE versions 0 and 1 (PPTP) without routing.
+fn gre(b: &[u8], nhoff: &mut usize) -> GreStep {
+    const CSUM: u16 = 0x8000;
+    const ROUTING: u16 = 0x4000;
+    const KEY: u16 = 0x2000;
+    const SEQ: u16 = 0x1000;
+    const ACK: u16 = 0x0080;
+    let at = *nhoff;
+    if at + 4 > b.len() {
+        return GreStep::Bad;
+    }
+    let flags = be16(b, at);
+    if flags & ROUTING != 0 {
+        return GreStep::Good;
+    }
+    let version = flags & 7;
+    if version > 1 {
+        return GreStep::Good;
+    }
+    let mut proto = be16(b, at + 2);
+    if version == 1 && !(proto == 0x880b && flags & KEY != 0) {
+        return GreStep::Good;
+    }
+    let mut off = 4;
+    if flags & CSUM != 0 {
+        off += 4;
+    }
+    if flags & KEY != 0 {
+        if at + off + 4 > b.len() {
+            return GreStep::Bad;
+        }
+        off += 4;
+    }
+    if flags & SEQ != 0 {
+        off += 4;
+    }
+    if version == 0 {
+        if proto == 0x6558 {
+            if at + off + 14 > b.len() {
+                return GreStep::Bad;
+            }
+            proto = be16(b, at + off + 12);
+            off += 14;
+        }
+    } else {
+        if flags & ACK != 0 {
+            off += 4;
+        }
+        if at + off + 4 > b.len() {
+            return GreStep::Bad;
+        }
+        match be16(b, at + off + 2) {
+            0x0021 => proto = ETH_P_IP,
+            0x0057 => proto = ETH_P_IPV6,
+            _ => {}
+        }
+        off += 4;
+    }
+    *nhoff = at + off;
+    GreStep::Again(proto)
+}
+
+fn v6_text(b: &[u8], at: usize) -> std::net::Ipv6Addr {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&b[at..at + 16]);
+    std::net::Ipv6Addr::from(a)
+}
+
+/// Shows a ports word as the ports it holds.
+struct PortsText(u32, u8);
+
+impl fmt::Display for PortsText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes = self.0.to_le_bytes();
+        match self.1 {
+            50 | 51 => write!(
+                f,
+                "SPI 0x{:08x} (word 0x{:08x})",
+                u32::from_be_bytes(bytes),
+                self.0
+            ),
+            _ => write!(
+                f,
+                "{} > {} (word 0x{:08x})",
+                u16::from_be_bytes([bytes[0], bytes[1]]),
+                u16::from_be_bytes([bytes[2], bytes[3]]),
+                self.0
+            ),
+        }
+    }
+}
+
+/// Open vSwitch's bond hashes.
+mod ovs {
+    use super::{Trace, be16, le32};
+
+    /// `mhash_add()` of OVS `lib/hash.h` (a murmur3 step).
+    #[inline(always)]
+    fn hash_add(hash: u32, data: u32) -> u32 {
+        let d = data
+            .wrapping_mul(0xcc9e_2d51)
+            .rotate_left(15)
+            .wrapping_mul(0x1b87_3593);
+        (hash ^ d)
+            .rotate_left(13)
+            .wrapping_mul(5)
+            .wrapping_add(0xe654_6b64)
+    }
+
+    /// `hash_add64()`: the low word, then the high word.
+    #[inline(always)]
+    fn hash_add64(hash: u32, data: u64) -> u32 {
+        hash_add(hash_add(hash, data as u32), (data >> 32) as u32)
+    }
+
+    /// `hash_finish()`: murmur3's finaliser after mixing in `fin`.
+    #[inline(always)]
+    pub(super) fn hash_finish(hash: u32, fin: u32) -> u32 {
+        let mut h = hash ^ fin;
+        h ^= h >> 16;
+        h = h.wrapping_mul(0x85eb_ca6b);
+        h ^= h >> 13;
+        h = h.wrapping_mul(0xc2b2_ae35);
+        h ^ (h >> 16)
+    }
+
+    /// `hash_mac(src, vid, 0)`.
+    pub(super) fn slb_hash<T: Trace>(b: &[u8], t: &mut T) -> u32 {
+        let mut mac = [0u8; 6];
+        let mut vid = 0u16;
+        if b.len() >= 14 {
+            mac.copy_from_slice(&b[6..12]);
+            if b.len() >= 18 && matches!(be16(b, 12), 0x8100 | 0x88a8) {
+                vid = be16(b, 14) & 0x0fff;
+            }
+        }
+        let x = u64::from(vid) << 48
+            | mac
+                .iter()
+                .fold(0u64, |acc, &byte| acc << 8 | u64::from(byte));
+        note!(
+            t,
+            "ovs-slb",
+            "src {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} vlan {}",
+            mac[0],
+            mac[1],
+            mac[2],
+            mac[3],
+            mac[4],
+            mac[5],
+            vid
+        );
+        hash_finish(hash_add64(0, x), 8)
+    }
+
+    const TCP: u8 = 6;
+    const UDP: u8 = 17;
+    const SCTP: u8 = 132;
+    const ICMP: u8 = 1;
+    const ICMPV6: u8 = 58;
+
+    /// The L4 word OVS's flow holds (`tp_src`, `tp_dst` in memory order): ports, or ICMP
+    /// type and code as 16-bit values; 0 when the header is cut short.
+    fn l4_word(b: &[u8], at: usize, end: usize, proto: u8) -> u32 {
+        let need = match proto {
+            TCP => 20,
+            UDP | ICMP | ICMPV6 => 8,
+            SCTP => 12,
+            _ => return 0,
+        };
+        if at + need > end.min(b.len()) {
+            return 0;
+        }
+        match proto {
+            ICMP | ICMPV6 => u32::from(b[at]) << 8 | u32::from(b[at + 1]) << 24,
+            _ => le32(b, at),
+        }
+    }
+
+    /// `flow_hash_5tuple(flow, 0)` over the flow OVS extracts from `b`.
+    pub(super) fn tcp_hash<T: Trace>(b: &[u8], t: &mut T) -> u32 {
+        let fin = |h| hash_finish(h, 42);
+        if b.len() < 14 {
+            return fin(0);
+        }
+        // OVS parses at most two VLAN headers.
+        let mut at = 12;
+        let mut dl_type = be16(b, at);
+        for _ in 0..2 {
+            if !matches!(dl_type, 0x8100 | 0x88a8) || at + 6 > b.len() {
+                break;
+            }
+            at += 4;
+            dl_type = be16(b, at);
+        }
+        let nh = at + 2;
+        let mut hash = 0u32;
+        // OVS trims an IPv4 packet to its total length before reading L4.
+        let mut end = b.len();
+        let (proto, l4) = match dl_type {
+            0x0800 => {
+                // ipv4_sanity_check(): a broken header leaves the addresses and protocol 0.
+                let ok = nh + 20 <= b.len() && {
+                    let hl = usize::from(b[nh] & 0x0f) * 4;
+                    let tot = usize::from(be16(b, nh + 2));
+                    hl >= 20 && nh + hl <= b.len() && tot >= hl && nh + tot <= b.len()
+                };
+                if !ok {
+                    hash = hash_add(hash_add(hash_add(hash, 0), 0), 0);
+                    return fin(hash);
+                }
+                end = nh + usize::from(be16(b, nh + 2));
+                hash = hash_add(hash, le32(b, nh + 12));
+                hash = hash_add(hash, le32(b, nh + 16));
+                let later_fragment = be16(b, nh + 6) & 0x1fff != 0;
+                let l4 = if later_fragment {
+                    None
+                } else {
+                    Some(nh + usize::from(b[nh] & 0x0f) * 4)
+                };
+                (b[nh + 9], l4)
+            }
+            0x86dd => {
+                if nh + 40 > b.len() {
+                    return fin(hash);
+                }
+                for w in 0..8 {
+                    hash = hash_add(hash, le32(b, nh + 8 + 4 * w));
+                }
+                match ipv6_upper(b, nh) {
+                    Some((p, l4)) => (p, l4),
+                    None => return fin(hash_add(hash, 0)),
+                }
+            }
+            0x0806 => {
+                // Ethernet/IPv4 ARP: sender and target protocol addresses, opcode as protocol.
+                let ok = nh + 28 <= b.len()
+                    && be16(b, nh) == 1
+                    && be16(b, nh + 2) == 0x0800
+                    && b[nh + 4] == 6
+                    && b[nh + 5] == 4;
+                if !ok {
+                    return fin(hash_add(hash_add(hash_add(hash, 0), 0), 0));
+                }
+                hash = hash_add(hash, le32(b, nh + 14));
+                hash = hash_add(hash, le32(b, nh + 24));
+                let op = be16(b, nh + 6);
+                (if op <= 0xff { op as u8 } else { 0 }, None)
+            }
+            _ => {
+                note!(t, "ovs-tcp", "not IP or ARP: constant hash");
+                return fin(hash);
+            }
+        };
+        hash = hash_add(hash, u32::from(proto));
+        note!(t, "ovs-tcp", "protocol {proto}");
+        if !matches!(proto, TCP | UDP | SCTP | ICMP | ICMPV6) {
+            return fin(hash);
+        }
+        let word = l4.map_or(0, |at| l4_word(b, at, end, proto));
+        note!(t, "ovs-tcp", "l4 word 0x{word:08x}");
+        fin(hash_add(hash, word))
+    }
+
+    /// Walks IPv6 extension headers as OVS does: returns the upper protocol and, unless a
+    /// later fragment, the offset of its header. `None` when an extension header is cut.
+    fn ipv6_upper(b: &[u8], nh: usize) -> Option<(u8, Option<usize>)> {
+        let mut proto = b[nh + 6];
+        let mut at = nh + 40;
+        loop {
+            match proto {
+                0 | 43 | 60 | 51 => {
+                    if at + 8 > b.len() {
+                        return None;
+                    }
+                    let len = if proto == 51 {
+                        (usize::from(b[at + 1]) + 2) * 4
+                    } else {
+                        (usize::from(b[at + 1]) + 1) * 8
+                    };
+                    proto = b[at];
+                    at += len;
+                }
+                44 => {
+                    if at + 8 > b.len() {
+                        return None;
+                    }
+                    proto = b[at];
+                    let later = be16(b, at + 2) & 0xfff8 != 0;
+                    at += 8;
+                    return Some((proto, if later { None } else { Some(at) }));
+                }
+                _ => return Some((proto, Some(at))),
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn hash_mac(mac: [u8; 6], vid: u16) -> u32 {
+        let x = u64::from(vid) << 48 | mac.iter().fold(0u64, |a, &m| a << 8 | u64::from(m));
+        hash_finish(hash_add64(0, x), 8)
+    }
+}
+
+#[cfg(test)]
+mod test;
