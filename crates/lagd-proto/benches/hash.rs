@@ -1,1 +1,64 @@
-fn main() {}
+//! Per-frame cost of parse + hash + member choice for every policy on representative frames.
+//!
+//! Run with `cargo bench -p lagd-proto --bench hash`; figures go to `bench/hash.md`.
+
+#![allow(missing_docs)] // criterion_group! generates an undocumented public function
+
+use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
+
+fn frame(ethertype: u16, l3: &[u8], total: usize) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01];
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(l3);
+    f.resize(total.max(f.len()), 0);
+    f
+}
+
+fn ipv4(proto: u8, total: u16, sport: u16, dport: u16) -> Vec<u8> {
+    let mut h = vec![0x45, 0];
+    h.extend_from_slice(&total.to_be_bytes());
+    h.extend_from_slice(&[0, 0, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    h.extend_from_slice(&sport.to_be_bytes());
+    h.extend_from_slice(&dport.to_be_bytes());
+    h
+}
+
+fn frames() -> Vec<(&'static str, Vec<u8>)> {
+    let tcp64 = frame(0x0800, &ipv4(6, 50, 40000, 5201), 64);
+    let udp1500 = frame(0x0800, &ipv4(17, 1486, 40000, 4789), 1500);
+    let mut vlan = tcp64.clone();
+    vlan.splice(12..12, [0x81, 0x00, 0x00, 0x64]);
+    let mut v6 = vec![0x60, 0, 0, 0, 0, 20, 6, 64];
+    v6.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    v6.extend_from_slice(&[0; 11]);
+    v6.push(1);
+    v6.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    v6.extend_from_slice(&[0; 11]);
+    v6.push(2);
+    v6.extend_from_slice(&[0x9c, 0x40, 0x14, 0x51]);
+    let ipv6 = frame(0x86dd, &v6, 78);
+    vec![
+        ("ipv4-tcp-64B", tcp64),
+        ("ipv4-udp-1500B", udp1500),
+        ("vlan-ipv4-tcp-68B", vlan),
+        ("ipv6-tcp-78B", ipv6),
+    ]
+}
+
+fn bench(c: &mut Criterion) {
+    let frames = frames();
+    let mut group = c.benchmark_group("hash");
+    group.throughput(Throughput::Elements(1));
+    for policy in HashPolicy::ALL {
+        for (name, f) in &frames {
+            group.bench_with_input(BenchmarkId::new(policy.name(), name), f, |b, f| {
+                b.iter(|| member_index(xmit_hash(policy, black_box(f)), black_box(2)))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
