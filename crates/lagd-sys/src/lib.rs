@@ -1,1 +1,42 @@
-//! lagd's system interface (being written).
+//! lagd's system interface: every syscall lagd makes, behind a safe API.
+//!
+//! This is the only crate in the workspace that contains `unsafe`. Every `unsafe` block carries a
+//! `// SAFETY:` comment; no public function is `unsafe`. File descriptors are [`OwnedFd`]s, so
+//! dropping a value closes its descriptor, and errors are [`std::io::Error`]s. Setup calls
+//! (ioctls, `bind`, `setsockopt`) name the failing call in the error; the raw `errno` stays
+//! reachable through [`errno`]. Hot-path calls (`read`, `recv`, `send`, their batch forms)
+//! return the bare OS error so that they never allocate.
+//!
+//! # Layers
+//!
+//! * [`tap`]: the bond as the host sees it, a TAP device with an optional `virtio_net_hdr`
+//!   ([`vnet`]) in front of every frame so that 64 KB GSO segments cross it in one syscall.
+//! * [`packet`]: member links, driven by `AF_PACKET` raw sockets with `recvmmsg`/`sendmmsg`
+//!   batches, the same `virtio_net_hdr`, statistics and multicast memberships.
+//! * [`link`]: interface facts and control (index, name, MAC, MTU, up/down, carrier, speed)
+//!   by ioctl, and [`link::LinkEvents`], an rtnetlink subscriber for link changes.
+//! * [`poll`]: an epoll wrapper, an eventfd to wake it, and a signalfd for clean shutdown.
+//! * [`netns`]: run a closure inside a named network namespace on a fresh thread (tests, lab).
+//!
+//! # What this crate never does
+//!
+//! It makes no decisions: no hashing, no LACP, no retries, no logging, no clock reads except
+//! where a syscall takes a timeout. It never changes the calling thread's network namespace and
+//! never installs signal handlers.
+//!
+//! [`OwnedFd`]: std::os::fd::OwnedFd
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod error;
+mod ifreq;
+mod socket;
+
+pub mod link;
+pub mod netns;
+pub mod packet;
+pub mod poll;
+pub mod tap;
+pub mod vnet;
+
+pub use error::{SyscallError, errno};

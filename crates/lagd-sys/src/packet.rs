@@ -1,0 +1,461 @@
+//! Member links: `AF_PACKET` raw sockets bound to one interface.
+//!
+//! A [`PacketSocket`] sends and receives whole Ethernet frames on one member, non-blocking, one
+//! frame per call ([`PacketSocket::recv`], [`PacketSocket::send`]) or up to [`BATCH_MAX`] frames
+//! per syscall ([`PacketSocket::recv_batch`] with `recvmmsg`, [`PacketSocket::send_batch`] with
+//! `sendmmsg`). With [`PacketOptions::vnet_hdr`] (`PACKET_VNET_HDR`) each frame is preceded by the
+//! same 10-byte [`VirtioNetHdr`] as on a [`Tap`](crate::tap::Tap), so
+//! a GSO super-frame read from the TAP can be sent as is and the member's driver (or veth's peer)
+//! segments it, or not, as it can.
+//!
+//! # Back-pressure
+//!
+//! Sending returns [`io::ErrorKind::WouldBlock`] when the frame was not sent and the caller should
+//! hold off: either the socket send buffer is full (`EAGAIN`: wait for writability) or the device
+//! queue dropped the frame (`ENOBUFS`, mapped to `WouldBlock` here: writability will not tell when
+//! to retry, so retry on the next loop turn or drop and count). Receiving returns `WouldBlock`
+//! when nothing is queued.
+//!
+//! # Interface down
+//!
+//! When the bound interface goes administratively down, the next receive returns `ENETDOWN` once
+//! (and the descriptor polls as having an error); the socket stays bound and works again once the
+//! interface is up. When the interface is deleted, the socket is dead; make a new one.
+
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::ptr;
+
+use crate::error;
+use crate::link;
+use crate::socket::{self, PlainData};
+use crate::vnet::VirtioNetHdr;
+
+/// `ETH_P_ALL`: every protocol, and frames are seen before tc and netfilter ingress.
+pub const ETH_P_ALL: u16 = 0x0003;
+/// `ETH_P_SLOW`: IEEE 802.3 slow protocols (LACP, Marker).
+pub const ETH_P_SLOW: u16 = 0x8809;
+/// The slow-protocols multicast address LACPDUs are sent to, `01:80:c2:00:00:02`.
+pub const SLOW_PROTOCOLS_MULTICAST: [u8; 6] = [0x01, 0x80, 0xc2, 0x00, 0x00, 0x02];
+/// Most frames moved by one [`PacketSocket::recv_batch`] or [`PacketSocket::send_batch`]
+/// (one syscall each). 64 is where `sendmmsg`/`recvmmsg` stopped gaining on veth.
+pub const BATCH_MAX: usize = 64;
+
+const PACKET_MR_UNICAST: libc::c_int = 3;
+
+/// How to open a [`PacketSocket`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketOptions {
+    /// Ethertype to receive (host byte order): [`ETH_P_ALL`] (the default) or one protocol such
+    /// as [`ETH_P_SLOW`]. Sending is not restricted by it.
+    pub protocol: u16,
+    /// `PACKET_VNET_HDR`: a 10-byte `virtio_net_hdr` precedes every frame sent and received.
+    pub vnet_hdr: bool,
+    /// `PACKET_IGNORE_OUTGOING`: do not receive frames sent on the interface (by anyone).
+    pub ignore_outgoing: bool,
+    /// `PACKET_QDISC_BYPASS`: send straight to the driver, skipping the qdisc (tc shaping and
+    /// taps on the egress path no longer see the frames).
+    pub qdisc_bypass: bool,
+    /// `SO_RCVBUF` in bytes (forced past `rmem_max` when running as root); kernel default if `None`.
+    pub rcvbuf: Option<usize>,
+    /// `SO_SNDBUF` in bytes (forced past `wmem_max` when running as root); kernel default if `None`.
+    pub sndbuf: Option<usize>,
+}
+
+impl Default for PacketOptions {
+    fn default() -> Self {
+        Self {
+            protocol: ETH_P_ALL,
+            vnet_hdr: false,
+            ignore_outgoing: false,
+            qdisc_bypass: false,
+            rcvbuf: None,
+            sndbuf: None,
+        }
+    }
+}
+
+/// Where a received frame came from, relative to the interface (`sll_pkttype`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PacketType {
+    /// Addressed to the interface's own MAC.
+    #[default]
+    Host,
+    /// Sent to the broadcast address.
+    Broadcast,
+    /// Sent to a multicast address.
+    Multicast,
+    /// Addressed to another host's MAC (seen because of promiscuity or a veth/bridge path).
+    OtherHost,
+    /// Sent by this host on the interface (looped back to packet sockets).
+    Outgoing,
+    /// Any other value.
+    Unknown(u8),
+}
+
+impl From<u8> for PacketType {
+    fn from(raw: u8) -> Self {
+        match raw {
+            libc::PACKET_HOST => Self::Host,
+            libc::PACKET_BROADCAST => Self::Broadcast,
+            libc::PACKET_MULTICAST => Self::Multicast,
+            libc::PACKET_OTHERHOST => Self::OtherHost,
+            libc::PACKET_OUTGOING => Self::Outgoing,
+            other => Self::Unknown(other),
+        }
+    }
+}
+
+/// What the kernel said about one received frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecvMeta {
+    /// Bytes written to the buffer, `virtio_net_hdr` included.
+    pub len: usize,
+    /// The frame was longer than the buffer and was cut to `len` bytes.
+    pub truncated: bool,
+    /// Where the frame came from.
+    pub pkttype: PacketType,
+    /// The frame's ethertype (host byte order), as the kernel classified it.
+    pub protocol: u16,
+}
+
+/// `PACKET_STATISTICS` counters. Reading them resets them to zero (kernel semantics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketStats {
+    /// Frames that reached the socket since the last read, dropped ones included.
+    pub packets: u32,
+    /// Frames dropped because the receive buffer was full.
+    pub drops: u32,
+}
+
+/// A link-layer address filter a socket can add to its interface (`PACKET_ADD_MEMBERSHIP`).
+///
+/// Memberships are reference-counted by the kernel and released when the socket closes, so a
+/// crashed lagd leaves no promiscuous member behind (unlike setting `IFF_PROMISC` directly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Membership {
+    /// Receive every frame (`PACKET_MR_PROMISC`).
+    Promisc,
+    /// Receive every multicast frame (`PACKET_MR_ALLMULTI`).
+    AllMulti,
+    /// Receive frames for this multicast address (`PACKET_MR_MULTICAST`), for example
+    /// [`SLOW_PROTOCOLS_MULTICAST`].
+    Multicast([u8; 6]),
+    /// Receive frames for this extra unicast address (`PACKET_MR_UNICAST`), for example the
+    /// bond's MAC on a member whose own MAC differs.
+    Unicast([u8; 6]),
+}
+
+/// An `AF_PACKET` `SOCK_RAW` socket bound to one interface. Non-blocking.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+    ifindex: u32,
+    options: PacketOptions,
+}
+
+impl PacketSocket {
+    /// Opens a socket bound to interface `ifindex` in the caller's network namespace.
+    pub fn bind(ifindex: u32, options: PacketOptions) -> io::Result<Self> {
+        let ifindex_c = libc::c_int::try_from(ifindex).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "interface index out of range")
+        })?;
+        // Protocol 0 receives nothing until bind() names the real one, so no frame from another
+        // interface can slip in between socket() and bind().
+        let fd = socket::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)?;
+        let sock = Self {
+            fd,
+            ifindex,
+            options,
+        };
+        let on: libc::c_int = 1;
+        if options.vnet_hdr {
+            sock.set_option(libc::PACKET_VNET_HDR, &on, "setsockopt(PACKET_VNET_HDR)")?;
+        }
+        if options.ignore_outgoing {
+            sock.set_option(
+                libc::PACKET_IGNORE_OUTGOING,
+                &on,
+                "setsockopt(PACKET_IGNORE_OUTGOING)",
+            )?;
+        }
+        if options.qdisc_bypass {
+            sock.set_option(
+                libc::PACKET_QDISC_BYPASS,
+                &on,
+                "setsockopt(PACKET_QDISC_BYPASS)",
+            )?;
+        }
+        if let Some(bytes) = options.rcvbuf {
+            socket::set_buffer(sock.fd.as_fd(), true, bytes)?;
+        }
+        if let Some(bytes) = options.sndbuf {
+            socket::set_buffer(sock.fd.as_fd(), false, bytes)?;
+        }
+        let mut addr = zeroed_sockaddr_ll();
+        addr.sll_family = libc::AF_PACKET as libc::c_ushort;
+        addr.sll_protocol = options.protocol.to_be();
+        addr.sll_ifindex = ifindex_c;
+        // SAFETY: `addr` is a valid `sockaddr_ll` and the length passed is its size; bind(2)
+        // only reads it.
+        let ret = unsafe {
+            libc::bind(
+                sock.fd.as_raw_fd(),
+                ptr::from_ref(&addr).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if ret < 0 {
+            return Err(error::last(
+                "bind(AF_PACKET)",
+                Some(&format!("ifindex {ifindex}")),
+            ));
+        }
+        Ok(sock)
+    }
+
+    /// Opens a socket bound to the interface called `name` (looked up with [`link::ifindex`]).
+    pub fn bind_name(name: &str, options: PacketOptions) -> io::Result<Self> {
+        Self::bind(link::ifindex(name)?, options)
+    }
+
+    /// Receives one frame into `buf` and returns its length (header included with `vnet_hdr`).
+    /// A frame longer than `buf` is truncated silently; use [`PacketSocket::recv_from`] to learn
+    /// about truncation.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the duration of the call.
+        let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    }
+
+    /// Receives one frame into `buf` and returns its length, direction and protocol.
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<RecvMeta> {
+        let mut meta = [RecvMeta::default()];
+        let mut bufs = [IoSliceMut::new(buf)];
+        self.recv_batch(&mut bufs, &mut meta)?;
+        Ok(meta[0])
+    }
+
+    /// Receives up to `min(bufs.len(), meta.len(), BATCH_MAX)` frames with one `recvmmsg`,
+    /// frame `i` into `bufs[i]` and its description into `meta[i]`. Returns how many arrived
+    /// (at least one), or [`io::ErrorKind::WouldBlock`] if none was queued.
+    pub fn recv_batch(
+        &self,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> io::Result<usize> {
+        let count = bufs.len().min(meta.len()).min(BATCH_MAX);
+        if count == 0 {
+            return Ok(0);
+        }
+        let mut addrs = [const { MaybeUninit::<libc::sockaddr_ll>::uninit() }; BATCH_MAX];
+        let mut msgs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; BATCH_MAX];
+        let iovs = bufs.as_mut_ptr();
+        for i in 0..count {
+            let addr = addrs[i].write(zeroed_sockaddr_ll());
+            msgs[i].write(libc::mmsghdr {
+                msg_hdr: libc::msghdr {
+                    msg_name: ptr::from_mut(addr).cast(),
+                    msg_namelen: size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+                    // `IoSliceMut` is ABI-compatible with `struct iovec` (documented by std).
+                    msg_iov: iovs.wrapping_add(i).cast(),
+                    msg_iovlen: 1,
+                    msg_control: ptr::null_mut(),
+                    msg_controllen: 0,
+                    msg_flags: 0,
+                },
+                msg_len: 0,
+            });
+        }
+        // SAFETY: the first `count` entries of `msgs` are initialised; each points at one live,
+        // exclusively borrowed iovec (an `IoSliceMut`, ABI-compatible with iovec) and at one
+        // initialised `sockaddr_ll` in `addrs` with its true size. Both arrays outlive the call
+        // and nothing else accesses them during it. A null timeout is allowed.
+        let ret = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr().cast(),
+                count as libc::c_uint,
+                0,
+                ptr::null_mut(),
+            )
+        };
+        let received = usize::try_from(ret).map_err(|_| io::Error::last_os_error())?;
+        for i in 0..received.min(count) {
+            // SAFETY: entries below `count` were initialised above; the kernel only updated
+            // integer fields of them.
+            let msg = unsafe { msgs[i].assume_init_ref() };
+            // SAFETY: as above, `addrs[i]` was initialised and the kernel wrote plain bytes.
+            let addr = unsafe { addrs[i].assume_init_ref() };
+            meta[i] = RecvMeta {
+                len: msg.msg_len as usize,
+                truncated: msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                pkttype: PacketType::from(addr.sll_pkttype),
+                protocol: u16::from_be(addr.sll_protocol),
+            };
+        }
+        Ok(received)
+    }
+
+    /// Sends one frame (starting with its `virtio_net_hdr` with `vnet_hdr`). Returns the bytes
+    /// sent, which is all of them. See the module docs for [`io::ErrorKind::WouldBlock`].
+    pub fn send(&self, frame: &[u8]) -> io::Result<usize> {
+        // SAFETY: `frame` is valid for reads of `frame.len()` bytes for the duration of the call.
+        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        usize::try_from(n).map_err(|_| send_error())
+    }
+
+    /// Sends up to `min(frames.len(), BATCH_MAX)` frames with one `sendmmsg`, in order, and
+    /// returns how many were sent (at least one). If fewer than asked were sent, the first unsent
+    /// frame hit an error that the kernel does not report; call again from that frame on to see
+    /// it. [`io::ErrorKind::WouldBlock`] if not even the first one could go.
+    pub fn send_batch(&self, frames: &[IoSlice<'_>]) -> io::Result<usize> {
+        let count = frames.len().min(BATCH_MAX);
+        if count == 0 {
+            return Ok(0);
+        }
+        let mut msgs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; BATCH_MAX];
+        for (msg, frame) in msgs.iter_mut().zip(frames) {
+            msg.write(libc::mmsghdr {
+                msg_hdr: libc::msghdr {
+                    msg_name: ptr::null_mut(),
+                    msg_namelen: 0,
+                    // The kernel never writes through msg_iov for sendmmsg; the cast to *mut only
+                    // satisfies the C type. `IoSlice` is ABI-compatible with `struct iovec`.
+                    msg_iov: ptr::from_ref(frame).cast_mut().cast(),
+                    msg_iovlen: 1,
+                    msg_control: ptr::null_mut(),
+                    msg_controllen: 0,
+                    msg_flags: 0,
+                },
+                msg_len: 0,
+            });
+        }
+        // SAFETY: the first `count` entries of `msgs` are initialised, each with one iovec that
+        // describes a live buffer borrowed from `frames` for the duration of the call; sendmmsg
+        // reads the buffers and writes only `msg_len` in `msgs`, which is ours.
+        let ret = unsafe {
+            libc::sendmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr().cast(),
+                count as libc::c_uint,
+                0,
+            )
+        };
+        usize::try_from(ret).map_err(|_| send_error())
+    }
+
+    /// Reads and resets the `PACKET_STATISTICS` counters.
+    pub fn statistics(&self) -> io::Result<PacketStats> {
+        let stats: libc::tpacket_stats = socket::getsockopt(
+            self.fd.as_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            "getsockopt(PACKET_STATISTICS)",
+        )?;
+        Ok(PacketStats {
+            packets: stats.tp_packets,
+            drops: stats.tp_drops,
+        })
+    }
+
+    /// Adds a link-layer filter to the bound interface for as long as this socket lives.
+    pub fn add_membership(&self, membership: Membership) -> io::Result<()> {
+        let mreq = self.mreq(membership)?;
+        self.set_option(
+            libc::PACKET_ADD_MEMBERSHIP,
+            &mreq,
+            "setsockopt(PACKET_ADD_MEMBERSHIP)",
+        )
+    }
+
+    /// Removes a filter added with [`PacketSocket::add_membership`].
+    pub fn drop_membership(&self, membership: Membership) -> io::Result<()> {
+        let mreq = self.mreq(membership)?;
+        self.set_option(
+            libc::PACKET_DROP_MEMBERSHIP,
+            &mreq,
+            "setsockopt(PACKET_DROP_MEMBERSHIP)",
+        )
+    }
+
+    fn mreq(&self, membership: Membership) -> io::Result<libc::packet_mreq> {
+        let (kind, addr) = match membership {
+            Membership::Promisc => (libc::PACKET_MR_PROMISC, None),
+            Membership::AllMulti => (libc::PACKET_MR_ALLMULTI, None),
+            Membership::Multicast(mac) => (libc::PACKET_MR_MULTICAST, Some(mac)),
+            Membership::Unicast(mac) => (PACKET_MR_UNICAST, Some(mac)),
+        };
+        let mut mreq = libc::packet_mreq {
+            mr_ifindex: libc::c_int::try_from(self.ifindex).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "interface index out of range")
+            })?,
+            mr_type: kind as libc::c_ushort,
+            mr_alen: 0,
+            mr_address: [0; 8],
+        };
+        if let Some(mac) = addr {
+            mreq.mr_alen = 6;
+            mreq.mr_address[..6].copy_from_slice(&mac);
+        }
+        Ok(mreq)
+    }
+
+    fn set_option<T: PlainData>(
+        &self,
+        name: libc::c_int,
+        value: &T,
+        call: &'static str,
+    ) -> io::Result<()> {
+        socket::setsockopt(self.fd.as_fd(), libc::SOL_PACKET, name, value, call)
+    }
+
+    /// The interface this socket is bound to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The options this socket was opened with.
+    pub fn options(&self) -> PacketOptions {
+        self.options
+    }
+
+    /// Bytes of `virtio_net_hdr` before each frame: 10 or 0.
+    pub fn vnet_hdr_len(&self) -> usize {
+        if self.options.vnet_hdr {
+            VirtioNetHdr::LEN
+        } else {
+            0
+        }
+    }
+}
+
+impl AsFd for PacketSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+fn zeroed_sockaddr_ll() -> libc::sockaddr_ll {
+    libc::sockaddr_ll {
+        sll_family: 0,
+        sll_protocol: 0,
+        sll_ifindex: 0,
+        sll_hatype: 0,
+        sll_pkttype: 0,
+        sll_halen: 0,
+        sll_addr: [0; 8],
+    }
+}
+
+/// The error of a failed send: `ENOBUFS` (the device queue dropped the frame) becomes
+/// `WouldBlock` so that callers treat it as back-pressure; the rest stay as they are.
+fn send_error() -> io::Error {
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ENOBUFS) {
+        io::ErrorKind::WouldBlock.into()
+    } else {
+        err
+    }
+}
