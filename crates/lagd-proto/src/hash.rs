@@ -19,6 +19,11 @@
 //! - TIPC keep-alive messages get a random key in the kernel; lagd uses 0 for them, the only
 //!   deterministic choice.
 //!
+//! `testdata/real-frames.txt` holds 137 frames (72 captured on this kernel's veth, 13 captured
+//! after re-tagging, 52 built by hand for cases a capture cannot produce) with the hashes of
+//! `tools/hashref.py`, an independent Python model of the kernel written from the same facts;
+//! `tests/real_frames.rs` checks every policy against it.
+//!
 //! The building blocks: `E = dst[5] ^ src[5] ^ ethertype` (last MAC bytes only); address words
 //! are the IPv4 address loaded little-endian, or the XOR of an IPv6 address's four
 //! little-endian words; the ports word is the first four transport bytes loaded little-endian;
@@ -206,14 +211,68 @@ pub fn xmit_hash(policy: HashPolicy, frame: &[u8]) -> u32 {
 /// as the kernel's `bond_xmit_3ad_xor_slave_get`), or `None` when there is no member.
 #[inline]
 pub fn member_index(hash: u32, members: usize) -> Option<usize> {
-    if members == 0 {
-        None
-    } else {
-        Some((hash as u64 % members as u64) as usize)
+    match u32::try_from(members) {
+        Ok(0) => None,
+        // The kernel's unsigned 32-bit modulo; a 32-bit divide is also much cheaper than 64.
+        Ok(n) => Some((hash % n) as usize),
+        // More members than fit in 32 bits cannot exist; keep the arithmetic total anyway.
+        Err(_) => Some(hash as usize),
+    }
+}
+
+/// A hash function specialised for one policy: what a dataplane keeps per bond, so the policy
+/// is decided once instead of per frame. Gives the same numbers as [`xmit_hash`].
+pub fn hasher(policy: HashPolicy) -> fn(&[u8]) -> u32 {
+    fn with<const P: u8>(frame: &[u8]) -> u32 {
+        xmit_hash_traced(HashPolicy::ALL[P as usize], frame, &mut NoTrace)
+    }
+    match policy {
+        HashPolicy::Layer2 => with::<0>,
+        HashPolicy::Layer23 => with::<1>,
+        HashPolicy::Layer34 => with::<2>,
+        HashPolicy::Encap23 => with::<3>,
+        HashPolicy::Encap34 => with::<4>,
+        HashPolicy::VlanSrcMac => with::<5>,
+        HashPolicy::OvsSlb => with::<6>,
+        HashPolicy::OvsTcp => with::<7>,
+    }
+}
+
+/// `hash % members` without a divide, for a member count that changes rarely (the dataplane
+/// builds one per distribution change). Exact for every 32-bit hash: it uses the precomputed
+/// 64-bit reciprocal of the divisor (Lemire, Kaser and Kurz, "Faster remainder by direct
+/// computation", 2019).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberMod {
+    n: u32,
+    m: u64,
+}
+
+impl MemberMod {
+    /// Prepares `hash % members`; `None` when there are no members (or more than `u32::MAX`).
+    pub fn new(members: usize) -> Option<Self> {
+        let n = u32::try_from(members).ok().filter(|&n| n > 0)?;
+        Some(Self {
+            n,
+            m: (u64::MAX / u64::from(n)).wrapping_add(1),
+        })
+    }
+
+    /// The member count.
+    pub const fn members(&self) -> usize {
+        self.n as usize
+    }
+
+    /// `hash % members`, the same number [`member_index`] gives.
+    #[inline(always)]
+    pub fn index(&self, hash: u32) -> usize {
+        let low = self.m.wrapping_mul(u64::from(hash));
+        ((u128::from(low) * u128::from(self.n)) >> 64) as usize
     }
 }
 
 /// Like [`xmit_hash`], reporting the fields that fed the hash to `trace`.
+#[inline(always)]
 pub fn xmit_hash_traced<T: Trace>(policy: HashPolicy, frame: &[u8], trace: &mut T) -> u32 {
     let v = KernelView::new(frame);
     match policy {
@@ -249,7 +308,9 @@ fn be16(b: &[u8], at: usize) -> u16 {
 
 #[inline(always)]
 fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    // One bounds check for the four bytes.
+    let w: [u8; 4] = b[at..at + 4].try_into().expect("4-byte slice");
+    u32::from_le_bytes(w)
 }
 
 /// `ipv6_addr_hash()`: XOR of the four little-endian words of the address at `at`.
@@ -374,16 +435,17 @@ impl<'a> KernelView<'a> {
         let b = self.b;
         let at = *nhoff;
         if self.proto == ETH_P_IP {
-            if at + 20 > b.len() {
+            // A fixed-size view: the field reads below need no bounds checks.
+            let Some(ip) = b.get(at..at + 20) else {
                 return false;
-            }
-            fk.src = le32(b, at + 12);
-            fk.dst = le32(b, at + 16);
-            let ihl = usize::from(b[at] & 0x0f);
-            *nhoff = at + ihl * 4;
-            let frag = be16(b, at + 6) & 0x3fff != 0;
+            };
+            let ip: &[u8; 20] = ip.try_into().expect("20-byte slice");
+            fk.src = u32::from_le_bytes([ip[12], ip[13], ip[14], ip[15]]);
+            fk.dst = u32::from_le_bytes([ip[16], ip[17], ip[18], ip[19]]);
+            *nhoff = at + usize::from(ip[0] & 0x0f) * 4;
+            let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
             if !frag {
-                *ip_proto = Some(b[at + 9]);
+                *ip_proto = Some(ip[9]);
             }
             note!(
                 t,
@@ -429,6 +491,7 @@ impl<'a> KernelView<'a> {
     }
 
     /// `bond_flow_dissect()` for layer2+3 and layer3+4.
+    #[inline(always)]
     fn bond_flow_dissect<T: Trace>(&self, l34: bool, fk: &mut FlowKeys, t: &mut T) -> bool {
         let mut nhoff = self.nhoff;
         let mut ip_proto = None;
@@ -597,6 +660,19 @@ impl<'a> KernelView<'a> {
                 0x8906 => return nhoff + 38 <= len,
                 // PTP over Ethernet: success when its header fits.
                 0x88f7 => return nhoff + 34 <= len,
+                // batman-adv: only version 15 unicast packets are entered, past the 10-byte
+                // batman header and the inner Ethernet header, to the inner EtherType.
+                0x4305 => {
+                    if nhoff + 24 > len || b[nhoff + 1] != 15 || b[nhoff] != 0x40 {
+                        return false;
+                    }
+                    proto = be16(b, nhoff + 22);
+                    nhoff += 24;
+                    if allowed() {
+                        continue 'proto;
+                    }
+                    return true;
+                }
                 // HSR/PRP: skip the 6-byte tag.
                 0x892f | 0x88fb => {
                     if nhoff + 6 > len {
@@ -740,10 +816,9 @@ fn get_ports(b: &[u8], thoff: usize, ip_proto: u8) -> u32 {
         51 => 4,
         _ => return 0,
     };
-    if thoff + off + 4 <= b.len() {
-        le32(b, thoff + off)
-    } else {
-        0
+    match b.get(thoff + off..thoff + off + 4) {
+        Some(w) => u32::from_le_bytes(w.try_into().expect("4-byte slice")),
+        None => 0,
     }
 }
 

@@ -1,2 +1,7 @@
-//! lagd glue (being written).
+//! lagd's glue: the command-line front ends of `lagd` and `lagctl`.
+//!
+//! The decisions live in `lagd-proto` (pure) and the system calls in `lagd-sys`; this crate
+//! wires them to users: argument parsing, input/output formats and exit codes.
 #![forbid(unsafe_code)]
+
+pub mod cli;

@@ -465,6 +465,20 @@ fn ovs_tcp_uses_the_five_tuple() {
 }
 
 #[test]
+fn specialised_hashers_agree() {
+    let frames = [
+        tcp_frame(),
+        tagged(tcp_frame(), 0x8100, 9),
+        eth(0x0806, &[1; 28]),
+    ];
+    for p in HashPolicy::ALL {
+        for f in &frames {
+            assert_eq!(hasher(p)(f), xmit_hash(p, f), "{p}");
+        }
+    }
+}
+
+#[test]
 fn policy_names_and_numbers() {
     for p in HashPolicy::ALL {
         assert_eq!(p.name().parse::<HashPolicy>(), Ok(p));
@@ -522,5 +536,48 @@ proptest! {
         f[5] = d5;
         f[11] = s5;
         prop_assert_eq!(xmit_hash(HashPolicy::Layer34, &f), h);
+    }
+}
+
+#[test]
+fn member_mod_equals_modulo() {
+    assert_eq!(MemberMod::new(0), None);
+    for n in [
+        1usize,
+        2,
+        3,
+        4,
+        5,
+        7,
+        8,
+        16,
+        255,
+        256,
+        1000,
+        65_535,
+        1 << 20,
+    ] {
+        let m = MemberMod::new(n).unwrap();
+        assert_eq!(m.members(), n);
+        for h in [
+            0u32,
+            1,
+            2,
+            3,
+            0x29a9_c0c2,
+            u32::MAX,
+            u32::MAX - 1,
+            1 << 31,
+            0xdead_beef,
+        ] {
+            assert_eq!(Some(m.index(h)), member_index(h, n), "{h} % {n}");
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn member_mod_matches_modulo_everywhere(h: u32, n in 1usize..100_000) {
+        prop_assert_eq!(Some(MemberMod::new(n).unwrap().index(h)), member_index(h, n));
     }
 }

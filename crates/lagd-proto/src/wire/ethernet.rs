@@ -339,10 +339,15 @@ mod test {
         assert_eq!(w.ethertype, EtherType::Ipv4);
         assert_eq!(w.network_offset, 22);
         let outer = w.tags[0].unwrap();
-        assert_eq!((outer.tpid, outer.vid(), outer.pcp()), (EtherType::QinQ, 100, 1));
+        assert_eq!(
+            (outer.tpid, outer.vid(), outer.pcp()),
+            (EtherType::QinQ, 100, 1)
+        );
         assert_eq!(w.tags[1].unwrap().vid(), 10);
         // cut inside the second tag
-        let e = EthernetFrame::new_checked(&b[..19]).unwrap().walk_tags::<2>();
+        let e = EthernetFrame::new_checked(&b[..19])
+            .unwrap()
+            .walk_tags::<2>();
         assert_eq!(e, Err(Error::Truncated));
     }
 
@@ -357,7 +362,10 @@ mod test {
         let mut buf = [0u8; 14];
         r.emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
         assert_eq!(&buf[12..], &[0x12, 0x34]);
-        assert_eq!(EthernetRepr::parse(&EthernetFrame::new_checked(&buf[..]).unwrap()), Ok(r));
+        assert_eq!(
+            EthernetRepr::parse(&EthernetFrame::new_checked(&buf[..]).unwrap()),
+            Ok(r)
+        );
         assert!(EthernetFrame::new_checked(&buf[..13]).is_err());
     }
 
