@@ -8,17 +8,31 @@
 use std::fmt;
 use std::io::{self, BufRead, Write};
 
+use super::CliError;
 use lagd_proto::hash::{Explain, HashPolicy, member_index, xmit_hash, xmit_hash_traced};
 
 /// What `lagctl hash` was asked to do.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, clap::Args)]
 pub struct HashArgs {
-    /// The transmit hash policy.
+    /// Transmit hash policy: layer2, layer2+3, layer3+4, encap2+3, encap3+4, vlan+srcmac,
+    /// ovs-slb or ovs-tcp.
+    #[arg(long)]
     pub policy: HashPolicy,
-    /// How many members the bond has (at least 1).
+    /// Number of bond members.
+    #[arg(long, default_value_t = 2)]
     pub members: usize,
-    /// Whether to print the fields that fed each hash.
+    /// Also print which fields fed each hash.
+    #[arg(long)]
     pub explain: bool,
+}
+
+/// `lagctl hash` on stdin and stdout.
+pub fn main(args: HashArgs) -> Result<(), CliError> {
+    let stdout = io::stdout();
+    run(args, io::stdin().lock(), io::BufWriter::new(stdout.lock())).map_err(|e| match e {
+        HashError::Io(io) => CliError::Io(io),
+        other => CliError::Usage(other.to_string()),
+    })
 }
 
 /// Why `lagctl hash` stopped.
