@@ -35,4 +35,5 @@
 #![forbid(unsafe_code)]
 
 pub mod hash;
+pub mod time;
 pub mod wire;
