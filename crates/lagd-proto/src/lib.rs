@@ -34,6 +34,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod bond;
 pub mod hash;
 pub mod time;
 pub mod wire;

@@ -1,0 +1,602 @@
+//! The bond: members, link monitoring, and the per-frame decisions of each mode.
+//!
+//! [`Bond`] is sans-IO. The driver tells it what it sees (`handle_carrier` after each carrier
+//! poll, `handle_timeout` when [`Bond::poll_timeout`] is due) and asks it, per frame, where a
+//! frame from the host goes ([`Bond::tx_choice`]) and whether a frame from a member is delivered
+//! to the host ([`Bond::rx_verdict`]). Both per-frame calls are allocation-free.
+//!
+//! Link monitoring follows the driver's `miimon` semantics: a member whose carrier drops goes
+//! `going down` for `downdelay` and then `down` (one link failure counted); a member whose
+//! carrier returns goes `going back` for `updelay` and then `up`. When no member is up, the first
+//! member going back is used at once (the driver ignores `updelay` then, and so does lagd).
+//!
+//! Modes implemented here: balance-rr (`packets_per_slave`), active-backup (`primary`,
+//! `primary_reselect`, `all_slaves_active`), balance-xor (every hash policy) and broadcast.
+//! 802.3ad, balance-tlb and balance-alb come with the LACP engine and the balancers.
+
+pub mod options;
+
+use core::fmt;
+use core::time::Duration;
+
+use crate::hash::{HashPolicy, MemberMod, hasher};
+use crate::time::Instant;
+use crate::wire::EthernetAddress;
+pub use options::{BondOptions, Mode, OptionError, PrimaryReselect};
+
+/// A member's handle: its position in enslave order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PortId(pub u16);
+
+impl PortId {
+    /// The index into per-port arrays.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A member's link state as `/proc/net/bonding` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MiiStatus {
+    /// Carrier up and usable.
+    Up,
+    /// Carrier lost, waiting out `downdelay`; still usable.
+    GoingDown,
+    /// Not usable.
+    Down,
+    /// Carrier back, waiting out `updelay`; not yet usable.
+    GoingBack,
+}
+
+impl MiiStatus {
+    /// The driver's wording.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Up => "up",
+            Self::GoingDown => "going down",
+            Self::Down => "down",
+            Self::GoingBack => "going back",
+        }
+    }
+
+    /// Whether frames may be sent on the member.
+    pub const fn usable(self) -> bool {
+        matches!(self, Self::Up | Self::GoingDown)
+    }
+}
+
+impl fmt::Display for MiiStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the driver knows about a member when it joins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    /// Interface name.
+    pub name: String,
+    /// Permanent MAC.
+    pub perm_mac: EthernetAddress,
+    /// Speed in Mb/s, if known.
+    pub speed_mbps: Option<u32>,
+    /// Full duplex, if known.
+    pub full_duplex: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+struct Port {
+    info: PortInfo,
+    mii: MiiStatus,
+    carrier: bool,
+    /// When the current `going down` / `going back` began.
+    since: Instant,
+    link_failures: u32,
+}
+
+/// Where a frame from the host goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxChoice {
+    /// On this member.
+    Port(PortId),
+    /// On every usable member (broadcast mode).
+    All,
+    /// Nowhere: no usable member.
+    Drop,
+}
+
+/// Why a received frame is not delivered to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// Arrived on a backup member (active-backup without `all_slaves_active`).
+    InactiveMember,
+    /// A slow-protocols frame (LACP, Marker): never given to the host.
+    SlowProtocols,
+    /// Shorter than an Ethernet header.
+    Runt,
+}
+
+impl DropReason {
+    /// Every reason, for counters.
+    pub const ALL: [Self; 3] = [Self::InactiveMember, Self::SlowProtocols, Self::Runt];
+
+    /// A short name for counters and status.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::InactiveMember => "inactive_member",
+            Self::SlowProtocols => "slow_protocols",
+            Self::Runt => "runt",
+        }
+    }
+}
+
+/// What happens to a frame received on a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxVerdict {
+    /// Give it to the host.
+    Deliver,
+    /// Count and drop it.
+    Drop(DropReason),
+}
+
+/// Something the driver may want to log or act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BondEvent {
+    /// A member's MII status changed.
+    Link {
+        /// The member.
+        port: PortId,
+        /// Its new status.
+        status: MiiStatus,
+    },
+    /// The active member changed (active-backup).
+    ActiveChanged {
+        /// The previous active member.
+        from: Option<PortId>,
+        /// The new one.
+        to: Option<PortId>,
+    },
+    /// The bond's own carrier changed.
+    Carrier {
+        /// Whether any member is usable.
+        up: bool,
+    },
+}
+
+/// Plain-data state for `lagctl show`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BondSnapshot {
+    /// The mode.
+    pub mode: Mode,
+    /// The hash policy, when the mode uses one.
+    pub xmit_hash_policy: Option<HashPolicy>,
+    /// Whether the bond has carrier.
+    pub carrier: bool,
+    /// `miimon`.
+    pub miimon: u32,
+    /// `updelay`.
+    pub updelay: u32,
+    /// `downdelay`.
+    pub downdelay: u32,
+    /// `peer_notif_delay`.
+    pub peer_notif_delay: u32,
+    /// Primary member name (modes with an active member).
+    pub primary: Option<String>,
+    /// `primary_reselect` (modes with an active member).
+    pub primary_reselect: Option<PrimaryReselect>,
+    /// The active member's name (modes with an active member).
+    pub active: Option<String>,
+    /// Per member, in enslave order.
+    pub ports: Vec<PortSnapshot>,
+}
+
+/// One member in a [`BondSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSnapshot {
+    /// Interface name.
+    pub name: String,
+    /// MII status.
+    pub mii: MiiStatus,
+    /// Speed in Mb/s, if known.
+    pub speed_mbps: Option<u32>,
+    /// Duplex, if known.
+    pub full_duplex: Option<bool>,
+    /// Times the member went down.
+    pub link_failures: u32,
+    /// Permanent MAC.
+    pub perm_mac: EthernetAddress,
+    /// Whether it is the active member (or, in other modes, usable).
+    pub active: bool,
+}
+
+/// A bond's decision state.
+#[derive(Debug, Clone)]
+pub struct Bond {
+    opts: BondOptions,
+    ports: Vec<Port>,
+    /// Usable members in enslave order: what the hash picks among.
+    usable: Vec<PortId>,
+    usable_mod: Option<MemberMod>,
+    hash: fn(&[u8]) -> u32,
+    active: Option<PortId>,
+    rr_counter: u32,
+    rng: u32,
+    carrier: bool,
+    events: Vec<BondEvent>,
+}
+
+impl Bond {
+    /// A bond with no members yet.
+    pub fn new(opts: BondOptions) -> Self {
+        let hash = hasher(opts.xmit_hash_policy);
+        Self {
+            opts,
+            ports: Vec::new(),
+            usable: Vec::new(),
+            usable_mod: None,
+            hash,
+            active: None,
+            rr_counter: 0,
+            rng: 0x9e37_79b9,
+            carrier: false,
+            events: Vec::new(),
+        }
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &BondOptions {
+        &self.opts
+    }
+
+    /// Adds a member with its current carrier. A member with carrier starts `up` (the driver
+    /// does not apply `updelay` at enslave time).
+    pub fn add_port(&mut self, now: Instant, info: PortInfo, carrier: bool) -> PortId {
+        let id = PortId(self.ports.len() as u16);
+        let mii = if carrier {
+            MiiStatus::Up
+        } else {
+            MiiStatus::Down
+        };
+        self.ports.push(Port {
+            info,
+            mii,
+            carrier,
+            since: now,
+            link_failures: 0,
+        });
+        self.events.push(BondEvent::Link {
+            port: id,
+            status: mii,
+        });
+        self.reselect(now);
+        id
+    }
+
+    /// Marks a member as gone (its interface was deleted): it stays in the table, `down`.
+    pub fn remove_port(&mut self, now: Instant, port: PortId) {
+        let p = &mut self.ports[port.index()];
+        p.carrier = false;
+        if p.mii != MiiStatus::Down {
+            if p.mii.usable() {
+                p.link_failures += 1;
+            }
+            p.mii = MiiStatus::Down;
+            self.events.push(BondEvent::Link {
+                port,
+                status: MiiStatus::Down,
+            });
+        }
+        self.reselect(now);
+    }
+
+    /// The member named `name`.
+    pub fn port_by_name(&self, name: &str) -> Option<PortId> {
+        self.ports
+            .iter()
+            .position(|p| p.info.name == name)
+            .map(|i| PortId(i as u16))
+    }
+
+    /// Members in enslave order.
+    pub fn ports(&self) -> impl Iterator<Item = (PortId, &PortInfo)> {
+        self.ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (PortId(i as u16), &p.info))
+    }
+
+    /// Records a carrier reading of `port` (each poll, or a link event).
+    pub fn handle_carrier(&mut self, now: Instant, port: PortId, carrier: bool) {
+        let p = &mut self.ports[port.index()];
+        if p.carrier == carrier {
+            return;
+        }
+        p.carrier = carrier;
+        let next = match (p.mii, carrier) {
+            (MiiStatus::Up, false) => Some(if self.opts.downdelay == 0 {
+                MiiStatus::Down
+            } else {
+                MiiStatus::GoingDown
+            }),
+            (MiiStatus::GoingDown, true) => Some(MiiStatus::Up),
+            (MiiStatus::Down, true) => Some(if self.opts.updelay == 0 {
+                MiiStatus::Up
+            } else {
+                MiiStatus::GoingBack
+            }),
+            (MiiStatus::GoingBack, false) => Some(MiiStatus::Down),
+            _ => None,
+        };
+        if let Some(s) = next {
+            self.set_status(now, port, s);
+        }
+        self.reselect(now);
+    }
+
+    /// Runs the delays that are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let down = Duration::from_millis(self.opts.downdelay.into());
+        let up = Duration::from_millis(self.opts.updelay.into());
+        for i in 0..self.ports.len() {
+            let p = &self.ports[i];
+            let due = match p.mii {
+                MiiStatus::GoingDown if now >= p.since + down => Some(MiiStatus::Down),
+                MiiStatus::GoingBack if now >= p.since + up => Some(MiiStatus::Up),
+                _ => None,
+            };
+            if let Some(s) = due {
+                self.set_status(now, PortId(i as u16), s);
+            }
+        }
+        self.reselect(now);
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let down = Duration::from_millis(self.opts.downdelay.into());
+        let up = Duration::from_millis(self.opts.updelay.into());
+        self.ports
+            .iter()
+            .filter_map(|p| match p.mii {
+                MiiStatus::GoingDown => Some(p.since + down),
+                MiiStatus::GoingBack => Some(p.since + up),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// The next event, oldest first.
+    pub fn poll_event(&mut self) -> Option<BondEvent> {
+        if self.events.is_empty() {
+            None
+        } else {
+            Some(self.events.remove(0))
+        }
+    }
+
+    fn set_status(&mut self, now: Instant, port: PortId, status: MiiStatus) {
+        let p = &mut self.ports[port.index()];
+        if p.mii.usable() && !status.usable() {
+            p.link_failures += 1;
+        }
+        p.mii = status;
+        p.since = now;
+        self.events.push(BondEvent::Link { port, status });
+    }
+
+    /// Recomputes the usable set, the active member and the bond carrier.
+    fn reselect(&mut self, now: Instant) {
+        // Nothing usable but a member coming back: use it now, updelay or not.
+        if !self.ports.iter().any(|p| p.mii.usable()) {
+            if let Some(i) = self
+                .ports
+                .iter()
+                .position(|p| p.mii == MiiStatus::GoingBack)
+            {
+                self.set_status(now, PortId(i as u16), MiiStatus::Up);
+            }
+        }
+        self.usable.clear();
+        self.usable.extend(
+            self.ports
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.mii.usable())
+                .map(|(i, _)| PortId(i as u16)),
+        );
+        self.usable_mod = MemberMod::new(self.usable.len());
+        let active = self.choose_active();
+        if active != self.active {
+            self.events.push(BondEvent::ActiveChanged {
+                from: self.active,
+                to: active,
+            });
+            self.active = active;
+        }
+        let carrier = !self.usable.is_empty();
+        if carrier != self.carrier {
+            self.carrier = carrier;
+            self.events.push(BondEvent::Carrier { up: carrier });
+        }
+    }
+
+    /// The driver's `bond_find_best_slave` with `primary_reselect`.
+    fn choose_active(&self) -> Option<PortId> {
+        let usable = |id: PortId| self.ports[id.index()].mii.usable();
+        let current = self.active.filter(|&a| usable(a));
+        let primary = self
+            .opts
+            .primary
+            .as_deref()
+            .and_then(|n| self.port_by_name(n))
+            .filter(|&p| self.ports[p.index()].mii == MiiStatus::Up);
+        if let Some(p) = primary {
+            let take = match (self.opts.primary_reselect, current) {
+                (_, None) => true,
+                (PrimaryReselect::Always, _) => true,
+                (PrimaryReselect::Better, Some(c)) => self.better(p, c),
+                (PrimaryReselect::Failure, Some(c)) => c == p,
+            };
+            if take {
+                return Some(p);
+            }
+        }
+        current.or_else(|| self.usable.first().copied())
+    }
+
+    /// Whether `a` is faster (then: full duplex where `b` is not) than `b`.
+    fn better(&self, a: PortId, b: PortId) -> bool {
+        let (a, b) = (&self.ports[a.index()].info, &self.ports[b.index()].info);
+        let sa = a.speed_mbps.unwrap_or(0);
+        let sb = b.speed_mbps.unwrap_or(0);
+        sa > sb || (sa == sb && a.full_duplex == Some(true) && b.full_duplex != Some(true))
+    }
+
+    /// Whether any member is usable.
+    pub fn carrier(&self) -> bool {
+        self.carrier
+    }
+
+    /// The active member (modes with one).
+    pub fn active(&self) -> Option<PortId> {
+        self.active
+    }
+
+    /// Usable members in enslave order.
+    pub fn usable(&self) -> &[PortId] {
+        &self.usable
+    }
+
+    /// Where a frame from the host goes. Per frame; no allocation.
+    #[inline]
+    pub fn tx_choice(&mut self, frame: &[u8]) -> TxChoice {
+        match self.opts.mode {
+            Mode::BalanceXor => match self.usable_mod {
+                Some(m) => TxChoice::Port(self.usable[m.index((self.hash)(frame))]),
+                None => TxChoice::Drop,
+            },
+            Mode::ActiveBackup => self.active.map_or(TxChoice::Drop, TxChoice::Port),
+            Mode::Broadcast => {
+                if self.usable.is_empty() {
+                    TxChoice::Drop
+                } else {
+                    TxChoice::All
+                }
+            }
+            Mode::BalanceRr => self.rr_choice(frame),
+            // Their engines (LACP, load tracking) drive these modes; without one, send nothing.
+            Mode::Ieee8023ad | Mode::BalanceTlb | Mode::BalanceAlb => TxChoice::Drop,
+        }
+    }
+
+    /// balance-rr: the driver's `bond_rr_gen_slave_id` and the walk to a usable member.
+    fn rr_choice(&mut self, frame: &[u8]) -> TxChoice {
+        if self.usable.is_empty() {
+            return TxChoice::Drop;
+        }
+        // IGMP always leaves on the active (first usable) member.
+        if is_igmp(frame) {
+            return TxChoice::Port(self.usable[0]);
+        }
+        let value = match self.opts.packets_per_slave {
+            0 => {
+                // xorshift32: any member per frame, as the driver's prandom.
+                let mut x = self.rng;
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                self.rng = x;
+                x
+            }
+            1 => {
+                let v = self.rr_counter;
+                self.rr_counter = v.wrapping_add(1);
+                v
+            }
+            n => {
+                let v = self.rr_counter;
+                self.rr_counter = v.wrapping_add(1);
+                v / u32::from(n)
+            }
+        };
+        let n = self.ports.len();
+        let start = value as usize % n;
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| self.ports[i].mii.usable())
+            .map_or(TxChoice::Drop, |i| TxChoice::Port(PortId(i as u16)))
+    }
+
+    /// Whether a frame received on `port` goes to the host. Per frame; no allocation.
+    #[inline]
+    pub fn rx_verdict(&self, port: PortId, frame: &[u8]) -> RxVerdict {
+        if frame.len() < 14 {
+            return RxVerdict::Drop(DropReason::Runt);
+        }
+        if frame[12] == 0x88 && frame[13] == 0x09 {
+            return RxVerdict::Drop(DropReason::SlowProtocols);
+        }
+        if self.opts.mode.uses_primary()
+            && !self.opts.all_slaves_active
+            && self.active != Some(port)
+        {
+            return RxVerdict::Drop(DropReason::InactiveMember);
+        }
+        RxVerdict::Deliver
+    }
+
+    /// Plain-data state for status output.
+    pub fn snapshot(&self) -> BondSnapshot {
+        let uses_primary = self.opts.mode.uses_primary();
+        BondSnapshot {
+            mode: self.opts.mode,
+            xmit_hash_policy: self
+                .opts
+                .mode
+                .uses_hash()
+                .then_some(self.opts.xmit_hash_policy),
+            carrier: self.carrier,
+            miimon: self.opts.miimon,
+            updelay: self.opts.updelay,
+            downdelay: self.opts.downdelay,
+            peer_notif_delay: self.opts.peer_notif_delay,
+            primary: uses_primary.then(|| self.opts.primary.clone()).flatten(),
+            primary_reselect: uses_primary.then_some(self.opts.primary_reselect),
+            active: if uses_primary {
+                self.active.map(|a| self.ports[a.index()].info.name.clone())
+            } else {
+                None
+            },
+            ports: self
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| PortSnapshot {
+                    name: p.info.name.clone(),
+                    mii: p.mii,
+                    speed_mbps: p.info.speed_mbps,
+                    full_duplex: p.info.full_duplex,
+                    link_failures: p.link_failures,
+                    perm_mac: p.info.perm_mac,
+                    active: if uses_primary {
+                        self.active == Some(PortId(i as u16))
+                    } else {
+                        p.mii.usable()
+                    },
+                })
+                .collect(),
+        }
+    }
+}
+
+/// IPv4 carrying IGMP (protocol 2), untagged or behind one tag.
+fn is_igmp(frame: &[u8]) -> bool {
+    let (ty, l3) = match frame.get(12..14) {
+        Some([0x81, 0x00]) | Some([0x88, 0xa8]) => (frame.get(16..18), 18),
+        _ => (frame.get(12..14), 14),
+    };
+    ty == Some(&[0x08, 0x00]) && frame.get(l3 + 9) == Some(&2)
+}
+
+#[cfg(test)]
+mod test;

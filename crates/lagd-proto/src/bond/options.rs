@@ -1,0 +1,717 @@
+//! Bonding options with the Linux driver's names, values, ranges and defaults.
+//!
+//! [`BondOptions::parse_opts`] takes a `BONDING_OPTS` / NetworkManager `bond.options` string
+//! verbatim (`mode=802.3ad miimon=100 xmit_hash_policy=layer3+4`); [`BondOptions::set`] takes one
+//! key and value (what a config file line gives). Enumerated options accept the kernel's names
+//! and its numbers (`mode=4`, `xmit_hash_policy=1`), as sysfs and `BONDING_OPTS` do. A bad key or
+//! value is an [`OptionError`] naming the key; nothing is changed by a failed call.
+//!
+//! Cross-option rules follow the driver, which applies options in order and corrects
+//! combinations with a warning ([`BondOptions::finish`] returns them): ARP monitoring and
+//! `miimon` exclude each other (the later wins), `arp_interval` without `arp_ip_target` is
+//! turned off, `updelay`/`downdelay` are rounded down to multiples of `miimon`, and 802.3ad,
+//! balance-tlb and balance-alb force `miimon=100` when it is 0. ARP monitoring is refused in those
+//! three modes, as the driver refuses it.
+
+use core::fmt;
+use std::net::Ipv4Addr;
+
+use crate::hash::HashPolicy;
+use crate::wire::EthernetAddress;
+
+macro_rules! kernel_enum {
+    (
+        $(#[$attr:meta])*
+        pub enum $name:ident {
+            $( $(#[$vattr:meta])* $variant:ident = ($num:expr, $text:expr) ),+ $(,)?
+        }
+    ) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $(#[$vattr])* $variant ),+
+        }
+
+        impl $name {
+            /// Every value, in the kernel's numeric order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// The kernel's name.
+            pub const fn name(self) -> &'static str {
+                match self { $(Self::$variant => $text),+ }
+            }
+
+            /// The kernel's number.
+            pub const fn number(self) -> u8 {
+                match self { $(Self::$variant => $num),+ }
+            }
+
+            /// Parses the kernel's name or number.
+            pub fn parse(s: &str) -> Option<Self> {
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.name() == s || s.parse::<u8>().ok() == Some(v.number()))
+            }
+
+            fn expected() -> String {
+                let names: Vec<&str> = Self::ALL.iter().map(|v| v.name()).collect();
+                names.join(", ")
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+kernel_enum! {
+    /// The bonding mode.
+    pub enum Mode {
+        /// Round-robin over all members.
+        BalanceRr = (0, "balance-rr"),
+        /// One active member, the others standing by.
+        ActiveBackup = (1, "active-backup"),
+        /// Transmit hash modulo the usable members.
+        BalanceXor = (2, "balance-xor"),
+        /// Every frame on every member.
+        Broadcast = (3, "broadcast"),
+        /// IEEE 802.3ad / 802.1AX dynamic link aggregation (LACP).
+        Ieee8023ad = (4, "802.3ad"),
+        /// Adaptive transmit load balancing.
+        BalanceTlb = (5, "balance-tlb"),
+        /// Adaptive load balancing (transmit and ARP-negotiated receive).
+        BalanceAlb = (6, "balance-alb"),
+    }
+}
+
+impl Mode {
+    /// The line `/proc/net/bonding` prints for the mode.
+    pub const fn description(self) -> &'static str {
+        match self {
+            Self::BalanceRr => "load balancing (round-robin)",
+            Self::ActiveBackup => "fault-tolerance (active-backup)",
+            Self::BalanceXor => "load balancing (xor)",
+            Self::Broadcast => "fault-tolerance (broadcast)",
+            Self::Ieee8023ad => "IEEE 802.3ad Dynamic link aggregation",
+            Self::BalanceTlb => "transmit load balancing",
+            Self::BalanceAlb => "adaptive load balancing",
+        }
+    }
+
+    /// Whether the mode picks members with the transmit hash policy.
+    pub const fn uses_hash(self) -> bool {
+        matches!(self, Self::BalanceXor | Self::Ieee8023ad)
+    }
+
+    /// Whether lagd's dataplane runs this mode yet.
+    pub const fn is_implemented(self) -> bool {
+        matches!(
+            self,
+            Self::BalanceRr | Self::ActiveBackup | Self::BalanceXor | Self::Broadcast
+        )
+    }
+
+    /// Whether the mode has one active member (`primary`, `Currently Active Slave`).
+    pub const fn uses_primary(self) -> bool {
+        matches!(
+            self,
+            Self::ActiveBackup | Self::BalanceTlb | Self::BalanceAlb
+        )
+    }
+}
+
+kernel_enum! {
+    /// When the primary member takes over again (`primary_reselect`).
+    pub enum PrimaryReselect {
+        /// Whenever it comes back.
+        Always = (0, "always"),
+        /// When it is better (speed, then duplex) than the current active member.
+        Better = (1, "better"),
+        /// Only when the current active member fails.
+        Failure = (2, "failure"),
+    }
+}
+
+kernel_enum! {
+    /// How MAC addresses are handled on failover (`fail_over_mac`).
+    pub enum FailOverMac {
+        /// Every member takes the bond's MAC.
+        None = (0, "none"),
+        /// The bond takes the active member's MAC.
+        Active = (1, "active"),
+        /// The new active member takes the bond's MAC, the old one the new one's.
+        Follow = (2, "follow"),
+    }
+}
+
+kernel_enum! {
+    /// Which ARP monitor replies count (`arp_validate`).
+    pub enum ArpValidate {
+        /// No validation.
+        None = (0, "none"),
+        /// Validate on the active member.
+        Active = (1, "active"),
+        /// Validate on backup members.
+        Backup = (2, "backup"),
+        /// Validate on all members.
+        All = (3, "all"),
+        /// Only ARP frames count.
+        Filter = (4, "filter"),
+        /// Filter, and validate on the active member.
+        FilterActive = (5, "filter_active"),
+        /// Filter, and validate on backup members.
+        FilterBackup = (6, "filter_backup"),
+    }
+}
+
+kernel_enum! {
+    /// Whether any or all ARP targets must answer (`arp_all_targets`).
+    pub enum ArpAllTargets {
+        /// Any target answering keeps the member up.
+        Any = (0, "any"),
+        /// Every target must answer.
+        All = (1, "all"),
+    }
+}
+
+kernel_enum! {
+    /// The LACPDU rate asked of the partner (`lacp_rate`).
+    pub enum LacpRate {
+        /// Every 30 s.
+        Slow = (0, "slow"),
+        /// Every second.
+        Fast = (1, "fast"),
+    }
+}
+
+kernel_enum! {
+    /// Aggregator selection policy (`ad_select`).
+    pub enum AdSelect {
+        /// Keep the active aggregator while it has ports.
+        Stable = (0, "stable"),
+        /// The aggregator with the most bandwidth.
+        Bandwidth = (1, "bandwidth"),
+        /// The aggregator with the most ports.
+        Count = (2, "count"),
+    }
+}
+
+/// A rejected option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionError {
+    /// The option's name as given.
+    pub key: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "option '{}': {}", self.key, self.reason)
+    }
+}
+
+impl std::error::Error for OptionError {}
+
+/// Every bonding option lagd understands, with the kernel's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BondOptions {
+    /// `mode` (default balance-rr).
+    pub mode: Mode,
+    /// `miimon`: link check interval in ms (0 = off; see [`BondOptions::finish`]).
+    pub miimon: u32,
+    /// `updelay` in ms.
+    pub updelay: u32,
+    /// `downdelay` in ms.
+    pub downdelay: u32,
+    /// `peer_notif_delay` in ms.
+    pub peer_notif_delay: u32,
+    /// `xmit_hash_policy` (default layer2).
+    pub xmit_hash_policy: HashPolicy,
+    /// `packets_per_slave` (balance-rr; 0 = a random member per frame).
+    pub packets_per_slave: u16,
+    /// `primary`: the preferred member's name.
+    pub primary: Option<String>,
+    /// `primary_reselect`.
+    pub primary_reselect: PrimaryReselect,
+    /// `fail_over_mac`.
+    pub fail_over_mac: FailOverMac,
+    /// `num_grat_arp`: gratuitous ARPs after a failover.
+    pub num_grat_arp: u8,
+    /// `num_unsol_na`: unsolicited IPv6 neighbour advertisements after a failover.
+    pub num_unsol_na: u8,
+    /// `all_slaves_active`: deliver frames received on backup members too.
+    pub all_slaves_active: bool,
+    /// `resend_igmp`.
+    pub resend_igmp: u8,
+    /// `arp_interval` in ms (0 = off).
+    pub arp_interval: u32,
+    /// `arp_ip_target` (at most 16).
+    pub arp_ip_target: Vec<Ipv4Addr>,
+    /// `arp_validate`.
+    pub arp_validate: ArpValidate,
+    /// `arp_all_targets`.
+    pub arp_all_targets: ArpAllTargets,
+    /// `arp_missed_max`.
+    pub arp_missed_max: u8,
+    /// `tlb_dynamic_lb`.
+    pub tlb_dynamic_lb: bool,
+    /// `lp_interval` in seconds.
+    pub lp_interval: u32,
+    /// `lacp_rate`.
+    pub lacp_rate: LacpRate,
+    /// `lacp_active`.
+    pub lacp_active: bool,
+    /// `ad_select`.
+    pub ad_select: AdSelect,
+    /// `ad_actor_sys_prio`.
+    pub ad_actor_sys_prio: u16,
+    /// `ad_actor_system` (`None`: the bond's MAC).
+    pub ad_actor_system: Option<EthernetAddress>,
+    /// `ad_user_port_key`.
+    pub ad_user_port_key: u16,
+    /// `min_links`.
+    pub min_links: u32,
+    /// `coupled_control`.
+    pub coupled_control: bool,
+    /// `use_carrier` (lagd always reads carrier; kept for compatibility).
+    pub use_carrier: bool,
+    /// lagd's `lacp_fallback` in ms (0 = off): active-backup when no LACPDU is ever heard.
+    pub lacp_fallback: u32,
+    /// Which keys were given explicitly (for warnings about turning monitoring off).
+    explicit_miimon: bool,
+}
+
+impl Default for BondOptions {
+    fn default() -> Self {
+        Self {
+            mode: Mode::BalanceRr,
+            miimon: 0,
+            updelay: 0,
+            downdelay: 0,
+            peer_notif_delay: 0,
+            xmit_hash_policy: HashPolicy::Layer2,
+            packets_per_slave: 1,
+            primary: None,
+            primary_reselect: PrimaryReselect::Always,
+            fail_over_mac: FailOverMac::None,
+            num_grat_arp: 1,
+            num_unsol_na: 1,
+            all_slaves_active: false,
+            resend_igmp: 1,
+            arp_interval: 0,
+            arp_ip_target: Vec::new(),
+            arp_validate: ArpValidate::None,
+            arp_all_targets: ArpAllTargets::Any,
+            arp_missed_max: 2,
+            tlb_dynamic_lb: true,
+            lp_interval: 1,
+            lacp_rate: LacpRate::Slow,
+            lacp_active: true,
+            ad_select: AdSelect::Stable,
+            ad_actor_sys_prio: 65535,
+            ad_actor_system: None,
+            ad_user_port_key: 0,
+            min_links: 0,
+            coupled_control: true,
+            use_carrier: true,
+            lacp_fallback: 0,
+            explicit_miimon: false,
+        }
+    }
+}
+
+/// The option names [`BondOptions::set`] accepts.
+pub const OPTION_NAMES: &[&str] = &[
+    "mode",
+    "miimon",
+    "updelay",
+    "downdelay",
+    "peer_notif_delay",
+    "xmit_hash_policy",
+    "packets_per_slave",
+    "primary",
+    "primary_reselect",
+    "fail_over_mac",
+    "num_grat_arp",
+    "num_unsol_na",
+    "all_slaves_active",
+    "resend_igmp",
+    "arp_interval",
+    "arp_ip_target",
+    "arp_validate",
+    "arp_all_targets",
+    "arp_missed_max",
+    "tlb_dynamic_lb",
+    "lp_interval",
+    "lacp_rate",
+    "lacp_active",
+    "ad_select",
+    "ad_actor_sys_prio",
+    "ad_actor_system",
+    "ad_user_port_key",
+    "min_links",
+    "coupled_control",
+    "use_carrier",
+    "lacp_fallback",
+];
+
+const INT_MAX: u64 = i32::MAX as u64;
+
+fn number(value: &str, lo: u64, hi: u64, unit: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "invalid value '{value}': expected {unit} from {lo} to {hi}"
+        )),
+    }
+}
+
+fn boolean(value: &str) -> Result<bool, String> {
+    match value {
+        "1" | "on" => Ok(true),
+        "0" | "off" => Ok(false),
+        _ => Err(format!("invalid value '{value}': expected 0/1 or off/on")),
+    }
+}
+
+fn choice<E>(value: &str, parse: fn(&str) -> Option<E>, expected: String) -> Result<E, String> {
+    parse(value).ok_or_else(|| format!("invalid value '{value}': expected one of {expected}"))
+}
+
+impl BondOptions {
+    /// Parses a `BONDING_OPTS`-style string: `key=value` pairs separated by white space,
+    /// applied in order over the defaults, then [`finish`](Self::finish)ed.
+    pub fn parse_opts(opts: &str) -> Result<(Self, Vec<String>), OptionError> {
+        let mut o = Self::default();
+        for pair in opts.split_whitespace() {
+            let Some((key, value)) = pair.split_once('=') else {
+                return Err(OptionError {
+                    key: pair.to_owned(),
+                    reason: "expected key=value".to_owned(),
+                });
+            };
+            o.set(key, value)?;
+        }
+        let warnings = o.finish()?;
+        Ok((o, warnings))
+    }
+
+    /// Sets one option from its text value. On error nothing changes.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), OptionError> {
+        self.set_inner(key, value).map_err(|reason| OptionError {
+            key: key.to_owned(),
+            reason,
+        })
+    }
+
+    fn set_inner(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let ms = |v| number(v, 0, INT_MAX, "milliseconds").map(|n| n as u32);
+        match key {
+            "mode" => self.mode = choice(value, Mode::parse, Mode::expected())?,
+            "miimon" => {
+                self.miimon = ms(value)?;
+                self.explicit_miimon = true;
+                if self.miimon > 0 {
+                    self.arp_interval = 0;
+                }
+            }
+            "updelay" => self.updelay = ms(value)?,
+            "downdelay" => self.downdelay = ms(value)?,
+            "peer_notif_delay" => {
+                self.peer_notif_delay = number(value, 0, 300_000, "milliseconds")? as u32
+            }
+            "xmit_hash_policy" => {
+                self.xmit_hash_policy = value
+                    .parse::<HashPolicy>()
+                    .ok()
+                    .filter(|p| p.kernel_value().is_some())
+                    .or_else(|| {
+                        value
+                            .parse::<u8>()
+                            .ok()
+                            .and_then(HashPolicy::from_kernel_value)
+                    })
+                    .ok_or_else(|| {
+                        let names: Vec<&str> =
+                            HashPolicy::KERNEL.iter().map(|p| p.name()).collect();
+                        format!(
+                            "invalid value '{value}': expected one of {}",
+                            names.join(", ")
+                        )
+                    })?
+            }
+            "packets_per_slave" => {
+                self.packets_per_slave = number(value, 0, 65535, "a count")? as u16
+            }
+            "primary" => {
+                self.primary = match value {
+                    "" => None,
+                    name if name.len() < 16 && !name.contains(['/', ' ']) => Some(name.to_owned()),
+                    _ => return Err(format!("invalid value '{value}': not an interface name")),
+                }
+            }
+            "primary_reselect" => {
+                self.primary_reselect =
+                    choice(value, PrimaryReselect::parse, PrimaryReselect::expected())?
+            }
+            "fail_over_mac" => {
+                self.fail_over_mac = choice(value, FailOverMac::parse, FailOverMac::expected())?
+            }
+            "num_grat_arp" => self.num_grat_arp = number(value, 0, 255, "a count")? as u8,
+            "num_unsol_na" => self.num_unsol_na = number(value, 0, 255, "a count")? as u8,
+            "all_slaves_active" => self.all_slaves_active = boolean(value)?,
+            "resend_igmp" => self.resend_igmp = number(value, 0, 255, "a count")? as u8,
+            "arp_interval" => {
+                self.arp_interval = ms(value)?;
+                if self.arp_interval > 0 {
+                    self.miimon = 0;
+                }
+            }
+            "arp_ip_target" => {
+                let mut targets = Vec::new();
+                for t in value.split(',').filter(|t| !t.is_empty()) {
+                    let ip: Ipv4Addr = t
+                        .parse()
+                        .map_err(|_| format!("invalid value '{t}': not an IPv4 address"))?;
+                    if ip.is_unspecified() || ip.is_broadcast() {
+                        return Err(format!("invalid value '{t}': not a usable target"));
+                    }
+                    targets.push(ip);
+                }
+                if targets.len() > 16 {
+                    return Err(format!("{} targets given: at most 16", targets.len()));
+                }
+                self.arp_ip_target = targets;
+            }
+            "arp_validate" => {
+                self.arp_validate = choice(value, ArpValidate::parse, ArpValidate::expected())?
+            }
+            "arp_all_targets" => {
+                self.arp_all_targets =
+                    choice(value, ArpAllTargets::parse, ArpAllTargets::expected())?
+            }
+            "arp_missed_max" => self.arp_missed_max = number(value, 1, 255, "a count")? as u8,
+            "tlb_dynamic_lb" => self.tlb_dynamic_lb = boolean(value)?,
+            "lp_interval" => self.lp_interval = number(value, 1, INT_MAX, "seconds")? as u32,
+            "lacp_rate" => self.lacp_rate = choice(value, LacpRate::parse, LacpRate::expected())?,
+            "lacp_active" => self.lacp_active = boolean(value)?,
+            "ad_select" => self.ad_select = choice(value, AdSelect::parse, AdSelect::expected())?,
+            "ad_actor_sys_prio" => {
+                self.ad_actor_sys_prio = number(value, 1, 65535, "a priority")? as u16
+            }
+            "ad_actor_system" => {
+                let mac: EthernetAddress = value
+                    .parse()
+                    .map_err(|_| format!("invalid value '{value}': not a MAC address"))?;
+                if mac.is_multicast() {
+                    return Err(format!("invalid value '{value}': a multicast MAC"));
+                }
+                self.ad_actor_system = (!mac.is_zero()).then_some(mac);
+            }
+            "ad_user_port_key" => self.ad_user_port_key = number(value, 0, 1023, "a key")? as u16,
+            "min_links" => self.min_links = number(value, 0, INT_MAX, "a count")? as u32,
+            "coupled_control" => self.coupled_control = boolean(value)?,
+            "use_carrier" => self.use_carrier = boolean(value)?,
+            "lacp_fallback" => self.lacp_fallback = ms(value)?,
+            _ => {
+                let hint = OPTION_NAMES
+                    .iter()
+                    .find(|n| n.replace('_', "") == key.replace(['_', '-'], ""))
+                    .map(|n| format!(" (did you mean '{n}'?)"))
+                    .unwrap_or_default();
+                return Err(format!("unknown option{hint}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the driver's cross-option rules; returns the warnings it would log, or an error
+    /// for a combination the driver refuses.
+    pub fn finish(&mut self) -> Result<Vec<String>, OptionError> {
+        let mut warnings = Vec::new();
+        let lacp_like = matches!(
+            self.mode,
+            Mode::Ieee8023ad | Mode::BalanceTlb | Mode::BalanceAlb
+        );
+        if lacp_like && self.arp_interval > 0 {
+            return Err(OptionError {
+                key: "arp_interval".to_owned(),
+                reason: format!("ARP monitoring cannot be used with mode {}", self.mode),
+            });
+        }
+        if self.arp_interval > 0 && self.arp_ip_target.is_empty() {
+            warnings.push("arp_interval set without arp_ip_target: ARP monitoring is off".into());
+            self.arp_interval = 0;
+        }
+        if lacp_like && self.miimon == 0 {
+            if self.explicit_miimon {
+                warnings.push(format!(
+                    "mode {} needs link monitoring: miimon set to 100",
+                    self.mode
+                ));
+            }
+            self.miimon = 100;
+        }
+        if self.mode == Mode::BalanceAlb {
+            self.tlb_dynamic_lb = true;
+        }
+        if self.miimon > 0 {
+            for (name, v) in [
+                ("updelay", &mut self.updelay),
+                ("downdelay", &mut self.downdelay),
+            ] {
+                if *v % self.miimon != 0 {
+                    let rounded = *v / self.miimon * self.miimon;
+                    warnings.push(format!(
+                        "{name} ({}) is not a multiple of miimon ({}): rounded down to {rounded} ms",
+                        *v, self.miimon
+                    ));
+                    *v = rounded;
+                }
+            }
+        } else if self.updelay > 0 || self.downdelay > 0 {
+            warnings.push("updelay/downdelay need miimon: ignored".into());
+        }
+        if self.explicit_miimon && self.miimon == 0 && self.arp_interval == 0 {
+            warnings.push(
+                "link monitoring turned off (miimon=0, no arp_interval): lagd still follows \
+                 carrier, but a member that fails behind its link will keep its traffic"
+                    .into(),
+            );
+        }
+        if self.primary.is_some() && !self.mode.uses_primary() {
+            warnings.push(format!("primary is ignored in mode {}", self.mode));
+        }
+        Ok(warnings)
+    }
+
+    /// Every option as `key=value`, the form [`parse_opts`](Self::parse_opts) reads back.
+    pub fn to_opts(&self) -> String {
+        let mut v = vec![
+            format!("mode={}", self.mode),
+            format!("miimon={}", self.miimon),
+            format!("updelay={}", self.updelay),
+            format!("downdelay={}", self.downdelay),
+            format!("xmit_hash_policy={}", self.xmit_hash_policy),
+        ];
+        if let Some(p) = &self.primary {
+            v.push(format!("primary={p}"));
+        }
+        v.push(format!("primary_reselect={}", self.primary_reselect));
+        if self.arp_interval > 0 {
+            v.push(format!("arp_interval={}", self.arp_interval));
+            let t: Vec<String> = self.arp_ip_target.iter().map(|t| t.to_string()).collect();
+            v.push(format!("arp_ip_target={}", t.join(",")));
+        }
+        v.push(format!("lacp_rate={}", self.lacp_rate));
+        v.push(format!("min_links={}", self.min_links));
+        v.join(" ")
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn parses_bonding_opts_with_names_and_numbers() {
+        let (o, w) =
+            BondOptions::parse_opts("mode=balance-xor xmit_hash_policy=layer3+4 miimon=100")
+                .unwrap();
+        assert_eq!(o.mode, Mode::BalanceXor);
+        assert_eq!(o.xmit_hash_policy, HashPolicy::Layer34);
+        assert_eq!(o.miimon, 100);
+        assert!(w.is_empty(), "{w:?}");
+        let (o, _) = BondOptions::parse_opts("mode=4 xmit_hash_policy=1 lacp_rate=1").unwrap();
+        assert_eq!(o.mode, Mode::Ieee8023ad);
+        assert_eq!(o.xmit_hash_policy, HashPolicy::Layer34);
+        assert_eq!(o.lacp_rate, LacpRate::Fast);
+        // 802.3ad forces miimon=100 when unset, silently as the driver does.
+        assert_eq!(o.miimon, 100);
+        let (o, _) = BondOptions::parse_opts("xmit_hash_policy=2").unwrap();
+        assert_eq!(o.xmit_hash_policy, HashPolicy::Layer23);
+    }
+
+    #[test]
+    fn errors_name_the_key_and_change_nothing() {
+        let mut o = BondOptions::default();
+        let before = o.clone();
+        let e = o.set("miimon", "fast").unwrap_err();
+        assert_eq!(e.key, "miimon");
+        assert!(e.to_string().contains("option 'miimon'"), "{e}");
+        assert_eq!(o, before);
+        let e = o.set("mode", "balance-xoor").unwrap_err();
+        assert!(e.reason.contains("balance-xor"), "{e}");
+        let e = o.set("xmit_hash_policy", "ovs-tcp").unwrap_err();
+        assert!(e.reason.contains("layer3+4"), "{e}");
+        let e = o.set("ad_select", "9").unwrap_err();
+        assert_eq!(e.key, "ad_select");
+        let e = o.set("miimonn", "100").unwrap_err();
+        assert!(e.to_string().contains("unknown option"), "{e}");
+        let e = o.set("lacp-rate", "fast").unwrap_err();
+        assert!(e.to_string().contains("did you mean 'lacp_rate'"), "{e}");
+        assert_eq!(o, before);
+        let e = BondOptions::parse_opts("mode=balance-rr miimon").unwrap_err();
+        assert_eq!(e.key, "miimon");
+        for (k, v) in [
+            ("ad_user_port_key", "1024"),
+            ("ad_actor_sys_prio", "0"),
+            ("arp_missed_max", "0"),
+            ("packets_per_slave", "65536"),
+            ("peer_notif_delay", "300001"),
+            ("ad_actor_system", "01:00:5e:00:00:01"),
+            ("arp_ip_target", "255.255.255.255"),
+            ("all_slaves_active", "yes"),
+            ("miimon", "-1"),
+        ] {
+            assert!(o.set(k, v).is_err(), "{k}={v}");
+        }
+    }
+
+    #[test]
+    fn cross_option_rules_follow_the_driver() {
+        let (o, _) =
+            BondOptions::parse_opts("miimon=100 arp_interval=200 arp_ip_target=10.0.0.1").unwrap();
+        assert_eq!((o.miimon, o.arp_interval), (0, 200));
+        let (o, _) =
+            BondOptions::parse_opts("arp_interval=200 arp_ip_target=10.0.0.1 miimon=50").unwrap();
+        assert_eq!((o.miimon, o.arp_interval), (50, 0));
+        let (o, w) = BondOptions::parse_opts("arp_interval=200").unwrap();
+        assert_eq!(o.arp_interval, 0);
+        assert!(w[0].contains("arp_ip_target"), "{w:?}");
+        let e = BondOptions::parse_opts("mode=802.3ad arp_interval=100 arp_ip_target=10.0.0.1")
+            .unwrap_err();
+        assert_eq!(e.key, "arp_interval");
+        let (o, w) = BondOptions::parse_opts("miimon=100 updelay=250 downdelay=200").unwrap();
+        assert_eq!((o.updelay, o.downdelay), (200, 200));
+        assert_eq!(w.len(), 1, "{w:?}");
+        let (_, w) = BondOptions::parse_opts("mode=active-backup miimon=0").unwrap();
+        assert!(
+            w.iter().any(|w| w.contains("monitoring turned off")),
+            "{w:?}"
+        );
+        let (o, _) = BondOptions::parse_opts("mode=balance-alb tlb_dynamic_lb=0").unwrap();
+        assert!(o.tlb_dynamic_lb);
+        let (o, _) =
+            BondOptions::parse_opts("arp_interval=100 arp_ip_target=10.0.0.1,10.0.0.2").unwrap();
+        assert_eq!(o.arp_ip_target.len(), 2);
+    }
+
+    #[test]
+    fn to_opts_reads_back() {
+        let (o, _) = BondOptions::parse_opts(
+            "mode=active-backup primary=eth1 miimon=100 updelay=200 primary_reselect=better",
+        )
+        .unwrap();
+        let (again, _) = BondOptions::parse_opts(&o.to_opts()).unwrap();
+        assert_eq!(again.mode, o.mode);
+        assert_eq!(again.primary, o.primary);
+        assert_eq!(again.updelay, 200);
+        assert_eq!(again.primary_reselect, PrimaryReselect::Better);
+    }
+}

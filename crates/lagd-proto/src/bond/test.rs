@@ -1,0 +1,328 @@
+//! Bond decisions in virtual time.
+
+use super::*;
+use crate::hash::{member_index, xmit_hash};
+
+fn info(name: &str, last: u8, speed: u32) -> PortInfo {
+    PortInfo {
+        name: name.to_owned(),
+        perm_mac: EthernetAddress([2, 0, 0, 0, 0, last]),
+        speed_mbps: Some(speed),
+        full_duplex: Some(true),
+    }
+}
+
+fn bond(opts: &str, ports: usize) -> Bond {
+    let (o, _) = BondOptions::parse_opts(opts).unwrap();
+    let mut b = Bond::new(o);
+    for i in 0..ports {
+        b.add_port(
+            Instant::ZERO,
+            info(&format!("eth{i}"), i as u8 + 1, 10_000),
+            true,
+        );
+    }
+    while b.poll_event().is_some() {}
+    b
+}
+
+fn at(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+fn tcp(sport: u16) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8, 8, 0];
+    f.extend_from_slice(&[
+        0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ]);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&[0, 80]);
+    f.resize(54, 0);
+    f
+}
+
+#[test]
+fn balance_xor_follows_the_hash_over_usable_members() {
+    let mut b = bond("mode=balance-xor xmit_hash_policy=layer3+4 miimon=100", 3);
+    for sport in 1000..1100 {
+        let f = tcp(sport);
+        let want = member_index(xmit_hash(HashPolicy::Layer34, &f), 3).unwrap();
+        assert_eq!(b.tx_choice(&f), TxChoice::Port(PortId(want as u16)));
+    }
+    // eth1 fails: the hash now picks among [eth0, eth2], in enslave order.
+    b.handle_carrier(at(5), PortId(1), false);
+    for sport in 1000..1100 {
+        let f = tcp(sport);
+        let i = member_index(xmit_hash(HashPolicy::Layer34, &f), 2).unwrap();
+        assert_eq!(b.tx_choice(&f), TxChoice::Port([PortId(0), PortId(2)][i]));
+    }
+    // All receive paths deliver.
+    assert_eq!(b.rx_verdict(PortId(2), &tcp(1)), RxVerdict::Deliver);
+}
+
+#[test]
+fn round_robin_spreads_evenly_and_skips_failed_members() {
+    let mut b = bond("mode=balance-rr miimon=100", 3);
+    let mut counts = [0; 3];
+    for _ in 0..300 {
+        let TxChoice::Port(p) = b.tx_choice(&tcp(1)) else {
+            panic!()
+        };
+        counts[p.index()] += 1;
+    }
+    assert_eq!(counts, [100, 100, 100]);
+    b.handle_carrier(at(1), PortId(1), false);
+    let mut counts = [0; 3];
+    for _ in 0..300 {
+        let TxChoice::Port(p) = b.tx_choice(&tcp(1)) else {
+            panic!()
+        };
+        counts[p.index()] += 1;
+    }
+    // The failed member's turn falls to the next usable one, as in the driver.
+    assert_eq!(counts, [100, 0, 200]);
+}
+
+#[test]
+fn round_robin_packets_per_slave_and_igmp() {
+    let mut b = bond("mode=balance-rr packets_per_slave=3", 2);
+    let seq: Vec<_> = (0..12)
+        .map(|_| match b.tx_choice(&tcp(1)) {
+            TxChoice::Port(p) => p.0,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(seq, [0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1]);
+    let mut igmp = tcp(1);
+    igmp[23] = 2;
+    for _ in 0..5 {
+        assert_eq!(b.tx_choice(&igmp), TxChoice::Port(PortId(0)));
+    }
+    let mut random = bond("mode=balance-rr packets_per_slave=0", 2);
+    let mut counts = [0; 2];
+    for _ in 0..1000 {
+        let TxChoice::Port(p) = random.tx_choice(&tcp(1)) else {
+            panic!()
+        };
+        counts[p.index()] += 1;
+    }
+    assert!(counts[0] > 400 && counts[1] > 400, "{counts:?}");
+}
+
+#[test]
+fn broadcast_uses_all_and_drops_when_none() {
+    let mut b = bond("mode=broadcast miimon=100", 2);
+    assert_eq!(b.tx_choice(&tcp(1)), TxChoice::All);
+    b.handle_carrier(at(1), PortId(0), false);
+    b.handle_carrier(at(1), PortId(1), false);
+    assert_eq!(b.tx_choice(&tcp(1)), TxChoice::Drop);
+    assert!(!b.carrier());
+}
+
+#[test]
+fn active_backup_failover_and_inactive_receive() {
+    let mut b = bond("mode=active-backup miimon=100", 2);
+    assert_eq!(b.active(), Some(PortId(0)));
+    assert_eq!(b.tx_choice(&tcp(1)), TxChoice::Port(PortId(0)));
+    assert_eq!(b.rx_verdict(PortId(0), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(
+        b.rx_verdict(PortId(1), &tcp(1)),
+        RxVerdict::Drop(DropReason::InactiveMember)
+    );
+    b.handle_carrier(at(10), PortId(0), false);
+    assert_eq!(b.active(), Some(PortId(1)));
+    assert_eq!(
+        b.poll_event(),
+        Some(BondEvent::Link {
+            port: PortId(0),
+            status: MiiStatus::Down
+        })
+    );
+    assert_eq!(
+        b.poll_event(),
+        Some(BondEvent::ActiveChanged {
+            from: Some(PortId(0)),
+            to: Some(PortId(1))
+        })
+    );
+    // Without a primary the new active member stays when the old one returns.
+    b.handle_carrier(at(20), PortId(0), true);
+    assert_eq!(b.active(), Some(PortId(1)));
+    let snap = b.snapshot();
+    assert_eq!(snap.ports[0].link_failures, 1);
+    assert_eq!(snap.active.as_deref(), Some("eth1"));
+    let all = bond("mode=active-backup all_slaves_active=1", 2);
+    assert_eq!(all.rx_verdict(PortId(1), &tcp(1)), RxVerdict::Deliver);
+}
+
+#[test]
+fn primary_reselect_policies() {
+    let mut always = bond("mode=active-backup miimon=100 primary=eth1", 2);
+    assert_eq!(always.active(), Some(PortId(1)));
+    always.handle_carrier(at(1), PortId(1), false);
+    assert_eq!(always.active(), Some(PortId(0)));
+    always.handle_carrier(at(2), PortId(1), true);
+    assert_eq!(always.active(), Some(PortId(1)));
+
+    let mut failure = bond(
+        "mode=active-backup miimon=100 primary=eth1 primary_reselect=failure",
+        2,
+    );
+    failure.handle_carrier(at(1), PortId(1), false);
+    failure.handle_carrier(at(2), PortId(1), true);
+    assert_eq!(
+        failure.active(),
+        Some(PortId(0)),
+        "stays until the active fails"
+    );
+    failure.handle_carrier(at(3), PortId(0), false);
+    assert_eq!(failure.active(), Some(PortId(1)));
+
+    // better: the primary returns only if faster than the current active member.
+    let (o, _) =
+        BondOptions::parse_opts("mode=active-backup primary=fast primary_reselect=better").unwrap();
+    let mut b = Bond::new(o.clone());
+    b.add_port(at(0), info("slow", 1, 1_000), true);
+    b.add_port(at(0), info("fast", 2, 10_000), true);
+    b.handle_carrier(at(1), PortId(1), false);
+    b.handle_carrier(at(2), PortId(1), true);
+    assert_eq!(b.active(), Some(PortId(1)));
+    let mut b = Bond::new(o);
+    b.add_port(at(0), info("other", 1, 25_000), true);
+    b.add_port(at(0), info("fast", 2, 10_000), true);
+    b.handle_carrier(at(1), PortId(1), false);
+    b.handle_carrier(at(2), PortId(1), true);
+    assert_eq!(
+        b.active(),
+        Some(PortId(0)),
+        "primary is slower: keep the faster member"
+    );
+}
+
+#[test]
+fn downdelay_and_updelay() {
+    let mut b = bond("mode=balance-xor miimon=100 downdelay=200 updelay=500", 2);
+    b.handle_carrier(at(1000), PortId(0), false);
+    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::GoingDown);
+    assert_eq!(
+        b.usable(),
+        &[PortId(0), PortId(1)],
+        "still used while going down"
+    );
+    assert_eq!(b.poll_timeout(), Some(at(1200)));
+    b.handle_timeout(at(1199));
+    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::GoingDown);
+    b.handle_timeout(at(1200));
+    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::Down);
+    assert_eq!(b.usable(), &[PortId(1)]);
+    assert_eq!(b.snapshot().ports[0].link_failures, 1);
+    // Back: going back for updelay, not used meanwhile.
+    b.handle_carrier(at(2000), PortId(0), true);
+    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::GoingBack);
+    assert_eq!(b.usable(), &[PortId(1)]);
+    assert_eq!(b.poll_timeout(), Some(at(2500)));
+    b.handle_timeout(at(2500));
+    assert_eq!(b.usable(), &[PortId(0), PortId(1)]);
+    // A flap shorter than downdelay costs nothing.
+    b.handle_carrier(at(3000), PortId(1), false);
+    b.handle_carrier(at(3100), PortId(1), true);
+    b.handle_timeout(at(3300));
+    assert_eq!(b.snapshot().ports[1].mii, MiiStatus::Up);
+    assert_eq!(b.snapshot().ports[1].link_failures, 0);
+}
+
+#[test]
+fn updelay_ignored_when_nothing_is_up() {
+    // As the driver's mode-1/mode-2 recovery-updelay selftests expect.
+    for mode in ["active-backup", "balance-xor"] {
+        let mut b = bond(&format!("mode={mode} miimon=100 updelay=10000"), 2);
+        b.handle_carrier(at(0), PortId(0), false);
+        b.handle_carrier(at(0), PortId(1), false);
+        assert!(!b.carrier());
+        b.handle_carrier(at(100), PortId(1), true);
+        assert!(b.carrier(), "{mode}");
+        assert_eq!(b.usable(), &[PortId(1)]);
+        // A second member returning now must wait its updelay.
+        b.handle_carrier(at(200), PortId(0), true);
+        assert_eq!(b.snapshot().ports[0].mii, MiiStatus::GoingBack);
+    }
+}
+
+#[test]
+fn slow_protocols_and_runts_never_reach_the_host() {
+    let b = bond("mode=balance-xor", 2);
+    let mut lacpdu = vec![
+        0x01, 0x80, 0xc2, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0x09, 1, 1,
+    ];
+    lacpdu.resize(124, 0);
+    assert_eq!(
+        b.rx_verdict(PortId(0), &lacpdu),
+        RxVerdict::Drop(DropReason::SlowProtocols)
+    );
+    assert_eq!(
+        b.rx_verdict(PortId(0), &[0; 13]),
+        RxVerdict::Drop(DropReason::Runt)
+    );
+}
+
+#[test]
+fn removed_member_goes_down_and_counts() {
+    let mut b = bond("mode=active-backup miimon=100", 2);
+    b.remove_port(at(5), PortId(0));
+    assert_eq!(b.active(), Some(PortId(1)));
+    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::Down);
+    assert_eq!(b.snapshot().ports[0].link_failures, 1);
+}
+
+#[test]
+fn member_without_carrier_at_start() {
+    let (o, _) = BondOptions::parse_opts("mode=balance-xor miimon=100").unwrap();
+    let mut b = Bond::new(o);
+    b.add_port(at(0), info("eth0", 1, 10_000), false);
+    assert!(!b.carrier());
+    assert_eq!(b.tx_choice(&tcp(1)), TxChoice::Drop);
+    b.add_port(at(0), info("eth1", 2, 10_000), true);
+    assert_eq!(b.tx_choice(&tcp(1)), TxChoice::Port(PortId(1)));
+    b.handle_carrier(at(50), PortId(0), true);
+    assert_eq!(b.usable(), &[PortId(0), PortId(1)]);
+}
+
+#[test]
+fn snapshot_shows_policy_only_for_hash_modes() {
+    let b = bond("mode=balance-xor xmit_hash_policy=layer2+3", 2);
+    assert_eq!(b.snapshot().xmit_hash_policy, Some(HashPolicy::Layer23));
+    assert_eq!(b.snapshot().active, None);
+    let b = bond("mode=active-backup", 2);
+    assert_eq!(b.snapshot().xmit_hash_policy, None);
+    assert_eq!(b.snapshot().active.as_deref(), Some("eth0"));
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever carrier sequence happens, the choice is always a usable member (or Drop
+        /// exactly when none is usable), and the same flow keeps its member between changes.
+        #[test]
+        fn choices_are_always_usable(events in proptest::collection::vec((0u16..3, any::<bool>(), 0u64..400), 0..60),
+                                     mode in prop::sample::select(vec!["balance-xor", "active-backup", "balance-rr", "broadcast"])) {
+            let mut b = bond(&format!("mode={mode} miimon=100 updelay=200 downdelay=100"), 3);
+            let mut now = 0;
+            for (port, carrier, dt) in events {
+                now += dt;
+                b.handle_carrier(at(now), PortId(port), carrier);
+                b.handle_timeout(at(now));
+                let f = tcp(now as u16);
+                match b.tx_choice(&f) {
+                    TxChoice::Port(p) => prop_assert!(b.snapshot().ports[p.index()].mii.usable()),
+                    TxChoice::All => prop_assert!(!b.usable().is_empty()),
+                    TxChoice::Drop => prop_assert!(b.usable().is_empty()),
+                }
+                if mode == "balance-xor" {
+                    prop_assert_eq!(b.tx_choice(&f), b.tx_choice(&f));
+                }
+            }
+        }
+    }
+}
