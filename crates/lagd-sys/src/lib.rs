@@ -32,6 +32,7 @@ mod error;
 mod ifreq;
 mod socket;
 
+pub mod isolate;
 pub mod link;
 pub mod netns;
 pub mod packet;

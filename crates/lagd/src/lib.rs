@@ -5,3 +5,6 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod status;

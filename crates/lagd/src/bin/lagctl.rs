@@ -18,11 +18,14 @@ struct Cli {
 enum Command {
     /// Hash frames (hex, one per line on stdin) and print the member each would use.
     Hash(cli::hash::HashArgs),
+    /// Show a running bond's status (as /proc/net/bonding/BOND reads), or JSON.
+    Show(cli::show::ShowArgs),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Hash(args) => cli::hash::main(args),
+        Command::Show(args) => cli::show::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

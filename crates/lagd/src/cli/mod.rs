@@ -5,6 +5,7 @@ use std::fmt;
 use std::io;
 
 pub mod hash;
+pub mod show;
 
 /// Exit code for a usage or input error (bad flag, bad policy, bad input line, bad config).
 pub const EXIT_USAGE: u8 = 2;

@@ -1,0 +1,489 @@
+//! Keeping a member's own kernel stack off the member: a tcx ingress drop and quiet sysctls.
+//!
+//! lagd reads a member with an `ETH_P_ALL` [`PacketSocket`](crate::packet::PacketSocket). The
+//! member is still an ordinary interface to the kernel, so without help every frame that arrives
+//! on it also goes up the member's own stack. That stack answers ARP for the bond's address with
+//! the member's MAC (the default `arp_ignore=0` answers for any local address, on any
+//! interface), peers cache that MAC, and their traffic then bypasses the bond.
+//!
+//! The kernel hands a received frame to `ETH_P_ALL` packet sockets ("taps") *before* tc ingress.
+//! A program at tc ingress that drops everything therefore cuts the member's stack off (ARP,
+//! IPv4, IPv6, LLDP, everything, including protocol-bound packet sockets such as `ETH_P_IP`)
+//! while lagd still receives every frame. Frames lagd *sends* on the member are not affected
+//! (ingress only).
+//!
+//! * [`IngressDrop`] loads a two-instruction eBPF program (`r0 = TCX_DROP; exit`) and attaches it
+//!   with a tcx link (`BPF_LINK_CREATE`, `BPF_TCX_INGRESS`, Linux 6.6+). No clang, no object
+//!   file, no `tc`, no `clsact` qdisc, no bpffs. The program stays attached exactly as long as the
+//!   value lives: dropping it closes the link and detaches the program, and if lagd dies the
+//!   kernel closes the link for it, so a crash never leaves a member black-holed.
+//! * [`quiet_stack`] sets `disable_ipv6=1` (no router solicitations, DAD or MLD originated by the
+//!   member) and `arp_ignore=8` (never answer ARP) on the member, a second guard that also works
+//!   where tcx does not.
+//!
+//! # Without tcx
+//!
+//! On a kernel without tcx (before 6.6), or without `bpf()` at all, [`IngressDrop::attach`]
+//! returns an error of kind [`io::ErrorKind::Unsupported`] that carries a [`TcxUnavailable`]
+//! (see [`TcxUnavailable::of`]). The fallback is [`quiet_stack`] alone: the member then does not
+//! answer ARP and originates no IPv6, but its IPv4 stack still receives the frames lagd relays
+//! (for example, unicast to the bond's address arriving on a member may be delivered locally
+//! twice). The caller should log a warning and carry on.
+//!
+//! # Privileges and namespaces
+//!
+//! Both need root (`CAP_BPF` + `CAP_NET_ADMIN` for the tcx link, `CAP_NET_ADMIN` over the
+//! namespace for the sysctls). Interface indexes and `/proc/sys/net` are resolved in the *calling
+//! thread's* network namespace; use [`NetNs::run`](crate::netns::NetNs::run) to act on a member in
+//! another namespace. An [`IngressDrop`] made there stays attached to that member after the thread
+//! ends and can be dropped from any thread.
+
+use std::error::Error;
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::mem::offset_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::ptr;
+
+use crate::error;
+use crate::link;
+
+/// `BPF_PROG_LOAD` in `enum bpf_cmd`.
+const BPF_PROG_LOAD: libc::c_int = 5;
+/// `BPF_LINK_CREATE` in `enum bpf_cmd` (Linux 5.7+).
+const BPF_LINK_CREATE: libc::c_int = 28;
+/// `BPF_PROG_TYPE_SCHED_CLS` in `enum bpf_prog_type`: tc classifier programs, which tcx runs.
+const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+/// `BPF_TCX_INGRESS` in `enum bpf_attach_type` (Linux 6.6+).
+const BPF_TCX_INGRESS: u32 = 46;
+/// `BPF_F_BEFORE`: with no relative program, attach in front of every program already there, so
+/// that no earlier program's `TCX_PASS` lets a frame through to the stack.
+const BPF_F_BEFORE: u32 = 1 << 3;
+/// `TCX_DROP` (equal to `TC_ACT_SHOT`): drop the frame.
+const TCX_DROP: i32 = 2;
+/// Verifier log level 1: the error and the statistics line, not a trace of every instruction.
+const LOG_LEVEL: u32 = 1;
+/// Bytes of verifier log to ask for; plenty for two instructions (the kernel minimum is 128).
+const LOG_SIZE: usize = 16 * 1024;
+/// The program's license. The program calls no helpers, so any string would load; this one is
+/// GPL-compatible, the crate's own licence being MIT OR Apache-2.0.
+const LICENSE: &std::ffi::CStr = c"Dual MIT/GPL";
+/// The program's name as `bpftool prog` shows it (at most 15 bytes: letters, digits, `_`, `.`).
+const PROG_NAME: &[u8] = b"lagd_ingr_drop";
+/// `IFNAMSIZ` minus the terminating NUL.
+const IFNAME_MAX: usize = 15;
+
+/// `struct bpf_insn`: `code`, `dst_reg:4 | src_reg:4`, `off`, `imm`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BpfInsn {
+    code: u8,
+    /// The two 4-bit register fields. Both are r0 here, so the byte is 0 whatever the
+    /// bit-field order of the target.
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+const _: () = assert!(size_of::<BpfInsn>() == 8);
+
+/// `r0 = TCX_DROP; exit`.
+static DROP_PROGRAM: [BpfInsn; 2] = [
+    // BPF_ALU64 | BPF_MOV | BPF_K: r0 = imm.
+    BpfInsn {
+        code: 0x07 | 0xb0,
+        regs: 0,
+        off: 0,
+        imm: TCX_DROP,
+    },
+    // BPF_JMP | BPF_EXIT: return r0.
+    BpfInsn {
+        code: 0x05 | 0x90,
+        regs: 0,
+        off: 0,
+        imm: 0,
+    },
+];
+
+/// The `BPF_PROG_LOAD` member of `union bpf_attr` (include/uapi/linux/bpf.h), through
+/// `fd_array_cnt` (Linux 6.13). Every byte is a named field, so a value built from zeroes has no
+/// uninitialised padding. An older kernel accepts the fields it does not know as long as they are
+/// zero (`bpf_check_uarg_tail_zero`).
+#[repr(C, align(8))]
+#[derive(Default)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+    prog_btf_fd: u32,
+    func_info_rec_size: u32,
+    func_info: u64,
+    func_info_cnt: u32,
+    line_info_rec_size: u32,
+    line_info: u64,
+    line_info_cnt: u32,
+    attach_btf_id: u32,
+    attach_prog_fd: u32,
+    core_relo_cnt: u32,
+    fd_array: u64,
+    core_relos: u64,
+    core_relo_rec_size: u32,
+    /// Output: the size the whole log needed, terminating NUL included.
+    log_true_size: u32,
+    prog_token_fd: i32,
+    fd_array_cnt: u32,
+}
+
+const _: () = {
+    assert!(offset_of!(ProgLoadAttr, insn_cnt) == 4);
+    assert!(offset_of!(ProgLoadAttr, insns) == 8);
+    assert!(offset_of!(ProgLoadAttr, license) == 16);
+    assert!(offset_of!(ProgLoadAttr, log_level) == 24);
+    assert!(offset_of!(ProgLoadAttr, log_size) == 28);
+    assert!(offset_of!(ProgLoadAttr, log_buf) == 32);
+    assert!(offset_of!(ProgLoadAttr, kern_version) == 40);
+    assert!(offset_of!(ProgLoadAttr, prog_flags) == 44);
+    assert!(offset_of!(ProgLoadAttr, prog_name) == 48);
+    assert!(offset_of!(ProgLoadAttr, prog_ifindex) == 64);
+    assert!(offset_of!(ProgLoadAttr, expected_attach_type) == 68);
+    assert!(offset_of!(ProgLoadAttr, prog_btf_fd) == 72);
+    assert!(offset_of!(ProgLoadAttr, func_info) == 80);
+    assert!(offset_of!(ProgLoadAttr, line_info) == 96);
+    assert!(offset_of!(ProgLoadAttr, attach_btf_id) == 108);
+    assert!(offset_of!(ProgLoadAttr, fd_array) == 120);
+    assert!(offset_of!(ProgLoadAttr, core_relos) == 128);
+    assert!(offset_of!(ProgLoadAttr, log_true_size) == 140);
+    assert!(offset_of!(ProgLoadAttr, fd_array_cnt) == 148);
+    assert!(size_of::<ProgLoadAttr>() == 152);
+};
+
+/// The `BPF_LINK_CREATE` member of `union bpf_attr`. The per-link-type union after `flags` is
+/// left zero: for tcx that is `relative_fd = 0` and `expected_revision = 0` (no revision check),
+/// which with [`BPF_F_BEFORE`] means "in front of all others". 48 bytes is its largest member
+/// (`uprobe_multi`).
+#[repr(C, align(8))]
+#[derive(Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+    per_type: [u64; 6],
+}
+
+const _: () = {
+    assert!(offset_of!(LinkCreateAttr, target_ifindex) == 4);
+    assert!(offset_of!(LinkCreateAttr, attach_type) == 8);
+    assert!(offset_of!(LinkCreateAttr, flags) == 12);
+    assert!(offset_of!(LinkCreateAttr, per_type) == 16);
+    assert!(size_of::<LinkCreateAttr>() == 64);
+};
+
+/// A user-space address as the kernel's `__aligned_u64` wants it.
+fn addr<T>(p: *const T) -> u64 {
+    p as usize as u64
+}
+
+/// `bpf(cmd, attr, sizeof(*attr))` for a command that returns a new descriptor.
+///
+/// # Safety
+///
+/// `T` must be one of the `#[repr(C)]` attribute structs above (no padding, every field an
+/// integer), laid out as the kernel expects for `cmd`, and every user address stored in `attr`
+/// must be valid, for the duration of the call, for the reads and writes `cmd` makes through it.
+unsafe fn sys_bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<OwnedFd> {
+    // SAFETY: `attr` is valid for reads and writes of `size_of::<T>()` bytes (the kernel copies
+    // it in and may write output fields such as `log_true_size` back); the caller guarantees the
+    // addresses inside it. The arguments are passed as `long`, which is what syscall(2) reads.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            libc::c_long::from(cmd),
+            ptr::from_mut(attr).cast::<libc::c_void>(),
+            size_of::<T>() as libc::c_long,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = RawFd::try_from(ret).map_err(|_| io::Error::other("bpf() returned a bad fd"))?;
+    // SAFETY: a non-negative return from these commands is a new descriptor (opened with
+    // O_CLOEXEC by the kernel) that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Loads `r0 = TCX_DROP; exit` as a tc classifier expected at tcx ingress.
+fn load_drop_program(subject: &str) -> io::Result<OwnedFd> {
+    let mut log = vec![0u8; LOG_SIZE];
+    let mut prog_name = [0u8; 16];
+    prog_name[..PROG_NAME.len()].copy_from_slice(PROG_NAME);
+    let mut attr = ProgLoadAttr {
+        prog_type: BPF_PROG_TYPE_SCHED_CLS,
+        insn_cnt: DROP_PROGRAM.len() as u32,
+        insns: addr(DROP_PROGRAM.as_ptr()),
+        license: addr(LICENSE.as_ptr()),
+        log_level: LOG_LEVEL,
+        log_size: LOG_SIZE as u32,
+        log_buf: addr(log.as_mut_ptr()),
+        prog_name,
+        expected_attach_type: BPF_TCX_INGRESS,
+        ..ProgLoadAttr::default()
+    };
+    // SAFETY: `attr` is a `ProgLoadAttr` for BPF_PROG_LOAD. `insns` points to the `insn_cnt`
+    // instructions of the `static` array, `license` to a NUL-terminated static string, and
+    // `log_buf` to `log_size` writable bytes of `log`, which outlives the call.
+    let loaded = unsafe { sys_bpf(BPF_PROG_LOAD, &mut attr) };
+    loaded.map_err(|os| {
+        if os.raw_os_error() == Some(libc::ENOSYS) {
+            return TcxUnavailable::error(os, "bpf(BPF_PROG_LOAD)", subject);
+        }
+        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+        let text = String::from_utf8_lossy(&log[..end]);
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let detail = if lines.is_empty() {
+            subject.to_owned()
+        } else {
+            format!("{subject} (verifier log: {})", lines.join(" | "))
+        };
+        error::annotate(os, "bpf(BPF_PROG_LOAD)", Some(&detail))
+    })
+}
+
+/// A drop-everything program on an interface's tcx ingress hook: the interface's own stack sees
+/// no received frame, `ETH_P_ALL` packet sockets still see all of them.
+///
+/// Holds the tcx link's descriptor; dropping the value closes it, which detaches the program.
+/// The descriptor is close-on-exec and not shared, so nothing else keeps the program attached
+/// (unless this process forks without exec: the child's copy then holds the link too).
+#[derive(Debug)]
+pub struct IngressDrop {
+    /// Held only to be closed on drop, which detaches the program.
+    _link: OwnedFd,
+    ifindex: u32,
+}
+
+impl IngressDrop {
+    /// Loads the drop program and attaches it in front of any other tcx ingress program on
+    /// interface `ifindex` in the calling thread's network namespace.
+    ///
+    /// # Errors
+    ///
+    /// * kind [`io::ErrorKind::Unsupported`] carrying a [`TcxUnavailable`] when the kernel has no
+    ///   tcx (`BPF_LINK_CREATE` fails with `EINVAL` or `EOPNOTSUPP`) or no `bpf()` (`ENOSYS`).
+    ///   Fall back on [`quiet_stack`] alone and warn; see the [module docs](self).
+    /// * `bpf(BPF_PROG_LOAD)` errors with the verifier's log in the message, for example `EPERM`
+    ///   without `CAP_BPF`.
+    /// * `bpf(BPF_LINK_CREATE)` errors such as `ENODEV` (no such interface) or `EPERM` (no
+    ///   `CAP_NET_ADMIN`).
+    pub fn attach(ifindex: u32) -> io::Result<Self> {
+        let subject = format!("ifindex {ifindex}");
+        let prog = load_drop_program(&subject)?;
+        let prog_fd =
+            u32::try_from(prog.as_raw_fd()).map_err(|_| io::Error::other("negative program fd"))?;
+        let mut attr = LinkCreateAttr {
+            prog_fd,
+            target_ifindex: ifindex,
+            attach_type: BPF_TCX_INGRESS,
+            flags: BPF_F_BEFORE,
+            ..LinkCreateAttr::default()
+        };
+        // SAFETY: `attr` is a `LinkCreateAttr` for BPF_LINK_CREATE and holds no user addresses;
+        // `prog_fd` is open (`prog` lives until the end of this function).
+        let link = unsafe { sys_bpf(BPF_LINK_CREATE, &mut attr) }.map_err(|os| {
+            match os.raw_os_error() {
+                Some(libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS) => {
+                    TcxUnavailable::error(os, "bpf(BPF_LINK_CREATE)", &subject)
+                }
+                _ => error::annotate(os, "bpf(BPF_LINK_CREATE)", Some(&subject)),
+            }
+        })?;
+        // The link holds its own reference to the program; `prog` is closed here.
+        drop(prog);
+        Ok(Self {
+            _link: link,
+            ifindex,
+        })
+    }
+
+    /// [`IngressDrop::attach`] to the interface called `name` (looked up with [`link::ifindex`]).
+    pub fn attach_name(name: &str) -> io::Result<Self> {
+        Self::attach(link::ifindex(name)?)
+    }
+
+    /// The index of the interface the program is attached to (in the namespace it was attached
+    /// in).
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+}
+
+/// Why [`IngressDrop::attach`] could not use tcx: the kernel lacks it (before Linux 6.6) or lacks
+/// `bpf()` altogether.
+///
+/// Returned inside an [`io::Error`] of kind [`io::ErrorKind::Unsupported`]; get it back with
+/// [`TcxUnavailable::of`]. The fallback is [`quiet_stack`] alone (see the [module docs](self)).
+/// [`crate::errno`] does not look inside this type; use [`TcxUnavailable::errno`].
+#[derive(Debug)]
+pub struct TcxUnavailable {
+    call: &'static str,
+    subject: String,
+    os: io::Error,
+}
+
+impl TcxUnavailable {
+    fn error(os: io::Error, call: &'static str, subject: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            Self {
+                call,
+                subject: subject.to_owned(),
+                os,
+            },
+        )
+    }
+
+    /// The [`TcxUnavailable`] inside `err`, if that is what `err` is.
+    pub fn of(err: &io::Error) -> Option<&Self> {
+        err.get_ref()?.downcast_ref::<Self>()
+    }
+
+    /// The raw `errno` of the failed call (`EINVAL`, `EOPNOTSUPP` or `ENOSYS`).
+    pub fn errno(&self) -> i32 {
+        self.os.raw_os_error().unwrap_or(0)
+    }
+
+    /// The failed call, `"bpf(BPF_LINK_CREATE)"` or `"bpf(BPF_PROG_LOAD)"`.
+    pub fn call(&self) -> &'static str {
+        self.call
+    }
+}
+
+impl fmt::Display for TcxUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tcx ingress unavailable ({} on {}: {}); the kernel needs tcx (Linux 6.6 or later). \
+             Fallback: no ingress drop, the member is quieted by arp_ignore=8 and \
+             disable_ipv6=1 only, and its IPv4 stack still receives the frames lagd relays",
+            self.call, self.subject, self.os
+        )
+    }
+}
+
+impl Error for TcxUnavailable {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.os)
+    }
+}
+
+/// Quiets interface `ifname`'s own stack: `net.ipv6.conf.IF.disable_ipv6 = 1` (the member
+/// originates no router solicitations, DAD or MLD) and `net.ipv4.conf.IF.arp_ignore = 8` (it
+/// answers no ARP request, whatever addresses the host has).
+///
+/// `/proc/sys/net` shows the network namespace of the calling *thread*, so this acts on the
+/// interface of that name in the calling thread's namespace. A kernel without IPv6 (no
+/// `/proc/sys/net/ipv6`) is not an error: it sends no IPv6 either.
+///
+/// # Errors
+///
+/// `InvalidInput` for a name that cannot be an interface name; otherwise the `open` or `write`
+/// error with the sysctl path, for example `NotFound` when there is no such interface.
+pub fn quiet_stack(ifname: &str) -> io::Result<()> {
+    if ifname.is_empty()
+        || ifname.len() > IFNAME_MAX
+        || ifname == "."
+        || ifname == ".."
+        || ifname.contains(['/', '\0'])
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid interface name {ifname:?}"),
+        ));
+    }
+    write_sysctl(&format!("/proc/sys/net/ipv4/conf/{ifname}/arp_ignore"), "8")?;
+    match write_sysctl(
+        &format!("/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6"),
+        "1",
+    ) {
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound && !Path::new("/proc/sys/net/ipv6").exists() =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Writes `value` to an existing sysctl file (no `O_CREAT`).
+fn write_sysctl(path: &str, value: &str) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| error::annotate(e, "open", Some(path)))?;
+    file.write_all(format!("{value}\n").as_bytes())
+        .map_err(|e| error::annotate(e, "write", Some(path)))
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn program_encoding() {
+        // r0 = 2 (b7 00 0000 02000000), exit (95 00 0000 00000000), as in the kernel's docs.
+        assert_eq!(DROP_PROGRAM[0].code, 0xb7);
+        assert_eq!(DROP_PROGRAM[0].imm, 2);
+        assert_eq!(DROP_PROGRAM[1].code, 0x95);
+        assert_eq!(PROG_NAME.len(), 14);
+        assert!(PROG_NAME.len() < 16);
+    }
+
+    #[test]
+    fn bad_names_are_rejected_before_any_path_is_built() {
+        for name in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "../../../etc",
+            "a\0b",
+            "sixteen-chars-xx",
+        ] {
+            let err = quiet_stack(name).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn tcx_unavailable_is_recognisable_and_keeps_errno() {
+        let err = TcxUnavailable::error(
+            io::Error::from_raw_os_error(libc::EINVAL),
+            "bpf(BPF_LINK_CREATE)",
+            "ifindex 7",
+        );
+        assert_eq!(err.kind(), io::ErrorKind::Unsupported);
+        let inner = TcxUnavailable::of(&err).expect("TcxUnavailable inside");
+        assert_eq!(inner.errno(), libc::EINVAL);
+        assert_eq!(inner.call(), "bpf(BPF_LINK_CREATE)");
+        let text = err.to_string();
+        assert!(text.contains("tcx ingress unavailable"), "{text}");
+        assert!(text.contains("ifindex 7"), "{text}");
+        assert!(text.contains("arp_ignore=8"), "{text}");
+        assert!(TcxUnavailable::of(&io::Error::from_raw_os_error(libc::EINVAL)).is_none());
+    }
+}

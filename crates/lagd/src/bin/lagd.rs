@@ -1,0 +1,89 @@
+//! `lagd`: the link aggregation daemon.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use lagd::config::Config;
+use lagd::daemon::{Daemon, StartError};
+
+/// Userspace link aggregation: presents a bond as a TAP interface and drives its members.
+///
+/// Either `--config FILE` or `--bond NAME --members A,B --opts "mode=... miimon=..."`, where
+/// `--opts` takes the kernel's bonding options verbatim (as BONDING_OPTS or NetworkManager's
+/// bond.options).
+#[derive(Parser, Debug)]
+#[command(name = "lagd", version)]
+struct Args {
+    /// TOML configuration file.
+    #[arg(long, conflicts_with_all = ["bond", "members", "opts"])]
+    config: Option<PathBuf>,
+    /// Bond (TAP) interface name.
+    #[arg(long, required_unless_present = "config")]
+    bond: Option<String>,
+    /// Member interfaces, comma-separated, in enslave order.
+    #[arg(long, required_unless_present = "config")]
+    members: Option<String>,
+    /// Bonding options with the kernel's names, e.g. "mode=balance-xor xmit_hash_policy=layer3+4".
+    #[arg(long, default_value = "")]
+    opts: String,
+    /// The bond's MAC (default: the first member's permanent MAC).
+    #[arg(long)]
+    mac: Option<String>,
+    /// MTU for the bond and every member (default: the first member's MTU).
+    #[arg(long)]
+    mtu: Option<u32>,
+    /// Control socket (default: /run/lagd/BOND.sock).
+    #[arg(long)]
+    control: Option<PathBuf>,
+    /// Log level: error, warn, info, debug or trace.
+    #[arg(long, default_value = "info")]
+    log_level: tracing::Level,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_max_level(args.log_level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let config = match &args.config {
+        Some(path) => Config::from_file(path),
+        None => Config::from_args(
+            args.bond.as_deref().unwrap_or_default(),
+            args.members.as_deref().unwrap_or_default(),
+            &args.opts,
+            args.mac.as_deref(),
+            args.mtu,
+            args.control.as_deref(),
+        ),
+    };
+    let config = match config {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("lagd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let daemon = match Daemon::start(config) {
+        Ok(d) => d,
+        Err(StartError::Config(m)) => {
+            eprintln!("lagd: {m}");
+            return ExitCode::from(2);
+        }
+        Err(StartError::System(e)) => {
+            eprintln!("lagd: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
+    match daemon.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lagd: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,616 @@
+//! The daemon's event loop: the only place that reads the clock and owns descriptors.
+//!
+//! One thread, one epoll set (measured best on 2 cores: see `shared/research/dataplane-limits.md`):
+//! - the bond's TAP (`IFF_VNET_HDR`, TSO/GSO/checksum offloads): frames from the host go to the
+//!   member [`Bond::tx_choice`] names, 64 KB GSO frames and their `virtio_net_hdr` untouched;
+//! - one AF_PACKET socket per member (`PACKET_VNET_HDR`, `PACKET_IGNORE_OUTGOING`): frames go to
+//!   the TAP when [`Bond::rx_verdict`] says so;
+//! - carrier is read every `min(miimon, 10)` ms with `ETHTOOL_GLINK` (immediate), and rtnetlink
+//!   link events trigger an extra read at once (they can arrive ~1 s late: the kernel's linkwatch);
+//! - a Unix control socket answers `status` with the JSON [`Status`];
+//! - SIGTERM/SIGINT end the loop cleanly: the TAP's carrier goes off and stays (the TAP is
+//!   persistent, so a restarted lagd finds the host's configuration intact).
+//!
+//! Members are kept from their own kernel stack (which would otherwise answer ARP for the bond's
+//! address with the member's MAC): a tcx ingress program drops every frame after AF_PACKET has
+//! seen it, and IPv6 is disabled and `arp_ignore=8` set on the member.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::time::{Duration, Instant as StdInstant};
+
+use anyhow::{Context, Result, bail};
+use lagd_proto::bond::{Bond, BondEvent, DropReason, PortId, PortInfo, RxVerdict, TxChoice};
+use lagd_proto::time::Instant;
+use lagd_proto::wire::EthernetAddress;
+use lagd_sys::isolate::{IngressDrop, quiet_stack};
+use lagd_sys::link::{Duplex, LinkControl, LinkEvent, LinkEvents};
+use lagd_sys::packet::{Membership, PacketOptions, PacketSocket};
+use lagd_sys::poll::{Events, Interest, Poller, Signal, SignalFd};
+use lagd_sys::tap::{Tap, TapOptions};
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::status::{MemberStatus, Status};
+
+const VNET_HDR: usize = 10;
+/// A 64 KB GSO frame plus its header, with room to spare.
+const BUF_LEN: usize = 65536 + VNET_HDR + 64;
+/// Frames handled per readiness event before looking at the other descriptors.
+const BATCH: usize = 64;
+const SOCKET_BUFFER: usize = 4 << 20;
+
+const TOKEN_TAP: u64 = 0;
+const TOKEN_SIGNAL: u64 = 1;
+const TOKEN_CONTROL: u64 = 2;
+const TOKEN_LINK: u64 = 3;
+const TOKEN_MEMBER: u64 = 100;
+
+/// Why the daemon could not start: a configuration problem (exit code 2) or anything else.
+#[derive(Debug)]
+pub enum StartError {
+    /// The configuration names something that does not exist or cannot be used.
+    Config(String),
+    /// A system call failed.
+    System(anyhow::Error),
+}
+
+impl From<anyhow::Error> for StartError {
+    fn from(e: anyhow::Error) -> Self {
+        Self::System(e)
+    }
+}
+
+impl From<io::Error> for StartError {
+    fn from(e: io::Error) -> Self {
+        Self::System(e.into())
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    rx_packets: u64,
+    rx_bytes: u64,
+    tx_packets: u64,
+    tx_bytes: u64,
+    rx_dropped: [u64; DropReason::ALL.len()],
+    tx_dropped: u64,
+    rx_socket_drops: u64,
+}
+
+struct Member {
+    name: String,
+    ifindex: u32,
+    socket: Option<PacketSocket>,
+    _isolation: Option<IngressDrop>,
+    counters: Counters,
+}
+
+/// A running bond.
+pub struct Daemon {
+    config: Config,
+    bond: Bond,
+    mac: EthernetAddress,
+    tap: Tap,
+    members: Vec<Member>,
+    link: LinkControl,
+    events: LinkEvents,
+    poller: Poller,
+    signals: SignalFd,
+    control: UnixListener,
+    epoch: StdInstant,
+    carrier_poll: Duration,
+    tx_dropped_no_member: u64,
+    buf: Vec<u8>,
+}
+
+impl Daemon {
+    /// Sets the bond up: TAP, members, control socket. Nothing is left half-done on error
+    /// except a TAP created for the bond (persistent by design).
+    pub fn start(config: Config) -> Result<Self, StartError> {
+        if !config.options.mode.is_implemented() {
+            return Err(StartError::Config(format!(
+                "option 'mode': {} is not implemented yet (available: balance-rr, \
+                 active-backup, balance-xor, broadcast)",
+                config.options.mode
+            )));
+        }
+        let link = LinkControl::new().context("netlink/ioctl sockets")?;
+        let mut found = Vec::new();
+        for name in &config.members {
+            match link.ifindex(name) {
+                Ok(i) => found.push(i),
+                Err(_) => {
+                    return Err(StartError::Config(format!(
+                        "'members': interface '{name}' does not exist"
+                    )));
+                }
+            }
+        }
+        for w in &config.warnings {
+            warn!("{w}");
+        }
+        let first = &config.members[0];
+        let mac = match config.mac {
+            Some(m) => m,
+            None => EthernetAddress(
+                link.permanent_mac(first)
+                    .with_context(|| format!("MAC of {first}"))?,
+            ),
+        };
+        let mtu = match config.mtu {
+            Some(m) => m,
+            None => link.mtu(first).with_context(|| format!("MTU of {first}"))?,
+        };
+        let tap = Tap::create(
+            &config.bond,
+            TapOptions {
+                vnet_hdr: true,
+                multi_queue: false,
+                persist: true,
+            },
+        )
+        .with_context(|| format!("creating TAP {}", config.bond))?;
+        link.set_mac(&config.bond, mac.0)
+            .with_context(|| format!("setting the MAC of {}", config.bond))?;
+        link.set_mtu(&config.bond, mtu)
+            .with_context(|| format!("setting the MTU of {}", config.bond))?;
+        tap.set_carrier(false).context("TAP carrier")?;
+
+        let epoch = StdInstant::now();
+        let (o, _) = (config.options.clone(), ());
+        let mut bond = Bond::new(o);
+        let mut members = Vec::new();
+        for (name, &ifindex) in config.members.iter().zip(&found) {
+            members.push(Self::open_member(
+                &link, &mut bond, epoch, name, ifindex, mtu,
+            )?);
+        }
+
+        let control = bind_control(&config.control)?;
+        let poller = Poller::new().context("epoll")?;
+        let signals = SignalFd::new(&[Signal::TERM, Signal::INT]).context("signalfd")?;
+        let mut events = LinkEvents::new().context("rtnetlink")?;
+        events.request_dump().context("rtnetlink dump")?;
+        poller.add(&tap, TOKEN_TAP, Interest::READABLE)?;
+        poller.add(&signals, TOKEN_SIGNAL, Interest::READABLE)?;
+        poller.add(&control, TOKEN_CONTROL, Interest::READABLE)?;
+        poller.add(&events, TOKEN_LINK, Interest::READABLE)?;
+        for (i, m) in members.iter().enumerate() {
+            if let Some(s) = &m.socket {
+                poller.add(s, TOKEN_MEMBER + i as u64, Interest::READABLE)?;
+            }
+        }
+        let miimon = config.options.miimon;
+        let carrier_poll =
+            Duration::from_millis(if miimon > 0 { miimon.min(10) } else { 10 }.into());
+        info!(
+            bond = %config.bond,
+            mac = %mac,
+            mtu,
+            members = ?config.members,
+            opts = %config.options.to_opts(),
+            "bond started"
+        );
+        let mut d = Self {
+            config,
+            bond,
+            mac,
+            tap,
+            members,
+            link,
+            events,
+            poller,
+            signals,
+            control,
+            epoch,
+            carrier_poll,
+            tx_dropped_no_member: 0,
+            buf: vec![0; BUF_LEN],
+        };
+        d.handle_bond_events();
+        Ok(d)
+    }
+
+    fn open_member(
+        link: &LinkControl,
+        bond: &mut Bond,
+        epoch: StdInstant,
+        name: &str,
+        ifindex: u32,
+        mtu: u32,
+    ) -> Result<Member> {
+        link.set_mtu(name, mtu)
+            .with_context(|| format!("setting MTU {mtu} on member {name}"))?;
+        quiet_stack(name).with_context(|| format!("sysctls of member {name}"))?;
+        let isolation = match IngressDrop::attach(ifindex) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                warn!(
+                    member = name,
+                    "no tcx ingress drop ({e}); relying on arp_ignore/disable_ipv6"
+                );
+                None
+            }
+        };
+        link.set_up(name, true)
+            .with_context(|| format!("bringing member {name} up"))?;
+        let socket = PacketSocket::bind(
+            ifindex,
+            PacketOptions {
+                vnet_hdr: true,
+                ignore_outgoing: true,
+                rcvbuf: Some(SOCKET_BUFFER),
+                sndbuf: Some(SOCKET_BUFFER),
+                ..PacketOptions::default()
+            },
+        )
+        .with_context(|| format!("packet socket on member {name}"))?;
+        // Promiscuous: a physical NIC must accept frames for the bond's MAC. Undone when the
+        // socket closes.
+        socket
+            .add_membership(Membership::Promisc)
+            .with_context(|| format!("promiscuous mode on member {name}"))?;
+        let perm = link.permanent_mac(name).unwrap_or([0; 6]);
+        let sd = link.speed_duplex(name).ok();
+        let carrier = link.carrier(name).unwrap_or(false);
+        let info = PortInfo {
+            name: name.to_owned(),
+            perm_mac: EthernetAddress(perm),
+            speed_mbps: sd.and_then(|s| s.speed_mbps),
+            full_duplex: sd.and_then(|s| match s.duplex {
+                Duplex::Full => Some(true),
+                Duplex::Half => Some(false),
+                Duplex::Unknown => None,
+            }),
+        };
+        bond.add_port(now_since(epoch), info, carrier);
+        Ok(Member {
+            name: name.to_owned(),
+            ifindex,
+            socket: Some(socket),
+            _isolation: isolation,
+            counters: Counters::default(),
+        })
+    }
+
+    fn now(&self) -> Instant {
+        now_since(self.epoch)
+    }
+
+    /// Runs until SIGTERM or SIGINT.
+    pub fn run(mut self) -> Result<()> {
+        let mut ready = Events::with_capacity(16);
+        let mut next_poll = self.now();
+        loop {
+            let now = self.now();
+            let mut wake = next_poll;
+            if let Some(t) = self.bond.poll_timeout() {
+                wake = wake.min(t);
+            }
+            self.poller
+                .wait(&mut ready, Some(wake.saturating_since(now)))
+                .context("epoll_wait")?;
+            let tokens: Vec<(u64, bool)> =
+                ready.iter().map(|e| (e.token(), e.is_error())).collect();
+            for (token, _) in tokens {
+                match token {
+                    TOKEN_TAP => self.service_tap(),
+                    TOKEN_SIGNAL => {
+                        if let Some(sig) = self.signals.read().context("signalfd read")? {
+                            info!(?sig, "stopping");
+                            let _ = self.tap.set_carrier(false);
+                            return Ok(());
+                        }
+                    }
+                    TOKEN_CONTROL => self.service_control(),
+                    TOKEN_LINK => self.service_link_events(),
+                    t => self.service_member((t - TOKEN_MEMBER) as usize),
+                }
+            }
+            let now = self.now();
+            if now >= next_poll {
+                self.poll_carrier(now);
+                next_poll = now + self.carrier_poll;
+            }
+            if self.bond.poll_timeout().is_some_and(|t| t <= now) {
+                self.bond.handle_timeout(now);
+            }
+            self.handle_bond_events();
+        }
+    }
+
+    fn service_tap(&mut self) {
+        for _ in 0..BATCH {
+            let n = match self.tap.read(&mut self.buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    warn!("reading the TAP: {e}");
+                    return;
+                }
+            };
+            if n <= VNET_HDR {
+                continue;
+            }
+            let frame_len = (n - VNET_HDR) as u64;
+            match self.bond.tx_choice(&self.buf[VNET_HDR..n]) {
+                TxChoice::Port(p) => send(&mut self.members[p.index()], &self.buf[..n], frame_len),
+                TxChoice::All => {
+                    for &p in self.bond.usable() {
+                        send(&mut self.members[p.index()], &self.buf[..n], frame_len);
+                    }
+                }
+                TxChoice::Drop => self.tx_dropped_no_member += 1,
+            }
+        }
+    }
+
+    fn service_member(&mut self, i: usize) {
+        let port = PortId(i as u16);
+        for _ in 0..BATCH {
+            let m = &mut self.members[i];
+            let Some(socket) = &m.socket else { return };
+            let meta = match socket.recv_from(&mut self.buf) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // ENETDOWN once after the member went down; carrier polling handles the rest.
+                Err(_) => return,
+            };
+            if meta.len <= VNET_HDR {
+                continue;
+            }
+            let frame = &self.buf[VNET_HDR..meta.len];
+            m.counters.rx_packets += 1;
+            m.counters.rx_bytes += frame.len() as u64;
+            match self.bond.rx_verdict(port, frame) {
+                RxVerdict::Deliver => {
+                    // EIO while the bond is administratively down: the host does not want it.
+                    let _ = self.tap.write(&self.buf[..meta.len]);
+                }
+                RxVerdict::Drop(reason) => {
+                    let k = DropReason::ALL
+                        .iter()
+                        .position(|r| *r == reason)
+                        .unwrap_or(0);
+                    m.counters.rx_dropped[k] += 1;
+                }
+            }
+        }
+    }
+
+    fn poll_carrier(&mut self, now: Instant) {
+        for i in 0..self.members.len() {
+            if self.members[i].socket.is_none() {
+                continue;
+            }
+            match self.link.carrier(&self.members[i].name) {
+                Ok(c) => self.bond.handle_carrier(now, PortId(i as u16), c),
+                Err(e) if e.raw_os_error() == Some(19) || e.kind() == io::ErrorKind::NotFound => {
+                    self.member_gone(now, i)
+                }
+                Err(e) => warn!(member = %self.members[i].name, "carrier: {e}"),
+            }
+        }
+    }
+
+    fn member_gone(&mut self, now: Instant, i: usize) {
+        let m = &mut self.members[i];
+        if let Some(s) = m.socket.take() {
+            let _ = self.poller.delete(&s);
+            m.counters.rx_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
+        }
+        m._isolation = None;
+        warn!(member = %m.name, "member interface removed");
+        self.bond.remove_port(now, PortId(i as u16));
+    }
+
+    fn service_link_events(&mut self) {
+        loop {
+            match self.events.next_event() {
+                Ok(Some(LinkEvent::Changed(s))) => {
+                    if let Some(i) = self.members.iter().position(|m| m.ifindex == s.ifindex) {
+                        if self.members[i].socket.is_some() {
+                            let now = self.now();
+                            self.bond
+                                .handle_carrier(now, PortId(i as u16), s.up && s.carrier);
+                        }
+                    }
+                }
+                Ok(Some(LinkEvent::Removed(s))) => {
+                    if let Some(i) = self.members.iter().position(|m| m.ifindex == s.ifindex) {
+                        if self.members[i].socket.is_some() {
+                            let now = self.now();
+                            self.member_gone(now, i);
+                        }
+                    }
+                }
+                Ok(Some(LinkEvent::Overrun)) => {
+                    let now = self.now();
+                    self.poll_carrier(now);
+                }
+                Ok(None) => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    warn!("rtnetlink: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn handle_bond_events(&mut self) {
+        while let Some(ev) = self.bond.poll_event() {
+            match ev {
+                BondEvent::Link { port, status } => {
+                    info!(member = %self.members[port.index()].name, %status, "link")
+                }
+                BondEvent::ActiveChanged { .. } if !self.config.options.mode.uses_primary() => {}
+                BondEvent::ActiveChanged { from, to } => info!(
+                    from = from.map_or("none", |p| self.members[p.index()].name.as_str()),
+                    to = to.map_or("none", |p| self.members[p.index()].name.as_str()),
+                    "active member changed"
+                ),
+                BondEvent::Carrier { up } => {
+                    info!(up, "bond carrier");
+                    if let Err(e) = self.tap.set_carrier(up) {
+                        warn!("TAP carrier: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn service_control(&mut self) {
+        loop {
+            match self.control.accept() {
+                Ok((stream, _)) => {
+                    if let Err(e) = self.answer(stream) {
+                        warn!("control client: {e}");
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    warn!("control socket: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn answer(&mut self, stream: UnixStream) -> io::Result<()> {
+        stream.set_nonblocking(false)?;
+        stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+        stream.set_write_timeout(Some(Duration::from_millis(500)))?;
+        let mut line = String::new();
+        BufReader::new(&stream).read_line(&mut line)?;
+        let reply = match line.trim() {
+            "status" => serde_json::to_string(&self.status()).map_err(io::Error::other)?,
+            other => {
+                serde_json::json!({ "error": format!("unknown request '{other}'") }).to_string()
+            }
+        };
+        let mut w = &stream;
+        w.write_all(reply.as_bytes())?;
+        w.write_all(b"\n")
+    }
+
+    /// The status document `lagctl show` prints.
+    pub fn status(&mut self) -> Status {
+        let snap = self.bond.snapshot();
+        Status {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            bond: self.config.bond.clone(),
+            mac: self.mac.to_string(),
+            mode: snap.mode.name().to_owned(),
+            mode_description: snap.mode.description().to_owned(),
+            xmit_hash_policy: snap.xmit_hash_policy.map(|p| p.name().to_owned()),
+            xmit_hash_policy_number: snap.xmit_hash_policy.and_then(|p| p.kernel_value()),
+            mii_status: if snap.carrier { "up" } else { "down" }.to_owned(),
+            miimon: snap.miimon,
+            carrier_poll_ms: self.carrier_poll.as_millis() as u32,
+            updelay: snap.updelay,
+            downdelay: snap.downdelay,
+            peer_notif_delay: snap.peer_notif_delay,
+            primary: snap.primary.clone(),
+            primary_reselect: snap.primary_reselect.map(|r| r.name().to_owned()),
+            active: snap.active.clone(),
+            tx_dropped_no_member: self.tx_dropped_no_member,
+            members: snap
+                .ports
+                .iter()
+                .zip(self.members.iter_mut())
+                .map(|(p, m)| {
+                    if let Some(s) = &m.socket {
+                        // PACKET_STATISTICS resets on read: accumulate.
+                        m.counters.rx_socket_drops +=
+                            s.statistics().map_or(0, |s| u64::from(s.drops));
+                    }
+                    let c = &m.counters;
+                    MemberStatus {
+                        name: p.name.clone(),
+                        mii_status: p.mii.as_str().to_owned(),
+                        speed_mbps: p.speed_mbps,
+                        duplex: match p.full_duplex {
+                            Some(true) => "full",
+                            Some(false) => "half",
+                            None => "unknown",
+                        }
+                        .to_owned(),
+                        link_failure_count: p.link_failures,
+                        perm_hw_addr: p.perm_mac.to_string(),
+                        active: p.active,
+                        rx_packets: c.rx_packets,
+                        rx_bytes: c.rx_bytes,
+                        tx_packets: c.tx_packets,
+                        tx_bytes: c.tx_bytes,
+                        rx_dropped: DropReason::ALL
+                            .iter()
+                            .zip(c.rx_dropped)
+                            .map(|(r, n)| (r.as_str().to_owned(), n))
+                            .collect(),
+                        tx_dropped: c.tx_dropped,
+                        rx_socket_drops: c.rx_socket_drops,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+fn now_since(epoch: StdInstant) -> Instant {
+    Instant::from_micros(epoch.elapsed().as_micros() as u64)
+}
+
+fn send(m: &mut Member, buf: &[u8], frame_len: u64) {
+    let Some(s) = &m.socket else {
+        m.counters.tx_dropped += 1;
+        return;
+    };
+    match s.send(buf) {
+        Ok(_) => {
+            m.counters.tx_packets += 1;
+            m.counters.tx_bytes += frame_len;
+        }
+        // A full queue (or a member going down) drops the frame, as a full qdisc would.
+        Err(_) => m.counters.tx_dropped += 1,
+    }
+}
+
+/// Binds the control socket (root only, 0600), refusing if another lagd answers on it.
+fn bind_control(path: &Path) -> Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            bail!(
+                "another lagd is already serving {} (stop it first)",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
+    }
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("chmod {}", path.display()))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Asks the lagd serving `path` for its status.
+pub fn query_status(path: &Path) -> Result<Status> {
+    let stream = UnixStream::connect(path)
+        .with_context(|| format!("no lagd answers on {}", path.display()))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut w = &stream;
+    w.write_all(b"status\n")?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line)?;
+    serde_json::from_str(&line).with_context(|| format!("bad reply from {}", path.display()))
+}

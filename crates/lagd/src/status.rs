@@ -1,0 +1,231 @@
+//! The status document `lagd` serves and `lagctl show` prints: JSON for scripts, and the shape
+//! users know from `/proc/net/bonding/BOND` for people.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+/// A bond's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// lagd's version.
+    pub version: String,
+    /// The bond interface.
+    pub bond: String,
+    /// The bond's MAC.
+    pub mac: String,
+    /// Mode name (`balance-xor`).
+    pub mode: String,
+    /// Mode as `/proc/net/bonding` words it.
+    pub mode_description: String,
+    /// Hash policy, for modes that hash.
+    pub xmit_hash_policy: Option<String>,
+    /// The kernel's number of the hash policy.
+    pub xmit_hash_policy_number: Option<u8>,
+    /// `up` or `down`: whether the bond has carrier.
+    pub mii_status: String,
+    /// `miimon` in ms.
+    pub miimon: u32,
+    /// How often lagd reads member carrier, in ms.
+    pub carrier_poll_ms: u32,
+    /// `updelay` in ms.
+    pub updelay: u32,
+    /// `downdelay` in ms.
+    pub downdelay: u32,
+    /// `peer_notif_delay` in ms.
+    pub peer_notif_delay: u32,
+    /// Primary member (modes with an active member).
+    pub primary: Option<String>,
+    /// `primary_reselect` (modes with an active member).
+    pub primary_reselect: Option<String>,
+    /// The active member (modes with one).
+    pub active: Option<String>,
+    /// Frames from the host dropped because no member was usable.
+    pub tx_dropped_no_member: u64,
+    /// Members in enslave order.
+    pub members: Vec<MemberStatus>,
+}
+
+/// One member's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberStatus {
+    /// Interface name.
+    pub name: String,
+    /// `up`, `going down`, `down` or `going back`.
+    pub mii_status: String,
+    /// Speed in Mb/s, if known.
+    pub speed_mbps: Option<u32>,
+    /// `full`, `half` or `unknown`.
+    pub duplex: String,
+    /// Times the member went down.
+    pub link_failure_count: u32,
+    /// Permanent MAC.
+    pub perm_hw_addr: String,
+    /// The active member (or usable, in modes without one).
+    pub active: bool,
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Received frames dropped, by reason.
+    pub rx_dropped: Vec<(String, u64)>,
+    /// Frames the member's socket refused (queue full).
+    pub tx_dropped: u64,
+    /// Frames the kernel dropped before lagd read them (socket buffer full).
+    pub rx_socket_drops: u64,
+}
+
+impl Status {
+    /// Renders the `/proc/net/bonding/BOND` layout, plus lagd's per-member counters.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "Ethernet Channel Bonding Driver: lagd v{}", self.version);
+        let _ = writeln!(s);
+        let _ = writeln!(s, "Bonding Mode: {}", self.mode_description);
+        if let (Some(p), Some(n)) = (&self.xmit_hash_policy, self.xmit_hash_policy_number) {
+            let _ = writeln!(s, "Transmit Hash Policy: {p} ({n})");
+        }
+        if let Some(reselect) = &self.primary_reselect {
+            let primary = self.primary.as_deref().unwrap_or("None");
+            if self.primary.is_some() {
+                let _ = writeln!(s, "Primary Slave: {primary} (primary_reselect {reselect})");
+            } else {
+                let _ = writeln!(s, "Primary Slave: None");
+            }
+            let _ = writeln!(
+                s,
+                "Currently Active Slave: {}",
+                self.active.as_deref().unwrap_or("None")
+            );
+        }
+        let _ = writeln!(s, "MII Status: {}", self.mii_status);
+        let _ = writeln!(s, "MII Polling Interval (ms): {}", self.miimon);
+        let _ = writeln!(s, "Up Delay (ms): {}", self.updelay);
+        let _ = writeln!(s, "Down Delay (ms): {}", self.downdelay);
+        let _ = writeln!(s, "Peer Notification Delay (ms): {}", self.peer_notif_delay);
+        let _ = writeln!(s, "Carrier Poll Interval (ms): {}", self.carrier_poll_ms);
+        let _ = writeln!(
+            s,
+            "TX Dropped (no usable member): {}",
+            self.tx_dropped_no_member
+        );
+        for m in &self.members {
+            let _ = writeln!(s);
+            let _ = writeln!(s, "Slave Interface: {}", m.name);
+            let _ = writeln!(s, "MII Status: {}", m.mii_status);
+            match m.speed_mbps {
+                Some(v) => {
+                    let _ = writeln!(s, "Speed: {v} Mbps");
+                }
+                None => {
+                    let _ = writeln!(s, "Speed: Unknown");
+                }
+            }
+            let _ = writeln!(s, "Duplex: {}", m.duplex);
+            let _ = writeln!(s, "Link Failure Count: {}", m.link_failure_count);
+            let _ = writeln!(s, "Permanent HW addr: {}", m.perm_hw_addr);
+            let _ = writeln!(s, "Slave queue ID: 0");
+            let _ = writeln!(s, "RX: {} packets, {} bytes", m.rx_packets, m.rx_bytes);
+            let _ = writeln!(s, "TX: {} packets, {} bytes", m.tx_packets, m.tx_bytes);
+            let drops: Vec<String> = m
+                .rx_dropped
+                .iter()
+                .map(|(reason, n)| format!("{reason} {n}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "Drops: rx {} (socket {}), tx busy {}",
+                if drops.is_empty() {
+                    "none".to_owned()
+                } else {
+                    drops.join(", ")
+                },
+                m.rx_socket_drops,
+                m.tx_dropped
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn sample() -> Status {
+        Status {
+            version: "0.1.0".into(),
+            bond: "bond0".into(),
+            mac: "02:00:00:00:00:01".into(),
+            mode: "active-backup".into(),
+            mode_description: "fault-tolerance (active-backup)".into(),
+            xmit_hash_policy: None,
+            xmit_hash_policy_number: None,
+            mii_status: "up".into(),
+            miimon: 100,
+            carrier_poll_ms: 10,
+            updelay: 200,
+            downdelay: 0,
+            peer_notif_delay: 0,
+            primary: Some("eth1".into()),
+            primary_reselect: Some("always".into()),
+            active: Some("eth1".into()),
+            tx_dropped_no_member: 0,
+            members: vec![MemberStatus {
+                name: "eth1".into(),
+                mii_status: "up".into(),
+                speed_mbps: Some(10000),
+                duplex: "full".into(),
+                link_failure_count: 2,
+                perm_hw_addr: "02:00:00:00:00:02".into(),
+                active: true,
+                rx_packets: 5,
+                rx_bytes: 500,
+                tx_packets: 6,
+                tx_bytes: 600,
+                rx_dropped: vec![("inactive_member".into(), 3)],
+                tx_dropped: 0,
+                rx_socket_drops: 0,
+            }],
+        }
+    }
+
+    #[test]
+    fn renders_the_proc_net_bonding_shape() {
+        let text = sample().render();
+        let want = [
+            "Bonding Mode: fault-tolerance (active-backup)",
+            "Primary Slave: eth1 (primary_reselect always)",
+            "Currently Active Slave: eth1",
+            "MII Status: up",
+            "MII Polling Interval (ms): 100",
+            "Up Delay (ms): 200",
+            "Slave Interface: eth1",
+            "Speed: 10000 Mbps",
+            "Duplex: full",
+            "Link Failure Count: 2",
+            "Permanent HW addr: 02:00:00:00:00:02",
+            "Drops: rx inactive_member 3 (socket 0), tx busy 0",
+        ];
+        for line in want {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+        assert!(!text.contains("Transmit Hash Policy"));
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let s = sample();
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains("\"mii_status\":\"up\""));
+        let back: Status = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, s);
+    }
+}
