@@ -161,7 +161,7 @@ impl Daemon {
 
         let epoch = StdInstant::now();
         let (o, _) = (config.options.clone(), ());
-        let mut bond = Bond::new(o);
+        let mut bond = Bond::new(o, mac);
         let mut members = Vec::new();
         for (name, &ifindex) in config.members.iter().zip(&found) {
             members.push(Self::open_member(
@@ -337,6 +337,7 @@ impl Daemon {
                 continue;
             }
             let frame_len = (n - VNET_HDR) as u64;
+            self.bond.learn_from_host(&self.buf[VNET_HDR..n]);
             match self.bond.tx_choice(&self.buf[VNET_HDR..n]) {
                 TxChoice::Port(p) => send(&mut self.members[p.index()], &self.buf[..n], frame_len),
                 TxChoice::All => {
@@ -444,6 +445,19 @@ impl Daemon {
     }
 
     fn handle_bond_events(&mut self) {
+        // Frames the bond sends itself (gratuitous ARPs after a failover), behind a zeroed
+        // virtio_net_hdr (no offload).
+        let now = self.now();
+        let mut frame = [0u8; VNET_HDR + 64];
+        while let Some(tx) = self.bond.poll_transmit(now, &mut frame[VNET_HDR..]) {
+            let len = (VNET_HDR + tx.len) as u64;
+            send(
+                &mut self.members[tx.port.index()],
+                &frame[..VNET_HDR + tx.len],
+                len - VNET_HDR as u64,
+            );
+            info!(member = %self.members[tx.port.index()].name, "gratuitous ARP sent");
+        }
         while let Some(ev) = self.bond.poll_event() {
             match ev {
                 BondEvent::Link { port, status } => {

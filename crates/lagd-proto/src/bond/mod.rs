@@ -10,6 +10,12 @@
 //! carrier returns goes `going back` for `updelay` and then `up`. When no member is up, the first
 //! member going back is used at once (the driver ignores `updelay` then, and so does lagd).
 //!
+//! After an active-backup failover the bond announces itself on the new active member with
+//! `num_grat_arp` gratuitous ARPs, `peer_notif_delay` apart (one `miimon` interval when 0), so
+//! switches and neighbours relearn where the bond's MAC lives. The bond's IPv4 address is
+//! learned from the ARP frames the host sends ([`Bond::learn_from_host`]); lagd needs no
+//! address configuration of its own.
+//!
 //! Modes implemented here: balance-rr (`packets_per_slave`), active-backup (`primary`,
 //! `primary_reselect`, `all_slaves_active`), balance-xor (every hash policy) and broadcast.
 //! 802.3ad, balance-tlb and balance-alb come with the LACP engine and the balancers.
@@ -22,6 +28,8 @@ use core::time::Duration;
 use crate::hash::{HashPolicy, MemberMod, hasher};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
+use crate::wire::arp::ArpRepr;
+use crate::wire::ip::Ipv4Address;
 pub use options::{BondOptions, Mode, OptionError, PrimaryReselect};
 
 /// A member's handle: its position in enslave order.
@@ -223,13 +231,29 @@ pub struct Bond {
     rng: u32,
     carrier: bool,
     events: Vec<BondEvent>,
+    mac: EthernetAddress,
+    host_ipv4: Option<Ipv4Address>,
+    /// Announcements still to send after a failover, and when the next one is due.
+    notify: Option<(u8, Instant)>,
+}
+
+/// A frame the bond wants sent, written into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// The member to send it on.
+    pub port: PortId,
+    /// The frame's length in the buffer.
+    pub len: usize,
 }
 
 impl Bond {
-    /// A bond with no members yet.
-    pub fn new(opts: BondOptions) -> Self {
+    /// A bond with no members yet, whose interface has MAC `mac`.
+    pub fn new(opts: BondOptions, mac: EthernetAddress) -> Self {
         let hash = hasher(opts.xmit_hash_policy);
         Self {
+            mac,
+            host_ipv4: None,
+            notify: None,
             opts,
             ports: Vec::new(),
             usable: Vec::new(),
@@ -362,7 +386,53 @@ impl Bond {
                 MiiStatus::GoingBack => Some(p.since + up),
                 _ => None,
             })
+            .chain(self.notify.map(|(_, t)| t))
             .min()
+    }
+
+    /// Learns the bond's IPv4 address from a frame the host sends: an ARP frame from the
+    /// bond's MAC carries it as the sender protocol address. Cheap enough to call per frame;
+    /// only ARP frames are looked at.
+    #[inline]
+    pub fn learn_from_host(&mut self, frame: &[u8]) {
+        if frame.len() >= 42 && frame[12..14] == [0x08, 0x06] && frame[6..12] == self.mac.0 {
+            let spa = Ipv4Address([frame[28], frame[29], frame[30], frame[31]]);
+            if !spa.0.iter().all(|&b| b == 0) {
+                self.host_ipv4 = Some(spa);
+            }
+        }
+    }
+
+    /// The bond's IPv4 address as learned from the host, if any.
+    pub fn host_ipv4(&self) -> Option<Ipv4Address> {
+        self.host_ipv4
+    }
+
+    /// The next frame the bond itself wants sent (gratuitous ARPs after a failover), written
+    /// into `buf` (at least 42 bytes). Call after every `handle_*`, until `None`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let (left, due) = self.notify?;
+        if now < due {
+            return None;
+        }
+        let (Some(port), Some(ip)) = (self.active, self.host_ipv4) else {
+            self.notify = None;
+            return None;
+        };
+        let arp = ArpRepr::gratuitous(self.mac, ip);
+        let len = arp.frame_len();
+        arp.emit_frame(&mut buf[..len]);
+        self.notify = (left > 1).then(|| (left - 1, now + self.notify_spacing()));
+        Some(Transmit { port, len })
+    }
+
+    fn notify_spacing(&self) -> Duration {
+        let ms = match (self.opts.peer_notif_delay, self.opts.miimon) {
+            (0, 0) => 100,
+            (0, m) => m,
+            (d, _) => d,
+        };
+        Duration::from_millis(ms.into())
     }
 
     /// The next event, oldest first.
@@ -411,6 +481,14 @@ impl Bond {
                 from: self.active,
                 to: active,
             });
+            // A failover (not the first choice) is announced to the network.
+            if self.active.is_some()
+                && active.is_some()
+                && self.opts.mode.uses_primary()
+                && self.opts.num_grat_arp > 0
+            {
+                self.notify = Some((self.opts.num_grat_arp, now));
+            }
             self.active = active;
         }
         let carrier = !self.usable.is_empty();

@@ -2,6 +2,10 @@
 
 use super::*;
 use crate::hash::{member_index, xmit_hash};
+use crate::wire::arp::{ArpPacket, ArpRepr};
+use crate::wire::ip::Ipv4Address;
+
+const BOND_MAC: EthernetAddress = EthernetAddress([2, 0xb0, 0, 0, 0, 1]);
 
 fn info(name: &str, last: u8, speed: u32) -> PortInfo {
     PortInfo {
@@ -14,7 +18,7 @@ fn info(name: &str, last: u8, speed: u32) -> PortInfo {
 
 fn bond(opts: &str, ports: usize) -> Bond {
     let (o, _) = BondOptions::parse_opts(opts).unwrap();
-    let mut b = Bond::new(o);
+    let mut b = Bond::new(o, BOND_MAC);
     for i in 0..ports {
         b.add_port(
             Instant::ZERO,
@@ -181,13 +185,13 @@ fn primary_reselect_policies() {
     // better: the primary returns only if faster than the current active member.
     let (o, _) =
         BondOptions::parse_opts("mode=active-backup primary=fast primary_reselect=better").unwrap();
-    let mut b = Bond::new(o.clone());
+    let mut b = Bond::new(o.clone(), BOND_MAC);
     b.add_port(at(0), info("slow", 1, 1_000), true);
     b.add_port(at(0), info("fast", 2, 10_000), true);
     b.handle_carrier(at(1), PortId(1), false);
     b.handle_carrier(at(2), PortId(1), true);
     assert_eq!(b.active(), Some(PortId(1)));
-    let mut b = Bond::new(o);
+    let mut b = Bond::new(o, BOND_MAC);
     b.add_port(at(0), info("other", 1, 25_000), true);
     b.add_port(at(0), info("fast", 2, 10_000), true);
     b.handle_carrier(at(1), PortId(1), false);
@@ -277,7 +281,7 @@ fn removed_member_goes_down_and_counts() {
 #[test]
 fn member_without_carrier_at_start() {
     let (o, _) = BondOptions::parse_opts("mode=balance-xor miimon=100").unwrap();
-    let mut b = Bond::new(o);
+    let mut b = Bond::new(o, BOND_MAC);
     b.add_port(at(0), info("eth0", 1, 10_000), false);
     assert!(!b.carrier());
     assert_eq!(b.tx_choice(&tcp(1)), TxChoice::Drop);
@@ -325,4 +329,69 @@ mod props {
             }
         }
     }
+}
+
+/// The host's ARP request for a neighbour, from the bond's MAC and address 10.0.0.1.
+fn host_arp() -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&BOND_MAC.0);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&BOND_MAC.0);
+    f.extend_from_slice(&[10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2]);
+    f
+}
+
+#[test]
+fn failover_sends_gratuitous_arps_on_the_new_active_member() {
+    let mut b = bond(
+        "mode=active-backup miimon=100 num_grat_arp=3 peer_notif_delay=200",
+        2,
+    );
+    let mut buf = [0u8; 64];
+    // Nothing learned yet, nothing pending.
+    assert_eq!(b.poll_transmit(at(0), &mut buf), None);
+    b.learn_from_host(&tcp(1));
+    assert_eq!(
+        b.host_ipv4(),
+        None,
+        "only ARP from the bond's MAC teaches the address"
+    );
+    b.learn_from_host(&host_arp());
+    assert_eq!(b.host_ipv4(), Some(Ipv4Address([10, 0, 0, 1])));
+    b.handle_carrier(at(1000), PortId(0), false);
+    let mut sent = Vec::new();
+    let mut t = 1000;
+    while t <= 2000 {
+        while let Some(tx) = b.poll_transmit(at(t), &mut buf) {
+            assert_eq!(tx.port, PortId(1));
+            let arp = ArpRepr::parse(&ArpPacket::new_checked(&buf[14..tx.len]).unwrap()).unwrap();
+            assert!(arp.is_gratuitous());
+            assert_eq!(buf[..6], [0xff; 6]);
+            assert_eq!(buf[6..12], BOND_MAC.0);
+            sent.push(t);
+        }
+        t += 50;
+    }
+    assert_eq!(
+        sent,
+        [1000, 1200, 1400],
+        "three announcements, peer_notif_delay apart"
+    );
+    assert_eq!(b.poll_timeout(), None);
+}
+
+#[test]
+fn no_announcement_without_address_or_in_other_modes() {
+    let mut b = bond("mode=active-backup miimon=100", 2);
+    b.handle_carrier(at(10), PortId(0), false);
+    assert_eq!(b.poll_transmit(at(10), &mut [0u8; 64]), None);
+    let mut x = bond("mode=balance-xor miimon=100", 2);
+    x.learn_from_host(&host_arp());
+    x.handle_carrier(at(10), PortId(0), false);
+    assert_eq!(x.poll_transmit(at(10), &mut [0u8; 64]), None);
+    // num_grat_arp=0 turns announcements off.
+    let mut z = bond("mode=active-backup miimon=100 num_grat_arp=0", 2);
+    z.learn_from_host(&host_arp());
+    z.handle_carrier(at(10), PortId(0), false);
+    assert_eq!(z.poll_transmit(at(10), &mut [0u8; 64]), None);
 }
