@@ -366,6 +366,9 @@ impl Daemon {
                 continue;
             }
             let frame = &self.buf[VNET_HDR..meta.len];
+            if self.bond.arp_monitoring() {
+                self.bond.note_rx(now_since(self.epoch), port, frame);
+            }
             m.counters.rx_packets += 1;
             m.counters.rx_bytes += frame.len() as u64;
             match self.bond.rx_verdict(port, frame) {

@@ -16,6 +16,16 @@
 //! learned from the ARP frames the host sends ([`Bond::learn_from_host`]); lagd needs no
 //! address configuration of its own.
 //!
+//! The ARP monitor (`arp_interval`, `arp_ip_target`, `arp_validate`, `arp_all_targets`,
+//! `arp_missed_max`) probes each target every interval with an ARP request from the bond's MAC
+//! and learned address: on every member in the load-balancing modes, on the active member in
+//! active-backup. A member that has heard nothing for `arp_missed_max` intervals (one more for a
+//! backup) is taken out as `down`, even with carrier up; traffic it hears brings it back.
+//! With validation (`arp_validate` other than `none`) or `filter`, only ARP frames from a target
+//! count, not any frame (lagd's validation checks the ARP sender address against the targets;
+//! with `arp_all_targets=all` every target must have been heard). Unlike the driver, which stops
+//! reading carrier when ARP monitoring is on, lagd still takes a member without carrier out.
+//!
 //! Modes implemented here: balance-rr (`packets_per_slave`), active-backup (`primary`,
 //! `primary_reselect`, `all_slaves_active`), balance-xor (every hash policy) and broadcast.
 //! 802.3ad, balance-tlb and balance-alb come with the LACP engine and the balancers.
@@ -28,7 +38,7 @@ use core::time::Duration;
 use crate::hash::{HashPolicy, MemberMod, hasher};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
-use crate::wire::arp::ArpRepr;
+use crate::wire::arp::{ArpOperation, ArpRepr};
 use crate::wire::ip::Ipv4Address;
 pub use options::{BondOptions, Mode, OptionError, PrimaryReselect};
 
@@ -100,6 +110,29 @@ struct Port {
     /// When the current `going down` / `going back` began.
     since: Instant,
     link_failures: u32,
+    /// ARP monitor: when each target was last heard on this member (any frame counts for all
+    /// targets without validation).
+    arp_heard: [Instant; MAX_ARP_TARGETS],
+    /// ARP monitor: the member is taken out for silence.
+    arp_down: bool,
+}
+
+/// The driver's limit on `arp_ip_target`.
+const MAX_ARP_TARGETS: usize = 16;
+
+impl Port {
+    fn usable(&self) -> bool {
+        self.mii.usable() && !self.arp_down
+    }
+
+    /// The status to show: a member the ARP monitor took out reads `down`.
+    fn shown_status(&self) -> MiiStatus {
+        if self.arp_down {
+            MiiStatus::Down
+        } else {
+            self.mii
+        }
+    }
 }
 
 /// Where a frame from the host goes.
@@ -235,6 +268,9 @@ pub struct Bond {
     host_ipv4: Option<Ipv4Address>,
     /// Announcements still to send after a failover, and when the next one is due.
     notify: Option<(u8, Instant)>,
+    /// ARP monitor: the next probe round, and probes queued for sending.
+    arp_next: Option<Instant>,
+    arp_queue: Vec<(PortId, Ipv4Address)>,
 }
 
 /// A frame the bond wants sent, written into the caller's buffer.
@@ -254,6 +290,9 @@ impl Bond {
             mac,
             host_ipv4: None,
             notify: None,
+            arp_next: (opts.arp_interval > 0 && !opts.arp_ip_target.is_empty())
+                .then_some(Instant::ZERO),
+            arp_queue: Vec::new(),
             opts,
             ports: Vec::new(),
             usable: Vec::new(),
@@ -287,6 +326,8 @@ impl Bond {
             carrier,
             since: now,
             link_failures: 0,
+            arp_heard: [now; MAX_ARP_TARGETS],
+            arp_down: false,
         });
         self.events.push(BondEvent::Link {
             port: id,
@@ -372,7 +413,98 @@ impl Bond {
                 self.set_status(now, PortId(i as u16), s);
             }
         }
+        if self.arp_next.is_some_and(|t| now >= t) {
+            self.arp_round(now);
+        }
         self.reselect(now);
+    }
+
+    /// Whether the ARP monitor runs.
+    pub fn arp_monitoring(&self) -> bool {
+        self.arp_next.is_some()
+    }
+
+    /// Records a frame received on `port` for the ARP monitor (call for every received frame,
+    /// or at least once per batch and for every ARP frame). Cheap when the monitor is off.
+    #[inline]
+    pub fn note_rx(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        if self.arp_next.is_none() {
+            return;
+        }
+        let validate = !matches!(self.opts.arp_validate, options::ArpValidate::None);
+        let is_arp = frame.len() >= 42 && frame[12..14] == [0x08, 0x06];
+        let p = &mut self.ports[port.index()];
+        if !validate {
+            // Without validation any frame is a sign of life for every target.
+            p.arp_heard = [now; MAX_ARP_TARGETS];
+            return;
+        }
+        if !is_arp {
+            return;
+        }
+        let spa = Ipv4Address([frame[28], frame[29], frame[30], frame[31]]);
+        let targets = &self.opts.arp_ip_target;
+        if let Some(k) = targets.iter().position(|t| t.octets() == spa.0) {
+            p.arp_heard[k] = now;
+        }
+    }
+
+    /// One ARP monitor round: judge every member, queue the next probes.
+    fn arp_round(&mut self, now: Instant) {
+        let interval = Duration::from_millis(self.opts.arp_interval.into());
+        let targets = self.opts.arp_ip_target.len().min(MAX_ARP_TARGETS);
+        let all = self.opts.arp_all_targets == options::ArpAllTargets::All;
+        let ab = self.opts.mode.uses_primary();
+        for i in 0..self.ports.len() {
+            let backup = ab && self.active != Some(PortId(i as u16));
+            let missed = u32::from(self.opts.arp_missed_max) + u32::from(backup);
+            let window = interval * missed;
+            let p = &self.ports[i];
+            let fresh = |t: &Instant| now.saturating_since(*t) <= window;
+            let alive = if all {
+                p.arp_heard[..targets].iter().all(fresh)
+            } else {
+                p.arp_heard[..targets].iter().any(fresh)
+            };
+            let was_down = p.arp_down;
+            if !alive && !was_down && p.mii.usable() {
+                self.ports[i].arp_down = true;
+                self.ports[i].link_failures += 1;
+                self.events.push(BondEvent::Link {
+                    port: PortId(i as u16),
+                    status: MiiStatus::Down,
+                });
+            } else if alive && was_down {
+                self.ports[i].arp_down = false;
+                self.events.push(BondEvent::Link {
+                    port: PortId(i as u16),
+                    status: self.ports[i].mii,
+                });
+            }
+        }
+        self.arp_queue.clear();
+        let probe_on: Vec<PortId> = if ab {
+            // The active member probes; with none, every member with carrier tries.
+            match self.active {
+                Some(a) => vec![a],
+                None => self.carrier_ports(),
+            }
+        } else {
+            self.carrier_ports()
+        };
+        for port in probe_on {
+            for t in &self.opts.arp_ip_target {
+                self.arp_queue.push((port, Ipv4Address(t.octets())));
+            }
+        }
+        self.arp_next = Some(now + interval);
+    }
+
+    fn carrier_ports(&self) -> Vec<PortId> {
+        (0..self.ports.len())
+            .filter(|&i| self.ports[i].mii.usable())
+            .map(|i| PortId(i as u16))
+            .collect()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next run.
@@ -387,6 +519,7 @@ impl Bond {
                 _ => None,
             })
             .chain(self.notify.map(|(_, t)| t))
+            .chain(self.arp_next)
             .min()
     }
 
@@ -411,6 +544,18 @@ impl Bond {
     /// The next frame the bond itself wants sent (gratuitous ARPs after a failover), written
     /// into `buf` (at least 42 bytes). Call after every `handle_*`, until `None`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if let Some((port, target)) = self.arp_queue.pop() {
+            let probe = ArpRepr::EthernetIpv4 {
+                operation: ArpOperation::Request,
+                source_hardware_addr: self.mac,
+                source_protocol_addr: self.host_ipv4.unwrap_or(Ipv4Address([0; 4])),
+                target_hardware_addr: EthernetAddress::ZERO,
+                target_protocol_addr: target,
+            };
+            let len = probe.frame_len();
+            probe.emit_frame(&mut buf[..len]);
+            return Some(Transmit { port, len });
+        }
         let (left, due) = self.notify?;
         if now < due {
             return None;
@@ -446,7 +591,7 @@ impl Bond {
 
     fn set_status(&mut self, now: Instant, port: PortId, status: MiiStatus) {
         let p = &mut self.ports[port.index()];
-        if p.mii.usable() && !status.usable() {
+        if p.usable() && !status.usable() {
             p.link_failures += 1;
         }
         p.mii = status;
@@ -457,7 +602,7 @@ impl Bond {
     /// Recomputes the usable set, the active member and the bond carrier.
     fn reselect(&mut self, now: Instant) {
         // Nothing usable but a member coming back: use it now, updelay or not.
-        if !self.ports.iter().any(|p| p.mii.usable()) {
+        if !self.ports.iter().any(Port::usable) {
             if let Some(i) = self
                 .ports
                 .iter()
@@ -471,7 +616,7 @@ impl Bond {
             self.ports
                 .iter()
                 .enumerate()
-                .filter(|(_, p)| p.mii.usable())
+                .filter(|(_, p)| p.usable())
                 .map(|(i, _)| PortId(i as u16)),
         );
         self.usable_mod = MemberMod::new(self.usable.len());
@@ -500,14 +645,17 @@ impl Bond {
 
     /// The driver's `bond_find_best_slave` with `primary_reselect`.
     fn choose_active(&self) -> Option<PortId> {
-        let usable = |id: PortId| self.ports[id.index()].mii.usable();
+        let usable = |id: PortId| self.ports[id.index()].usable();
         let current = self.active.filter(|&a| usable(a));
         let primary = self
             .opts
             .primary
             .as_deref()
             .and_then(|n| self.port_by_name(n))
-            .filter(|&p| self.ports[p.index()].mii == MiiStatus::Up);
+            .filter(|&p| {
+                let p = &self.ports[p.index()];
+                p.mii == MiiStatus::Up && !p.arp_down
+            });
         if let Some(p) = primary {
             let take = match (self.opts.primary_reselect, current) {
                 (_, None) => true,
@@ -601,7 +749,7 @@ impl Bond {
         let start = value as usize % n;
         (0..n)
             .map(|k| (start + k) % n)
-            .find(|&i| self.ports[i].mii.usable())
+            .find(|&i| self.ports[i].usable())
             .map_or(TxChoice::Drop, |i| TxChoice::Port(PortId(i as u16)))
     }
 
@@ -651,7 +799,7 @@ impl Bond {
                 .enumerate()
                 .map(|(i, p)| PortSnapshot {
                     name: p.info.name.clone(),
-                    mii: p.mii,
+                    mii: p.shown_status(),
                     speed_mbps: p.info.speed_mbps,
                     full_duplex: p.info.full_duplex,
                     link_failures: p.link_failures,
@@ -659,7 +807,7 @@ impl Bond {
                     active: if uses_primary {
                         self.active == Some(PortId(i as u16))
                     } else {
-                        p.mii.usable()
+                        p.usable()
                     },
                 })
                 .collect(),

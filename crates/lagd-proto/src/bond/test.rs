@@ -395,3 +395,105 @@ fn no_announcement_without_address_or_in_other_modes() {
     z.handle_carrier(at(10), PortId(0), false);
     assert_eq!(z.poll_transmit(at(10), &mut [0u8; 64]), None);
 }
+
+/// An ARP reply from `ip` (a target) to the bond.
+fn arp_reply_from(ip: [u8; 4]) -> Vec<u8> {
+    let mut f = BOND_MAC.0.to_vec();
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0x77, 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 2]);
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0x77]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&BOND_MAC.0);
+    f.extend_from_slice(&[10, 0, 0, 1]);
+    f
+}
+
+fn probes(b: &mut Bond, now: Instant) -> Vec<(PortId, [u8; 4])> {
+    let mut buf = [0u8; 64];
+    let mut out = Vec::new();
+    while let Some(tx) = b.poll_transmit(now, &mut buf) {
+        let arp = ArpRepr::parse(&ArpPacket::new_checked(&buf[14..tx.len]).unwrap()).unwrap();
+        let ArpRepr::EthernetIpv4 {
+            target_protocol_addr,
+            source_hardware_addr,
+            ..
+        } = arp;
+        assert_eq!(source_hardware_addr, BOND_MAC);
+        out.push((tx.port, target_protocol_addr.0));
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn arp_monitor_probes_and_takes_out_a_silent_member() {
+    let mut b = bond(
+        "mode=balance-xor arp_interval=100 arp_ip_target=10.0.0.9 arp_missed_max=2",
+        2,
+    );
+    assert!(b.arp_monitoring());
+    b.learn_from_host(&host_arp());
+    // Every interval each member probes the target.
+    for t in (0..=1000).step_by(100) {
+        b.handle_timeout(at(t));
+        assert_eq!(
+            probes(&mut b, at(t)),
+            [(PortId(0), [10, 0, 0, 9]), (PortId(1), [10, 0, 0, 9])]
+        );
+        // Only member 0 hears anything (member 1's traffic is dropped on the wire).
+        b.note_rx(at(t), PortId(0), &tcp(1));
+    }
+    let s = b.snapshot();
+    assert_eq!(s.ports[0].mii, MiiStatus::Up);
+    assert_eq!(
+        s.ports[1].mii,
+        MiiStatus::Down,
+        "silent for more than 2 intervals"
+    );
+    assert_eq!(s.ports[1].link_failures, 1);
+    assert_eq!(b.usable(), &[PortId(0)]);
+    // It keeps probing on the silent member; hearing from it brings it back.
+    b.note_rx(at(1050), PortId(1), &tcp(1));
+    b.handle_timeout(at(1100));
+    assert_eq!(b.usable(), &[PortId(0), PortId(1)]);
+}
+
+#[test]
+fn arp_validate_counts_only_arp_from_targets() {
+    let mut b = bond(
+        "mode=active-backup arp_interval=100 arp_ip_target=10.0.0.9,10.0.0.10 arp_validate=all",
+        2,
+    );
+    for t in (0..=600).step_by(100) {
+        b.handle_timeout(at(t));
+        // The active member probes both targets; backups do not probe.
+        let p = probes(&mut b, at(t));
+        if b.active() == Some(PortId(0)) {
+            assert_eq!(p, [(PortId(0), [10, 0, 0, 9]), (PortId(0), [10, 0, 0, 10])]);
+        }
+        b.note_rx(at(t), PortId(0), &tcp(1)); // not ARP: does not count
+        b.note_rx(at(t), PortId(1), &arp_reply_from([10, 0, 0, 10]));
+    }
+    // Member 0 heard no ARP from a target: taken out; member 1 heard target 2 (any target
+    // suffices with arp_all_targets=any).
+    assert_eq!(b.active(), Some(PortId(1)));
+    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::Down);
+
+    let mut all = bond(
+        "mode=balance-xor arp_interval=100 arp_ip_target=10.0.0.9,10.0.0.10 arp_validate=all arp_all_targets=all",
+        1,
+    );
+    for t in (0..=600).step_by(100) {
+        all.handle_timeout(at(t));
+        all.note_rx(at(t), PortId(0), &arp_reply_from([10, 0, 0, 10]));
+    }
+    assert!(
+        !all.carrier(),
+        "with arp_all_targets=all one silent target takes the member out"
+    );
+}
+
+#[test]
+fn arp_monitor_off_without_targets_or_interval() {
+    assert!(!bond("mode=balance-xor miimon=100", 2).arp_monitoring());
+    assert!(!bond("mode=balance-xor arp_interval=100", 2).arp_monitoring());
+}
