@@ -36,5 +36,6 @@
 
 pub mod bond;
 pub mod hash;
+pub mod lacp;
 pub mod time;
 pub mod wire;

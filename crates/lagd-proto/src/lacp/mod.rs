@@ -1,0 +1,1442 @@
+//! IEEE 802.1AX Link Aggregation Control Protocol (LACP): the bond-level engine.
+//!
+//! [`Lacp`] runs the per-port state machines of IEEE Std 802.1AX-2014 clause 6.4 for one bond
+//! (one logical link made of member ports), plus the Marker Responder of clause 6.5 and an
+//! optional fallback to active-backup. It is sans-IO: inputs are `handle_*` calls, outputs are
+//! `poll_*` calls, and time is an [`Instant`] the caller passes in.
+//!
+//! | machine | file | clause |
+//! |---|---|---|
+//! | Receive machine | `rx.rs` | 802.1AX-2014 §6.4.12 |
+//! | Periodic Transmission machine | `periodic.rs` | 802.1AX-2014 §6.4.13 |
+//! | Selection Logic | `select.rs` | 802.1AX-2014 §6.4.14 |
+//! | Mux machine | `mux.rs` | 802.1AX-2014 §6.4.15 |
+//! | Transmit machine | `tx.rs` | 802.1AX-2014 §6.4.16 |
+//! | Churn Detection machines | `churn.rs` | 802.1AX-2014 §6.4.17 |
+//! | Marker Responder | `marker.rs` | 802.1AX-2014 §6.5.4 |
+//! | LACP fallback (Open vSwitch's `lacp-fallback-ab`, not in the standard) | `fallback.rs` | — |
+//!
+//! The per-port variables keep the standard's names where they have one (`actor_state` is
+//! `Actor_Oper_Port_State`, `partner` holds the `Partner_Oper_*` values, `ntt`, `selected`,
+//! `ready_n`, `port_moved`, `port_enabled`, `lacp_enabled`).
+//!
+//! # Driving it
+//!
+//! ```
+//! use lagd_proto::lacp::{Lacp, LacpConfig, PortId, PortParams, MAX_FRAME_LEN};
+//! use lagd_proto::time::Instant;
+//! use lagd_proto::wire::EthernetAddress;
+//! use lagd_proto::wire::slow::LacpRepr;
+//!
+//! let bond_mac = EthernetAddress([0x02, 0xaa, 0, 0, 0, 1]);
+//! let mut lacp = Lacp::new(LacpConfig::default(), bond_mac).unwrap();
+//! let now = Instant::ZERO;
+//! lacp.add_port(now, PortId(0), PortParams::new(EthernetAddress([0x02, 0xaa, 0, 0, 1, 0]), 10_000, true))
+//!     .unwrap();
+//! lacp.handle_link(now, PortId(0), true, 10_000, true);
+//!
+//! let mut buf = [0u8; MAX_FRAME_LEN];
+//! let tx = lacp.poll_transmit(now, &mut buf).expect("a LACPDU at link-up");
+//! let pdu = LacpRepr::parse_frame(&buf[..tx.len]).unwrap();
+//! assert_eq!(pdu.actor.key, 15); // 10G full duplex, ad_user_port_key 0
+//! assert_eq!(lacp.poll_timeout().map(|t| t > now), Some(true));
+//! ```
+//!
+//! # Timing model
+//!
+//! Linux runs the machines on a 100 ms tick. lagd does not tick: every timer of the standard
+//! (`current_while`, `periodic_timer`, `wait_while`, the churn timers, the transmit limit) is an
+//! exact deadline, the machines run to a fixed point on every `handle_*` / `poll_transmit`
+//! call, and [`Lacp::poll_timeout`] returns the earliest deadline. The observable timing is the
+//! standard's: a LACPDU every [`FAST_PERIODIC_TIME`] (1 s) or [`SLOW_PERIODIC_TIME`] (30 s) as
+//! the partner asks, a partner expired [`SHORT_TIMEOUT_TIME`] (3 s) or [`LONG_TIMEOUT_TIME`]
+//! (90 s) after its last LACPDU and defaulted [`SHORT_TIMEOUT_TIME`] later, [`AGGREGATE_WAIT_TIME`]
+//! (2 s) in WAITING, churn after [`CHURN_DETECTION_TIME`] (60 s), and no more than
+//! [`MAX_TX_PER_FAST_PERIODIC`] (3) LACPDUs in any [`FAST_PERIODIC_TIME`] interval. Unlike Linux,
+//! timers are not rounded to ticks, and there is no 8 s aggregator selection timer at enslave
+//! time (a Linux addition). Time never goes backwards: an earlier `now` than one already seen is
+//! taken as the latest one seen.
+//!
+//! # Choices where the standard leaves room (and where lagd differs from Linux)
+//!
+//! - **One logical link per bond.** A bond forwards over one aggregator at a time, the *active*
+//!   aggregator, chosen by `ad_select` as Linux does (see `select.rs`). Ports selected to any
+//!   other aggregator are `STANDBY`: they wait in WAITING with `Actor.Synchronization` clear, so
+//!   the partner never distributes on them either.
+//! - **Link-down ports are not selected.** A port without carrier is UNSELECTED and DETACHED.
+//! - **Carrier.** [`Lacp::carrier`] is up when the active aggregator has at least
+//!   `max(min_links, 1)` ports distributing, or when the fallback is active and `min_links <= 1`.
+//!   (Linux also calls a bond with `min_links 0` up when no port is enabled.)
+//! - **Partner admin defaults** are Linux's: system 00:00:00:00:00:00, system priority 65535,
+//!   key 1, port 1, port priority 255, state 0 (passive, long timeout, individual). A partner
+//!   that never spoke therefore makes the port Individual and never in sync: without the
+//!   fallback, no port distributes towards a silent partner.
+//! - **Passive ports stay silent** while the Periodic machine is in NO_PERIODIC (802.1AX-2014
+//!   §6.4.16): a passive bond sends nothing until it hears an active partner.
+//! - **Loopback.** A LACPDU whose actor system is our own system is counted
+//!   ([`PortCounters::loopback_rx`]) and dropped, as Linux does.
+//! - **Port numbers** are 1, 2, … in `add_port` order and never reused; aggregator ids likewise
+//!   (one aggregator per port, as in Linux).
+//!
+//! # Peer input
+//!
+//! [`Lacp::handle_frame`] never fails and never panics on frame contents: what it cannot use is
+//! counted in the port's [`PortCounters`]. Unknown port handles are caller mistakes and panic
+//! (documented per method); queries about unknown ports return `false` / `None`.
+
+mod churn;
+mod fallback;
+mod marker;
+mod mux;
+mod periodic;
+mod rx;
+mod select;
+mod tx;
+
+#[cfg(test)]
+mod tests;
+
+pub use churn::{ActorChurnState, PartnerChurnState};
+pub use mux::MuxState;
+pub use periodic::PeriodicState;
+pub use rx::RxState;
+pub use select::Selected;
+
+use core::fmt;
+use core::str::FromStr;
+use core::time::Duration;
+use std::collections::VecDeque;
+
+use crate::time::Instant;
+use crate::wire::EthernetAddress;
+use crate::wire::slow::{
+    LacpInfo, LacpRepr, MarkerKind, PortState, SlowPdu, is_slow_protocols_frame,
+};
+
+/// Fast_Periodic_Time: the LACPDU interval a partner asking for the short timeout gets.
+pub const FAST_PERIODIC_TIME: Duration = Duration::from_secs(1);
+/// Slow_Periodic_Time: the LACPDU interval a partner asking for the long timeout gets.
+pub const SLOW_PERIODIC_TIME: Duration = Duration::from_secs(30);
+/// Short_Timeout_Time: `current_while` with a short timeout (3 × [`FAST_PERIODIC_TIME`]), and
+/// the time spent in EXPIRED.
+pub const SHORT_TIMEOUT_TIME: Duration = Duration::from_secs(3);
+/// Long_Timeout_Time: `current_while` with a long timeout (3 × [`SLOW_PERIODIC_TIME`]).
+pub const LONG_TIMEOUT_TIME: Duration = Duration::from_secs(90);
+/// Churn_Detection_Time: how long a port may stay out of sync before churn is declared.
+pub const CHURN_DETECTION_TIME: Duration = Duration::from_secs(60);
+/// Aggregate_Wait_Time: the `wait_while` time a port spends in WAITING before it attaches.
+pub const AGGREGATE_WAIT_TIME: Duration = Duration::from_secs(2);
+/// The most LACPDUs a port sends in any [`FAST_PERIODIC_TIME`] interval.
+pub const MAX_TX_PER_FAST_PERIODIC: usize = 3;
+/// The longest frame [`Lacp::poll_transmit`] writes (a LACPDU or Marker PDU with its Ethernet
+/// header).
+pub const MAX_FRAME_LEN: usize = 124;
+
+/// The partner administrative defaults (`Partner_Admin_*`), loaded by recordDefault.
+pub(crate) const PARTNER_ADMIN: LacpInfo = LacpInfo {
+    system_priority: 65535,
+    system: EthernetAddress::ZERO,
+    key: 1,
+    port_priority: 255,
+    port: 1,
+    state: PortState::EMPTY,
+};
+
+/// Most rounds the machines run in one call before the engine stops looking for changes. Every
+/// cascade the machines can produce settles in far fewer; the bound only guarantees progress.
+const MAX_ROUNDS: usize = 32;
+
+/// A member port, as the caller names it (for example the member's index in the bond).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct PortId(pub u16);
+
+impl fmt::Display for PortId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// An aggregator of a bond. Ids are 1, 2, … in `add_port` order (one aggregator per port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct AggregatorId(pub u16);
+
+impl fmt::Display for AggregatorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// `lacp_rate`: the LACPDU rate lagd asks of its partner (its LACP_Timeout bit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LacpRate {
+    /// Long timeout: the partner sends every 30 s (kernel default).
+    #[default]
+    Slow,
+    /// Short timeout: the partner sends every second.
+    Fast,
+}
+
+/// `ad_select`: how the active aggregator is chosen (see `select.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AdSelect {
+    /// Keep the active aggregator while it has ports up; otherwise as `Bandwidth` (default).
+    #[default]
+    Stable,
+    /// The aggregator with the most bandwidth.
+    Bandwidth,
+    /// The aggregator with the most ports; ties by bandwidth.
+    Count,
+}
+
+/// A config value name that is not one of the kernel's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseNameError;
+
+impl fmt::Display for ParseNameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("unknown value name")
+    }
+}
+
+impl std::error::Error for ParseNameError {}
+
+impl LacpRate {
+    /// The kernel's name: `slow` or `fast`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Slow => "slow",
+            Self::Fast => "fast",
+        }
+    }
+}
+
+impl FromStr for LacpRate {
+    type Err = ParseNameError;
+
+    /// Accepts the kernel's names and numbers: `slow`/`0`, `fast`/`1`.
+    fn from_str(s: &str) -> Result<Self, ParseNameError> {
+        match s {
+            "slow" | "0" => Ok(Self::Slow),
+            "fast" | "1" => Ok(Self::Fast),
+            _ => Err(ParseNameError),
+        }
+    }
+}
+
+impl fmt::Display for LacpRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl AdSelect {
+    /// The kernel's name: `stable`, `bandwidth` or `count`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Stable => "stable",
+            Self::Bandwidth => "bandwidth",
+            Self::Count => "count",
+        }
+    }
+}
+
+impl FromStr for AdSelect {
+    type Err = ParseNameError;
+
+    /// Accepts the kernel's names and numbers: `stable`/`0`, `bandwidth`/`1`, `count`/`2`.
+    fn from_str(s: &str) -> Result<Self, ParseNameError> {
+        match s {
+            "stable" | "0" => Ok(Self::Stable),
+            "bandwidth" | "1" => Ok(Self::Bandwidth),
+            "count" | "2" => Ok(Self::Count),
+            _ => Err(ParseNameError),
+        }
+    }
+}
+
+impl fmt::Display for AdSelect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Bond-level LACP configuration, with the Linux bonding option names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LacpConfig {
+    /// `lacp_rate`: the rate asked of the partner (our LACP_Timeout bit).
+    pub lacp_rate: LacpRate,
+    /// `lacp_active`: on (active, sends LACPDUs unprompted) or off (passive).
+    pub lacp_active: bool,
+    /// `ad_select`: how the active aggregator is chosen.
+    pub ad_select: AdSelect,
+    /// `ad_actor_sys_prio`: the system priority, 1..=65535 (default 65535).
+    pub ad_actor_sys_prio: u16,
+    /// `ad_actor_system`: the system identifier; all-zero (default) means the bond MAC.
+    pub ad_actor_system: EthernetAddress,
+    /// `ad_user_port_key`: the upper 10 bits of every port's key, 0..=1023 (default 0).
+    pub ad_user_port_key: u16,
+    /// `min_links`: ports that must be distributing for the bond to have carrier.
+    pub min_links: u32,
+    /// `coupled_control`: on (default) collecting and distributing switch together; off, a port
+    /// collects first and distributes once the partner collects (802.1AX-2014 §6.4.15).
+    pub coupled_control: bool,
+    /// LACP fallback to active-backup (Open vSwitch's `lacp-fallback-ab`): after this long
+    /// without a partner on any port, one port carries traffic. `None` (default): off.
+    pub fallback: Option<Duration>,
+}
+
+impl Default for LacpConfig {
+    /// The kernel's defaults: slow rate, active, stable, priority 65535, bond MAC as system,
+    /// user key 0, `min_links` 0, coupled control; no fallback.
+    fn default() -> Self {
+        Self {
+            lacp_rate: LacpRate::Slow,
+            lacp_active: true,
+            ad_select: AdSelect::Stable,
+            ad_actor_sys_prio: 65535,
+            ad_actor_system: EthernetAddress::ZERO,
+            ad_user_port_key: 0,
+            min_links: 0,
+            coupled_control: true,
+            fallback: None,
+        }
+    }
+}
+
+/// Why a [`LacpConfig`] was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `ad_actor_sys_prio` is 0 (the kernel accepts 1..=65535).
+    SystemPriorityZero,
+    /// `ad_user_port_key` is above 1023 (it has 10 bits).
+    UserPortKeyTooLarge,
+    /// `ad_actor_system` is a multicast address.
+    ActorSystemMulticast,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::SystemPriorityZero => "ad_actor_sys_prio must be 1..65535",
+            Self::UserPortKeyTooLarge => "ad_user_port_key must be 0..1023",
+            Self::ActorSystemMulticast => "ad_actor_system must not be a multicast address",
+        })
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl LacpConfig {
+    /// Checks the values the kernel would refuse.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.ad_actor_sys_prio == 0 {
+            return Err(ConfigError::SystemPriorityZero);
+        }
+        if self.ad_user_port_key > 1023 {
+            return Err(ConfigError::UserPortKeyTooLarge);
+        }
+        if self.ad_actor_system.is_multicast() {
+            return Err(ConfigError::ActorSystemMulticast);
+        }
+        Ok(())
+    }
+}
+
+/// A member port as [`Lacp::add_port`] gets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortParams {
+    /// The member's permanent MAC: the source address of its LACPDUs.
+    pub mac: EthernetAddress,
+    /// The last known link speed in Mb/s (0 when unknown).
+    pub speed_mbps: u32,
+    /// The last known duplex.
+    pub full_duplex: bool,
+    /// The port priority (lower is better; default 255, as Linux).
+    pub port_priority: u16,
+}
+
+impl PortParams {
+    /// Parameters with the default port priority (255).
+    pub const fn new(mac: EthernetAddress, speed_mbps: u32, full_duplex: bool) -> Self {
+        Self {
+            mac,
+            speed_mbps,
+            full_duplex,
+            port_priority: 255,
+        }
+    }
+}
+
+/// Why [`Lacp::add_port`] refused a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddPortError {
+    /// The bond already has a port with this id.
+    Duplicate,
+    /// Port numbers (or aggregator ids) 1..=65535 are used up.
+    Full,
+}
+
+impl fmt::Display for AddPortError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Duplicate => "port already in the bond",
+            Self::Full => "no port number left",
+        })
+    }
+}
+
+impl std::error::Error for AddPortError {}
+
+/// A frame [`Lacp::poll_transmit`] wrote: send `buf[..len]` on `port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// The member to send on.
+    pub port: PortId,
+    /// The frame length in the caller's buffer.
+    pub len: usize,
+}
+
+/// Something the dataplane or the operator may want to react to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LacpEvent {
+    /// The set of ports returned by [`Lacp::distributing_ports`] (or collecting) changed.
+    DistributionChanged,
+    /// The bond's carrier ([`Lacp::carrier`]) changed.
+    CarrierChanged {
+        /// The new carrier.
+        up: bool,
+    },
+    /// A port's machine states, selection or state bits changed.
+    PortStateChanged {
+        /// The port.
+        port: PortId,
+    },
+    /// The active aggregator changed.
+    ActiveAggregatorChanged {
+        /// The new active aggregator.
+        aggregator: Option<AggregatorId>,
+    },
+    /// The LACP fallback started, moved to another port, or ended (`None`).
+    FallbackChanged {
+        /// The port carrying traffic in fallback.
+        port: Option<PortId>,
+    },
+}
+
+impl LacpEvent {
+    /// Events in the same slot replace each other in the queue: a newer one supersedes.
+    fn same_slot(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::PortStateChanged { port: a }, Self::PortStateChanged { port: b }) => a == b,
+            _ => core::mem::discriminant(self) == core::mem::discriminant(other),
+        }
+    }
+}
+
+/// Per-port frame counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortCounters {
+    /// LACPDUs received (loopback ones included).
+    pub lacpdu_rx: u64,
+    /// LACPDUs sent.
+    pub lacpdu_tx: u64,
+    /// Marker Information PDUs received.
+    pub marker_rx: u64,
+    /// Marker Information PDUs sent (lagd never originates one; always 0).
+    pub marker_tx: u64,
+    /// Marker Response PDUs received.
+    pub marker_response_rx: u64,
+    /// Marker Response PDUs sent.
+    pub marker_response_tx: u64,
+    /// Frames that were not valid slow-protocol PDUs (wrong address or EtherType, truncated,
+    /// malformed TLVs, unknown Marker TLV type).
+    pub illegal_rx: u64,
+    /// Slow-protocol frames of another subtype (OAM, ESMC, …).
+    pub unknown_rx: u64,
+    /// LACPDUs carrying our own system id (a loop), dropped.
+    pub loopback_rx: u64,
+    /// Marker Information PDUs dropped because responses were already queued.
+    pub marker_dropped: u64,
+}
+
+/// What `/proc/net/bonding` shows about an aggregator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggregatorSnapshot {
+    /// The aggregator id.
+    pub id: AggregatorId,
+    /// Whether this is the bond's active aggregator.
+    pub active: bool,
+    /// Whether it holds an Individual link (no other port may join).
+    pub individual: bool,
+    /// Ports selected to it (SELECTED or STANDBY), in port order.
+    pub ports: Vec<PortId>,
+    /// Ports distributing through it ("Number of ports" in `/proc`).
+    pub enabled_ports: u32,
+    /// Actor key.
+    pub actor_key: u16,
+    /// Partner key.
+    pub partner_key: u16,
+    /// Partner system priority.
+    pub partner_system_priority: u16,
+    /// Partner system ("Partner Mac Address").
+    pub partner_system: EthernetAddress,
+}
+
+/// What `/proc/net/bonding` shows about a port, and more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSnapshot {
+    /// The port.
+    pub port: PortId,
+    /// Its permanent MAC.
+    pub mac: EthernetAddress,
+    /// Carrier.
+    pub up: bool,
+    /// Speed in Mb/s as last reported.
+    pub speed_mbps: u32,
+    /// Duplex as last reported.
+    pub full_duplex: bool,
+    /// The aggregator it is selected to.
+    pub aggregator: Option<AggregatorId>,
+    /// Selection state.
+    pub selected: Selected,
+    /// Receive machine state.
+    pub rx: RxState,
+    /// Periodic Transmission machine state.
+    pub periodic: PeriodicState,
+    /// Mux machine state.
+    pub mux: MuxState,
+    /// Actor Churn Detection machine state.
+    pub actor_churn: ActorChurnState,
+    /// Partner Churn Detection machine state.
+    pub partner_churn: PartnerChurnState,
+    /// Times the actor churn machine entered ACTOR_CHURN.
+    pub actor_churn_count: u32,
+    /// Times the partner churn machine entered PARTNER_CHURN.
+    pub partner_churn_count: u32,
+    /// Our information as we send it (`details actor lacp pdu`).
+    pub actor: LacpInfo,
+    /// The partner information in use (`details partner lacp pdu`).
+    pub partner: LacpInfo,
+    /// Whether the dataplane may collect on this port (LACP or fallback).
+    pub collecting: bool,
+    /// Whether the dataplane may distribute on this port (LACP or fallback).
+    pub distributing: bool,
+    /// Frame counters.
+    pub counters: PortCounters,
+}
+
+/// Plain data describing the whole engine: what `lagctl show` renders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LacpSnapshot {
+    /// `lacp_active`.
+    pub lacp_active: bool,
+    /// `lacp_rate`.
+    pub lacp_rate: LacpRate,
+    /// `min_links`.
+    pub min_links: u32,
+    /// `ad_select`.
+    pub ad_select: AdSelect,
+    /// `coupled_control`.
+    pub coupled_control: bool,
+    /// System priority in use.
+    pub system_priority: u16,
+    /// System id in use.
+    pub system: EthernetAddress,
+    /// The bond's carrier.
+    pub carrier: bool,
+    /// The port carrying traffic in fallback, if the fallback is active.
+    pub fallback_active: Option<PortId>,
+    /// The active aggregator.
+    pub active_aggregator: Option<AggregatorId>,
+    /// Every aggregator with at least one port, in id order.
+    pub aggregators: Vec<AggregatorSnapshot>,
+    /// Every port, in port order.
+    pub ports: Vec<PortSnapshot>,
+}
+
+impl LacpSnapshot {
+    /// The active aggregator's entry ("Active Aggregator Info").
+    pub fn active_aggregator_info(&self) -> Option<&AggregatorSnapshot> {
+        self.aggregators.iter().find(|a| a.active)
+    }
+
+    /// A port's entry.
+    pub fn port(&self, port: PortId) -> Option<&PortSnapshot> {
+        self.ports.iter().find(|p| p.port == port)
+    }
+}
+
+/// A timer of the standard, as a deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Timer(Option<Instant>);
+
+impl Timer {
+    /// A timer that is not running.
+    pub(crate) const STOPPED: Self = Self(None);
+
+    /// Starts (or restarts) the timer to expire `d` after `now`.
+    pub(crate) fn start(&mut self, now: Instant, d: Duration) {
+        self.0 = Some(now + d);
+    }
+
+    /// Stops the timer.
+    pub(crate) fn stop(&mut self) {
+        self.0 = None;
+    }
+
+    /// Whether the timer runs and has expired at `now`.
+    pub(crate) fn expired(&self, now: Instant) -> bool {
+        matches!(self.0, Some(t) if t <= now)
+    }
+
+    /// Whether the timer runs.
+    pub(crate) fn is_running(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// When it expires, if it runs.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.0
+    }
+}
+
+/// The system-wide actor values every machine reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Actor {
+    /// Actor_System_Priority.
+    pub(crate) system_priority: u16,
+    /// Actor_System.
+    pub(crate) system: EthernetAddress,
+}
+
+/// The speed code of the Linux oper key, from a speed in Mb/s (0 when unknown).
+pub(crate) fn speed_code(speed_mbps: u32) -> u16 {
+    match speed_mbps {
+        1 => 1,
+        10 => 2,
+        100 => 3,
+        1_000 => 4,
+        2_500 => 5,
+        5_000 => 6,
+        10_000 => 7,
+        14_000 => 8,
+        20_000 => 9,
+        25_000 => 10,
+        40_000 => 11,
+        50_000 => 12,
+        56_000 => 13,
+        100_000 => 14,
+        200_000 => 15,
+        400_000 => 16,
+        800_000 => 17,
+        _ => 0,
+    }
+}
+
+/// The actor oper key: `user_key << 6 | speed_code << 1 | full_duplex`, with the speed and
+/// duplex parts zero while the link is down.
+pub(crate) fn oper_key(user_key: u16, up: bool, speed_mbps: u32, full_duplex: bool) -> u16 {
+    let link = if up {
+        speed_code(speed_mbps) << 1 | u16::from(full_duplex)
+    } else {
+        0
+    };
+    (user_key & 0x3ff) << 6 | link
+}
+
+/// Every variable of one port (802.1AX-2014 §6.4.7 and §6.4.8), and its machines.
+#[derive(Debug, Clone)]
+pub(crate) struct Port {
+    pub(crate) id: PortId,
+    pub(crate) mac: EthernetAddress,
+    /// Actor_Port_Number.
+    pub(crate) number: u16,
+    /// Actor_Port_Priority.
+    pub(crate) priority: u16,
+    /// The aggregator this port owns (one per port).
+    pub(crate) own_aggregator: AggregatorId,
+    pub(crate) speed_mbps: u32,
+    pub(crate) full_duplex: bool,
+    /// port_enabled: the MAC is operable (carrier).
+    pub(crate) port_enabled: bool,
+    /// LACP_Enabled: the link is full duplex (point-to-point).
+    pub(crate) lacp_enabled: bool,
+    /// Actor_Oper_Port_Key.
+    pub(crate) key: u16,
+    /// Actor_Oper_Port_State.
+    pub(crate) actor_state: PortState,
+    /// The Partner_Oper_* values (system priority, system, key, port priority, port, state).
+    pub(crate) partner: LacpInfo,
+    /// Selected.
+    pub(crate) selected: Selected,
+    /// The aggregator the Selection Logic chose for this port.
+    pub(crate) aggregator: Option<AggregatorId>,
+    /// NTT: Need To Transmit.
+    pub(crate) ntt: bool,
+    /// port_moved.
+    pub(crate) port_moved: bool,
+    /// ready_N: `wait_while` has expired in WAITING.
+    pub(crate) ready_n: bool,
+    pub(crate) rx: rx::Receive,
+    pub(crate) periodic: periodic::Periodic,
+    pub(crate) mux: mux::Mux,
+    pub(crate) tx: tx::Transmit,
+    pub(crate) actor_churn: churn::Churn,
+    pub(crate) partner_churn: churn::Churn,
+    pub(crate) markers: marker::Responder,
+    pub(crate) counters: PortCounters,
+}
+
+impl Port {
+    /// A port after BEGIN, link down.
+    pub(crate) fn new(
+        id: PortId,
+        params: PortParams,
+        number: u16,
+        own_aggregator: AggregatorId,
+        config: &LacpConfig,
+    ) -> Self {
+        let mut actor_state = PortState::AGGREGATION;
+        actor_state.set(PortState::ACTIVITY, config.lacp_active);
+        actor_state.set(PortState::TIMEOUT, config.lacp_rate == LacpRate::Fast);
+        let mut port = Self {
+            id,
+            mac: params.mac,
+            number,
+            priority: params.port_priority,
+            own_aggregator,
+            speed_mbps: params.speed_mbps,
+            full_duplex: params.full_duplex,
+            port_enabled: false,
+            lacp_enabled: params.full_duplex,
+            key: oper_key(config.ad_user_port_key, false, 0, false),
+            actor_state,
+            partner: PARTNER_ADMIN,
+            selected: Selected::Unselected,
+            aggregator: None,
+            ntt: false,
+            port_moved: false,
+            ready_n: false,
+            rx: rx::Receive::new(),
+            periodic: periodic::Periodic::new(),
+            mux: mux::Mux::new(),
+            tx: tx::Transmit::new(),
+            actor_churn: churn::Churn::new(),
+            partner_churn: churn::Churn::new(),
+            markers: marker::Responder::new(),
+            counters: PortCounters::default(),
+        };
+        port.begin();
+        port
+    }
+
+    /// BEGIN: every machine of the port to its initial state.
+    pub(crate) fn begin(&mut self) {
+        self.ntt = false;
+        self.ready_n = false;
+        rx::begin(self);
+        periodic::begin(self);
+        mux::begin(self);
+        self.actor_churn.begin();
+        self.partner_churn.begin();
+    }
+
+    /// The actor information this port sends.
+    pub(crate) fn actor_info(&self, actor: &Actor) -> LacpInfo {
+        LacpInfo {
+            system_priority: actor.system_priority,
+            system: actor.system,
+            key: self.key,
+            port_priority: self.priority,
+            port: self.number,
+            state: self.actor_state,
+        }
+    }
+
+    /// Whether the port collects, as its machines say (fallback not included).
+    pub(crate) fn lacp_collecting(&self) -> bool {
+        self.actor_state.contains(PortState::COLLECTING)
+    }
+
+    /// Whether the port distributes, as its machines say (fallback not included).
+    pub(crate) fn lacp_distributing(&self) -> bool {
+        self.actor_state.contains(PortState::DISTRIBUTING)
+    }
+
+    /// What a [`LacpEvent::PortStateChanged`] reports a change of.
+    fn view(&self) -> PortView {
+        PortView {
+            rx: self.rx.state,
+            periodic: self.periodic.state,
+            mux: self.mux.state,
+            selected: self.selected,
+            aggregator: self.aggregator,
+            actor_state: self.actor_state,
+            partner_state: self.partner.state,
+            enabled: self.port_enabled,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PortView {
+    rx: RxState,
+    periodic: PeriodicState,
+    mux: MuxState,
+    selected: Selected,
+    aggregator: Option<AggregatorId>,
+    actor_state: PortState,
+    partner_state: PortState,
+    enabled: bool,
+}
+
+/// What the engine compares before and after a call to raise events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Observed {
+    ports: Vec<(PortId, PortView)>,
+    distributing: Vec<PortId>,
+    collecting: Vec<PortId>,
+    carrier: bool,
+    active: Option<AggregatorId>,
+    fallback: Option<PortId>,
+}
+
+/// The bond-level LACP engine.
+#[derive(Debug, Clone)]
+pub struct Lacp {
+    config: LacpConfig,
+    actor: Actor,
+    /// Ports in `PortId` order.
+    ports: Vec<Port>,
+    aggregators: Vec<select::Aggregator>,
+    active: Option<AggregatorId>,
+    next_port_number: u16,
+    next_aggregator_id: u16,
+    fallback: fallback::Fallback,
+    now: Instant,
+    events: VecDeque<LacpEvent>,
+    /// Farewell LACPDUs of removed ports: (port, source MAC, PDU).
+    farewells: VecDeque<(PortId, EthernetAddress, LacpRepr)>,
+    /// Where the next `poll_transmit` starts looking, for fairness between ports.
+    tx_cursor: usize,
+}
+
+impl Lacp {
+    /// A bond with no ports. `bond_mac` is the system id when `ad_actor_system` is zero.
+    pub fn new(config: LacpConfig, bond_mac: EthernetAddress) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let system = if config.ad_actor_system.is_zero() {
+            bond_mac
+        } else {
+            config.ad_actor_system
+        };
+        Ok(Self {
+            actor: Actor {
+                system_priority: config.ad_actor_sys_prio,
+                system,
+            },
+            fallback: fallback::Fallback::new(config.fallback),
+            config,
+            ports: Vec::new(),
+            aggregators: Vec::new(),
+            active: None,
+            next_port_number: 1,
+            next_aggregator_id: 1,
+            now: Instant::ZERO,
+            events: VecDeque::new(),
+            farewells: VecDeque::new(),
+            tx_cursor: 0,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LacpConfig {
+        &self.config
+    }
+
+    /// The system id in use (`ad_actor_system`, or the bond MAC).
+    pub fn system(&self) -> EthernetAddress {
+        self.actor.system
+    }
+
+    /// Whether the bond has this port.
+    pub fn has_port(&self, port: PortId) -> bool {
+        self.index(port).is_some()
+    }
+
+    /// The bond's ports, in port order.
+    pub fn ports(&self) -> impl Iterator<Item = PortId> + '_ {
+        self.ports.iter().map(|p| p.id)
+    }
+
+    /// Adds a member port. It starts with carrier down (machines at BEGIN); report its link
+    /// with [`Lacp::handle_link`].
+    pub fn add_port(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        params: PortParams,
+    ) -> Result<(), AddPortError> {
+        let now = self.advance(now);
+        self.run(now);
+        let Err(pos) = self.ports.binary_search_by_key(&port, |p| p.id) else {
+            return Err(AddPortError::Duplicate);
+        };
+        if self.next_port_number == 0 || self.next_aggregator_id == 0 {
+            return Err(AddPortError::Full);
+        }
+        let before = self.observe();
+        let number = self.next_port_number;
+        let agg = AggregatorId(self.next_aggregator_id);
+        self.next_port_number = self.next_port_number.wrapping_add(1);
+        self.next_aggregator_id = self.next_aggregator_id.wrapping_add(1);
+        self.ports
+            .insert(pos, Port::new(port, params, number, agg, &self.config));
+        self.aggregators.push(select::Aggregator::new(agg, port));
+        self.run(now);
+        self.note(&before);
+        Ok(())
+    }
+
+    /// Removes a member port. If it was talking LACP, a farewell LACPDU (Synchronization,
+    /// Collecting, Distributing and Aggregation cleared) is queued for it: send it from
+    /// [`Lacp::poll_transmit`] before closing the member.
+    ///
+    /// # Panics
+    /// If the bond has no such port.
+    pub fn remove_port(&mut self, now: Instant, port: PortId) {
+        let now = self.advance(now);
+        self.run(now);
+        let idx = self.expect_index(port);
+        let before = self.observe();
+        let p = self.ports.remove(idx);
+        if tx::may_transmit(&p) {
+            self.farewells
+                .push_back((p.id, p.mac, tx::farewell(&p, &self.actor)));
+        }
+        select::remove_aggregator(
+            &mut self.ports,
+            &mut self.aggregators,
+            &mut self.active,
+            p.own_aggregator,
+        );
+        self.run(now);
+        self.note(&before);
+    }
+
+    /// Reports a port's link: carrier, speed (Mb/s) and duplex. A speed or duplex change on a
+    /// port that stays up restarts its machines (BEGIN), as Linux does.
+    ///
+    /// # Panics
+    /// If the bond has no such port.
+    pub fn handle_link(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        up: bool,
+        speed_mbps: u32,
+        full_duplex: bool,
+    ) {
+        let now = self.advance(now);
+        self.run(now);
+        let idx = self.expect_index(port);
+        let before = self.observe();
+        let user_key = self.config.ad_user_port_key;
+        let p = &mut self.ports[idx];
+        let restart =
+            up && p.port_enabled && (p.speed_mbps != speed_mbps || p.full_duplex != full_duplex);
+        p.speed_mbps = speed_mbps;
+        p.full_duplex = full_duplex;
+        if restart {
+            p.begin();
+        }
+        p.port_enabled = up;
+        p.lacp_enabled = full_duplex;
+        let key = oper_key(user_key, up, speed_mbps, full_duplex);
+        if key != p.key {
+            // A new operational key: the port must be selected again, and the partner told.
+            p.key = key;
+            p.selected = Selected::Unselected;
+            p.ntt = true;
+        }
+        self.run(now);
+        self.note(&before);
+    }
+
+    /// Handles a frame received on a member (a whole Ethernet frame). Slow-protocol frames only:
+    /// LACPDUs go to the Receive machine, Marker Information PDUs are answered, everything else
+    /// is counted. Never fails, never panics on the frame's contents.
+    ///
+    /// # Panics
+    /// If the bond has no such port.
+    pub fn handle_frame(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        let now = self.advance(now);
+        self.run(now);
+        let idx = self.expect_index(port);
+        let before = self.observe();
+        let parsed = if is_slow_protocols_frame(frame) {
+            SlowPdu::parse_frame(frame).ok()
+        } else {
+            None
+        };
+        let counters = &mut self.ports[idx].counters;
+        match parsed {
+            None => counters.illegal_rx += 1,
+            Some(SlowPdu::Unknown { .. }) => counters.unknown_rx += 1,
+            Some(SlowPdu::Marker(m)) => match m.kind {
+                MarkerKind::Information => {
+                    counters.marker_rx += 1;
+                    let p = &mut self.ports[idx];
+                    if !p.markers.push(m) {
+                        p.counters.marker_dropped += 1;
+                    }
+                }
+                MarkerKind::Response => counters.marker_response_rx += 1,
+                MarkerKind::Unknown(_) => counters.illegal_rx += 1,
+            },
+            Some(SlowPdu::Lacp(pdu)) => {
+                counters.lacpdu_rx += 1;
+                if pdu.actor.system == self.actor.system {
+                    counters.loopback_rx += 1;
+                } else {
+                    rx::mark_moved(&mut self.ports, idx, &pdu.actor);
+                    let actor = self.actor;
+                    rx::receive(&mut self.ports[idx], &actor, &pdu, now);
+                }
+            }
+        }
+        self.run(now);
+        self.note(&before);
+    }
+
+    /// Runs the machines up to `now` (timer expiries).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.advance(now);
+        let before = self.observe();
+        self.run(now);
+        self.note(&before);
+    }
+
+    /// Writes the next frame to send into `buf` and says on which port: farewell LACPDUs first,
+    /// then Marker Responses, then LACPDUs of ports with NTT set (at most
+    /// [`MAX_TX_PER_FAST_PERIODIC`] per second per port). Call until it returns `None`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than [`MAX_FRAME_LEN`].
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        assert!(
+            buf.len() >= MAX_FRAME_LEN,
+            "poll_transmit needs a buffer of MAX_FRAME_LEN bytes"
+        );
+        let now = self.advance(now);
+        let before = self.observe();
+        self.run(now);
+        self.note(&before);
+        if let Some((port, src, pdu)) = self.farewells.pop_front() {
+            let len = pdu.frame_len();
+            pdu.emit_frame(src, &mut buf[..len]);
+            return Some(Transmit { port, len });
+        }
+        for p in &mut self.ports {
+            if let Some(m) = p.markers.pop() {
+                let len = m.frame_len();
+                m.emit_frame(p.mac, &mut buf[..len]);
+                p.counters.marker_response_tx += 1;
+                return Some(Transmit { port: p.id, len });
+            }
+        }
+        let n = self.ports.len();
+        for k in 0..n {
+            let i = (self.tx_cursor + k) % n;
+            let p = &mut self.ports[i];
+            if tx::wants(p) && p.tx.next_allowed(now) <= now {
+                let pdu = tx::lacpdu(p, &self.actor);
+                let len = pdu.frame_len();
+                pdu.emit_frame(p.mac, &mut buf[..len]);
+                p.tx.record(now);
+                p.ntt = false;
+                p.counters.lacpdu_tx += 1;
+                self.tx_cursor = (i + 1) % n;
+                return Some(Transmit { port: p.id, len });
+            }
+        }
+        None
+    }
+
+    /// When the engine next needs [`Lacp::handle_timeout`] (or [`Lacp::poll_transmit`]): the
+    /// earliest timer deadline, or the last `now` seen if frames are waiting to be sent.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.farewells.is_empty() || self.ports.iter().any(|p| !p.markers.is_empty()) {
+            return Some(self.now);
+        }
+        let mut t: Option<Instant> = None;
+        let mut note = |d: Option<Instant>| {
+            if let Some(d) = d {
+                t = Some(t.map_or(d, |t| t.min(d)));
+            }
+        };
+        for p in &self.ports {
+            note(p.rx.current_while.deadline());
+            note(p.periodic.periodic_timer.deadline());
+            note(p.mux.wait_while.deadline());
+            note(p.actor_churn.deadline());
+            note(p.partner_churn.deadline());
+            if tx::wants(p) {
+                note(Some(p.tx.next_allowed(self.now)));
+            }
+        }
+        note(self.fallback.deadline());
+        t
+    }
+
+    /// The next event, oldest first. Events of one kind (per port) are coalesced.
+    pub fn poll_event(&mut self) -> Option<LacpEvent> {
+        self.events.pop_front()
+    }
+
+    /// Whether the dataplane may send on `port`: its Mux machine distributes, or it carries
+    /// the fallback. `false` for an unknown port.
+    pub fn is_distributing(&self, port: PortId) -> bool {
+        self.fallback.active() == Some(port)
+            || self
+                .index(port)
+                .is_some_and(|i| self.ports[i].lacp_distributing())
+    }
+
+    /// Whether the dataplane may accept frames from `port`: its Mux machine collects, or it
+    /// carries the fallback. `false` for an unknown port.
+    pub fn is_collecting(&self, port: PortId) -> bool {
+        self.fallback.active() == Some(port)
+            || self
+                .index(port)
+                .is_some_and(|i| self.ports[i].lacp_collecting())
+    }
+
+    /// The ports the dataplane hashes over, in port order.
+    pub fn distributing_ports(&self) -> impl Iterator<Item = PortId> + '_ {
+        self.ports
+            .iter()
+            .filter(|p| p.lacp_distributing() || self.fallback.active() == Some(p.id))
+            .map(|p| p.id)
+    }
+
+    /// The bond's carrier: the active aggregator has at least `max(min_links, 1)` ports
+    /// distributing, or the fallback is active and `min_links <= 1`.
+    pub fn carrier(&self) -> bool {
+        let need = self.config.min_links.max(1);
+        if self.fallback.active().is_some() {
+            return need <= 1;
+        }
+        let Some(active) = self.active else {
+            return false;
+        };
+        let n = self
+            .ports
+            .iter()
+            .filter(|p| p.aggregator == Some(active) && p.lacp_distributing())
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX) >= need
+    }
+
+    /// The port carrying traffic because the LACP fallback is active.
+    pub fn fallback_active(&self) -> Option<PortId> {
+        self.fallback.active()
+    }
+
+    /// The active aggregator.
+    pub fn active_aggregator(&self) -> Option<AggregatorId> {
+        self.active
+    }
+
+    /// Everything `/proc/net/bonding` shows in 802.3ad mode, and the machine states.
+    pub fn snapshot(&self) -> LacpSnapshot {
+        let ports = self
+            .ports
+            .iter()
+            .map(|p| PortSnapshot {
+                port: p.id,
+                mac: p.mac,
+                up: p.port_enabled,
+                speed_mbps: p.speed_mbps,
+                full_duplex: p.full_duplex,
+                aggregator: p.aggregator,
+                selected: p.selected,
+                rx: p.rx.state,
+                periodic: p.periodic.state,
+                mux: p.mux.state,
+                actor_churn: p.actor_churn.actor_state(),
+                partner_churn: p.partner_churn.partner_state(),
+                actor_churn_count: p.actor_churn.count,
+                partner_churn_count: p.partner_churn.count,
+                actor: p.actor_info(&self.actor),
+                partner: p.partner,
+                collecting: self.is_collecting(p.id),
+                distributing: self.is_distributing(p.id),
+                counters: p.counters,
+            })
+            .collect();
+        let mut aggregators: Vec<AggregatorSnapshot> = self
+            .aggregators
+            .iter()
+            .filter_map(|a| {
+                let members: Vec<&Port> = self
+                    .ports
+                    .iter()
+                    .filter(|p| p.aggregator == Some(a.id))
+                    .collect();
+                if members.is_empty() {
+                    return None;
+                }
+                Some(AggregatorSnapshot {
+                    id: a.id,
+                    active: self.active == Some(a.id),
+                    individual: a.individual,
+                    ports: members.iter().map(|p| p.id).collect(),
+                    enabled_ports: u32::try_from(
+                        members.iter().filter(|p| p.lacp_distributing()).count(),
+                    )
+                    .unwrap_or(u32::MAX),
+                    actor_key: a.actor_key,
+                    partner_key: a.partner_key,
+                    partner_system_priority: a.partner_system_priority,
+                    partner_system: a.partner_system,
+                })
+            })
+            .collect();
+        aggregators.sort_by_key(|a| a.id);
+        LacpSnapshot {
+            lacp_active: self.config.lacp_active,
+            lacp_rate: self.config.lacp_rate,
+            min_links: self.config.min_links,
+            ad_select: self.config.ad_select,
+            coupled_control: self.config.coupled_control,
+            system_priority: self.actor.system_priority,
+            system: self.actor.system,
+            carrier: self.carrier(),
+            fallback_active: self.fallback.active(),
+            active_aggregator: self.active,
+            aggregators,
+            ports,
+        }
+    }
+
+    fn index(&self, port: PortId) -> Option<usize> {
+        self.ports.binary_search_by_key(&port, |p| p.id).ok()
+    }
+
+    fn expect_index(&self, port: PortId) -> usize {
+        match self.index(port) {
+            Some(i) => i,
+            None => panic!("lacp: no port {port} in this bond"),
+        }
+    }
+
+    /// Moves the clock to `now` (never backwards) and returns the time to use.
+    fn advance(&mut self, now: Instant) -> Instant {
+        self.now = self.now.max(now);
+        self.now
+    }
+
+    /// Runs every machine of every port to a fixed point at `now`.
+    fn run(&mut self, now: Instant) {
+        let coupled = self.config.coupled_control;
+        for _ in 0..MAX_ROUNDS {
+            let mut changed = false;
+            for p in &mut self.ports {
+                changed |= rx::step(p, now);
+                changed |= periodic::step(p, now);
+            }
+            changed |= select::run(
+                &mut self.ports,
+                &mut self.aggregators,
+                &mut self.active,
+                self.config.ad_select,
+            );
+            for i in 0..self.ports.len() {
+                let ready = select::ready(&self.ports, self.ports[i].aggregator);
+                changed |= mux::step(&mut self.ports[i], ready, coupled, now);
+            }
+            for p in &mut self.ports {
+                let (enabled, actor_sync, partner_sync) = (
+                    p.port_enabled,
+                    p.actor_state.contains(PortState::SYNCHRONIZATION),
+                    p.partner.state.contains(PortState::SYNCHRONIZATION),
+                );
+                changed |= p.actor_churn.step(enabled, actor_sync, now);
+                changed |= p.partner_churn.step(enabled, partner_sync, now);
+            }
+            if !changed {
+                break;
+            }
+        }
+        for p in &mut self.ports {
+            tx::settle_ntt(p);
+        }
+        self.fallback.update(now, &self.ports);
+    }
+
+    fn observe(&self) -> Observed {
+        Observed {
+            ports: self.ports.iter().map(|p| (p.id, p.view())).collect(),
+            distributing: self.distributing_ports().collect(),
+            collecting: self
+                .ports
+                .iter()
+                .filter(|p| self.is_collecting(p.id))
+                .map(|p| p.id)
+                .collect(),
+            carrier: self.carrier(),
+            active: self.active,
+            fallback: self.fallback.active(),
+        }
+    }
+
+    /// Raises the events for what changed since `before`.
+    fn note(&mut self, before: &Observed) {
+        let after = self.observe();
+        for (id, view) in &after.ports {
+            let old = before.ports.iter().find(|(b, _)| b == id).map(|(_, v)| v);
+            if old != Some(view) {
+                self.push_event(LacpEvent::PortStateChanged { port: *id });
+            }
+        }
+        for (id, _) in &before.ports {
+            if !after.ports.iter().any(|(a, _)| a == id) {
+                self.push_event(LacpEvent::PortStateChanged { port: *id });
+            }
+        }
+        if after.active != before.active {
+            self.push_event(LacpEvent::ActiveAggregatorChanged {
+                aggregator: after.active,
+            });
+        }
+        if after.fallback != before.fallback {
+            self.push_event(LacpEvent::FallbackChanged {
+                port: after.fallback,
+            });
+        }
+        if after.distributing != before.distributing || after.collecting != before.collecting {
+            self.push_event(LacpEvent::DistributionChanged);
+        }
+        if after.carrier != before.carrier {
+            self.push_event(LacpEvent::CarrierChanged { up: after.carrier });
+        }
+    }
+
+    fn push_event(&mut self, ev: LacpEvent) {
+        self.events.retain(|e| !e.same_slot(&ev));
+        self.events.push_back(ev);
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn oper_key_matches_linux_examples() {
+        // §3.3 of the research notes: 10G → 15, 1G → 9, 25G → 21, 100G → 29 (user key 0).
+        assert_eq!(oper_key(0, true, 10_000, true), 15);
+        assert_eq!(oper_key(0, true, 1_000, true), 9);
+        assert_eq!(oper_key(0, true, 25_000, true), 21);
+        assert_eq!(oper_key(0, true, 100_000, true), 29);
+        assert_eq!(oper_key(0, true, 800_000, true), 35);
+        assert_eq!(oper_key(3, true, 10_000, true), 3 << 6 | 15);
+        assert_eq!(oper_key(0, true, 10_000, false), 14);
+        assert_eq!(oper_key(0, true, 12_345, true), 1);
+        assert_eq!(oper_key(5, false, 10_000, true), 5 << 6);
+    }
+
+    #[test]
+    fn config_validation_and_names() {
+        assert_eq!(LacpConfig::default().validate(), Ok(()));
+        let bad = LacpConfig {
+            ad_actor_sys_prio: 0,
+            ..LacpConfig::default()
+        };
+        assert_eq!(bad.validate(), Err(ConfigError::SystemPriorityZero));
+        let bad = LacpConfig {
+            ad_user_port_key: 1024,
+            ..LacpConfig::default()
+        };
+        assert_eq!(
+            Lacp::new(bad, EthernetAddress::ZERO).err(),
+            Some(ConfigError::UserPortKeyTooLarge)
+        );
+        let bad = LacpConfig {
+            ad_actor_system: EthernetAddress([1, 0, 0, 0, 0, 1]),
+            ..LacpConfig::default()
+        };
+        assert_eq!(bad.validate(), Err(ConfigError::ActorSystemMulticast));
+        assert_eq!("fast".parse(), Ok(LacpRate::Fast));
+        assert_eq!("0".parse(), Ok(LacpRate::Slow));
+        assert_eq!("count".parse(), Ok(AdSelect::Count));
+        assert_eq!("1".parse(), Ok(AdSelect::Bandwidth));
+        assert_eq!("bogus".parse::<AdSelect>(), Err(ParseNameError));
+        assert_eq!(AdSelect::Stable.to_string(), "stable");
+        assert_eq!(LacpRate::Fast.to_string(), "fast");
+    }
+
+    #[test]
+    fn system_id_is_the_bond_mac_unless_configured() {
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 9]);
+        assert_eq!(Lacp::new(LacpConfig::default(), mac).unwrap().system(), mac);
+        let sys = EthernetAddress([2, 0, 0, 0, 0, 7]);
+        let cfg = LacpConfig {
+            ad_actor_system: sys,
+            ..LacpConfig::default()
+        };
+        assert_eq!(Lacp::new(cfg, mac).unwrap().system(), sys);
+    }
+
+    #[test]
+    fn ports_are_numbered_in_add_order_and_never_reused() {
+        let mut l = Lacp::new(LacpConfig::default(), EthernetAddress([2, 0, 0, 0, 0, 1])).unwrap();
+        let t = Instant::ZERO;
+        let params = PortParams::new(EthernetAddress([2, 0, 0, 0, 1, 1]), 1000, true);
+        l.add_port(t, PortId(5), params).unwrap();
+        l.add_port(t, PortId(2), params).unwrap();
+        assert_eq!(
+            l.add_port(t, PortId(2), params),
+            Err(AddPortError::Duplicate)
+        );
+        l.remove_port(t, PortId(5));
+        l.add_port(t, PortId(7), params).unwrap();
+        let s = l.snapshot();
+        let numbers: Vec<(PortId, u16)> = s.ports.iter().map(|p| (p.port, p.actor.port)).collect();
+        assert_eq!(numbers, [(PortId(2), 2), (PortId(7), 3)]);
+        assert_eq!(l.ports().collect::<Vec<_>>(), [PortId(2), PortId(7)]);
+        // A port that never came up says nothing and is in no aggregator.
+        assert!(s.ports.iter().all(|p| p.aggregator.is_none() && !p.up));
+        assert!(s.aggregators.is_empty());
+        let mut buf = [0u8; MAX_FRAME_LEN];
+        assert_eq!(l.poll_transmit(t, &mut buf), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "no port 3")]
+    fn unknown_port_is_a_caller_mistake() {
+        let mut l = Lacp::new(LacpConfig::default(), EthernetAddress([2, 0, 0, 0, 0, 1])).unwrap();
+        l.handle_link(Instant::ZERO, PortId(3), true, 1000, true);
+    }
+
+    #[test]
+    fn events_coalesce_per_slot() {
+        let mut l = Lacp::new(LacpConfig::default(), EthernetAddress([2, 0, 0, 0, 0, 1])).unwrap();
+        l.push_event(LacpEvent::CarrierChanged { up: true });
+        l.push_event(LacpEvent::PortStateChanged { port: PortId(1) });
+        l.push_event(LacpEvent::CarrierChanged { up: false });
+        l.push_event(LacpEvent::PortStateChanged { port: PortId(2) });
+        l.push_event(LacpEvent::PortStateChanged { port: PortId(1) });
+        let evs: Vec<_> = core::iter::from_fn(|| l.poll_event()).collect();
+        assert_eq!(
+            evs,
+            [
+                LacpEvent::CarrierChanged { up: false },
+                LacpEvent::PortStateChanged { port: PortId(2) },
+                LacpEvent::PortStateChanged { port: PortId(1) },
+            ]
+        );
+    }
+}
