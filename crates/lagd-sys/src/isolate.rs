@@ -12,8 +12,8 @@
 //! while lagd still receives every frame. Frames lagd *sends* on the member are not affected
 //! (ingress only).
 //!
-//! * [`IngressDrop`] loads a two-instruction eBPF program (`r0 = TCX_DROP; exit`) and attaches it
-//!   with a tcx link (`BPF_LINK_CREATE`, `BPF_TCX_INGRESS`, Linux 6.6+). No clang, no object
+//! * [`IngressDrop`] loads a five-instruction eBPF program (drop everything but slow-protocol
+//!   frames, which lagd reads on their own protocol-bound socket) and attaches it with a tcx link (`BPF_LINK_CREATE`, `BPF_TCX_INGRESS`, Linux 6.6+). No clang, no object
 //!   file, no `tc`, no `clsact` qdisc, no bpffs. The program stays attached exactly as long as the
 //!   value lives: dropping it closes the link and detaches the program, and if lagd dies the
 //!   kernel closes the link for it, so a crash never leaves a member black-holed.
@@ -63,6 +63,8 @@ const BPF_TCX_INGRESS: u32 = 46;
 const BPF_F_BEFORE: u32 = 1 << 3;
 /// `TCX_DROP` (equal to `TC_ACT_SHOT`): drop the frame.
 const TCX_DROP: i32 = 2;
+/// `TCX_PASS`: hand the frame on to the stack.
+const TCX_PASS: i32 = 0;
 /// Verifier log level 1: the error and the statistics line, not a trace of every instruction.
 const LOG_LEVEL: u32 = 1;
 /// Bytes of verifier log to ask for; plenty for two instructions (the kernel minimum is 128).
@@ -80,8 +82,8 @@ const IFNAME_MAX: usize = 15;
 #[derive(Clone, Copy)]
 struct BpfInsn {
     code: u8,
-    /// The two 4-bit register fields. Both are r0 here, so the byte is 0 whatever the
-    /// bit-field order of the target.
+    /// The two 4-bit register fields: `dst_reg` in the low nibble, `src_reg` in the high one
+    /// (the bit-field order of little-endian targets, the only ones lagd builds for).
     regs: u8,
     off: i16,
     imm: i32,
@@ -89,14 +91,53 @@ struct BpfInsn {
 
 const _: () = assert!(size_of::<BpfInsn>() == 8);
 
-/// `r0 = TCX_DROP; exit`.
-static DROP_PROGRAM: [BpfInsn; 2] = [
-    // BPF_ALU64 | BPF_MOV | BPF_K: r0 = imm.
+/// `skb->protocol` of a slow-protocols frame (0x8809) as the program reads it: the big-endian
+/// EtherType loaded as a little-endian word.
+const SLOW_PROTOCOLS_LOADED: i32 = 0x0988;
+
+/// Drop everything except slow protocols:
+///
+/// ```text
+/// r2 = *(u32 *)(r1 + 16)      ; __sk_buff.protocol
+/// r0 = TCX_DROP
+/// if r2 != 0x0988 goto +1     ; not 0x8809: keep TCX_DROP
+/// r0 = TCX_PASS
+/// exit
+/// ```
+///
+/// Slow-protocol frames (LACP, Marker) pass because lagd reads them on a protocol-bound socket,
+/// which only sees what tc ingress lets through, so they keep their own socket buffer when the
+/// data socket is saturated. The kernel has no bonding driver to consume them; the stack drops
+/// them as an unknown protocol.
+static DROP_PROGRAM: [BpfInsn; 5] = [
+    // BPF_LDX | BPF_MEM | BPF_W: r2 = *(u32 *)(r1 + 16). Register byte: src r1 in the high
+    // nibble, dst r2 in the low one (the little-endian bit-field order).
+    BpfInsn {
+        code: 0x01 | 0x60 | 0x00,
+        regs: 0x12,
+        off: 16,
+        imm: 0,
+    },
+    // BPF_ALU64 | BPF_MOV | BPF_K: r0 = TCX_DROP.
     BpfInsn {
         code: 0x07 | 0xb0,
         regs: 0,
         off: 0,
         imm: TCX_DROP,
+    },
+    // BPF_JMP | BPF_JNE | BPF_K: if r2 != imm, skip one instruction.
+    BpfInsn {
+        code: 0x05 | 0x50,
+        regs: 0x02,
+        off: 1,
+        imm: SLOW_PROTOCOLS_LOADED,
+    },
+    // BPF_ALU64 | BPF_MOV | BPF_K: r0 = TCX_PASS.
+    BpfInsn {
+        code: 0x07 | 0xb0,
+        regs: 0,
+        off: 0,
+        imm: TCX_PASS,
     },
     // BPF_JMP | BPF_EXIT: return r0.
     BpfInsn {
@@ -445,10 +486,28 @@ mod test {
 
     #[test]
     fn program_encoding() {
-        // r0 = 2 (b7 00 0000 02000000), exit (95 00 0000 00000000), as in the kernel's docs.
-        assert_eq!(DROP_PROGRAM[0].code, 0xb7);
-        assert_eq!(DROP_PROGRAM[0].imm, 2);
-        assert_eq!(DROP_PROGRAM[1].code, 0x95);
+        // 61 12 1000 00000000: r2 = *(u32 *)(r1 + 16)
+        assert_eq!(
+            (
+                DROP_PROGRAM[0].code,
+                DROP_PROGRAM[0].regs,
+                DROP_PROGRAM[0].off
+            ),
+            (0x61, 0x12, 16)
+        );
+        // b7 00 0000 02000000: r0 = 2
+        assert_eq!((DROP_PROGRAM[1].code, DROP_PROGRAM[1].imm), (0xb7, 2));
+        // 55 02 0100 88090000: if r2 != 0x0988 goto +1
+        assert_eq!((DROP_PROGRAM[2].code, DROP_PROGRAM[2].regs), (0x55, 0x02));
+        assert_eq!((DROP_PROGRAM[2].off, DROP_PROGRAM[2].imm), (1, 0x0988));
+        assert_eq!(u16::from_be_bytes(0x8809u16.to_be_bytes()), 0x8809);
+        assert_eq!(
+            i32::from(u16::from_le_bytes([0x88, 0x09])),
+            SLOW_PROTOCOLS_LOADED
+        );
+        // b7 00 0000 00000000: r0 = 0; 95: exit
+        assert_eq!((DROP_PROGRAM[3].code, DROP_PROGRAM[3].imm), (0xb7, 0));
+        assert_eq!(DROP_PROGRAM[4].code, 0x95);
         assert_eq!(PROG_NAME.len(), 14);
         assert!(PROG_NAME.len() < 16);
     }

@@ -30,10 +30,12 @@ use lagd_sys::link::{Duplex, LinkControl, LinkEvent, LinkEvents};
 use lagd_sys::packet::{Membership, PacketOptions, PacketSocket};
 use lagd_sys::poll::{Events, Interest, Poller, Signal, SignalFd};
 use lagd_sys::tap::{Tap, TapOptions};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::config::Config;
-use crate::status::{MemberStatus, Status};
+use crate::status::{
+    AggregatorStatus, LacpInfoStatus, LacpStatus, MemberLacp, MemberStatus, Status,
+};
 
 const VNET_HDR: usize = 10;
 /// A 64 KB GSO frame plus its header, with room to spare.
@@ -47,6 +49,8 @@ const TOKEN_SIGNAL: u64 = 1;
 const TOKEN_CONTROL: u64 = 2;
 const TOKEN_LINK: u64 = 3;
 const TOKEN_MEMBER: u64 = 100;
+/// Member control sockets (slow protocols), serviced before anything else.
+const TOKEN_CONTROL_SOCKET: u64 = 10_000;
 
 /// Why the daemon could not start: a configuration problem (exit code 2) or anything else.
 #[derive(Debug)]
@@ -84,6 +88,9 @@ struct Member {
     name: String,
     ifindex: u32,
     socket: Option<PacketSocket>,
+    /// Slow-protocols frames in (on their own socket, so a busy data socket cannot starve
+    /// LACP), and every frame the bond sends itself out (no virtio_net_hdr).
+    control: Option<PacketSocket>,
     _isolation: Option<IngressDrop>,
     counters: Counters,
 }
@@ -182,6 +189,9 @@ impl Daemon {
             if let Some(s) = &m.socket {
                 poller.add(s, TOKEN_MEMBER + i as u64, Interest::READABLE)?;
             }
+            if let Some(c) = &m.control {
+                poller.add(c, TOKEN_CONTROL_SOCKET + i as u64, Interest::READABLE)?;
+            }
         }
         let miimon = config.options.miimon;
         let carrier_poll =
@@ -248,6 +258,20 @@ impl Daemon {
             },
         )
         .with_context(|| format!("packet socket on member {name}"))?;
+        let control = PacketSocket::bind(
+            ifindex,
+            PacketOptions {
+                protocol: lagd_sys::packet::ETH_P_SLOW,
+                ignore_outgoing: true,
+                ..PacketOptions::default()
+            },
+        )
+        .with_context(|| format!("slow-protocols socket on member {name}"))?;
+        control
+            .add_membership(Membership::Multicast(
+                lagd_sys::packet::SLOW_PROTOCOLS_MULTICAST,
+            ))
+            .with_context(|| format!("slow-protocols multicast on member {name}"))?;
         // Promiscuous: a physical NIC must accept frames for the bond's MAC. Undone when the
         // socket closes.
         socket
@@ -260,17 +284,14 @@ impl Daemon {
             name: name.to_owned(),
             perm_mac: EthernetAddress(perm),
             speed_mbps: sd.and_then(|s| s.speed_mbps),
-            full_duplex: sd.and_then(|s| match s.duplex {
-                Duplex::Full => Some(true),
-                Duplex::Half => Some(false),
-                Duplex::Unknown => None,
-            }),
+            full_duplex: sd.and_then(|s| duplex(s.duplex)),
         };
         bond.add_port(now_since(epoch), info, carrier);
         Ok(Member {
             name: name.to_owned(),
             ifindex,
             socket: Some(socket),
+            control: Some(control),
             _isolation: isolation,
             counters: Counters::default(),
         })
@@ -302,11 +323,17 @@ impl Daemon {
                         if let Some(sig) = self.signals.read().context("signalfd read")? {
                             info!(?sig, "stopping");
                             let _ = self.tap.set_carrier(false);
+                            let now = self.now();
+                            self.bond.shutdown(now);
+                            self.handle_bond_events();
                             return Ok(());
                         }
                     }
                     TOKEN_CONTROL => self.service_control(),
                     TOKEN_LINK => self.service_link_events(),
+                    t if t >= TOKEN_CONTROL_SOCKET => {
+                        self.service_control_socket((t - TOKEN_CONTROL_SOCKET) as usize)
+                    }
                     t => self.service_member((t - TOKEN_MEMBER) as usize),
                 }
             }
@@ -387,6 +414,23 @@ impl Daemon {
         }
     }
 
+    fn service_control_socket(&mut self, i: usize) {
+        let mut frame = [0u8; 1600];
+        for _ in 0..BATCH {
+            let Some(c) = &self.members[i].control else {
+                return;
+            };
+            match c.recv(&mut frame) {
+                Ok(n) => {
+                    let now = self.now();
+                    self.bond.handle_frame(now, PortId(i as u16), &frame[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            }
+        }
+    }
+
     fn poll_carrier(&mut self, now: Instant) {
         for i in 0..self.members.len() {
             if self.members[i].socket.is_none() {
@@ -404,6 +448,9 @@ impl Daemon {
 
     fn member_gone(&mut self, now: Instant, i: usize) {
         let m = &mut self.members[i];
+        if let Some(c) = m.control.take() {
+            let _ = self.poller.delete(&c);
+        }
         if let Some(s) = m.socket.take() {
             let _ = self.poller.delete(&s);
             m.counters.rx_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
@@ -448,23 +495,27 @@ impl Daemon {
     }
 
     fn handle_bond_events(&mut self) {
-        // Frames the bond sends itself (gratuitous ARPs after a failover), behind a zeroed
-        // virtio_net_hdr (no offload).
+        // Frames the bond sends itself: LACPDUs, Marker responses, ARP probes, gratuitous ARPs.
         let now = self.now();
-        let mut frame = [0u8; VNET_HDR + 64];
-        while let Some(tx) = self.bond.poll_transmit(now, &mut frame[VNET_HDR..]) {
-            let len = (VNET_HDR + tx.len) as u64;
-            send(
-                &mut self.members[tx.port.index()],
-                &frame[..VNET_HDR + tx.len],
-                len - VNET_HDR as u64,
-            );
-            info!(member = %self.members[tx.port.index()].name, "gratuitous ARP sent");
+        let mut frame = [0u8; 256];
+        while let Some(tx) = self.bond.poll_transmit(now, &mut frame) {
+            let m = &mut self.members[tx.port.index()];
+            if let Some(Err(e)) = m.control.as_ref().map(|c| c.send(&frame[..tx.len])) {
+                debug!(member = %m.name, "control frame not sent: {e}");
+            }
         }
         while let Some(ev) = self.bond.poll_event() {
             match ev {
                 BondEvent::Link { port, status } => {
-                    info!(member = %self.members[port.index()].name, %status, "link")
+                    let name = self.members[port.index()].name.clone();
+                    info!(member = %name, %status, "link");
+                    if status.usable() {
+                        // Speed and duplex can change with the link (and feed LACP's key).
+                        if let Ok(sd) = self.link.speed_duplex(&name) {
+                            self.bond
+                                .set_port_speed(now, port, sd.speed_mbps, duplex(sd.duplex));
+                        }
+                    }
                 }
                 BondEvent::ActiveChanged { .. } if !self.config.options.mode.uses_primary() => {}
                 BondEvent::ActiveChanged { from, to } => info!(
@@ -537,11 +588,30 @@ impl Daemon {
             primary_reselect: snap.primary_reselect.map(|r| r.name().to_owned()),
             active: snap.active.clone(),
             tx_dropped_no_member: self.tx_dropped_no_member,
+            lacp: snap.lacp.as_ref().map(|l| LacpStatus {
+                lacp_active: l.lacp_active,
+                lacp_rate: l.lacp_rate.as_str().to_owned(),
+                min_links: l.min_links,
+                ad_select: l.ad_select.as_str().to_owned(),
+                system_priority: l.system_priority,
+                system_mac: l.system.to_string(),
+                active_aggregator: l.active_aggregator_info().map(|a| AggregatorStatus {
+                    id: a.id.0,
+                    number_of_ports: a.enabled_ports,
+                    actor_key: a.actor_key,
+                    partner_key: a.partner_key,
+                    partner_mac: a.partner_system.to_string(),
+                }),
+                fallback_member: l
+                    .fallback_active
+                    .map(|p| self.members[usize::from(p.0)].name.clone()),
+            }),
             members: snap
                 .ports
                 .iter()
                 .zip(self.members.iter_mut())
-                .map(|(p, m)| {
+                .enumerate()
+                .map(|(i, (p, m))| {
                     if let Some(s) = &m.socket {
                         // PACKET_STATISTICS resets on read: accumulate.
                         m.counters.rx_socket_drops +=
@@ -572,10 +642,23 @@ impl Daemon {
                             .collect(),
                         tx_dropped: c.tx_dropped,
                         rx_socket_drops: c.rx_socket_drops,
+                        lacp: snap
+                            .lacp
+                            .as_ref()
+                            .and_then(|l| l.ports.get(i))
+                            .map(member_lacp),
                     }
                 })
                 .collect(),
         }
+    }
+}
+
+fn duplex(d: Duplex) -> Option<bool> {
+    match d {
+        Duplex::Full => Some(true),
+        Duplex::Half => Some(false),
+        Duplex::Unknown => None,
     }
 }
 
@@ -630,4 +713,39 @@ pub fn query_status(path: &Path) -> Result<Status> {
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
     serde_json::from_str(&line).with_context(|| format!("bad reply from {}", path.display()))
+}
+
+fn info_status(i: &lagd_proto::wire::slow::LacpInfo) -> LacpInfoStatus {
+    LacpInfoStatus {
+        system_priority: i.system_priority,
+        system_mac: i.system.to_string(),
+        key: i.key,
+        port_priority: i.port_priority,
+        port: i.port,
+        state: i.state.bits(),
+        state_names: i.state.names().map(str::to_owned).collect(),
+    }
+}
+
+fn member_lacp(p: &lagd_proto::lacp::PortSnapshot) -> MemberLacp {
+    MemberLacp {
+        aggregator_id: p.aggregator.map(|a| a.0),
+        collecting: p.collecting,
+        distributing: p.distributing,
+        rx_state: p.rx.as_str().to_owned(),
+        mux_state: p.mux.as_str().to_owned(),
+        selected: p.selected.as_str().to_owned(),
+        actor_churn_state: p.actor_churn.proc_name().to_owned(),
+        partner_churn_state: p.partner_churn.proc_name().to_owned(),
+        actor_churned_count: p.actor_churn_count,
+        partner_churned_count: p.partner_churn_count,
+        actor: info_status(&p.actor),
+        partner: info_status(&p.partner),
+        lacpdu_rx: p.counters.lacpdu_rx,
+        lacpdu_tx: p.counters.lacpdu_tx,
+        marker_rx: p.counters.marker_rx + p.counters.marker_response_rx,
+        marker_response_tx: p.counters.marker_response_tx,
+        illegal_rx: p.counters.illegal_rx,
+        unknown_rx: p.counters.unknown_rx,
+    }
 }

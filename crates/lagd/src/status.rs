@@ -42,8 +42,107 @@ pub struct Status {
     pub active: Option<String>,
     /// Frames from the host dropped because no member was usable.
     pub tx_dropped_no_member: u64,
+    /// 802.3ad: what `/proc/net/bonding` shows in its `802.3ad info` section.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lacp: Option<LacpStatus>,
     /// Members in enslave order.
     pub members: Vec<MemberStatus>,
+}
+
+/// The bond's 802.3ad state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LacpStatus {
+    /// `lacp_active`.
+    pub lacp_active: bool,
+    /// `lacp_rate`: `slow` or `fast`.
+    pub lacp_rate: String,
+    /// `min_links`.
+    pub min_links: u32,
+    /// `ad_select`.
+    pub ad_select: String,
+    /// System priority.
+    pub system_priority: u16,
+    /// System MAC address.
+    pub system_mac: String,
+    /// The active aggregator, if any.
+    pub active_aggregator: Option<AggregatorStatus>,
+    /// The member carrying traffic in LACP fallback (active-backup), if the fallback is on.
+    pub fallback_member: Option<String>,
+}
+
+/// The active aggregator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AggregatorStatus {
+    /// Aggregator ID.
+    pub id: u16,
+    /// Ports distributing through it.
+    pub number_of_ports: u32,
+    /// Actor key.
+    pub actor_key: u16,
+    /// Partner key.
+    pub partner_key: u16,
+    /// Partner MAC address (system id).
+    pub partner_mac: String,
+}
+
+/// One side's LACP information for a member, as a LACPDU carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LacpInfoStatus {
+    /// System priority.
+    pub system_priority: u16,
+    /// System MAC address.
+    pub system_mac: String,
+    /// Key.
+    pub key: u16,
+    /// Port priority.
+    pub port_priority: u16,
+    /// Port number.
+    pub port: u16,
+    /// State bits as a number (as `/proc/net/bonding` prints them).
+    pub state: u8,
+    /// State bits by name.
+    pub state_names: Vec<String>,
+}
+
+/// A member's 802.3ad state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberLacp {
+    /// The aggregator it is selected to.
+    pub aggregator_id: Option<u16>,
+    /// Whether LACP lets it collect.
+    pub collecting: bool,
+    /// Whether LACP lets it distribute.
+    pub distributing: bool,
+    /// Receive machine state.
+    pub rx_state: String,
+    /// Mux machine state.
+    pub mux_state: String,
+    /// Selection state.
+    pub selected: String,
+    /// Actor churn state (`/proc` words: monitoring, churned, none).
+    pub actor_churn_state: String,
+    /// Partner churn state.
+    pub partner_churn_state: String,
+    /// Times the actor churned.
+    pub actor_churned_count: u32,
+    /// Times the partner churned.
+    pub partner_churned_count: u32,
+    /// Our LACPDU information.
+    pub actor: LacpInfoStatus,
+    /// The partner's, as in use.
+    pub partner: LacpInfoStatus,
+    /// LACPDUs received.
+    pub lacpdu_rx: u64,
+    /// LACPDUs sent.
+    pub lacpdu_tx: u64,
+    /// Marker PDUs received (information and responses).
+    pub marker_rx: u64,
+    /// Marker responses sent.
+    pub marker_response_tx: u64,
+    /// Invalid slow-protocol frames received.
+    pub illegal_rx: u64,
+    /// Slow-protocol frames of unknown subtype received.
+    pub unknown_rx: u64,
 }
 
 /// One member's status.
@@ -77,6 +176,9 @@ pub struct MemberStatus {
     pub tx_dropped: u64,
     /// Frames the kernel dropped before lagd read them (socket buffer full).
     pub rx_socket_drops: u64,
+    /// 802.3ad: the member's LACP state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lacp: Option<MemberLacp>,
 }
 
 impl Status {
@@ -147,6 +249,52 @@ impl Status {
                 m.rx_socket_drops,
                 m.tx_dropped
             );
+            if let Some(l) = &m.lacp {
+                match l.aggregator_id {
+                    Some(id) => {
+                        let _ = writeln!(s, "Aggregator ID: {id}");
+                    }
+                    None => {
+                        let _ = writeln!(s, "Aggregator ID: N/A");
+                    }
+                }
+                let _ = writeln!(s, "Actor Churn State: {}", l.actor_churn_state);
+                let _ = writeln!(s, "Partner Churn State: {}", l.partner_churn_state);
+                let _ = writeln!(s, "Actor Churned Count: {}", l.actor_churned_count);
+                let _ = writeln!(s, "Partner Churned Count: {}", l.partner_churned_count);
+                for (title, key, info) in [
+                    ("details actor lacp pdu:", "port key", &l.actor),
+                    ("details partner lacp pdu:", "oper key", &l.partner),
+                ] {
+                    let _ = writeln!(s, "{title}");
+                    let _ = writeln!(s, "    system priority: {}", info.system_priority);
+                    let _ = writeln!(s, "    system mac address: {}", info.system_mac);
+                    let _ = writeln!(s, "    {key}: {}", info.key);
+                    let _ = writeln!(s, "    port priority: {}", info.port_priority);
+                    let _ = writeln!(s, "    port number: {}", info.port);
+                    let _ = writeln!(
+                        s,
+                        "    port state: {} ({})",
+                        info.state,
+                        info.state_names.join(" ")
+                    );
+                }
+                let _ = writeln!(
+                    s,
+                    "LACP machines: rx {}, mux {}, {}",
+                    l.rx_state, l.mux_state, l.selected
+                );
+                let _ = writeln!(
+                    s,
+                    "LACPDUs: rx {} tx {}, markers rx {} responses tx {}, illegal {}, unknown {}",
+                    l.lacpdu_rx,
+                    l.lacpdu_tx,
+                    l.marker_rx,
+                    l.marker_response_tx,
+                    l.illegal_rx,
+                    l.unknown_rx
+                );
+            }
         }
         s
     }
@@ -175,6 +323,7 @@ mod test {
             primary_reselect: Some("always".into()),
             active: Some("eth1".into()),
             tx_dropped_no_member: 0,
+            lacp: None,
             members: vec![MemberStatus {
                 name: "eth1".into(),
                 mii_status: "up".into(),
@@ -190,6 +339,7 @@ mod test {
                 rx_dropped: vec![("inactive_member".into(), 3)],
                 tx_dropped: 0,
                 rx_socket_drops: 0,
+                lacp: None,
             }],
         }
     }

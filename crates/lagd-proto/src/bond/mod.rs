@@ -26,9 +26,15 @@
 //! with `arp_all_targets=all` every target must have been heard). Unlike the driver, which stops
 //! reading carrier when ARP monitoring is on, lagd still takes a member without carrier out.
 //!
+//! In 802.3ad mode the bond owns a [`Lacp`] engine: members are reported to it as their MII
+//! status makes them usable or not, slow-protocol frames go to it ([`Bond::handle_frame`]), its
+//! LACPDUs come out of [`Bond::poll_transmit`], and it decides which members distribute (the
+//! hash picks among them, in enslave order) and collect (frames from other members are dropped);
+//! the bond's carrier follows its `min_links`.
+//!
 //! Modes implemented here: balance-rr (`packets_per_slave`), active-backup (`primary`,
 //! `primary_reselect`, `all_slaves_active`), balance-xor (every hash policy) and broadcast.
-//! 802.3ad, balance-tlb and balance-alb come with the LACP engine and the balancers.
+//! 802.3ad. balance-tlb and balance-alb come with the balancers.
 
 pub mod options;
 
@@ -36,6 +42,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::hash::{HashPolicy, MemberMod, hasher};
+use crate::lacp::{self, Lacp, LacpConfig, LacpSnapshot, PortParams};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::arp::{ArpOperation, ArpRepr};
@@ -155,11 +162,18 @@ pub enum DropReason {
     SlowProtocols,
     /// Shorter than an Ethernet header.
     Runt,
+    /// Arrived on an 802.3ad member that LACP does not let collect.
+    NotCollecting,
 }
 
 impl DropReason {
     /// Every reason, for counters.
-    pub const ALL: [Self; 3] = [Self::InactiveMember, Self::SlowProtocols, Self::Runt];
+    pub const ALL: [Self; 4] = [
+        Self::InactiveMember,
+        Self::SlowProtocols,
+        Self::Runt,
+        Self::NotCollecting,
+    ];
 
     /// A short name for counters and status.
     pub const fn as_str(self) -> &'static str {
@@ -167,6 +181,7 @@ impl DropReason {
             Self::InactiveMember => "inactive_member",
             Self::SlowProtocols => "slow_protocols",
             Self::Runt => "runt",
+            Self::NotCollecting => "not_collecting",
         }
     }
 }
@@ -229,6 +244,8 @@ pub struct BondSnapshot {
     pub active: Option<String>,
     /// Per member, in enslave order.
     pub ports: Vec<PortSnapshot>,
+    /// 802.3ad: the LACP engine's state.
+    pub lacp: Option<LacpSnapshot>,
 }
 
 /// One member in a [`BondSnapshot`].
@@ -271,6 +288,25 @@ pub struct Bond {
     /// ARP monitor: the next probe round, and probes queued for sending.
     arp_next: Option<Instant>,
     arp_queue: Vec<(PortId, Ipv4Address)>,
+    /// 802.3ad: the LACP engine, the link state last reported to it, and which members collect.
+    lacp: Option<Lacp>,
+    lacp_link: Vec<bool>,
+    collecting: Vec<bool>,
+}
+
+/// The LACP configuration the bonding options describe.
+fn lacp_config(o: &BondOptions) -> LacpConfig {
+    LacpConfig {
+        lacp_rate: o.lacp_rate,
+        lacp_active: o.lacp_active,
+        ad_select: o.ad_select,
+        ad_actor_sys_prio: o.ad_actor_sys_prio,
+        ad_actor_system: o.ad_actor_system.unwrap_or(EthernetAddress::ZERO),
+        ad_user_port_key: o.ad_user_port_key,
+        min_links: o.min_links,
+        coupled_control: o.coupled_control,
+        fallback: (o.lacp_fallback > 0).then(|| Duration::from_millis(o.lacp_fallback.into())),
+    }
 }
 
 /// A frame the bond wants sent, written into the caller's buffer.
@@ -286,7 +322,13 @@ impl Bond {
     /// A bond with no members yet, whose interface has MAC `mac`.
     pub fn new(opts: BondOptions, mac: EthernetAddress) -> Self {
         let hash = hasher(opts.xmit_hash_policy);
+        // The option parser enforces the ranges LacpConfig::validate checks.
+        let lacp = (opts.mode == Mode::Ieee8023ad)
+            .then(|| Lacp::new(lacp_config(&opts), mac).expect("validated bonding options"));
         Self {
+            lacp,
+            lacp_link: Vec::new(),
+            collecting: Vec::new(),
             mac,
             host_ipv4: None,
             notify: None,
@@ -333,8 +375,88 @@ impl Bond {
             port: id,
             status: mii,
         });
+        if let Some(l) = &mut self.lacp {
+            let info = &self.ports[id.index()].info;
+            let params = PortParams::new(
+                info.perm_mac,
+                info.speed_mbps.unwrap_or(0),
+                info.full_duplex.unwrap_or(false),
+            );
+            // Port ids are enslave positions on both sides, so the add cannot collide.
+            l.add_port(now, lacp::PortId(id.0), params)
+                .expect("fresh LACP port id");
+        }
+        self.lacp_link.push(false);
+        self.collecting.push(false);
         self.reselect(now);
         id
+    }
+
+    /// Gives the bond a slow-protocols frame (LACPDU, Marker) received on `port`. In modes
+    /// without LACP it is ignored (it was counted as dropped by [`Bond::rx_verdict`]).
+    pub fn handle_frame(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        if let Some(l) = &mut self.lacp {
+            l.handle_frame(now, lacp::PortId(port.0), frame);
+            self.sync_lacp();
+        }
+    }
+
+    /// Updates a member's speed and duplex (after a link change).
+    pub fn set_port_speed(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        speed_mbps: Option<u32>,
+        full_duplex: Option<bool>,
+    ) {
+        let info = &mut self.ports[port.index()].info;
+        if info.speed_mbps == speed_mbps && info.full_duplex == full_duplex {
+            return;
+        }
+        info.speed_mbps = speed_mbps;
+        info.full_duplex = full_duplex;
+        if self.lacp_link.get(port.index()) == Some(&true) {
+            // Report the new speed: LACP recomputes the port's key.
+            self.lacp_link[port.index()] = false;
+            self.reselect(now);
+        }
+    }
+
+    /// Before the daemon stops: in 802.3ad mode every member's farewell LACPDU (Synchronization,
+    /// Collecting, Distributing and Aggregation cleared) is queued; send them from
+    /// [`Bond::poll_transmit`] so the partner stops using the links at once.
+    pub fn shutdown(&mut self, now: Instant) {
+        if let Some(l) = &mut self.lacp {
+            for i in 0..self.ports.len() {
+                let p = lacp::PortId(i as u16);
+                if l.has_port(p) {
+                    l.remove_port(now, p);
+                }
+            }
+        }
+    }
+
+    /// The LACP engine, in 802.3ad mode.
+    pub fn lacp(&self) -> Option<&Lacp> {
+        self.lacp.as_ref()
+    }
+
+    /// Reads the LACP engine's decisions: distributing members, collecting members, carrier.
+    fn sync_lacp(&mut self) {
+        let Some(l) = &mut self.lacp else { return };
+        while l.poll_event().is_some() {}
+        self.usable.clear();
+        self.usable
+            .extend(l.distributing_ports().map(|p| PortId(p.0)));
+        self.usable_mod = MemberMod::new(self.usable.len());
+        for (i, c) in self.collecting.iter_mut().enumerate() {
+            *c = l.is_collecting(lacp::PortId(i as u16));
+        }
+        let carrier = l.carrier();
+        if carrier != self.carrier {
+            self.carrier = carrier;
+            self.events.push(BondEvent::Carrier { up: carrier });
+        }
     }
 
     /// Marks a member as gone (its interface was deleted): it stays in the table, `down`.
@@ -415,6 +537,9 @@ impl Bond {
         }
         if self.arp_next.is_some_and(|t| now >= t) {
             self.arp_round(now);
+        }
+        if let Some(l) = &mut self.lacp {
+            l.handle_timeout(now);
         }
         self.reselect(now);
     }
@@ -520,6 +645,7 @@ impl Bond {
             })
             .chain(self.notify.map(|(_, t)| t))
             .chain(self.arp_next)
+            .chain(self.lacp.as_ref().and_then(Lacp::poll_timeout))
             .min()
     }
 
@@ -544,6 +670,16 @@ impl Bond {
     /// The next frame the bond itself wants sent (gratuitous ARPs after a failover), written
     /// into `buf` (at least 42 bytes). Call after every `handle_*`, until `None`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if let Some(l) = &mut self.lacp {
+            let tx = l.poll_transmit(now, buf);
+            self.sync_lacp();
+            if let Some(tx) = tx {
+                return Some(Transmit {
+                    port: PortId(tx.port.0),
+                    len: tx.len,
+                });
+            }
+        }
         if let Some((port, target)) = self.arp_queue.pop() {
             let probe = ArpRepr::EthernetIpv4 {
                 operation: ArpOperation::Request,
@@ -610,6 +746,24 @@ impl Bond {
             {
                 self.set_status(now, PortId(i as u16), MiiStatus::Up);
             }
+        }
+        if let Some(l) = &mut self.lacp {
+            // LACP decides who distributes; it hears about each member's usability.
+            for (i, p) in self.ports.iter().enumerate() {
+                let up = p.usable();
+                if self.lacp_link[i] != up {
+                    self.lacp_link[i] = up;
+                    l.handle_link(
+                        now,
+                        lacp::PortId(i as u16),
+                        up,
+                        p.info.speed_mbps.unwrap_or(0),
+                        p.info.full_duplex.unwrap_or(false),
+                    );
+                }
+            }
+            self.sync_lacp();
+            return;
         }
         self.usable.clear();
         self.usable.extend(
@@ -697,7 +851,7 @@ impl Bond {
     #[inline]
     pub fn tx_choice(&mut self, frame: &[u8]) -> TxChoice {
         match self.opts.mode {
-            Mode::BalanceXor => match self.usable_mod {
+            Mode::BalanceXor | Mode::Ieee8023ad => match self.usable_mod {
                 Some(m) => TxChoice::Port(self.usable[m.index((self.hash)(frame))]),
                 None => TxChoice::Drop,
             },
@@ -711,7 +865,7 @@ impl Bond {
             }
             Mode::BalanceRr => self.rr_choice(frame),
             // Their engines (LACP, load tracking) drive these modes; without one, send nothing.
-            Mode::Ieee8023ad | Mode::BalanceTlb | Mode::BalanceAlb => TxChoice::Drop,
+            Mode::BalanceTlb | Mode::BalanceAlb => TxChoice::Drop,
         }
     }
 
@@ -762,6 +916,9 @@ impl Bond {
         if frame[12] == 0x88 && frame[13] == 0x09 {
             return RxVerdict::Drop(DropReason::SlowProtocols);
         }
+        if self.lacp.is_some() && !self.collecting[port.index()] {
+            return RxVerdict::Drop(DropReason::NotCollecting);
+        }
         if self.opts.mode.uses_primary()
             && !self.opts.all_slaves_active
             && self.active != Some(port)
@@ -793,6 +950,7 @@ impl Bond {
             } else {
                 None
             },
+            lacp: self.lacp.as_ref().map(Lacp::snapshot),
             ports: self
                 .ports
                 .iter()
@@ -806,6 +964,8 @@ impl Bond {
                     perm_mac: p.info.perm_mac,
                     active: if uses_primary {
                         self.active == Some(PortId(i as u16))
+                    } else if self.lacp.is_some() {
+                        self.usable.contains(&PortId(i as u16))
                     } else {
                         p.usable()
                     },

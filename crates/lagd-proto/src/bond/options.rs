@@ -17,6 +17,7 @@ use core::fmt;
 use std::net::Ipv4Addr;
 
 use crate::hash::HashPolicy;
+pub use crate::lacp::{AdSelect, LacpRate};
 use crate::wire::EthernetAddress;
 
 macro_rules! kernel_enum {
@@ -111,7 +112,11 @@ impl Mode {
     pub const fn is_implemented(self) -> bool {
         matches!(
             self,
-            Self::BalanceRr | Self::ActiveBackup | Self::BalanceXor | Self::Broadcast
+            Self::BalanceRr
+                | Self::ActiveBackup
+                | Self::BalanceXor
+                | Self::Broadcast
+                | Self::Ieee8023ad
         )
     }
 
@@ -175,28 +180,6 @@ kernel_enum! {
         Any = (0, "any"),
         /// Every target must answer.
         All = (1, "all"),
-    }
-}
-
-kernel_enum! {
-    /// The LACPDU rate asked of the partner (`lacp_rate`).
-    pub enum LacpRate {
-        /// Every 30 s.
-        Slow = (0, "slow"),
-        /// Every second.
-        Fast = (1, "fast"),
-    }
-}
-
-kernel_enum! {
-    /// Aggregator selection policy (`ad_select`).
-    pub enum AdSelect {
-        /// Keep the active aggregator while it has ports.
-        Stable = (0, "stable"),
-        /// The aggregator with the most bandwidth.
-        Bandwidth = (1, "bandwidth"),
-        /// The aggregator with the most ports.
-        Count = (2, "count"),
     }
 }
 
@@ -498,9 +481,17 @@ impl BondOptions {
             "arp_missed_max" => self.arp_missed_max = number(value, 1, 255, "a count")? as u8,
             "tlb_dynamic_lb" => self.tlb_dynamic_lb = boolean(value)?,
             "lp_interval" => self.lp_interval = number(value, 1, INT_MAX, "seconds")? as u32,
-            "lacp_rate" => self.lacp_rate = choice(value, LacpRate::parse, LacpRate::expected())?,
+            "lacp_rate" => {
+                self.lacp_rate = value
+                    .parse()
+                    .map_err(|_| format!("invalid value '{value}': expected one of slow, fast"))?
+            }
             "lacp_active" => self.lacp_active = boolean(value)?,
-            "ad_select" => self.ad_select = choice(value, AdSelect::parse, AdSelect::expected())?,
+            "ad_select" => {
+                self.ad_select = value.parse().map_err(|_| {
+                    format!("invalid value '{value}': expected one of stable, bandwidth, count")
+                })?
+            }
             "ad_actor_sys_prio" => {
                 self.ad_actor_sys_prio = number(value, 1, 65535, "a priority")? as u16
             }

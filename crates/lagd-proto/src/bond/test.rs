@@ -497,3 +497,74 @@ fn arp_monitor_off_without_targets_or_interval() {
     assert!(!bond("mode=balance-xor miimon=100", 2).arp_monitoring());
     assert!(!bond("mode=balance-xor arp_interval=100", 2).arp_monitoring());
 }
+
+/// Two 802.3ad bonds wired together in memory, port i to port i; `lossy[i]` drops link i.
+fn exchange(a: &mut Bond, b: &mut Bond, now: Instant, lossy: &[bool]) {
+    fn deliver(from: &mut Bond, to: &mut Bond, now: Instant, lossy: &[bool]) -> bool {
+        let mut buf = [0u8; 128];
+        let mut moved = false;
+        while let Some(tx) = from.poll_transmit(now, &mut buf) {
+            moved = true;
+            if !lossy[tx.port.index()] {
+                to.handle_frame(now, tx.port, &buf[..tx.len]);
+            }
+        }
+        moved
+    }
+    for _ in 0..16 {
+        let ab = deliver(a, b, now, lossy);
+        let ba = deliver(b, a, now, lossy);
+        if !ab && !ba {
+            break;
+        }
+    }
+}
+
+fn run_pair(a: &mut Bond, b: &mut Bond, from_ms: u64, to_ms: u64, lossy: &[bool]) {
+    for t in (from_ms..=to_ms).step_by(10) {
+        a.handle_timeout(at(t));
+        b.handle_timeout(at(t));
+        exchange(a, b, at(t), lossy);
+    }
+}
+
+#[test]
+fn ieee8023ad_distributes_over_lacp_members_only() {
+    let mut a = bond("mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4", 2);
+    let (o, _) = BondOptions::parse_opts("mode=802.3ad lacp_rate=fast").unwrap();
+    let mut b = Bond::new(o, EthernetAddress([2, 0xb1, 0, 0, 0, 1]));
+    for i in 0..2u8 {
+        b.add_port(at(0), info(&format!("p{i}"), 0x20 + i, 10_000), true);
+    }
+    // Before LACP agrees nothing is sent and nothing is collected.
+    assert_eq!(a.tx_choice(&tcp(1)), TxChoice::Drop);
+    assert!(!a.carrier());
+    assert_eq!(
+        a.rx_verdict(PortId(0), &tcp(1)),
+        RxVerdict::Drop(DropReason::NotCollecting)
+    );
+    run_pair(&mut a, &mut b, 0, 3000, &[false, false]);
+    assert!(a.carrier() && b.carrier());
+    assert_eq!(a.usable(), &[PortId(0), PortId(1)]);
+    for sport in 1000..1050 {
+        let f = tcp(sport);
+        let want = member_index(xmit_hash(HashPolicy::Layer34, &f), 2).unwrap();
+        assert_eq!(a.tx_choice(&f), TxChoice::Port(PortId(want as u16)));
+    }
+    assert_eq!(a.rx_verdict(PortId(1), &tcp(1)), RxVerdict::Deliver);
+    let snap = a.snapshot().lacp.unwrap();
+    assert_eq!(snap.active_aggregator_info().unwrap().enabled_ports, 2);
+    // LACPDUs lost on link 1 (fast rate): that member leaves after 3 s, the other stays.
+    run_pair(&mut a, &mut b, 3010, 7000, &[false, true]);
+    assert_eq!(a.usable(), &[PortId(0)]);
+    assert_eq!(
+        a.rx_verdict(PortId(1), &tcp(1)),
+        RxVerdict::Drop(DropReason::NotCollecting)
+    );
+    assert!(a.carrier());
+    // Carrier loss takes a member out at once.
+    a.handle_carrier(at(7010), PortId(0), false);
+    assert!(a.usable().is_empty());
+    assert!(!a.carrier());
+    assert_eq!(a.tx_choice(&tcp(1)), TxChoice::Drop);
+}
