@@ -113,7 +113,7 @@ static DROP_PROGRAM: [BpfInsn; 5] = [
     // BPF_LDX | BPF_MEM | BPF_W: r2 = *(u32 *)(r1 + 16). Register byte: src r1 in the high
     // nibble, dst r2 in the low one (the little-endian bit-field order).
     BpfInsn {
-        code: 0x01 | 0x60 | 0x00,
+        code: 0x01 | 0x60, // BPF_W is 0x00
         regs: 0x12,
         off: 16,
         imm: 0,
