@@ -37,5 +37,6 @@
 pub mod bond;
 pub mod hash;
 pub mod lacp;
+pub mod plan;
 pub mod time;
 pub mod wire;

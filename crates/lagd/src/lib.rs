@@ -7,4 +7,5 @@
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod lab;
 pub mod status;

@@ -18,14 +18,23 @@ struct Cli {
 enum Command {
     /// Hash frames (hex, one per line on stdin) and print the member each would use.
     Hash(cli::hash::HashArgs),
+    /// Predict from a capture or flow list how each policy spreads the traffic over the bond.
+    Plan(Box<cli::plan::PlanArgs>),
+    /// Say which member a flow (or frame) uses under each policy, and why.
+    Explain(cli::explain::ExplainArgs),
     /// Show a running bond's status (as /proc/net/bonding/BOND reads), or JSON.
     Show(cli::show::ShowArgs),
+    /// Two namespaces joined by shaped veth links, a bond at both ends, TCP through it.
+    Lab(Box<cli::lab::LabArgs>),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Hash(args) => cli::hash::main(args),
+        Command::Plan(args) => cli::plan::main(*args),
+        Command::Explain(args) => cli::explain::main(args),
         Command::Show(args) => cli::show::main(args),
+        Command::Lab(args) => cli::lab::main(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

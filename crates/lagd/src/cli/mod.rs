@@ -4,7 +4,10 @@
 use std::fmt;
 use std::io;
 
+pub mod explain;
 pub mod hash;
+pub mod lab;
+pub mod plan;
 pub mod show;
 
 /// Exit code for a usage or input error (bad flag, bad policy, bad input line, bad config).

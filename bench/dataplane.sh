@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# The dataplane benchmark (issue 3): lagd against its two references, measured in one run on one
+# topology shape, two hosts (network namespaces) joined by 2 unshaped veth links:
+#
+#   direct  no bond, an address pair on each veth (streams spread over the links)
+#   lagd    lagd at both ends, mode=balance-xor xmit_hash_policy=layer3+4
+#   ovs     Open vSwitch userspace bond at both ends (datapath_type=netdev, userspace TSO),
+#           balance-tcp with LACP (OVS runs balance-tcp only with LACP)
+#
+# For each: TCP goodput with 1 and 8 streams, 64-byte UDP datagrams per second
+# (iperf3 -u -l 64 -b 0, one flow), and for the bonds the traffic gap after one member loses
+# carrier mid-run (built-in generator, 8 streams, the busiest member's peer set down). Every
+# figure is the median of RUNS runs (default 3); the runs are interleaved (run 1 of every
+# configuration, then run 2, ...) so that a noisy moment on the machine does not hit one
+# configuration only. Writes bench/dataplane.md.
+#
+# Usage, as root from anywhere:  bash bench/dataplane.sh
+# Environment: RUNS (3), DURATION (seconds per measurement, 8), OUT (bench/dataplane.md).
+# Needs: iproute2, iperf3, Open vSwitch (openvswitch-switch), jq, cargo.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+RUNS="${RUNS:-3}"
+DURATION="${DURATION:-8}"
+OUT="${OUT:-bench/dataplane.md}"
+FAIL_AT=3
+
+[ "$(id -u)" = 0 ] || { echo "dataplane.sh: run as root (network namespaces)" >&2; exit 1; }
+for tool in ip tc iperf3 ovs-vswitchd ovsdb-tool jq cargo; do
+    command -v "$tool" >/dev/null || { echo "dataplane.sh: $tool is missing" >&2; exit 1; }
+done
+
+cargo build --release -q -p lagd --bin lagd --bin lagctl
+work=$(mktemp -d /tmp/lagd-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+# Copies, so that a rebuild during the run cannot change the binaries under test.
+cp target/release/lagd target/release/lagctl "$work/"
+LAGCTL="$work/lagctl"
+LAGD="$work/lagd"
+
+setup_args() {
+    case "$1" in
+        direct) echo "--baseline direct" ;;
+        lagd) echo "--lagd $LAGD" ;;
+        ovs) echo "--baseline ovs" ;;
+    esac
+}
+
+test_args() {
+    case "$1" in
+        tcp1) echo "--streams 1 --duration $DURATION" ;;
+        tcp8) echo "--streams 8 --duration $DURATION" ;;
+        udp64) echo "--udp --udp-length 64 --streams 1 --duration $DURATION" ;;
+        failover) echo "--streams 8 --duration $DURATION --fail-after $FAIL_AT --generator builtin" ;;
+    esac
+}
+
+SETUPS=(direct lagd ovs)
+TESTS=(tcp1 tcp8 udp64 failover)
+
+measure() { # setup test run
+    local setup=$1 test=$2 run=$3 file="$work/$1.$2.$3.json"
+    # shellcheck disable=SC2046 # the argument lists are meant to split
+    if "$LAGCTL" lab --links 2 --rate 0 --mode balance-xor --policy layer3+4 --json --quiet \
+        $(setup_args "$setup") $(test_args "$test") >"$file" 2>"$work/$1.$2.$3.err"; then
+        printf '  %-7s %-9s run %s: %s\n' "$setup" "$test" "$run" "$(summary "$file" "$test")"
+    else
+        rm -f "$file"
+        printf '  %-7s %-9s run %s: FAILED: %s\n' "$setup" "$test" "$run" \
+            "$(tail -1 "$work/$1.$2.$3.err")"
+    fi
+}
+
+summary() { # file test
+    case "$2" in
+        udp64) jq -r '"\(.udp_pps) pps"' "$1" ;;
+        failover) jq -r '"gap \(.failover.gap_ms) ms, recovered \(.failover.recovered)"' "$1" ;;
+        *) jq -r '"\(.aggregate_gbps) Gbit/s, shares \([.members[].share * 100 | round] | map(tostring) | join("/")), retransmits \(.retransmits)"' "$1" ;;
+    esac
+}
+
+echo "dataplane benchmark: $RUNS runs × ${#SETUPS[@]} setups, ${DURATION} s per measurement"
+for run in $(seq 1 "$RUNS"); do
+    for setup in "${SETUPS[@]}"; do
+        for test in "${TESTS[@]}"; do
+            [ "$setup" = direct ] && [ "$test" = failover ] && continue
+            measure "$setup" "$test" "$run"
+        done
+    done
+done
+
+# median SETUP TEST JQ-EXPR: the median of EXPR over the runs that succeeded, or "–".
+median() {
+    local values
+    values=$(for f in "$work/$1.$2".*.json; do
+        [ -e "$f" ] && jq -r "$3" "$f"
+    done | grep -v '^null$' | sort -g || true)
+    local n
+    n=$(printf '%s\n' "$values" | grep -c . || true)
+    if [ "$n" -eq 0 ]; then
+        echo "–"
+        return
+    fi
+    if [ $((n % 2)) -eq 1 ]; then
+        printf '%s\n' "$values" | sed -n "$(((n + 1) / 2))p"
+    else
+        printf '%s\n' "$values" | sed -n "$((n / 2))p;$((n / 2 + 1))p" |
+            awk '{s += $1} END {printf "%.6g\n", s / 2}'
+    fi
+}
+
+count() { # setup test
+    local n=0
+    for f in "$work/$1.$2".*.json; do [ -e "$f" ] && n=$((n + 1)); done
+    echo "$n"
+}
+
+fmt() { # value decimals
+    [ "$1" = "–" ] && { echo "–"; return; }
+    printf "%.${2}f" "$1"
+}
+
+ratio() { # a b -> a/b in percent
+    if [ "$1" = "–" ] || [ "$2" = "–" ]; then echo "–"; return; fi
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        if (b == 0) print "–"; else if (100 * a / b < 10) printf "%.1f %%\n", 100 * a / b;
+        else printf "%.0f %%\n", 100 * a / b }'
+}
+
+shares() { # setup test: member shares of every run
+    for f in "$work/$1.$2".*.json; do
+        [ -e "$f" ] && jq -r '[.members[].share * 100 | round] | map(tostring) | join("/")' "$f"
+    done | paste -sd ' ' -
+}
+
+declare -A M
+for setup in "${SETUPS[@]}"; do
+    M[$setup.tcp1]=$(median "$setup" tcp1 .aggregate_gbps)
+    M[$setup.tcp8]=$(median "$setup" tcp8 .aggregate_gbps)
+    M[$setup.udp64]=$(median "$setup" udp64 .udp_pps)
+    M[$setup.rt1]=$(median "$setup" tcp1 .retransmits)
+    M[$setup.rt8]=$(median "$setup" tcp8 .retransmits)
+    M[$setup.gap]=$(median "$setup" failover .failover.gap_ms)
+done
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
+{
+    echo "# Dataplane benchmark"
+    echo
+    echo "Written by \`bench/dataplane.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'), lagd $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
+    echo "Machine: Linux $(uname -r), $(nproc) CPUs ($cpu), $mem; $(iperf3 --version | head -1 | cut -d' ' -f1-2),"
+    echo "Open vSwitch $(ovs-vswitchd --version | head -1 | awk '{print $NF}')."
+    echo
+    echo "Topology: two network namespaces joined by 2 veth links, no shaping. Every figure is the"
+    echo "median of $RUNS runs of ${DURATION} s (runs interleaved across configurations); the"
+    echo "column n says how many runs succeeded."
+    echo
+    echo "- **direct**: no bond, one address pair per veth; streams spread over the links (1 stream"
+    echo "  uses one link, 8 streams put 4 on each)."
+    echo "- **lagd**: \`mode=balance-xor xmit_hash_policy=layer3+4 miimon=100\` at both ends."
+    echo "- **ovs**: Open vSwitch 'netdev' (userspace) bridge with \`userspace-tso-enable=true\`,"
+    echo "  \`bond_mode=balance-tcp lacp=active lacp-time=fast\` at both ends (balance-tcp needs LACP)."
+    echo
+    echo "| measurement | direct | lagd | ovs | lagd / direct | ovs / direct | lagd / ovs |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    row() { # label key decimals
+        local d=${M[direct.$2]} l=${M[lagd.$2]} o=${M[ovs.$2]}
+        echo "| $1 | $(fmt "$d" "$3") | $(fmt "$l" "$3") | $(fmt "$o" "$3") | $(ratio "$l" "$d") | $(ratio "$o" "$d") | $(ratio "$l" "$o") |"
+    }
+    row "TCP, 1 stream (Gbit/s)" tcp1 2
+    row "TCP, 8 streams (Gbit/s)" tcp8 2
+    row "UDP 64 B, 1 flow (datagrams/s received)" udp64 0
+    echo "| failover gap after carrier loss (ms) | – | $(fmt "${M[lagd.gap]}" 1) | $(fmt "${M[ovs.gap]}" 1) | | | $(ratio "${M[lagd.gap]}" "${M[ovs.gap]}") |"
+    echo
+    echo "| setup | test | n | member shares per run (%) | retransmits (median) |"
+    echo "| --- | --- | ---: | --- | ---: |"
+    for setup in "${SETUPS[@]}"; do
+        echo "| $setup | TCP 1 | $(count "$setup" tcp1) | $(shares "$setup" tcp1) | $(fmt "${M[$setup.rt1]}" 0) |"
+        echo "| $setup | TCP 8 | $(count "$setup" tcp8) | $(shares "$setup" tcp8) | $(fmt "${M[$setup.rt8]}" 0) |"
+        echo "| $setup | UDP 64 B | $(count "$setup" udp64) | $(shares "$setup" udp64) | |"
+        if [ "$setup" != direct ]; then
+            rec=$(for f in "$work/$setup.failover".*.json; do
+                [ -e "$f" ] && jq -r .failover.recovered "$f"
+            done | grep -c true || true)
+            echo "| $setup | failover | $(count "$setup" failover) | recovered in $rec of $(count "$setup" failover) runs | |"
+        fi
+    done
+    echo
+    echo "Failover: 8 TCP streams (built-in generator, which timestamps every read); ${FAIL_AT} s in,"
+    echo "the peer end of the member that carried the most bytes is set down, so the sender's member"
+    echo "loses carrier. The gap is the longest time any stream then received nothing. UDP: iperf3"
+    echo "is single-threaded and bounds the direct figure (see shared research, dataplane limits)."
+    failed=$(find "$work" -name '*.err' -size +0 -exec grep -l 'lagctl:' {} + 2>/dev/null | wc -l)
+    if [ "$failed" -gt 0 ]; then
+        echo
+        echo "Failed measurements ($failed):"
+        echo
+        for f in $(find "$work" -name '*.err' -size +0 -exec grep -l 'lagctl:' {} + | sort); do
+            echo "- $(basename "$f" .err): $(grep 'lagctl:' "$f" | tail -1)"
+        done
+    fi
+} >"$OUT"
+echo "wrote $OUT"
+cat "$OUT"

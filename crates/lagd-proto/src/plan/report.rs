@@ -1,0 +1,997 @@
+//! The planner's result as plain data ([`Plan`]), how it is computed from the accumulated
+//! counters, and its terminal rendering ([`Plan::write_table`]).
+
+use core::fmt::{self, Write as _};
+use std::collections::HashMap;
+
+use super::findings::{self, Finding};
+use super::flow::{BuildKeyHasher, FlowKey, Tunnel};
+use super::switch::SwitchHash;
+use super::{Entry, InputStats, Load, PlanPolicy, Planner};
+use crate::hash::HashPolicy;
+
+/// One member's share of the traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberLoad {
+    /// Member index (as the bond numbers its members; after a failure the survivors keep theirs).
+    pub index: usize,
+    /// Packets.
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Tracked flows whose first frame uses this member (round-robin: flows with a packet on it).
+    pub flows: u64,
+    /// The member's speed.
+    pub speed_gbps: f64,
+}
+
+/// Traffic spread over some members.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Distribution {
+    /// Per member.
+    pub members: Vec<MemberLoad>,
+    /// The busiest member's bytes over the mean (1.0 is perfect; 1.0 as well with no traffic).
+    pub imbalance: f64,
+    /// The bond's rate for this mix when the member with the most bytes per unit of speed
+    /// saturates first: total bytes / max(member bytes / member speed). With no traffic, the
+    /// sum of the speeds.
+    pub throughput_bound_gbps: f64,
+}
+
+impl Distribution {
+    fn new(members: Vec<MemberLoad>) -> Self {
+        let total: u64 = members.iter().fold(0, |a, m| a.saturating_add(m.bytes));
+        let speed: f64 = members.iter().map(|m| m.speed_gbps).sum();
+        if total == 0 || members.is_empty() {
+            return Self {
+                members,
+                imbalance: 1.0,
+                throughput_bound_gbps: speed,
+            };
+        }
+        let max = members.iter().map(|m| m.bytes).max().unwrap_or(0) as f64;
+        let mean = total as f64 / members.len() as f64;
+        let worst = members
+            .iter()
+            .map(|m| m.bytes as f64 / m.speed_gbps)
+            .fold(0.0, f64::max);
+        Self {
+            imbalance: max / mean,
+            throughput_bound_gbps: total as f64 / worst,
+            members,
+        }
+    }
+
+    /// The index (in `members`) of the member with the most bytes (the first of equals).
+    pub fn busiest(&self) -> usize {
+        let mut best = 0;
+        for (i, m) in self.members.iter().enumerate() {
+            if m.bytes > self.members[best].bytes {
+                best = i;
+            }
+        }
+        best
+    }
+
+    /// Total bytes.
+    pub fn bytes(&self) -> u64 {
+        self.members
+            .iter()
+            .fold(0, |a, m| a.saturating_add(m.bytes))
+    }
+
+    /// Total speed of the members.
+    pub fn speed_gbps(&self) -> f64 {
+        self.members.iter().map(|m| m.speed_gbps).sum()
+    }
+}
+
+/// A policy with another member count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepPoint {
+    /// Member count.
+    pub members: usize,
+    /// As [`Distribution::imbalance`].
+    pub imbalance: f64,
+    /// As [`Distribution::throughput_bound_gbps`].
+    pub throughput_bound_gbps: f64,
+}
+
+/// What happens when one member fails.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// The failed member.
+    pub failed: usize,
+    /// The survivors' load.
+    pub dist: Distribution,
+    /// Tracked flows that change member (those of the failed member included).
+    pub flows_moved: u64,
+    /// Bytes (all traffic) that change member.
+    pub bytes_moved: u64,
+    /// Tracked flows that move although their member did not fail.
+    pub collateral_flows: u64,
+    /// Bytes that move although their member did not fail.
+    pub collateral_bytes: u64,
+    /// Indices into [`Plan::elephants`] of the largest flows that change member.
+    pub elephants_moved: Vec<usize>,
+}
+
+/// Packets that may arrive out of order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reorder {
+    /// Packets leaving on another member than the previous packet of their flow.
+    pub packets: u64,
+    /// Of those, TCP packets (which a reordering costs fast retransmits).
+    pub tcp_packets: u64,
+    /// `packets` over all packets.
+    pub share: f64,
+}
+
+/// Elephants sharing a member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collision {
+    /// The member.
+    pub member: usize,
+    /// Indices into [`Plan::elephants`].
+    pub elephants: Vec<usize>,
+}
+
+/// One policy's prediction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyPlan {
+    /// The policy.
+    pub policy: PlanPolicy,
+    /// 1 for the best.
+    pub rank: usize,
+    /// With the configured members.
+    pub dist: Distribution,
+    /// Round-robin's reordering risk (`None` for hash policies).
+    pub reorder: Option<Reorder>,
+    /// Hash policies: tracked flows whose frames do not all leave on one member (fragments
+    /// under `layer3+4`, for instance) and their bytes.
+    pub split_flows: u64,
+    /// Bytes of the split flows.
+    pub split_bytes: u64,
+    /// Members carrying two or more elephants (flows of at least a quarter of a member's fair
+    /// share) while another member carries none.
+    pub collisions: Vec<Collision>,
+    /// Other member counts.
+    pub sweep: Vec<SweepPoint>,
+    /// Each member failing in turn (empty for one member or more than
+    /// [`super::MAX_FAILURE_MEMBERS`]).
+    pub failures: Vec<Failure>,
+}
+
+impl PolicyPlan {
+    /// Whether some traffic may be reordered under this policy.
+    pub fn has_reorder_risk(&self) -> bool {
+        self.reorder.is_some_and(|r| r.packets > 0) || self.split_flows > 0
+    }
+}
+
+/// A flow, for the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowSummary {
+    /// Its key.
+    pub key: FlowKey,
+    /// Packets.
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// The switch's return path under one switch hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReturnPath {
+    /// The switch hash (a generic XOR fold: see [`super::switch`]).
+    pub hash: SwitchHash,
+    /// The spread over the links.
+    pub dist: Distribution,
+}
+
+/// Tunnelled traffic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TunnelSummary {
+    /// The tunnel kind.
+    pub tunnel: Tunnel,
+    /// Packets.
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Tracked outer flows.
+    pub outer_flows: u64,
+    /// Distinct inner flows seen (a lower bound when `inner_capped`).
+    pub inner_flows: u64,
+    /// More inner flows than were counted.
+    pub inner_capped: bool,
+}
+
+/// The policy to use, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recommendation {
+    /// The policy.
+    pub policy: PlanPolicy,
+    /// The reason, one plain sentence.
+    pub reason: String,
+    /// A caveat worth knowing (e.g. what round-robin would give, at what cost).
+    pub note: Option<String>,
+}
+
+/// The planner's report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// About the input.
+    pub input: InputStats,
+    /// Tracked flows.
+    pub flows: u64,
+    /// The flow cap in force.
+    pub max_flows: usize,
+    /// Configured member speeds (their count is the member count).
+    pub speeds_gbps: Vec<f64>,
+    /// Every evaluated policy, best first.
+    pub policies: Vec<PolicyPlan>,
+    /// The recommended policy (`None` only with no traffic at all).
+    pub recommendation: Option<Recommendation>,
+    /// Pathologies, each naming the field behind it.
+    pub findings: Vec<Finding>,
+    /// The largest flows, largest first.
+    pub elephants: Vec<FlowSummary>,
+    /// The switch hash the user asked about.
+    pub switch_hash: SwitchHash,
+    /// The return path under every switch hash (the asked-for one first).
+    pub return_path: Vec<ReturnPath>,
+    /// Tunnelled traffic, by kind.
+    pub tunnels: Vec<TunnelSummary>,
+}
+
+impl Plan {
+    /// The member count.
+    pub fn members(&self) -> usize {
+        self.speeds_gbps.len()
+    }
+
+    /// The plan of `policy`, if evaluated.
+    pub fn policy(&self, policy: PlanPolicy) -> Option<&PolicyPlan> {
+        self.policies.iter().find(|p| p.policy == policy)
+    }
+}
+
+/// A flow is an elephant when it carries at least this fraction of one member's fair share of
+/// the bytes (with `n` members: `1 / (4 n)` of all bytes).
+pub const ELEPHANT_FRACTION_OF_FAIR_SHARE: f64 = 0.25;
+
+fn speed_for(speeds: &[f64], i: usize) -> f64 {
+    speeds.get(i).copied().unwrap_or(speeds[0])
+}
+
+fn loads_to_members(loads: &[Load], flows: &[u64], speeds: &[f64]) -> Vec<MemberLoad> {
+    loads
+        .iter()
+        .enumerate()
+        .map(|(i, l)| MemberLoad {
+            index: i,
+            packets: l.packets,
+            bytes: l.bytes,
+            flows: flows.get(i).copied().unwrap_or(0),
+            speed_gbps: speed_for(speeds, i),
+        })
+        .collect()
+}
+
+/// A figure as shown (two decimals), so ties the reader sees are ties in the ranking.
+fn hundredths(x: f64) -> i64 {
+    (x * 100.0).round() as i64
+}
+
+/// Order used to break ties: the simpler, more widely available policy first.
+fn preference(p: PlanPolicy) -> usize {
+    match p {
+        PlanPolicy::Hash(HashPolicy::Layer23) => 0,
+        PlanPolicy::Hash(HashPolicy::Layer34) => 1,
+        PlanPolicy::Hash(HashPolicy::Layer2) => 2,
+        PlanPolicy::Hash(HashPolicy::Encap23) => 3,
+        PlanPolicy::Hash(HashPolicy::Encap34) => 4,
+        PlanPolicy::Hash(HashPolicy::VlanSrcMac) => 5,
+        PlanPolicy::Hash(HashPolicy::OvsTcp) => 6,
+        PlanPolicy::Hash(HashPolicy::OvsSlb) => 7,
+        PlanPolicy::RoundRobin => 8,
+    }
+}
+
+pub(super) fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Plan {
+    let cfg = &pl.config;
+    let n = cfg.members();
+    let speeds = &cfg.speeds_gbps;
+    let total = pl.stats.bytes;
+
+    // Elephants: the largest tracked flows.
+    let mut big: Vec<(&FlowKey, &Entry)> = table.iter().collect();
+    let k = cfg.elephants.min(big.len());
+    if k > 0 {
+        big.select_nth_unstable_by(k - 1, |a, b| {
+            b.1.total.bytes.cmp(&a.1.total.bytes).then(a.0.cmp(b.0))
+        });
+    }
+    big.truncate(k);
+    big.sort_by(|a, b| b.1.total.bytes.cmp(&a.1.total.bytes).then(a.0.cmp(b.0)));
+    let elephants: Vec<FlowSummary> = big
+        .iter()
+        .map(|(key, e)| FlowSummary {
+            key: **key,
+            packets: e.total.packets,
+            bytes: e.total.bytes,
+        })
+        .collect();
+    let is_elephant = |e: &FlowSummary| {
+        total > 0 && e.bytes as f64 >= ELEPHANT_FRACTION_OF_FAIR_SHARE * total as f64 / n as f64
+    };
+
+    let mut policies = Vec::new();
+    for &policy in &cfg.policies {
+        if policies.iter().any(|p: &PolicyPlan| p.policy == policy) {
+            continue;
+        }
+        let plan = match policy {
+            PlanPolicy::Hash(h) => {
+                let slot = pl
+                    .hash_policies
+                    .iter()
+                    .position(|(x, _)| *x == h)
+                    .expect("every hash policy has a slot");
+                hash_plan(pl, table, policy, slot, &elephants, &is_elephant)
+            }
+            PlanPolicy::RoundRobin => rr_plan(pl, table),
+        };
+        policies.push(plan);
+    }
+
+    // Rank: bound (to 0.5% of the bond's speed), then no reordering risk, then evenness, then
+    // the simpler policy.
+    let bond_speed: f64 = speeds.iter().sum();
+    let bucket =
+        |p: &PolicyPlan| (p.dist.throughput_bound_gbps / bond_speed * 200.0).round() as i64;
+    policies.sort_by(|a, b| {
+        bucket(b)
+            .cmp(&bucket(a))
+            .then(a.has_reorder_risk().cmp(&b.has_reorder_risk()))
+            .then(hundredths(a.dist.imbalance).cmp(&hundredths(b.dist.imbalance)))
+            .then(preference(a.policy).cmp(&preference(b.policy)))
+    });
+    for (i, p) in policies.iter_mut().enumerate() {
+        p.rank = i + 1;
+    }
+
+    let recommendation = recommend(&policies, &elephants, total, n);
+
+    let mut return_path: Vec<ReturnPath> = SwitchHash::ALL
+        .iter()
+        .zip(&pl.switch_accs)
+        .map(|(&hash, acc)| {
+            let hist = acc.hist(n);
+            let mut flows = vec![0u64; n];
+            for key in table.keys() {
+                flows[hist.m.index(hash.hash(key))] += 1;
+            }
+            ReturnPath {
+                hash,
+                dist: Distribution::new(loads_to_members(&hist.cells, &flows, speeds)),
+            }
+        })
+        .collect();
+    if let Some(i) = return_path.iter().position(|r| r.hash == cfg.switch_hash) {
+        let chosen = return_path.remove(i);
+        return_path.insert(0, chosen);
+    }
+
+    let mut tunnels: Vec<TunnelSummary> = pl
+        .tunnels
+        .iter()
+        .map(|(t, acc)| TunnelSummary {
+            tunnel: *t,
+            packets: acc.load.packets,
+            bytes: acc.load.bytes,
+            outer_flows: table.keys().filter(|k| k.tunnel() == Some(*t)).count() as u64,
+            inner_flows: acc.inner.len() as u64,
+            inner_capped: acc.inner_capped,
+        })
+        .collect();
+    tunnels.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.tunnel.cmp(&b.tunnel)));
+
+    let mut plan = Plan {
+        input: pl.stats,
+        flows: table.len() as u64,
+        max_flows: cfg.max_flows,
+        speeds_gbps: speeds.clone(),
+        policies,
+        recommendation,
+        findings: Vec::new(),
+        elephants,
+        switch_hash: cfg.switch_hash,
+        return_path,
+        tunnels,
+    };
+    plan.findings = findings::find(&plan, pl, table);
+    plan
+}
+
+fn hash_plan(
+    pl: &Planner,
+    table: &HashMap<FlowKey, Entry, BuildKeyHasher>,
+    policy: PlanPolicy,
+    slot: usize,
+    elephants: &[FlowSummary],
+    is_elephant: &dyn Fn(&FlowSummary) -> bool,
+) -> PolicyPlan {
+    let cfg = &pl.config;
+    let n = cfg.members();
+    let speeds = &cfg.speeds_gbps;
+    let acc = &pl.hash_accs[slot];
+    let flows_for = |hist: &super::Hist| {
+        let mut flows = vec![0u64; hist.n];
+        for e in table.values() {
+            flows[hist.m.index(e.hashes[slot])] += 1;
+        }
+        flows
+    };
+    let main = acc.hist(n);
+    let dist = Distribution::new(loads_to_members(&main.cells, &flows_for(main), speeds));
+    let sweep = cfg
+        .sweep
+        .iter()
+        .map(|&c| {
+            let h = acc.hist(c);
+            let d = Distribution::new(loads_to_members(&h.cells, &[], speeds));
+            SweepPoint {
+                members: c,
+                imbalance: d.imbalance,
+                throughput_bound_gbps: d.throughput_bound_gbps,
+            }
+        })
+        .collect();
+    let (mut split_flows, mut split_bytes) = (0, 0);
+    for e in table.values() {
+        if e.split & (1 << slot) != 0 {
+            split_flows += 1;
+            split_bytes += e.total.bytes;
+        }
+    }
+    // Elephants by member.
+    let mut by_member: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, el) in elephants.iter().enumerate() {
+        if !is_elephant(el) {
+            continue;
+        }
+        if let Some(e) = table.get(&el.key) {
+            by_member[main.m.index(e.hashes[slot])].push(i);
+        }
+    }
+    // A collision matters when another member carries no elephant at all.
+    let idle = by_member.iter().any(|v| v.is_empty());
+    let collisions = by_member
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| idle && v.len() >= 2)
+        .map(|(member, elephants)| Collision { member, elephants })
+        .collect();
+    let elephant_hashes: Vec<Option<u32>> = elephants
+        .iter()
+        .map(|el| table.get(&el.key).map(|e| e.hashes[slot]))
+        .collect();
+    let failures = match &acc.fail {
+        Some(f) => failures(f, table, slot, speeds, &elephant_hashes),
+        None => Vec::new(),
+    };
+    PolicyPlan {
+        policy,
+        rank: 0,
+        dist,
+        reorder: None,
+        split_flows,
+        split_bytes,
+        collisions,
+        sweep,
+        failures,
+    }
+}
+
+fn failures(
+    f: &super::FailHist,
+    table: &HashMap<FlowKey, Entry, BuildKeyHasher>,
+    slot: usize,
+    speeds: &[f64],
+    elephant_hashes: &[Option<u32>],
+) -> Vec<Failure> {
+    let n = f.n;
+    let m1 = n - 1;
+    // Tracked flows per cell, the same cells as the traffic.
+    let mut flow_cells = vec![0u64; n * m1];
+    for e in table.values() {
+        flow_cells[f.cell(e.hashes[slot])] += 1;
+    }
+    (0..n)
+        .map(|failed| {
+            let survivors: Vec<usize> = (0..n).filter(|&i| i != failed).collect();
+            let moves = |c: usize| {
+                let (a, b) = (c / m1, c % m1);
+                let to = if f.ovs && a != failed {
+                    a
+                } else {
+                    survivors[b]
+                };
+                (a, to)
+            };
+            let mut loads = vec![Load::default(); n];
+            let mut flows = vec![0u64; n];
+            let mut out = Failure {
+                failed,
+                dist: Distribution::new(Vec::new()),
+                flows_moved: 0,
+                bytes_moved: 0,
+                collateral_flows: 0,
+                collateral_bytes: 0,
+                elephants_moved: elephant_hashes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, h)| {
+                        h.is_some_and(|h| {
+                            let (a, to) = moves(f.cell(h));
+                            a != to
+                        })
+                    })
+                    .map(|(i, _)| i)
+                    .collect(),
+            };
+            for a in 0..n {
+                for b in 0..m1 {
+                    let c = a * m1 + b;
+                    let (_, to) = moves(c);
+                    loads[to].add(f.cells[c].packets, f.cells[c].bytes);
+                    flows[to] += flow_cells[c];
+                    if to != a {
+                        out.flows_moved += flow_cells[c];
+                        out.bytes_moved += f.cells[c].bytes;
+                        if a != failed {
+                            out.collateral_flows += flow_cells[c];
+                            out.collateral_bytes += f.cells[c].bytes;
+                        }
+                    }
+                }
+            }
+            let members = survivors
+                .iter()
+                .map(|&i| MemberLoad {
+                    index: i,
+                    packets: loads[i].packets,
+                    bytes: loads[i].bytes,
+                    flows: flows[i],
+                    speed_gbps: speed_for(speeds, i),
+                })
+                .collect();
+            out.dist = Distribution::new(members);
+            out
+        })
+        .collect()
+}
+
+fn rr_plan(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> PolicyPlan {
+    let cfg = &pl.config;
+    let n = cfg.members();
+    let speeds = &cfg.speeds_gbps;
+    let rr = pl
+        .rr
+        .as_ref()
+        .expect("round-robin state exists when evaluated");
+    let find = |c: usize| rr.for_count(c);
+    // A flow uses min(packets, n) members.
+    let mut flows = vec![0u64; n];
+    for e in table.values() {
+        let used = e.total.packets.min(n as u64) as usize;
+        for f in flows.iter_mut().take(used) {
+            *f += 1;
+        }
+    }
+    let (cells, (re, re_tcp)) = find(n);
+    let dist = Distribution::new(loads_to_members(&cells, &flows, speeds));
+    let packets = pl.stats.packets;
+    let sweep = cfg
+        .sweep
+        .iter()
+        .map(|&c| {
+            let d = Distribution::new(loads_to_members(&find(c).0, &[], speeds));
+            SweepPoint {
+                members: c,
+                imbalance: d.imbalance,
+                throughput_bound_gbps: d.throughput_bound_gbps,
+            }
+        })
+        .collect();
+    let failures = if (2..=super::MAX_FAILURE_MEMBERS).contains(&n) {
+        let (cells, _) = find(n - 1);
+        (0..n)
+            .map(|failed| {
+                let survivors: Vec<usize> = (0..n).filter(|&i| i != failed).collect();
+                let members = survivors
+                    .iter()
+                    .zip(&cells)
+                    .map(|(&i, l)| MemberLoad {
+                        index: i,
+                        packets: l.packets,
+                        bytes: l.bytes,
+                        flows: 0,
+                        speed_gbps: speed_for(speeds, i),
+                    })
+                    .collect();
+                Failure {
+                    failed,
+                    dist: Distribution::new(members),
+                    flows_moved: 0,
+                    bytes_moved: 0,
+                    collateral_flows: 0,
+                    collateral_bytes: 0,
+                    elephants_moved: Vec::new(),
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    PolicyPlan {
+        policy: PlanPolicy::RoundRobin,
+        rank: 0,
+        dist,
+        reorder: Some(Reorder {
+            packets: re,
+            tcp_packets: re_tcp,
+            share: if packets == 0 {
+                0.0
+            } else {
+                re as f64 / packets as f64
+            },
+        }),
+        split_flows: 0,
+        split_bytes: 0,
+        collisions: Vec::new(),
+        sweep,
+        failures,
+    }
+}
+
+fn recommend(
+    policies: &[PolicyPlan],
+    elephants: &[FlowSummary],
+    total: u64,
+    n: usize,
+) -> Option<Recommendation> {
+    if total == 0 {
+        return None;
+    }
+    let best = policies
+        .iter()
+        .find(|p| p.reorder.is_none())
+        .or_else(|| policies.first())?;
+    let d = &best.dist;
+    let busiest = d.members[d.busiest()].bytes as f64 / total as f64 * 100.0;
+    let speed = d.speed_gbps();
+    let name = best.policy.name();
+    let top = elephants
+        .first()
+        .map_or(0.0, |e| e.bytes as f64 / total as f64);
+    let reason = if n == 1 {
+        format!(
+            "With one member every policy sends all traffic over it; {name} is the simplest choice."
+        )
+    } else if d.imbalance <= 1.05 {
+        format!(
+            "{name} spreads this traffic evenly over all {n} members (imbalance {:.2}), so the bond can deliver {:.1} of {:.1} Gbit/s.",
+            d.imbalance, d.throughput_bound_gbps, speed
+        )
+    } else if top > 1.0 / n as f64 && best.reorder.is_none() {
+        format!(
+            "No hash policy can split the largest flow ({:.0}% of the bytes), and {name} does best around it: its busiest member carries {busiest:.0}% of the bytes, so the bond can deliver {:.1} of {:.1} Gbit/s.",
+            top * 100.0,
+            d.throughput_bound_gbps,
+            speed
+        )
+    } else {
+        format!(
+            "{name} spreads this traffic best: its busiest member carries {busiest:.0}% of the bytes (imbalance {:.2}), so the bond can deliver {:.1} of {:.1} Gbit/s.",
+            d.imbalance, d.throughput_bound_gbps, speed
+        )
+    };
+    let note = policies
+        .iter()
+        .find(|p| p.reorder.is_some())
+        .filter(|rr| rr.dist.throughput_bound_gbps > d.throughput_bound_gbps * 1.1)
+        .map(|rr| {
+            let re = rr.reorder.map_or(0.0, |r| r.share * 100.0);
+            format!(
+                "balance-rr would deliver {:.1} Gbit/s, but {re:.0}% of packets would leave on another member than the previous packet of their flow and may arrive out of order.",
+                rr.dist.throughput_bound_gbps
+            )
+        })
+        .or_else(|| {
+            (best.split_flows > 0).then(|| {
+                format!(
+                    "{} flows have frames that {name} sends on different members (fragments, usually), which may reorder them.",
+                    best.split_flows
+                )
+            })
+        });
+    Some(Recommendation {
+        policy: best.policy,
+        reason,
+        note,
+    })
+}
+
+/// Bytes as `1.5 MB` (SI units, one decimal; plain bytes below 1000).
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["kB", "MB", "GB", "TB", "PB", "EB"];
+    if b < 1000 {
+        return format!("{b} B");
+    }
+    let mut v = b as f64;
+    let mut u = 0;
+    v /= 1000.0;
+    while v >= 999.95 && u + 1 < UNITS.len() {
+        v /= 1000.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
+/// A count as `12.3k` / `4.5M` when large.
+pub fn human_count(c: u64) -> String {
+    match c {
+        0..10_000 => c.to_string(),
+        10_000..10_000_000 => format!("{:.1}k", c as f64 / 1e3),
+        _ => format!("{:.1}M", c as f64 / 1e6),
+    }
+}
+
+fn pct(part: u64, total: u64) -> String {
+    if total == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / total as f64)
+    }
+}
+
+impl Plan {
+    /// Renders the report for a terminal: the policy table, the recommendation, findings,
+    /// elephants and the what-ifs. `title` names the input.
+    pub fn write_table(&self, title: &str, out: &mut dyn fmt::Write) -> fmt::Result {
+        let n = self.members();
+        let inp = &self.input;
+        let speeds: Vec<String> = self.speeds_gbps.iter().map(|s| format!("{s}")).collect();
+        writeln!(
+            out,
+            "{title}: {} packets, {}, {} flows{}; {n} member{} ({} Gbit/s)",
+            inp.packets,
+            human_bytes(inp.bytes),
+            self.flows,
+            if inp.untracked.packets > 0 {
+                format!(
+                    " (+ other flows: {} packets, {})",
+                    inp.untracked.packets,
+                    human_bytes(inp.untracked.bytes)
+                )
+            } else {
+                String::new()
+            },
+            if n == 1 { "" } else { "s" },
+            speeds.join(" + ")
+        )?;
+        writeln!(out)?;
+
+        // The policy table: share of bytes per member (up to 8 members shown).
+        let shown = n.min(8);
+        let mut header = format!(
+            "{:<4} {:<12} {:>9} {:>10}",
+            "rank", "policy", "imbalance", "Gbit/s"
+        );
+        for i in 0..shown {
+            write!(header, " {:>7}", format!("m{i}"))?;
+        }
+        if n > shown {
+            header.push_str("     ...");
+        }
+        header.push_str("  risk");
+        writeln!(out, "{header}")?;
+        for p in &self.policies {
+            let total = p.dist.bytes();
+            let mut line = format!(
+                "{:<4} {:<12} {:>9.2} {:>10.1}",
+                p.rank,
+                p.policy.name(),
+                p.dist.imbalance,
+                p.dist.throughput_bound_gbps
+            );
+            for m in p.dist.members.iter().take(shown) {
+                write!(line, " {:>7}", pct(m.bytes, total))?;
+            }
+            if n > shown {
+                line.push_str("     ...");
+            }
+            let mut risk = Vec::new();
+            if let Some(r) = p.reorder.filter(|r| r.packets > 0) {
+                risk.push(format!("reorders {:.0}% of packets", r.share * 100.0));
+            }
+            if p.split_flows > 0 {
+                risk.push(format!("{} split flows", p.split_flows));
+            }
+            for c in &p.collisions {
+                let ids: Vec<String> = c.elephants.iter().map(|i| format!("#{}", i + 1)).collect();
+                risk.push(format!("elephants {} on m{}", ids.join("+"), c.member));
+            }
+            if risk.is_empty() {
+                line.push_str("  -");
+            } else {
+                write!(line, "  {}", risk.join("; "))?;
+            }
+            writeln!(out, "{}", line.trim_end())?;
+        }
+        writeln!(out)?;
+
+        match &self.recommendation {
+            Some(r) => {
+                writeln!(out, "Recommendation: {}", r.policy)?;
+                writeln!(out, "  {}", r.reason)?;
+                if let Some(note) = &r.note {
+                    writeln!(out, "  Note: {note}")?;
+                }
+            }
+            None => writeln!(out, "Recommendation: none (no traffic in the input)")?,
+        }
+
+        if !self.findings.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "Findings:")?;
+            for f in &self.findings {
+                let who = if f.policies.is_empty() {
+                    String::new()
+                } else {
+                    let names: Vec<&str> = f.policies.iter().map(|p| p.name()).collect();
+                    format!(" [{}]", names.join(", "))
+                };
+                writeln!(out, "  - {}{who}: {}", f.field, f.message)?;
+                writeln!(out, "    Advice: {}", f.advice)?;
+            }
+        }
+
+        if !self.elephants.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "Largest flows:")?;
+            for (i, e) in self.elephants.iter().enumerate() {
+                writeln!(
+                    out,
+                    "  #{:<3} {:>7} {:>10} {:>9} pkts  {}",
+                    i + 1,
+                    pct(e.bytes, inp.bytes),
+                    human_bytes(e.bytes),
+                    e.packets,
+                    e.key
+                )?;
+            }
+        }
+
+        if !self.tunnels.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "Tunnels:")?;
+            for t in &self.tunnels {
+                writeln!(
+                    out,
+                    "  {:<10} {:>7} of bytes, {} outer flows, {}{} inner flows",
+                    t.tunnel.name(),
+                    pct(t.bytes, inp.bytes),
+                    t.outer_flows,
+                    if t.inner_capped { ">" } else { "" },
+                    t.inner_flows
+                )?;
+            }
+        }
+
+        // What-if: member counts.
+        if let Some(first) = self.policies.first().filter(|p| !p.sweep.is_empty()) {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "What if the bond had more or fewer members (imbalance):"
+            )?;
+            let mut h = format!("  {:<12}", "policy");
+            for s in &first.sweep {
+                write!(h, " {:>7}", format!("{}x", s.members))?;
+            }
+            writeln!(out, "{h}")?;
+            for p in &self.policies {
+                let mut line = format!("  {:<12}", p.policy.name());
+                for s in &p.sweep {
+                    write!(line, " {:>7.2}", s.imbalance)?;
+                }
+                writeln!(out, "{line}")?;
+            }
+        }
+
+        // What-if: a member fails, for the recommended policy.
+        let rec = self
+            .recommendation
+            .as_ref()
+            .and_then(|r| self.policy(r.policy))
+            .filter(|p| !p.failures.is_empty());
+        if let Some(p) = rec {
+            writeln!(out)?;
+            writeln!(out, "What if a member fails ({}):", p.policy)?;
+            for f in &p.failures {
+                write!(
+                    out,
+                    "  m{} down: imbalance {:.2}, {:.1} Gbit/s; {} flows move ({} of bytes)",
+                    f.failed,
+                    f.dist.imbalance,
+                    f.dist.throughput_bound_gbps,
+                    f.flows_moved,
+                    pct(f.bytes_moved, inp.bytes)
+                )?;
+                if f.collateral_flows > 0 {
+                    write!(out, ", {} of them from healthy members", f.collateral_flows)?;
+                }
+                if !f.elephants_moved.is_empty() {
+                    let ids: Vec<String> = f
+                        .elephants_moved
+                        .iter()
+                        .map(|i| format!("#{}", i + 1))
+                        .collect();
+                    write!(out, "; largest flows moving: {}", ids.join(" "))?;
+                }
+                writeln!(out)?;
+            }
+        }
+
+        if let Some(first) = self.return_path.first() {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "Return path (switch hash modelled as a generic XOR fold; vendor hashes differ):"
+            )?;
+            for r in &self.return_path {
+                let mark = if r.hash == first.hash && r.hash == self.switch_hash {
+                    " <- yours"
+                } else {
+                    ""
+                };
+                let total = r.dist.bytes();
+                let shares: Vec<String> = r
+                    .dist
+                    .members
+                    .iter()
+                    .take(8)
+                    .map(|m| pct(m.bytes, total))
+                    .collect();
+                writeln!(
+                    out,
+                    "  {:<12} imbalance {:>5.2}  [{}]{mark}",
+                    r.hash.name(),
+                    r.dist.imbalance,
+                    shares.join(" ")
+                )?;
+            }
+        }
+        if inp.rebuilt_ethernet > 0 || inp.skipped > 0 {
+            writeln!(out)?;
+            if inp.rebuilt_ethernet > 0 {
+                writeln!(
+                    out,
+                    "Note: {} frames had no Ethernet header (raw IP or Linux cooked capture); their MACs are unknown.",
+                    inp.rebuilt_ethernet
+                )?;
+            }
+            if inp.skipped > 0 {
+                writeln!(
+                    out,
+                    "Note: {} frames of unsupported link types were skipped.",
+                    inp.skipped
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,800 @@
+//! Planner tests: every figure is recomputed here frame by frame with the hash code itself.
+
+use super::flow::{FlowKey, FlowRecord, extract, parse_flow_spec};
+use super::report::Plan;
+use super::*;
+use crate::hash::{member_index, xmit_hash};
+use crate::wire::EthernetAddress;
+use crate::wire::pcap::{PcapNgWriter, PcapWriter, TsResolution};
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn frame_of(spec: &str) -> Vec<u8> {
+    let mut f = Vec::new();
+    assert!(parse_flow_spec(spec).unwrap().write_frame(&mut f), "{spec}");
+    f
+}
+
+/// A mixed capture: TCP/UDP over IPv4 and IPv6, tagged and not, ICMP, ARP, fragments, VXLAN,
+/// GRE, QinQ, runts; each flow a few times, interleaved, with padding of random length.
+fn mixed_frames(seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let mut rng = Rng(seed);
+    let mut flows: Vec<Vec<u8>> = Vec::new();
+    for i in 0..60u64 {
+        let spec = match i % 6 {
+            0 => format!(
+                "tcp 10.0.{}.{}:{} > 10.1.0.{}:80",
+                i % 3,
+                i,
+                30000 + rng.below(30000),
+                rng.below(4) + 1
+            ),
+            1 => format!(
+                "udp [2001:db8::{:x}]:{} > [2001:db8:1::{:x}]:53",
+                i,
+                1024 + rng.below(60000),
+                rng.below(16)
+            ),
+            2 => format!(
+                "tcp 192.168.1.{}:{} > 192.168.2.{}:443 vlan {}",
+                i,
+                40000 + i,
+                i % 7,
+                100 + i % 3
+            ),
+            3 => format!("icmp 10.9.0.{} > 10.9.1.1 id {}", i, rng.below(9)),
+            4 => format!(
+                "udp 172.16.0.{}:{} > 172.16.1.1:4789",
+                i % 5,
+                49152 + rng.below(8)
+            ),
+            _ => format!("tcp 10.7.0.1:{} > 10.7.0.2:5201", 50000 + i * 4),
+        };
+        let mut f = frame_of(&spec);
+        // Vary the MACs too.
+        f[5] = rng.below(256) as u8;
+        f[11] = rng.below(256) as u8;
+        f[3] = (i % 4) as u8;
+        if i % 6 == 4 {
+            // A VXLAN payload: header and an inner frame.
+            f.extend_from_slice(&[0x08, 0, 0, 0, 0, 0, 7, 0]);
+            f.extend_from_slice(&frame_of(&format!(
+                "tcp 10.200.0.{}:1000 > 10.200.0.9:22",
+                i
+            )));
+            let ip_len = (f.len() - 14) as u16;
+            f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+            f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+        }
+        flows.push(f);
+    }
+    // ARP, a first and a later IPv4 fragment of a TCP flow, GRE, QinQ, a runt.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 9, 10, 0, 0, 9, 0, 0, 0, 0, 0, 0, 10, 0, 0, 1]);
+    flows.push(arp);
+    let whole = frame_of("tcp 10.5.0.1:7000 > 10.5.0.2:7001");
+    let mut first = whole.clone();
+    first[20] = 0x20; // MF: same key as the unfragmented frames, another layer3+4 hash
+    flows.push(whole);
+    flows.push(first);
+    let mut later = frame_of("tcp 10.5.0.1:7000 > 10.5.0.2:7001");
+    later[20] = 0x00;
+    later[21] = 0x10; // offset 16 bytes: no ports
+    flows.push(later);
+    let mut gre = frame_of("gre 192.0.2.1 > 192.0.2.2");
+    gre.extend_from_slice(&[0, 0, 0x08, 0x00]);
+    let inner = frame_of("udp 10.66.0.1:1234 > 10.66.0.2:5678");
+    gre.extend_from_slice(&inner[14..]);
+    let l = (gre.len() - 14) as u16;
+    gre[16..18].copy_from_slice(&l.to_be_bytes());
+    flows.push(gre);
+    let mut qinq = frame_of("tcp 10.8.0.1:1 > 10.8.0.2:2 vlan 10");
+    qinq.splice(12..12, [0x88, 0xa8, 0x00, 0x05]);
+    flows.push(qinq);
+    flows.push(vec![0x02, 0, 0, 0, 0, 1, 0x02]);
+    (0..count)
+        .map(|_| {
+            // Skewed: low-numbered flows are much more frequent.
+            let a = rng.below(flows.len() as u64);
+            let b = rng.below(flows.len() as u64);
+            let mut f = flows[a.min(b) as usize].clone();
+            if f.len() >= 14 && rng.below(3) == 0 {
+                f.resize(f.len() + rng.below(1400) as usize, 0xa5);
+            }
+            f
+        })
+        .collect()
+}
+
+fn plan_of(frames: &[Vec<u8>], config: PlanConfig) -> Plan {
+    let mut p = Planner::new(config).unwrap();
+    for f in frames {
+        p.add_frame(f, f.len() as u32);
+    }
+    p.finish()
+}
+
+/// Per-member (packets, bytes) computed frame by frame with the hash code.
+fn expected(frames: &[Vec<u8>], policy: HashPolicy, n: usize) -> Vec<(u64, u64)> {
+    let mut v = vec![(0u64, 0u64); n];
+    for f in frames {
+        let m = member_index(xmit_hash(policy, f), n).unwrap();
+        v[m].0 += 1;
+        v[m].1 += f.len() as u64;
+    }
+    v
+}
+
+fn loads(d: &report::Distribution) -> Vec<(u64, u64)> {
+    d.members.iter().map(|m| (m.packets, m.bytes)).collect()
+}
+
+#[test]
+fn per_member_counts_match_the_hash_code_for_every_policy() {
+    let frames = mixed_frames(7, 5000);
+    for n in [2, 3, 4, 5, 8] {
+        let plan = plan_of(&frames, PlanConfig::new(n));
+        assert_eq!(plan.input.packets, 5000);
+        for h in HashPolicy::ALL {
+            let p = plan.policy(PlanPolicy::Hash(h)).unwrap();
+            assert_eq!(
+                loads(&p.dist),
+                expected(&frames, h, n),
+                "{h} with {n} members"
+            );
+            // Flows per member: each distinct key on the member of its first frame.
+            let mut firsts: Vec<(FlowKey, usize)> = Vec::new();
+            for f in &frames {
+                let k = extract(f).key;
+                if !firsts.iter().any(|(x, _)| *x == k) {
+                    firsts.push((k, member_index(xmit_hash(h, f), n).unwrap()));
+                }
+            }
+            let mut flows = vec![0u64; n];
+            for (_, m) in &firsts {
+                flows[*m] += 1;
+            }
+            let got: Vec<u64> = p.dist.members.iter().map(|m| m.flows).collect();
+            assert_eq!(got, flows, "{h} flows with {n} members");
+            assert_eq!(plan.flows, firsts.len() as u64);
+        }
+    }
+}
+
+#[test]
+fn hashing_every_frame_gives_the_same_plan() {
+    let frames = mixed_frames(11, 4000);
+    let fast = plan_of(&frames, PlanConfig::new(3));
+    let slow = plan_of(
+        &frames,
+        PlanConfig {
+            reuse_hashes: false,
+            ..PlanConfig::new(3)
+        },
+    );
+    assert_eq!(fast, slow);
+}
+
+#[test]
+fn sweep_and_imbalance_follow_the_loads() {
+    let frames = mixed_frames(3, 3000);
+    let plan = plan_of(&frames, PlanConfig::new(2));
+    for h in HashPolicy::ALL {
+        let p = plan.policy(PlanPolicy::Hash(h)).unwrap();
+        assert_eq!(
+            p.sweep.iter().map(|s| s.members).collect::<Vec<_>>(),
+            [2, 3, 4, 8]
+        );
+        for s in &p.sweep {
+            let e = expected(&frames, h, s.members);
+            let total: u64 = e.iter().map(|x| x.1).sum();
+            let max = e.iter().map(|x| x.1).max().unwrap();
+            let want = max as f64 / (total as f64 / s.members as f64);
+            assert!((s.imbalance - want).abs() < 1e-9, "{h} x{}", s.members);
+            // Equal speeds: the bound is total / (max / 10).
+            let bound = total as f64 / (max as f64 / 10.0);
+            assert!((s.throughput_bound_gbps - bound).abs() < 1e-6);
+        }
+    }
+}
+
+#[test]
+fn throughput_bound_weighs_member_speeds() {
+    // Two flows that layer3+4 puts on different members; sizes 3:1.
+    let a = frame_of("tcp 10.0.0.1:1234 > 10.0.0.2:80");
+    let mut b = frame_of("tcp 10.0.0.1:1235 > 10.0.0.2:80");
+    let ma = member_index(xmit_hash(HashPolicy::Layer34, &a), 2).unwrap();
+    let mb = member_index(xmit_hash(HashPolicy::Layer34, &b), 2).unwrap();
+    if ma == mb {
+        b = frame_of("tcp 10.0.0.1:1236 > 10.0.0.2:80");
+    }
+    let mb = member_index(xmit_hash(HashPolicy::Layer34, &b), 2).unwrap();
+    assert_ne!(ma, mb, "pick ports that split");
+    let mut frames = vec![a.clone(); 3];
+    frames.push(b.clone());
+    let mut speeds = vec![0.0; 2];
+    speeds[ma] = 25.0;
+    speeds[mb] = 10.0;
+    let cfg = PlanConfig {
+        speeds_gbps: speeds,
+        policies: vec![PlanPolicy::Hash(HashPolicy::Layer34)],
+        ..PlanConfig::new(2)
+    };
+    let plan = plan_of(&frames, cfg);
+    let p = &plan.policies[0];
+    // Member ma carries 3 parts at 25G (0.12 time units), mb 1 part at 10G (0.1): ma limits,
+    // so 4 parts go in 3/25 -> 33.33 Gbit/s.
+    assert!((p.dist.throughput_bound_gbps - 4.0 / (3.0 / 25.0)).abs() < 1e-9);
+    assert!((p.dist.imbalance - 1.5).abs() < 1e-9);
+}
+
+#[test]
+fn round_robin_stripes_packets_and_counts_reordering() {
+    // Flow A: 4 packets back to back; flow B interleaved every other packet.
+    let a = frame_of("tcp 10.0.0.1:1 > 10.0.0.2:2");
+    let b = frame_of("udp 10.0.0.3:1 > 10.0.0.4:2");
+    let frames = vec![
+        a.clone(),
+        a.clone(),
+        b.clone(),
+        a.clone(),
+        b.clone(),
+        a.clone(),
+    ];
+    let cfg = PlanConfig {
+        policies: vec![PlanPolicy::RoundRobin],
+        ..PlanConfig::new(2)
+    };
+    let plan = plan_of(&frames, cfg);
+    let p = &plan.policies[0];
+    assert_eq!(
+        loads(&p.dist),
+        vec![
+            (3, a.len() as u64 + b.len() as u64 * 2),
+            (3, a.len() as u64 * 3)
+        ]
+    );
+    // Positions: a0 a1 b2 a3 b4 a5: member 0 gets a0 b2 b4, member 1 a1 a3 a5. Gaps within flows: a 1,2,2 (odd: 1 risk), b 2 (none).
+    let r = p.reorder.unwrap();
+    assert_eq!((r.packets, r.tcp_packets), (1, 1));
+    assert!(p.has_reorder_risk());
+    // With three members the sweep's imbalance is 1.0 for equal frames.
+    assert_eq!(p.sweep[1].members, 3);
+}
+
+#[test]
+fn failures_move_flows_as_the_kernel_and_ovs_do() {
+    let frames = mixed_frames(5, 3000);
+    let n = 4;
+    let plan = plan_of(&frames, PlanConfig::new(n));
+    for h in [HashPolicy::Layer34, HashPolicy::OvsTcp] {
+        let ovs = h == HashPolicy::OvsTcp;
+        let p = plan.policy(PlanPolicy::Hash(h)).unwrap();
+        assert_eq!(p.failures.len(), n);
+        for f in &p.failures {
+            let survivors: Vec<usize> = (0..n).filter(|&i| i != f.failed).collect();
+            let mut want = vec![(0u64, 0u64); n];
+            let mut moved = 0;
+            let mut collateral = 0;
+            for fr in &frames {
+                let hv = xmit_hash(h, fr);
+                let before = hv as usize % n;
+                let after = if ovs && before != f.failed {
+                    before
+                } else if ovs {
+                    survivors[(hv & 0xff) as usize % (n - 1)]
+                } else {
+                    survivors[hv as usize % (n - 1)]
+                };
+                want[after].0 += 1;
+                want[after].1 += fr.len() as u64;
+                if after != before {
+                    moved += fr.len() as u64;
+                    if before != f.failed {
+                        collateral += fr.len() as u64;
+                    }
+                }
+            }
+            let got: Vec<(usize, u64, u64)> = f
+                .dist
+                .members
+                .iter()
+                .map(|m| (m.index, m.packets, m.bytes))
+                .collect();
+            let want: Vec<(usize, u64, u64)> = survivors
+                .iter()
+                .map(|&i| (i, want[i].0, want[i].1))
+                .collect();
+            assert_eq!(got, want, "{h} m{} down", f.failed);
+            assert_eq!((f.bytes_moved, f.collateral_bytes), (moved, collateral));
+            if ovs {
+                assert_eq!(
+                    f.collateral_flows, 0,
+                    "OVS moves only the failed member's buckets"
+                );
+            }
+            // The largest flows that move, judged from one of their frames.
+            let mut want_moved = Vec::new();
+            for (i, el) in plan.elephants.iter().enumerate() {
+                let fr = frames.iter().find(|fr| extract(fr).key == el.key).unwrap();
+                let hv = xmit_hash(h, fr);
+                let before = hv as usize % n;
+                let after = if ovs && before != f.failed {
+                    before
+                } else if ovs {
+                    survivors[(hv & 0xff) as usize % (n - 1)]
+                } else {
+                    survivors[hv as usize % (n - 1)]
+                };
+                if after != before {
+                    want_moved.push(i);
+                }
+            }
+            assert_eq!(f.elephants_moved, want_moved, "{h} m{} down", f.failed);
+        }
+    }
+}
+
+#[test]
+fn flows_beyond_the_cap_are_counted_exactly_but_not_tracked() {
+    let frames = mixed_frames(9, 3000);
+    let full = plan_of(&frames, PlanConfig::new(3));
+    let capped = plan_of(
+        &frames,
+        PlanConfig {
+            max_flows: 5,
+            ..PlanConfig::new(3)
+        },
+    );
+    assert_eq!(capped.flows, 5);
+    assert!(capped.input.untracked.packets > 0);
+    for (a, b) in full.policies.iter().zip(&capped.policies) {
+        assert_eq!(a.policy, b.policy);
+        assert_eq!(loads(&a.dist), loads(&b.dist), "{}", a.policy);
+    }
+    for (a, b) in full.return_path.iter().zip(&capped.return_path) {
+        assert_eq!(loads(&a.dist), loads(&b.dist), "{}", a.hash);
+    }
+}
+
+#[test]
+fn flow_lists_weigh_each_flow_by_its_counters() {
+    let text = "src_ip,dst_ip,proto,src_port,dst_port,packets,bytes\n\
+                10.0.0.1,10.0.0.2,tcp,1000,80,10,15000\n\
+                10.0.0.1,10.0.0.2,tcp,1001,80,5,500\n\
+                10.0.0.1,10.0.0.2,tcp,1000,80,10,15000\n";
+    let plan = plan_flows(text.as_bytes(), PlanConfig::new(2)).unwrap();
+    assert_eq!(plan.input.packets, 25);
+    assert_eq!(plan.input.bytes, 30500);
+    assert_eq!(plan.flows, 2);
+    assert_eq!(plan.input.rows, 3);
+    for h in HashPolicy::ALL {
+        let mut want = vec![(0u64, 0u64); 2];
+        for (sp, p, b) in [(1000, 20, 30000), (1001, 5, 500)] {
+            let f = frame_of(&format!("tcp 10.0.0.1:{sp} > 10.0.0.2:80"));
+            // The flow list has no MACs: zero them as the planner does.
+            let mut f = f;
+            f[..12].fill(0);
+            let m = member_index(xmit_hash(h, &f), 2).unwrap();
+            want[m].0 += p;
+            want[m].1 += b;
+        }
+        let got = loads(&plan.policy(PlanPolicy::Hash(h)).unwrap().dist);
+        assert_eq!(got, want, "{h}");
+    }
+    let rr = plan.policy(PlanPolicy::RoundRobin).unwrap();
+    assert_eq!(rr.dist.members[0].packets + rr.dist.members[1].packets, 25);
+    assert_eq!(rr.dist.bytes(), 30500);
+    assert!(plan.findings.iter().any(|f| f.kind == "no-macs"));
+    let e = plan_flows(
+        "src_ip,dst_ip,proto,bytes\n1.1.1.1,2.2.2.2,tcp,x\n".as_bytes(),
+        PlanConfig::new(2),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("line 2, column bytes"), "{e}");
+}
+
+#[test]
+fn captures_in_both_formats_and_other_link_types_are_read() {
+    let frames = mixed_frames(21, 500);
+    let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(1_000_000_000 + i as u64, f).unwrap();
+    }
+    let pcap = w.into_inner();
+    let mut calls = 0;
+    let a = plan_capture(&pcap[..], PlanConfig::new(2), &mut |_, _| calls += 1).unwrap();
+    assert!(calls >= 1);
+    let direct = plan_of(&frames, PlanConfig::new(2));
+    assert_eq!(a.policies, direct.policies);
+    assert_eq!((a.input.packets, a.input.bytes), (500, direct.input.bytes));
+    assert_eq!(a.input.time_span, Some((1_000_000_000, 1_000_000_499)));
+
+    // pcapng, two Ethernet interfaces and a raw-IP one.
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    let e0 = w
+        .add_interface(LINKTYPE_ETHERNET, 0, Some("eth0"), TsResolution::MICROS)
+        .unwrap();
+    let e1 = w
+        .add_interface(LINKTYPE_ETHERNET, 0, Some("eth1"), TsResolution::NANOS)
+        .unwrap();
+    let raw = w
+        .add_interface(LINKTYPE_RAW, 0, None, TsResolution::NANOS)
+        .unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(if i % 2 == 0 { e0 } else { e1 }, 5_000_000_000, f)
+            .unwrap();
+    }
+    let ip = frame_of("udp 10.0.0.1:1 > 10.0.0.2:2");
+    w.write_packet(raw, 5_000_000_000, &ip[14..]).unwrap();
+    w.write_block_raw(0x0bad_cafe, &[1, 2, 3]).unwrap();
+    let ng = w.into_inner();
+    let b = plan_capture(&ng[..], PlanConfig::new(2), &mut |_, _| {}).unwrap();
+    let mut with_raw = frames.clone();
+    let mut rebuilt = vec![0u8; 12];
+    rebuilt.extend_from_slice(&ip[12..]);
+    with_raw.push(rebuilt);
+    let c = plan_of(&with_raw, PlanConfig::new(2));
+    assert_eq!(b.policies, c.policies);
+    assert_eq!(b.input.rebuilt_ethernet, 1);
+}
+
+#[test]
+fn corrupt_captures_are_errors_naming_the_offset() {
+    let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+    for f in mixed_frames(1, 10) {
+        w.write_packet(0, &f).unwrap();
+    }
+    let pcap = w.into_inner();
+    let cut = &pcap[..pcap.len() - 5];
+    let e = plan_capture(cut, PlanConfig::new(2), &mut |_, _| {}).unwrap_err();
+    assert!(matches!(e, PlanError::Capture(_)));
+    assert!(e.to_string().contains("at byte "), "{e}");
+    let e = plan_capture(&b"hello world"[..], PlanConfig::new(2), &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("at byte 0"), "{e}");
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    let bad = [
+        PlanConfig::new(0),
+        PlanConfig::new(MAX_MEMBERS + 1),
+        PlanConfig {
+            speeds_gbps: vec![10.0, f64::NAN],
+            ..PlanConfig::new(2)
+        },
+        PlanConfig {
+            speeds_gbps: vec![10.0, -1.0],
+            ..PlanConfig::new(2)
+        },
+        PlanConfig {
+            sweep: vec![0],
+            ..PlanConfig::new(2)
+        },
+        PlanConfig {
+            policies: vec![],
+            ..PlanConfig::new(2)
+        },
+        PlanConfig {
+            max_flows: 0,
+            ..PlanConfig::new(2)
+        },
+    ];
+    for c in bad {
+        assert!(matches!(Planner::new(c), Err(PlanError::Config(_))));
+    }
+    assert_eq!("rr".parse::<PlanPolicy>(), Ok(PlanPolicy::RoundRobin));
+    assert!(
+        "layer5"
+            .parse::<PlanPolicy>()
+            .unwrap_err()
+            .contains("balance-rr")
+    );
+}
+
+fn mac(b: [u8; 6]) -> EthernetAddress {
+    EthernetAddress(b)
+}
+
+fn rec(src_mac: [u8; 6], dst_mac: [u8; 6], spec: &str, bytes: u64) -> FlowRecord {
+    FlowRecord {
+        src_mac: mac(src_mac),
+        dst_mac: mac(dst_mac),
+        packets: bytes / 1000 + 1,
+        bytes,
+        ..parse_flow_spec(spec).unwrap()
+    }
+}
+
+fn plan_recs(recs: &[FlowRecord], n: usize) -> Plan {
+    let mut p = Planner::new(PlanConfig::new(n)).unwrap();
+    for r in recs {
+        p.add_flow(r);
+    }
+    p.finish()
+}
+
+#[test]
+fn predictable_macs_collapse_layer2_3() {
+    // OVN-Kubernetes style: pod 10.128.0.x has MAC 0a:58:0a:80:00:xx.
+    let mut recs = Vec::new();
+    for a in 2..12u8 {
+        for b in 20..24u8 {
+            recs.push(rec(
+                [0x0a, 0x58, 0x0a, 0x80, 0, a],
+                [0x0a, 0x58, 0x0a, 0x80, 0, b],
+                &format!("tcp 10.128.0.{a}:40000 > 10.128.0.{b}:8080"),
+                1_000_000,
+            ));
+        }
+    }
+    let plan = plan_recs(&recs, 2);
+    let l23 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer23)).unwrap();
+    // Every flow on one member.
+    assert_eq!(l23.dist.members.iter().filter(|m| m.bytes > 0).count(), 1);
+    let f = plan
+        .findings
+        .iter()
+        .find(|f| f.kind == "macs-follow-ips")
+        .expect("the predictable-MAC finding");
+    assert!(f.policies.contains(&PlanPolicy::Hash(HashPolicy::Layer23)));
+    assert!(f.field.contains("MAC"));
+    assert_ne!(
+        plan.recommendation.as_ref().unwrap().policy,
+        PlanPolicy::Hash(HashPolicy::Layer23)
+    );
+}
+
+#[test]
+fn macs_that_differ_only_in_ignored_bytes_and_one_peer_are_flagged() {
+    // Ten hosts whose MACs differ only in byte 3, all talking to one gateway.
+    let mut recs = Vec::new();
+    for i in 0..10u8 {
+        recs.push(rec(
+            [0x02, 0, 0, i, 0, 0x10],
+            [0x02, 0, 0, 0, 0, 0x01],
+            &format!("tcp 10.0.0.{}:1000 > 192.0.2.1:443", i + 1),
+            2_000_000,
+        ));
+    }
+    let plan = plan_recs(&recs, 2);
+    let kinds: Vec<&str> = plan.findings.iter().map(|f| f.kind).collect();
+    assert!(kinds.contains(&"mac-bytes-ignored"), "{kinds:?}");
+    let l2 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer2)).unwrap();
+    assert!((l2.dist.imbalance - 2.0).abs() < 1e-9);
+
+    // One MAC pair (the gateway) carrying many flows.
+    let recs: Vec<FlowRecord> = (0..10u16)
+        .map(|i| {
+            rec(
+                [0x02, 0, 0, 0, 0, 0x10],
+                [0x02, 0, 0, 0, 0, 0x01],
+                &format!("tcp 10.0.0.1:{} > 192.0.2.{}:443", 1000 + i, i + 1),
+                1_000_000,
+            )
+        })
+        .collect();
+    let plan = plan_recs(&recs, 2);
+    assert!(plan.findings.iter().any(|f| f.kind == "one-peer"));
+    assert!(plan.findings.iter().any(|f| f.kind == "one-source"));
+}
+
+#[test]
+fn ports_that_vary_only_in_dropped_bits_are_flagged() {
+    // layer3+4 drops the lowest bit of the fold: ports that differ only in bit 0 (of the
+    // source and destination alike, which XOR-cancel in bit 0) land together. Search ports
+    // whose variation the fold loses, with the hash code itself as judge.
+    let base = |sp: u16, dp: u16| format!("tcp 10.0.0.1:{sp} > 10.0.0.2:{dp}");
+    let mut recs = Vec::new();
+    for k in 0..16u16 {
+        // Source and destination both step by 0x0101: every byte of the ports word moves
+        // together, and the XOR of the four bytes stays put.
+        let sp = 0x4000 + k * 0x0101;
+        let dp = 0x1000 + k * 0x0101;
+        recs.push(rec(
+            [2, 0, 0, 0, 0, 1],
+            [2, 0, 0, 0, 0, 2],
+            &base(sp, dp),
+            1_000_000,
+        ));
+    }
+    let plan = plan_recs(&recs, 2);
+    let l34 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer34)).unwrap();
+    assert_eq!(
+        l34.dist.members.iter().filter(|m| m.bytes > 0).count(),
+        1,
+        "the chosen ports collapse under layer3+4"
+    );
+    let f = plan
+        .findings
+        .iter()
+        .find(|f| f.kind == "port-bits")
+        .expect("port finding");
+    assert_eq!(f.field, "TCP/UDP ports");
+    assert!(f.policies.contains(&PlanPolicy::Hash(HashPolicy::Layer34)));
+    // ovs-tcp mixes: no finding for it, and it spreads the flows.
+    assert!(!f.policies.contains(&PlanPolicy::Hash(HashPolicy::OvsTcp)));
+    let ovs = plan.policy(PlanPolicy::Hash(HashPolicy::OvsTcp)).unwrap();
+    assert!(ovs.dist.imbalance < l34.dist.imbalance);
+}
+
+#[test]
+fn tunnels_hiding_flows_and_single_elephants_are_flagged() {
+    // GRE between two routers carrying many inner flows.
+    let mut frames = Vec::new();
+    for i in 0..40u16 {
+        let mut gre = frame_of("gre 192.0.2.1 > 192.0.2.2");
+        gre.extend_from_slice(&[0, 0, 0x08, 0x00]);
+        let inner = frame_of(&format!("udp 10.66.0.1:{} > 10.66.0.2:5678", 1000 + i));
+        gre.extend_from_slice(&inner[14..]);
+        let l = (gre.len() - 14) as u16;
+        gre[16..18].copy_from_slice(&l.to_be_bytes());
+        frames.push(gre);
+    }
+    let plan = plan_of(&frames, PlanConfig::new(2));
+    assert_eq!(plan.tunnels.len(), 1);
+    assert_eq!(plan.tunnels[0].inner_flows, 40);
+    assert_eq!(plan.tunnels[0].outer_flows, 1);
+    let t = plan.findings.iter().find(|f| f.kind == "tunnel").unwrap();
+    assert!(t.advice.contains("encap"), "{}", t.advice);
+    // encap3+4 sees the inner ports; layer3+4 sees one flow.
+    let l34 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer34)).unwrap();
+    let e34 = plan.policy(PlanPolicy::Hash(HashPolicy::Encap34)).unwrap();
+    assert!((l34.dist.imbalance - 2.0).abs() < 1e-9);
+    assert!(e34.dist.imbalance < 1.5);
+    assert!(plan.findings.iter().any(|f| f.kind == "elephant"));
+    // encap3+4 is the best hash policy here.
+    let rec = plan.recommendation.unwrap();
+    assert!(
+        matches!(
+            rec.policy,
+            PlanPolicy::Hash(HashPolicy::Encap34 | HashPolicy::Encap23)
+        ),
+        "{rec:?}"
+    );
+    assert!(rec.reason.contains("Gbit/s"));
+}
+
+#[test]
+fn recommendation_prefers_no_reordering_and_reports_elephant_collisions() {
+    // Many flows that layer3+4 spreads evenly.
+    let mut frames = Vec::new();
+    for i in 0..400u16 {
+        frames.push(frame_of(&format!(
+            "tcp 10.0.0.1:{} > 10.0.0.2:80",
+            20000 + i * 7
+        )));
+    }
+    let plan = plan_of(&frames, PlanConfig::new(2));
+    let r = plan.recommendation.as_ref().unwrap();
+    assert_ne!(r.policy, PlanPolicy::RoundRobin);
+    assert_eq!(plan.policies[0].rank, 1);
+    let ranks: Vec<usize> = plan.policies.iter().map(|p| p.rank).collect();
+    assert_eq!(ranks, (1..=9).collect::<Vec<_>>());
+    // Ranking is by throughput bound first.
+    for w in plan.policies.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        assert!(
+            a.dist.throughput_bound_gbps >= b.dist.throughput_bound_gbps - 0.1,
+            "{} before {}",
+            a.policy,
+            b.policy
+        );
+    }
+    // Two big flows: under layer2 (same MACs) they collide.
+    let mut frames = vec![frame_of("tcp 10.0.0.1:1 > 10.0.0.2:2"); 50];
+    frames.extend(vec![frame_of("tcp 10.0.0.3:1 > 10.0.0.4:2"); 50]);
+    let plan = plan_of(&frames, PlanConfig::new(2));
+    let l2 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer2)).unwrap();
+    assert_eq!(l2.collisions.len(), 1);
+    assert_eq!(l2.collisions[0].elephants, vec![0, 1]);
+}
+
+#[test]
+fn text_table_and_html_render_every_policy() {
+    let frames = mixed_frames(2, 2000);
+    let plan = plan_of(&frames, PlanConfig::new(2));
+    let mut text = String::new();
+    plan.write_table("mixed", &mut text).unwrap();
+    for p in PlanPolicy::ALL {
+        assert!(text.contains(p.name()), "{p} missing:\n{text}");
+    }
+    assert!(text.contains("Recommendation: "));
+    assert!(text.contains("What if a member fails"));
+    let html = html::render(&plan, "mixed <capture>");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("mixed &lt;capture&gt;"));
+    assert_eq!(html.matches("<svg").count(), 9 + 7);
+    assert!(!html.contains("http://") && !html.contains("https://"));
+}
+
+#[test]
+fn round_robin_is_exact_for_any_member_counts() {
+    // 997 members (prime) and a sweep whose common period is far above one group's limit.
+    let frames = mixed_frames(13, 3000);
+    let cfg = PlanConfig {
+        policies: vec![PlanPolicy::RoundRobin],
+        sweep: vec![2, 3, 8, 1000, 999],
+        ..PlanConfig::new(997)
+    };
+    let plan = plan_of(&frames, cfg);
+    let p = &plan.policies[0];
+    let direct = |n: usize| {
+        let mut v = vec![(0u64, 0u64); n];
+        for (i, f) in frames.iter().enumerate() {
+            v[i % n].0 += 1;
+            v[i % n].1 += f.len() as u64;
+        }
+        v
+    };
+    assert_eq!(loads(&p.dist), direct(997));
+    for s in &p.sweep {
+        let d = direct(s.members);
+        let total: u64 = d.iter().map(|x| x.1).sum();
+        let max = d.iter().map(|x| x.1).max().unwrap();
+        let want = max as f64 * s.members as f64 / total as f64;
+        assert!((s.imbalance - want).abs() < 1e-9, "{} members", s.members);
+    }
+    // Reordering: a packet whose flow's previous packet is not a multiple of 997 back.
+    let mut last: Vec<(FlowKey, usize)> = Vec::new();
+    let mut risky = 0;
+    for (i, f) in frames.iter().enumerate() {
+        let k = extract(f).key;
+        match last.iter_mut().find(|(x, _)| *x == k) {
+            Some((_, prev)) => {
+                if (i - *prev) % 997 != 0 {
+                    risky += 1;
+                }
+                *prev = i;
+            }
+            None => last.push((k, i)),
+        }
+    }
+    assert_eq!(p.reorder.unwrap().packets, risky);
+}
+
+#[test]
+fn source_ports_in_strides_of_four_collapse_layer3_4() {
+    // A client that allocates source ports 4 apart, within one 256-port block: layer3+4 folds
+    // the port bytes with XOR and drops the lowest bit, so with two members the choice rests
+    // on bit 1 of the low port byte, which never changes. Every connection takes one member.
+    let recs: Vec<FlowRecord> = (0..32u16)
+        .map(|k| {
+            rec(
+                [2, 0, 0, 0, 0, 1],
+                [2, 0, 0, 0, 0, 2],
+                &format!("tcp 10.0.0.1:{} > 10.0.0.2:443", 40_000 + 4 * k),
+                1_000_000,
+            )
+        })
+        .collect();
+    let plan = plan_recs(&recs, 2);
+    let l34 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer34)).unwrap();
+    assert_eq!(l34.dist.members.iter().filter(|m| m.bytes > 0).count(), 1);
+    let f = plan
+        .findings
+        .iter()
+        .find(|f| f.kind == "port-bits")
+        .unwrap();
+    assert!(f.message.contains("lowest 2 bits"), "{}", f.message);
+    assert!(f.message.contains("even-port pattern"), "{}", f.message);
+    assert!(
+        f.message.contains("every source port 0 mod 4"),
+        "{}",
+        f.message
+    );
+}

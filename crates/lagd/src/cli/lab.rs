@@ -1,0 +1,296 @@
+//! `lagctl lab`: two network namespaces joined by shaped veth links, a bond at both ends, and
+//! parallel TCP streams through it; prints goodput, each member's share and retransmits.
+//!
+//! Needs root. Always removes what it made, also on failure and on SIGINT/SIGTERM (which end the
+//! run with exit code 1 after the cleanup).
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use super::CliError;
+use crate::lab::control::{Ctl, Progress};
+use crate::lab::dataplane::{BondConfig, Setup};
+use crate::lab::topology::{Rate, in_path};
+use crate::lab::traffic::Generator;
+use crate::lab::{self, LabOptions, SweepOptions, report};
+
+/// A baseline to measure instead of lagd.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Baseline {
+    /// No bond: one address pair directly on each veth, streams spread over the links.
+    Direct,
+    /// An Open vSwitch userspace bond (datapath_type=netdev, userspace TSO) at both ends.
+    Ovs,
+}
+
+/// What `lagctl lab` was asked to do.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LabArgs {
+    /// Number of veth links between the hosts.
+    #[arg(long, default_value_t = 2)]
+    pub links: usize,
+    /// Rate of each link in both directions, as tc spells it (tbf, burst 256kb); 0 = unlimited.
+    #[arg(long, default_value = "1gbit")]
+    pub rate: String,
+    /// Bonding mode (kernel names: balance-xor, 802.3ad, active-backup, balance-rr, ...).
+    #[arg(long, default_value = "balance-xor")]
+    pub mode: String,
+    /// Transmit hash policy (kernel names: layer2, layer2+3, layer3+4, encap2+3, encap3+4,
+    /// vlan+srcmac).
+    #[arg(long, default_value = "layer3+4")]
+    pub policy: String,
+    /// Parallel TCP streams (the direct baseline spreads them over the links).
+    #[arg(long, default_value_t = 8)]
+    pub streams: usize,
+    /// Seconds of traffic.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Measure a baseline instead of lagd.
+    #[arg(long, value_enum)]
+    pub baseline: Option<Baseline>,
+    /// Traffic generator: iperf3 if installed (auto), or the built-in TCP generator.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub generator: Generator,
+    /// The lagd binary (default: `lagd` beside this executable).
+    #[arg(long)]
+    pub lagd: Option<PathBuf>,
+    /// More lagd options, appended to `mode=M xmit_hash_policy=P miimon=100`.
+    #[arg(long, default_value = "")]
+    pub bond_opts: String,
+    /// UDP instead of TCP: datagrams of --udp-length bytes at full speed (iperf3 -u -b 0).
+    #[arg(long)]
+    pub udp: bool,
+    /// UDP payload bytes per datagram.
+    #[arg(long, default_value_t = 64)]
+    pub udp_length: usize,
+    /// Take the busiest member link down this many seconds into the run and report the
+    /// traffic gap that follows (built-in generator).
+    #[arg(long)]
+    pub fail_after: Option<f64>,
+    /// Run every mode × policy × stream count (plus the direct baseline) and write a markdown
+    /// table, an SVG chart and JSON to --out.
+    #[arg(long)]
+    pub sweep: bool,
+    /// Directory for --sweep (default: lab-sweep-YYYYMMDD-HHMMSS, UTC).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Modes for --sweep.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "balance-xor,802.3ad,active-backup"
+    )]
+    pub sweep_modes: Vec<String>,
+    /// Policies for --sweep (for the modes that hash).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "layer2,layer2+3,layer3+4"
+    )]
+    pub sweep_policies: Vec<String>,
+    /// Stream counts for --sweep.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
+    pub sweep_streams: Vec<usize>,
+    /// No progress line on standard error.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `lagctl lab`.
+pub fn main(args: LabArgs) -> Result<(), CliError> {
+    let opts = options(&args).map_err(CliError::Usage)?;
+    if !is_root() {
+        return Err(CliError::Failed(anyhow::anyhow!(
+            "lagctl lab needs root (it creates network namespaces)"
+        )));
+    }
+    if opts.generator == Generator::Iperf3 && !in_path("iperf3") {
+        return Err(CliError::Failed(anyhow::anyhow!(
+            "iperf3 is not installed (use --generator builtin)"
+        )));
+    }
+    if let Setup::Lagd(path) = &opts.setup {
+        if !path.is_file() {
+            return Err(CliError::Failed(anyhow::anyhow!(
+                "lagd not found at {} (build it, pass --lagd PATH, or measure a --baseline)",
+                path.display()
+            )));
+        }
+    }
+    // Before any thread starts, so that every thread inherits the blocked signals.
+    let ctl = Ctl::with_signals(Progress::stderr(!args.quiet))?;
+    if args.sweep {
+        let out = args.out.clone().unwrap_or_else(|| {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            PathBuf::from(format!("lab-sweep-{}", report::timestamp(now)))
+        });
+        let sweep = SweepOptions {
+            base: opts,
+            modes: args.sweep_modes.clone(),
+            policies: args.sweep_policies.clone(),
+            streams: args.sweep_streams.clone(),
+            include_direct: true,
+            out,
+        };
+        let outcome = lab::sweep(&sweep, &ctl).map_err(|e| {
+            ctl.progress().clear();
+            interrupted_or(e, &sweep.out)
+        })?;
+        let text = if args.json {
+            serde_json::to_string_pretty(&outcome).map_err(anyhow::Error::from)? + "\n"
+        } else {
+            let md = std::fs::read_to_string(outcome.out.join("sweep.md")).map_err(CliError::Io)?;
+            format!(
+                "{md}\nwritten to {}/ (sweep.md, sweep.svg, sweep.json)\n",
+                outcome.out.display()
+            )
+        };
+        emit(&text)?;
+        return if outcome.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(CliError::Failed(anyhow::anyhow!(
+                "{} configuration(s) could not be measured (see above)",
+                outcome.errors.len()
+            )))
+        };
+    }
+    let result = lab::run_once(&opts, &ctl).map_err(|e| {
+        ctl.progress().clear();
+        interrupted_or(e, &PathBuf::new())
+    })?;
+    let text = if args.json {
+        serde_json::to_string(&result).map_err(anyhow::Error::from)? + "\n"
+    } else {
+        report::text(&result)
+    };
+    emit(&text)
+}
+
+fn emit(text: &str) -> Result<(), CliError> {
+    let mut w = io::stdout().lock();
+    w.write_all(text.as_bytes())
+        .and_then(|()| w.flush())
+        .map_err(CliError::Io)
+}
+
+fn interrupted_or(e: anyhow::Error, partial: &std::path::Path) -> CliError {
+    if lab::is_interrupted(&e) {
+        let note = if partial.as_os_str().is_empty() {
+            String::new()
+        } else {
+            format!("; partial results in {}", partial.display())
+        };
+        CliError::Failed(anyhow::anyhow!("{e}: the lab was cleaned up{note}"))
+    } else {
+        CliError::Failed(e)
+    }
+}
+
+/// Checks the arguments and resolves defaults.
+pub fn options(args: &LabArgs) -> Result<LabOptions, String> {
+    if !(1..=32).contains(&args.links) {
+        return Err("--links must be 1 to 32".into());
+    }
+    if !(1..=128).contains(&args.streams) {
+        return Err("--streams must be 1 to 128".into());
+    }
+    if !(1..=3600).contains(&args.duration) {
+        return Err("--duration must be 1 to 3600 seconds".into());
+    }
+    if args.sweep_streams.iter().any(|&s| !(1..=128).contains(&s)) {
+        return Err("--sweep-streams must be 1 to 128 each".into());
+    }
+    let rate = Rate::parse(&args.rate)?;
+    for (flag, v) in [("--mode", &args.mode), ("--policy", &args.policy)] {
+        if v.is_empty() || v.contains(char::is_whitespace) || v.contains('=') {
+            return Err(format!("{flag} {v:?} is not a name"));
+        }
+    }
+    let fail_after = match args.fail_after {
+        None => None,
+        Some(s) if s > 0.0 && s < args.duration as f64 => Some(Duration::from_secs_f64(s)),
+        Some(s) => {
+            return Err(format!(
+                "--fail-after {s} must be inside the run (0 < s < --duration {})",
+                args.duration
+            ));
+        }
+    };
+    let setup = match args.baseline {
+        Some(Baseline::Direct) => Setup::Direct,
+        Some(Baseline::Ovs) => Setup::Ovs,
+        None => Setup::Lagd(match &args.lagd {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()
+                .map_err(|e| format!("cannot locate this executable: {e}"))?
+                .with_file_name("lagd"),
+        }),
+    };
+    if fail_after.is_some() && setup == Setup::Direct {
+        return Err("--fail-after needs a bond (not --baseline direct)".into());
+    }
+    if fail_after.is_some() && args.generator == Generator::Iperf3 {
+        return Err("--fail-after needs the built-in generator (--generator builtin)".into());
+    }
+    if fail_after.is_some() && args.sweep {
+        return Err("--fail-after cannot be combined with --sweep".into());
+    }
+    let udp_length = if args.udp {
+        if args.generator == Generator::Builtin {
+            return Err("--udp needs iperf3 (the built-in generator speaks TCP only)".into());
+        }
+        if fail_after.is_some() {
+            return Err("--udp cannot be combined with --fail-after".into());
+        }
+        if !(16..=65507).contains(&args.udp_length) {
+            return Err("--udp-length must be 16 to 65507".into());
+        }
+        Some(args.udp_length)
+    } else {
+        None
+    };
+    if setup == Setup::Ovs && !args.sweep {
+        lab::dataplane::ovs_bond(&args.mode, &args.policy)?;
+    }
+    let generator = match lab::resolve_generator(args.generator, fail_after.is_some()) {
+        // UDP always needs iperf3; a missing one is reported when the run starts.
+        Generator::Builtin if udp_length.is_some() => Generator::Iperf3,
+        g => g,
+    };
+    Ok(LabOptions {
+        links: args.links,
+        rate,
+        setup,
+        bond: BondConfig {
+            mode: args.mode.clone(),
+            policy: args.policy.clone(),
+            extra_opts: args.bond_opts.clone(),
+        },
+        streams: args.streams,
+        duration: Duration::from_secs(args.duration),
+        generator,
+        iperf3: PathBuf::from("iperf3"),
+        udp_length,
+        fail_after,
+    })
+}
+
+/// True if the effective user id is 0 (read from `/proc/self/status`).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}

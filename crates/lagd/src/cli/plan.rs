@@ -1,0 +1,446 @@
+//! `lagctl plan`: predict from real traffic how each policy would spread it over the bond.
+//!
+//! Input: a pcap or pcapng capture (`--pcap FILE`, `-` for stdin), streamed with bounded
+//! memory, or a CSV flow list (`--flows FILE`, see `lagd_proto::plan::csv`). Output: a
+//! terminal table (default), JSON (`--json`), and optionally a self-contained HTML report
+//! (`--html FILE`). A progress bar goes to stderr when stderr is a terminal, or with
+//! `--progress`. The work itself is `lagd_proto::plan`, which runs the daemon's hash code.
+
+use std::fs::File;
+use std::io::{self, BufReader, IsTerminal, Read, Write};
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use super::CliError;
+use lagd_proto::plan::report::{Distribution, MemberLoad, Plan};
+use lagd_proto::plan::switch::SwitchHash;
+use lagd_proto::plan::{
+    DEFAULT_MAX_FLOWS, PlanConfig, PlanError, PlanPolicy, html, plan_capture, plan_flows,
+};
+
+/// What `lagctl plan` was asked to do.
+#[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "flows"])))]
+pub struct PlanArgs {
+    /// A pcap or pcapng capture to plan from (`-` reads stdin).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// A CSV flow list (NetFlow/IPFIX export) to plan from instead of a capture.
+    #[arg(long, value_name = "FILE.csv")]
+    pub flows: Option<PathBuf>,
+    /// Number of bond members, each of 10 Gbit/s (default 2).
+    #[arg(long, conflicts_with = "speeds")]
+    pub members: Option<usize>,
+    /// Member speeds, comma separated, e.g. `10G,10G,25G` (units G, M, T; bare numbers are
+    /// Gbit/s); sets the member count.
+    #[arg(long, value_name = "SPEEDS")]
+    pub speeds: Option<String>,
+    /// Policies to evaluate: `all` or a comma-separated list of layer2, layer2+3, layer3+4,
+    /// encap2+3, encap3+4, vlan+srcmac, ovs-slb, ovs-tcp, balance-rr.
+    #[arg(long, default_value = "all")]
+    pub policy: String,
+    /// The switch's load-balance hash for the return path: src-mac, dst-mac, src-dst-mac,
+    /// src-ip, dst-ip, src-dst-ip, src-dst-port (modelled as a generic XOR fold).
+    #[arg(long, default_value = "src-dst-ip")]
+    pub switch_hash: SwitchHash,
+    /// Other member counts to evaluate, comma separated.
+    #[arg(long, default_value = "2,3,4,8")]
+    pub sweep: String,
+    /// Most flows tracked individually; traffic of further flows is still counted exactly
+    /// per member, as "other flows".
+    #[arg(long, default_value_t = DEFAULT_MAX_FLOWS)]
+    pub max_flows: usize,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a self-contained HTML report to this file.
+    #[arg(long, value_name = "REPORT.html")]
+    pub html: Option<PathBuf>,
+    /// Show a progress bar on stderr even when it is not a terminal.
+    #[arg(long)]
+    pub progress: bool,
+    /// Hash every frame instead of once per flow (same figures, slower; for checking).
+    #[arg(long, hide = true)]
+    pub exact: bool,
+}
+
+/// Parses `10G`, `2.5g`, `100M`, `400Mb`, `1T`, `25` (Gbit/s) into Gbit/s.
+pub fn parse_speed(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = lower
+        .strip_suffix("bit/s")
+        .or_else(|| lower.strip_suffix("bps"))
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (num, scale) = match body.chars().last() {
+        Some('g') => (&body[..body.len() - 1], 1.0),
+        Some('m') => (&body[..body.len() - 1], 1e-3),
+        Some('t') => (&body[..body.len() - 1], 1e3),
+        Some('k') => (&body[..body.len() - 1], 1e-6),
+        _ => (body, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(format!(
+            "bad speed '{t}' (expected e.g. 10G, 2.5G, 100M; a bare number is Gbit/s)"
+        )),
+    }
+}
+
+/// Builds the planner configuration from the arguments.
+pub fn config(args: &PlanArgs) -> Result<PlanConfig, String> {
+    let speeds = match &args.speeds {
+        Some(s) => s
+            .split(',')
+            .map(parse_speed)
+            .collect::<Result<Vec<f64>, String>>()?,
+        None => vec![10.0; args.members.unwrap_or(2)],
+    };
+    if speeds.is_empty() {
+        return Err("the bond needs at least one member".into());
+    }
+    let mut cfg = PlanConfig::new(speeds.len());
+    cfg.speeds_gbps = speeds;
+    cfg.policies = if args.policy.trim() == "all" {
+        PlanPolicy::ALL.to_vec()
+    } else {
+        args.policy
+            .split(',')
+            .map(|p| p.trim().parse::<PlanPolicy>())
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    cfg.sweep = args
+        .sweep
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("bad member count '{s}' in --sweep"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    cfg.switch_hash = args.switch_hash;
+    cfg.max_flows = args.max_flows;
+    cfg.reuse_hashes = !args.exact;
+    Ok(cfg)
+}
+
+/// `lagctl plan`.
+pub fn main(args: PlanArgs) -> Result<(), CliError> {
+    let cfg = config(&args).map_err(CliError::Usage)?;
+    let (plan, title) = read_input(&args, cfg)?;
+    if let Some(path) = &args.html {
+        std::fs::write(path, html::render(&plan, &title)).map_err(|e| {
+            CliError::Io(io::Error::new(
+                e.kind(),
+                format!("cannot write {}: {e}", path.display()),
+            ))
+        })?;
+    }
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    write_output(&plan, &title, args.json, &mut out).map_err(CliError::Io)?;
+    out.flush().map_err(CliError::Io)
+}
+
+fn open(path: &PathBuf) -> Result<(Box<dyn Read>, Option<u64>), CliError> {
+    if path.as_os_str() == "-" {
+        return Ok((Box::new(io::stdin().lock()), None));
+    }
+    let f = File::open(path).map_err(|e| {
+        CliError::Io(io::Error::new(
+            e.kind(),
+            format!("cannot open {}: {e}", path.display()),
+        ))
+    })?;
+    let size = f.metadata().ok().map(|m| m.len());
+    Ok((Box::new(f), size))
+}
+
+fn plan_error(path: &std::path::Path, e: PlanError) -> CliError {
+    match e {
+        PlanError::Config(m) => CliError::Usage(m),
+        other => CliError::Usage(format!("{}: {other}", path.display())),
+    }
+}
+
+fn read_input(args: &PlanArgs, cfg: PlanConfig) -> Result<(Plan, String), CliError> {
+    let show = args.progress || io::stderr().is_terminal();
+    if let Some(path) = &args.flows {
+        let (r, _) = open(path)?;
+        let plan = plan_flows(BufReader::new(r), cfg).map_err(|e| plan_error(path, e))?;
+        return Ok((plan, display_name(path)));
+    }
+    let path = args
+        .pcap
+        .as_ref()
+        .ok_or_else(|| CliError::Usage("give --pcap FILE or --flows FILE".into()))?;
+    let (r, size) = open(path)?;
+    let mut bar = Progress::new(show, size);
+    let plan =
+        plan_capture(r, cfg, &mut |bytes, packets| bar.update(bytes, packets)).map_err(|e| {
+            bar.end();
+            plan_error(path, e)
+        })?;
+    bar.end();
+    Ok((plan, display_name(path)))
+}
+
+fn display_name(path: &std::path::Path) -> String {
+    if path.as_os_str() == "-" {
+        "stdin".into()
+    } else {
+        path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    }
+}
+
+/// A one-line progress bar on stderr, redrawn when the percentage changes.
+struct Progress {
+    on: bool,
+    size: Option<u64>,
+    last: Option<u64>,
+    drawn: bool,
+}
+
+impl Progress {
+    fn new(on: bool, size: Option<u64>) -> Self {
+        Self {
+            on,
+            size: size.filter(|&s| s > 0),
+            last: None,
+            drawn: false,
+        }
+    }
+
+    fn update(&mut self, bytes: u64, packets: u64) {
+        if !self.on {
+            return;
+        }
+        let line = match self.size {
+            Some(size) => {
+                let pct = (bytes.min(size) * 100 / size).min(100);
+                if self.last == Some(pct) {
+                    return;
+                }
+                self.last = Some(pct);
+                let filled = (pct / 4) as usize;
+                format!(
+                    "\rreading [{}{}] {pct:>3}% {} packets",
+                    "#".repeat(filled),
+                    " ".repeat(25 - filled),
+                    packets
+                )
+            }
+            None => format!("\rreading: {} packets, {} bytes", packets, bytes),
+        };
+        let mut e = io::stderr().lock();
+        let _ = e.write_all(line.as_bytes());
+        let _ = e.flush();
+        self.drawn = true;
+    }
+
+    fn end(&mut self) {
+        if self.drawn {
+            let _ = writeln!(io::stderr());
+            self.drawn = false;
+        }
+    }
+}
+
+/// Writes the table or the JSON.
+pub fn write_output(
+    plan: &Plan,
+    title: &str,
+    as_json: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if as_json {
+        let v = to_json(plan, title);
+        serde_json::to_writer_pretty(&mut *out, &v).map_err(io::Error::other)?;
+        writeln!(out)
+    } else {
+        let mut s = String::new();
+        plan.write_table(title, &mut s)
+            .map_err(|_| io::Error::other("formatting failed"))?;
+        out.write_all(s.as_bytes())
+    }
+}
+
+/// Rounds to 4 decimals for readable JSON.
+fn r4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+fn members_json(m: &[MemberLoad]) -> Value {
+    m.iter()
+        .map(|m| {
+            json!({
+                "index": m.index,
+                "packets": m.packets,
+                "bytes": m.bytes,
+                "flows": m.flows,
+                "speed_gbps": r4(m.speed_gbps),
+            })
+        })
+        .collect()
+}
+
+fn dist_fields(d: &Distribution, obj: &mut serde_json::Map<String, Value>) {
+    obj.insert("members".into(), members_json(&d.members));
+    obj.insert("imbalance".into(), json!(r4(d.imbalance)));
+    obj.insert(
+        "throughput_bound_gbps".into(),
+        json!(r4(d.throughput_bound_gbps)),
+    );
+}
+
+/// The plan as JSON: per policy `members: [{index, packets, bytes, flows}]`, `imbalance`,
+/// `throughput_bound_gbps`, and the `recommendation`, with the what-ifs and findings.
+pub fn to_json(plan: &Plan, title: &str) -> Value {
+    let inp = &plan.input;
+    let policies: Vec<Value> = plan
+        .policies
+        .iter()
+        .map(|p| {
+            let mut o = serde_json::Map::new();
+            o.insert("policy".into(), json!(p.policy.name()));
+            o.insert("rank".into(), json!(p.rank));
+            dist_fields(&p.dist, &mut o);
+            o.insert(
+                "reorder".into(),
+                match p.reorder {
+                    Some(r) => json!({
+                        "packets": r.packets,
+                        "tcp_packets": r.tcp_packets,
+                        "share": r4(r.share),
+                    }),
+                    None => Value::Null,
+                },
+            );
+            o.insert("split_flows".into(), json!(p.split_flows));
+            o.insert("split_bytes".into(), json!(p.split_bytes));
+            o.insert(
+                "elephant_collisions".into(),
+                p.collisions
+                    .iter()
+                    .map(|c| json!({"member": c.member, "elephants": c.elephants}))
+                    .collect(),
+            );
+            o.insert(
+                "sweep".into(),
+                p.sweep
+                    .iter()
+                    .map(|s| {
+                        json!({
+                            "members": s.members,
+                            "imbalance": r4(s.imbalance),
+                            "throughput_bound_gbps": r4(s.throughput_bound_gbps),
+                        })
+                    })
+                    .collect(),
+            );
+            o.insert(
+                "failures".into(),
+                p.failures
+                    .iter()
+                    .map(|f| {
+                        let mut fo = serde_json::Map::new();
+                        fo.insert("failed".into(), json!(f.failed));
+                        dist_fields(&f.dist, &mut fo);
+                        fo.insert("flows_moved".into(), json!(f.flows_moved));
+                        fo.insert("bytes_moved".into(), json!(f.bytes_moved));
+                        fo.insert("collateral_flows".into(), json!(f.collateral_flows));
+                        fo.insert("collateral_bytes".into(), json!(f.collateral_bytes));
+                        fo.insert("elephants_moved".into(), json!(f.elephants_moved));
+                        Value::Object(fo)
+                    })
+                    .collect(),
+            );
+            Value::Object(o)
+        })
+        .collect();
+    let share = |b: u64| {
+        if inp.bytes == 0 {
+            0.0
+        } else {
+            r4(b as f64 / inp.bytes as f64)
+        }
+    };
+    json!({
+        "input": {
+            "name": title,
+            "packets": inp.packets,
+            "bytes": inp.bytes,
+            "flows": plan.flows,
+            "max_flows": plan.max_flows,
+            "other_flows": {"packets": inp.untracked.packets, "bytes": inp.untracked.bytes},
+            "rebuilt_ethernet": inp.rebuilt_ethernet,
+            "skipped": inp.skipped,
+            "flow_list_rows": inp.rows,
+            "duration_s": inp.time_span.map(|(a, b)| r4((b - a) as f64 / 1e9)),
+        },
+        "members": plan.members(),
+        "speeds_gbps": plan.speeds_gbps.iter().map(|s| r4(*s)).collect::<Vec<_>>(),
+        "policies": policies,
+        "recommendation": plan.recommendation.as_ref().map(|r| json!({
+            "policy": r.policy.name(),
+            "reason": r.reason,
+            "note": r.note,
+        })),
+        "findings": plan.findings.iter().map(|f| json!({
+            "kind": f.kind,
+            "field": f.field,
+            "policies": f.policies.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            "message": f.message,
+            "advice": f.advice,
+        })).collect::<Vec<_>>(),
+        "elephants": plan.elephants.iter().map(|e| json!({
+            "flow": e.key.to_string(),
+            "packets": e.packets,
+            "bytes": e.bytes,
+            "share": share(e.bytes),
+        })).collect::<Vec<_>>(),
+        "return_path": {
+            "switch_hash": plan.switch_hash.name(),
+            "model": "generic XOR fold of the named fields; vendor switch hashes are proprietary",
+            "hashes": plan.return_path.iter().map(|r| {
+                let mut o = serde_json::Map::new();
+                o.insert("hash".into(), json!(r.hash.name()));
+                dist_fields(&r.dist, &mut o);
+                Value::Object(o)
+            }).collect::<Vec<_>>(),
+        },
+        "tunnels": plan.tunnels.iter().map(|t| json!({
+            "tunnel": t.tunnel.name(),
+            "packets": t.packets,
+            "bytes": t.bytes,
+            "outer_flows": t.outer_flows,
+            "inner_flows": t.inner_flows,
+            "inner_flows_capped": t.inner_capped,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn speeds_parse_with_units() {
+        assert_eq!(parse_speed("10G"), Ok(10.0));
+        assert_eq!(parse_speed("2.5g"), Ok(2.5));
+        assert_eq!(parse_speed("100M"), Ok(0.1));
+        assert_eq!(parse_speed("400Mb"), Ok(0.4));
+        assert_eq!(parse_speed("1T"), Ok(1000.0));
+        assert_eq!(parse_speed("25"), Ok(25.0));
+        assert_eq!(parse_speed("25Gbit/s"), Ok(25.0));
+        for bad in ["", "G", "-1G", "0", "tenG", "nanG", "infG"] {
+            assert!(parse_speed(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! What joins the hosts over the links: lagd at both ends, plain addresses on every veth (the
+//! direct baseline), or an Open vSwitch userspace bond at both ends (the OVS baseline).
+
+use std::fs;
+use std::net::Ipv4Addr;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use super::control::Ctl;
+use super::topology::{Side, Topology, run};
+
+/// Where lagd's control sockets go.
+pub const CONTROL_DIR: &str = "/run/lagd";
+/// How long lagd gets to report a member up.
+const LAGD_READY: Duration = Duration::from_secs(10);
+/// Open vSwitch's database schema as Debian installs it.
+const OVS_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+
+/// Which dataplane joins the hosts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Setup {
+    /// lagd at both ends (the binary to run).
+    Lagd(PathBuf),
+    /// No bond: addresses directly on each veth, one address pair per link.
+    Direct,
+    /// An Open vSwitch userspace (`datapath_type=netdev`) bond at both ends.
+    Ovs,
+}
+
+impl Setup {
+    /// `lagd`, `direct` or `ovs`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Lagd(_) => "lagd",
+            Self::Direct => "direct",
+            Self::Ovs => "ovs",
+        }
+    }
+}
+
+/// The bond's configuration in the kernel's terms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BondConfig {
+    /// `mode=` (balance-rr, active-backup, balance-xor, broadcast, 802.3ad, balance-tlb,
+    /// balance-alb).
+    pub mode: String,
+    /// `xmit_hash_policy=`.
+    pub policy: String,
+    /// More options for lagd's `--opts`, appended as given.
+    pub extra_opts: String,
+}
+
+impl BondConfig {
+    /// lagd's `--opts` string.
+    pub fn lagd_opts(&self) -> String {
+        let mut opts = format!(
+            "mode={} xmit_hash_policy={} miimon=100",
+            self.mode, self.policy
+        );
+        if !self.extra_opts.trim().is_empty() {
+            opts.push(' ');
+            opts.push_str(self.extra_opts.trim());
+        }
+        opts
+    }
+}
+
+/// True for the modes whose transmit choice follows `xmit_hash_policy`.
+pub fn mode_uses_policy(mode: &str) -> bool {
+    matches!(
+        mode,
+        "balance-xor" | "802.3ad" | "balance-tlb" | "balance-alb" | "2" | "4" | "5" | "6"
+    )
+}
+
+/// The Open vSwitch bond that stands for a kernel mode and policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OvsBond {
+    /// OVS `bond_mode`.
+    pub bond_mode: &'static str,
+    /// OVS `lacp`: `off` or `active`.
+    pub lacp: &'static str,
+}
+
+/// Maps a kernel mode and policy to OVS: active-backup stays active-backup; balance-xor and
+/// 802.3ad hash L4 ports with balance-tcp (which OVS runs only with LACP, so LACP is on) and
+/// MAC/IP with balance-slb; 802.3ad turns LACP on.
+pub fn ovs_bond(mode: &str, policy: &str) -> Result<OvsBond, String> {
+    let l4 = matches!(policy, "layer3+4" | "encap3+4");
+    let lacp_mode = matches!(mode, "802.3ad" | "4");
+    match mode {
+        "active-backup" | "1" => Ok(OvsBond {
+            bond_mode: "active-backup",
+            lacp: "off",
+        }),
+        "balance-xor" | "2" | "802.3ad" | "4" if l4 => Ok(OvsBond {
+            bond_mode: "balance-tcp",
+            lacp: "active",
+        }),
+        "balance-xor" | "2" | "802.3ad" | "4" => Ok(OvsBond {
+            bond_mode: "balance-slb",
+            lacp: if lacp_mode { "active" } else { "off" },
+        }),
+        other => Err(format!(
+            "mode {other:?} has no Open vSwitch counterpart (use active-backup, balance-xor or 802.3ad)"
+        )),
+    }
+}
+
+/// Brings the dataplane up and returns the address pairs (host A, host B) traffic can use.
+pub fn bring_up(
+    topo: &mut Topology,
+    ctl: &Ctl,
+    setup: &Setup,
+    bond: &BondConfig,
+) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
+    match setup {
+        Setup::Direct => direct(topo),
+        Setup::Lagd(binary) => lagd(topo, ctl, binary, bond),
+        Setup::Ovs => ovs(topo, ctl, bond),
+    }
+}
+
+/// Link `i` gets the /30 `10.s.t.4i` (host A .4i+1, host B .4i+2).
+fn direct(topo: &mut Topology) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
+    let mut pairs = Vec::new();
+    for (i, link) in topo.links().to_vec().iter().enumerate() {
+        let a = topo.address(4 * i as u8 + 1);
+        let b = topo.address(4 * i as u8 + 2);
+        topo.ip(
+            Side::A,
+            &["addr", "add", &format!("{a}/30"), "dev", &link.name],
+        )?;
+        topo.ip(
+            Side::B,
+            &["addr", "add", &format!("{b}/30"), "dev", &link.name],
+        )?;
+        pairs.push((a, b));
+    }
+    Ok(pairs)
+}
+
+/// Puts `host/24` on `dev` in a host and brings it up.
+fn address_bond(topo: &Topology, side: Side, dev: &str, host: u8) -> Result<Ipv4Addr> {
+    let addr = topo.address(host);
+    topo.ip(side, &["addr", "add", &format!("{addr}/24"), "dev", dev])?;
+    topo.ip(side, &["link", "set", dev, "up"])?;
+    Ok(addr)
+}
+
+/// The `lagctl` that can query a lagd: this executable if it is lagctl, else the one beside
+/// lagd.
+fn lagctl_path(lagd: &Path) -> PathBuf {
+    if let Ok(me) = std::env::current_exe() {
+        // A rebuilt binary leaves this one "(deleted)": then take the one at the same path.
+        let me = match me.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+            Some(path) => PathBuf::from(path),
+            None => me,
+        };
+        if me
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("lagctl"))
+            && me.is_file()
+        {
+            return me;
+        }
+    }
+    lagd.with_file_name("lagctl")
+}
+
+fn lagd(
+    topo: &mut Topology,
+    ctl: &Ctl,
+    binary: &Path,
+    bond: &BondConfig,
+) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
+    fs::create_dir_all(CONTROL_DIR).with_context(|| format!("creating {CONTROL_DIR}"))?;
+    let members = topo
+        .links()
+        .iter()
+        .map(|l| l.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let opts = bond.lagd_opts();
+    let mut daemons = Vec::new();
+    for side in [Side::A, Side::B] {
+        let name = format!("{}b{}", topo.tag(), side.letter());
+        let control = PathBuf::from(CONTROL_DIR).join(format!("{name}.sock"));
+        topo.remove_at_end(control.clone());
+        let control_s = control.to_string_lossy().into_owned();
+        let id = topo.spawn(
+            side,
+            &format!("lagd-{}", side.letter()),
+            binary,
+            &[
+                "--bond",
+                &name,
+                "--members",
+                &members,
+                "--opts",
+                &opts,
+                "--control",
+                &control_s,
+            ],
+        )?;
+        daemons.push((side, name, control, id));
+    }
+    let lagctl = lagctl_path(binary);
+    let started = Instant::now();
+    for (side, name, control, id) in &daemons {
+        ctl.progress()
+            .phase(&format!("waiting for lagd in host {}", side.letter()));
+        loop {
+            if let Some(status) = topo.try_wait(*id)? {
+                bail!(
+                    "lagd in host {} exited ({status}):\n{}",
+                    side.letter(),
+                    topo.log_tail(*id, 20)
+                );
+            }
+            if UnixStream::connect(control).is_ok() && lagd_member_up(&lagctl, control)? {
+                break;
+            }
+            if started.elapsed() > LAGD_READY {
+                bail!(
+                    "lagd in host {} not ready after {LAGD_READY:?} (control socket {}, no member with mii_status up):\n{}",
+                    side.letter(),
+                    control.display(),
+                    topo.log_tail(*id, 20)
+                );
+            }
+            ctl.sleep(Duration::from_millis(100))?;
+        }
+        let _ = name;
+    }
+    let a = address_bond(topo, Side::A, &daemons[0].1, 1)?;
+    let b = address_bond(topo, Side::B, &daemons[1].1, 2)?;
+    Ok(vec![(a, b)])
+}
+
+/// Asks `lagctl show --control PATH --json` whether some member reports `"mii_status": "up"`.
+fn lagd_member_up(lagctl: &Path, control: &Path) -> Result<bool> {
+    let out = Command::new(lagctl)
+        .arg("show")
+        .arg("--control")
+        .arg(control)
+        .arg("--json")
+        .output()
+        .with_context(|| format!("running {}", lagctl.display()))?;
+    if !out.status.success() {
+        return Ok(false);
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
+        return Ok(false);
+    };
+    Ok(has_mii_up(&v))
+}
+
+/// True if any object in `v` has `"mii_status": "up"`.
+pub fn has_mii_up(v: &Value) -> bool {
+    match v {
+        Value::Object(map) => {
+            map.get("mii_status").and_then(Value::as_str) == Some("up")
+                || map.values().any(has_mii_up)
+        }
+        Value::Array(items) => items.iter().any(has_mii_up),
+        _ => false,
+    }
+}
+
+fn ovs(topo: &mut Topology, ctl: &Ctl, bond: &BondConfig) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
+    let map = ovs_bond(&bond.mode, &bond.policy).map_err(anyhow::Error::msg)?;
+    for tool in ["ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl"] {
+        if !super::topology::in_path(tool) {
+            bail!(
+                "--baseline ovs needs Open vSwitch ({tool} not found; apt-get install openvswitch-switch)"
+            );
+        }
+    }
+    if !Path::new(OVS_SCHEMA).exists() {
+        bail!("{OVS_SCHEMA} not found (apt-get install openvswitch-common)");
+    }
+    let bridge = format!("{}br", topo.tag());
+    let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    for side in [Side::A, Side::B] {
+        ctl.check()?;
+        ctl.progress()
+            .phase(&format!("starting Open vSwitch in host {}", side.letter()));
+        let dir = topo.dir().join(format!("ovs-{}", side.letter()));
+        fs::create_dir_all(&dir)?;
+        let d = dir.to_string_lossy().into_owned();
+        let db = format!("unix:{d}/db.sock");
+        run(
+            "ovsdb-tool",
+            &["create", &format!("{d}/conf.db"), OVS_SCHEMA],
+        )?;
+        let env = [
+            ("OVS_RUNDIR", d.as_str()),
+            ("OVS_LOGDIR", &d),
+            ("OVS_DBDIR", &d),
+        ];
+        topo.adopt_pidfile(dir.join("ovsdb-server.pid"));
+        ns_exec(
+            topo,
+            side,
+            &env,
+            "ovsdb-server",
+            &[
+                &format!("{d}/conf.db"),
+                &format!("--remote=punix:{d}/db.sock"),
+                &format!("--pidfile={d}/ovsdb-server.pid"),
+                &format!("--log-file={d}/ovsdb-server.log"),
+                &format!("--unixctl={d}/ovsdb-server.ctl"),
+                "--detach",
+            ],
+        )?;
+        let vsctl = |args: &[&str]| -> Result<String> {
+            let mut full = vec!["--timeout=30", "--db", db.as_str()];
+            full.extend_from_slice(args);
+            run("ovs-vsctl", &full)
+        };
+        vsctl(&["--no-wait", "init"])?;
+        // Read once at start-up, so it goes in before ovs-vswitchd starts.
+        vsctl(&[
+            "--no-wait",
+            "set",
+            "Open_vSwitch",
+            ".",
+            "other_config:userspace-tso-enable=true",
+        ])?;
+        topo.adopt_pidfile(dir.join("ovs-vswitchd.pid"));
+        ns_exec(
+            topo,
+            side,
+            &env,
+            "ovs-vswitchd",
+            &[
+                &db,
+                &format!("--pidfile={d}/ovs-vswitchd.pid"),
+                &format!("--log-file={d}/ovs-vswitchd.log"),
+                &format!("--unixctl={d}/ovs-vswitchd.ctl"),
+                "--detach",
+            ],
+        )?;
+        vsctl(&[
+            "add-br",
+            &bridge,
+            "--",
+            "set",
+            "bridge",
+            &bridge,
+            "datapath_type=netdev",
+        ])?;
+        let mode = format!("bond_mode={}", map.bond_mode);
+        let lacp = format!("lacp={}", map.lacp);
+        let primary = format!("other_config:bond-primary={}", members[0]);
+        let mut args: Vec<&str> = Vec::new();
+        if members.len() == 1 {
+            args.extend(["add-port", &bridge, &members[0]]);
+        } else {
+            args.extend(["add-bond", &bridge, "bond0"]);
+            args.extend(members.iter().map(String::as_str));
+            args.extend([mode.as_str(), lacp.as_str()]);
+            if map.lacp != "off" {
+                args.push("other_config:lacp-time=fast");
+            }
+            // Each end picks its own active member, and a backup member drops what it
+            // receives: make both ends start on the first member, as the kernel does.
+            if map.bond_mode == "active-backup" {
+                args.push(&primary);
+            }
+        }
+        vsctl(&args)?;
+        // Keep the members' own stack out of the way (it would answer ARP for the bond).
+        for m in &members {
+            topo.sysctl(side, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")?;
+        }
+    }
+    let a = address_bond(topo, Side::A, &bridge, 1)?;
+    let b = address_bond(topo, Side::B, &bridge, 2)?;
+    Ok(vec![(a, b)])
+}
+
+/// Runs a command that detaches itself inside a host's namespace, waiting for it to return.
+fn ns_exec(
+    topo: &Topology,
+    side: Side,
+    env: &[(&str, &str)],
+    program: &str,
+    args: &[&str],
+) -> Result<()> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", topo.ns(side)])
+        .args(super::topology::unblock_signals())
+        .arg(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .with_context(|| format!("starting {program}"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn kernel_modes_map_to_ovs() {
+        let m = |mode, policy| ovs_bond(mode, policy).map(|b| (b.bond_mode, b.lacp));
+        assert_eq!(m("active-backup", "layer2"), Ok(("active-backup", "off")));
+        assert_eq!(m("balance-xor", "layer3+4"), Ok(("balance-tcp", "active")));
+        assert_eq!(m("balance-xor", "layer2+3"), Ok(("balance-slb", "off")));
+        assert_eq!(m("802.3ad", "layer2"), Ok(("balance-slb", "active")));
+        assert_eq!(m("802.3ad", "layer3+4"), Ok(("balance-tcp", "active")));
+        assert!(m("balance-rr", "layer2").is_err());
+    }
+
+    #[test]
+    fn lagd_opts_follow_the_kernel_names() {
+        let b = BondConfig {
+            mode: "802.3ad".into(),
+            policy: "layer3+4".into(),
+            extra_opts: " lacp_rate=fast ".into(),
+        };
+        assert_eq!(
+            b.lagd_opts(),
+            "mode=802.3ad xmit_hash_policy=layer3+4 miimon=100 lacp_rate=fast"
+        );
+    }
+
+    #[test]
+    fn mii_up_is_found_anywhere() {
+        let v: Value = serde_json::from_str(
+            r#"{"bond":"b","members":[{"name":"m0","mii_status":"down"},{"name":"m1","mii_status":"up"}]}"#,
+        )
+        .unwrap();
+        assert!(has_mii_up(&v));
+        let v: Value = serde_json::from_str(r#"{"members":[{"mii_status":"down"}]}"#).unwrap();
+        assert!(!has_mii_up(&v));
+    }
+}

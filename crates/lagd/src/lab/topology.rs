@@ -1,0 +1,693 @@
+//! The lab's network: two network namespaces ("hosts" A and B) joined by veth links, optional
+//! tc shaping on both ends of every link, and every process started inside them.
+//!
+//! All names carry a per-lab tag made of the process id and a random number, so several labs can
+//! run at once. [`Topology`] removes everything it made when dropped, also after an error, a
+//! panic or an interruption: it stops the processes it started (by their ids), then deletes the
+//! namespaces (which takes the veths with them) and its scratch directory.
+
+use std::collections::hash_map::RandomState;
+use std::fs::{self, File};
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result, bail};
+use lagd_sys::netns::NetNs;
+use serde::Deserialize;
+
+/// The start of every lab namespace name: `lagdlab-<pid>-<tag>-a` and `…-b`.
+pub const NAMESPACE_PREFIX: &str = "lagdlab-";
+
+/// How long a process gets to exit after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// tc tbf burst, as measured best on this kind of machine (a smaller burst makes tbf segment GSO
+/// packets and costs about 2 %).
+pub const TBF_BURST: &str = "256kb";
+
+/// One of the two hosts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Host A: the traffic sender.
+    A,
+    /// Host B: the traffic receiver.
+    B,
+}
+
+impl Side {
+    /// `"a"` or `"b"`.
+    pub fn letter(self) -> &'static str {
+        match self {
+            Self::A => "a",
+            Self::B => "b",
+        }
+    }
+}
+
+/// A veth link between the hosts. Both ends carry the same name, each in its own namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// The interface name at both ends.
+    pub name: String,
+}
+
+/// A link rate for tc tbf, as tc spells it (`1gbit`, `100mbit`), or unlimited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rate {
+    text: String,
+    bits_per_second: u64,
+}
+
+impl Rate {
+    /// Parses `0` (unlimited) or a number with a tc unit: `bit`, `kbit`, `mbit`, `gbit`, `tbit`
+    /// (decimal multiples) or `bps`, `kbps`, `mbps`, `gbps` (bytes per second).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let t = text.trim().to_ascii_lowercase();
+        let split = t
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let value: f64 = num
+            .parse()
+            .map_err(|_| format!("rate {text:?}: expected a number with a unit, like 1gbit"))?;
+        let scale: f64 = match unit {
+            "" if value == 0.0 => 0.0,
+            "bit" => 1.0,
+            "kbit" => 1e3,
+            "mbit" => 1e6,
+            "gbit" => 1e9,
+            "tbit" => 1e12,
+            "bps" => 8.0,
+            "kbps" => 8e3,
+            "mbps" => 8e6,
+            "gbps" => 8e9,
+            _ => {
+                return Err(format!(
+                    "rate {text:?}: unit must be bit, kbit, mbit, gbit, tbit, bps, kbps, mbps or gbps (or 0 for unlimited)"
+                ));
+            }
+        };
+        let bits = value * scale;
+        if !bits.is_finite() || bits < 0.0 {
+            return Err(format!("rate {text:?} is out of range"));
+        }
+        if bits > 0.0 && bits < 8_000.0 {
+            return Err(format!("rate {text:?} is too low for tbf (at least 8kbit)"));
+        }
+        Ok(Self {
+            text: if bits == 0.0 { "0".into() } else { t },
+            bits_per_second: bits as u64,
+        })
+    }
+
+    /// True for `--rate 0`: no shaping.
+    pub fn is_unlimited(&self) -> bool {
+        self.bits_per_second == 0
+    }
+
+    /// Bits per second (0 = unlimited).
+    pub fn bits_per_second(&self) -> u64 {
+        self.bits_per_second
+    }
+
+    /// The rate as tc reads it.
+    pub fn as_tc(&self) -> &str {
+        &self.text
+    }
+}
+
+/// Kernel counters of one interface.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Frames received.
+    pub rx_packets: u64,
+}
+
+impl Counters {
+    /// `self - before`, saturating (counters only grow unless the interface was recreated).
+    pub fn since(self, before: Self) -> Self {
+        Self {
+            tx_bytes: self.tx_bytes.saturating_sub(before.tx_bytes),
+            rx_bytes: self.rx_bytes.saturating_sub(before.rx_bytes),
+            tx_packets: self.tx_packets.saturating_sub(before.tx_packets),
+            rx_packets: self.rx_packets.saturating_sub(before.rx_packets),
+        }
+    }
+}
+
+/// A process the lab started; stopped (SIGTERM, then SIGKILL) when the lab ends.
+#[derive(Debug)]
+struct Managed {
+    label: String,
+    child: Child,
+    log: PathBuf,
+    out: PathBuf,
+    exited: Option<ExitStatus>,
+}
+
+/// Handle to a process started with [`Topology::spawn`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessId(usize);
+
+/// The two hosts, their links and everything running in them. Dropping it removes all of it.
+#[derive(Debug)]
+pub struct Topology {
+    tag: String,
+    prefix: String,
+    namespaces: Vec<String>,
+    links: Vec<Link>,
+    subnet: [u8; 2],
+    dir: PathBuf,
+    processes: Vec<Managed>,
+    pidfiles: Vec<PathBuf>,
+    extra_files: Vec<PathBuf>,
+}
+
+impl Topology {
+    /// Creates namespaces `lagdlab-<pid>-<tag>-a` and `-b` (IPv6 off, loopback up) joined by
+    /// `links` veth pairs named `<tag>m<i>`, all up, unshaped and without addresses.
+    pub fn create(links: usize) -> Result<Self> {
+        let r = random_u64();
+        let tag = format!("lg{:06x}", r & 0xff_ffff);
+        let prefix = format!("{NAMESPACE_PREFIX}{}-{tag}", std::process::id());
+        let dir = std::env::temp_dir().join(&prefix);
+        // A private /24 inside 10/8, different per lab (only ever used inside the namespaces).
+        let subnet = [(r >> 24) as u8, (r >> 32) as u8];
+        let mut topo = Self {
+            tag,
+            prefix,
+            namespaces: Vec::new(),
+            links: Vec::new(),
+            subnet,
+            dir,
+            processes: Vec::new(),
+            pidfiles: Vec::new(),
+            extra_files: Vec::new(),
+        };
+        fs::create_dir_all(&topo.dir)
+            .with_context(|| format!("creating {}", topo.dir.display()))?;
+        for side in [Side::A, Side::B] {
+            let name = format!("{}-{}", topo.prefix, side.letter());
+            run("ip", &["netns", "add", &name])?;
+            // Registered right away, so that Drop removes it whatever fails next.
+            topo.namespaces.push(name);
+            topo.in_ns(side, || -> io::Result<()> {
+                for scope in ["all", "default"] {
+                    match fs::write(format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"), "1") {
+                        // A kernel without IPv6 sends no IPv6 noise either.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        other => other?,
+                    }
+                }
+                Ok(())
+            })?
+            .context("disabling IPv6 in the lab namespace")?;
+            topo.ip(side, &["link", "set", "lo", "up"])?;
+        }
+        let ns_b = topo.ns(Side::B).to_string();
+        for i in 0..links {
+            let name = format!("{}m{i}", topo.tag);
+            topo.ip(
+                Side::A,
+                &[
+                    "link", "add", &name, "type", "veth", "peer", "name", &name, "netns", &ns_b,
+                ],
+            )?;
+            topo.links.push(Link { name: name.clone() });
+            topo.ip(Side::A, &["link", "set", &name, "up"])?;
+            topo.ip(Side::B, &["link", "set", &name, "up"])?;
+        }
+        Ok(topo)
+    }
+
+    /// The per-lab tag (`lg` + 6 hex digits) that starts every interface name.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// `lagdlab-<pid>-<tag>`: the start of both namespace names.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The namespace of a host.
+    pub fn ns(&self, side: Side) -> &str {
+        match side {
+            Side::A => &self.namespaces[0],
+            Side::B => &self.namespaces[1],
+        }
+    }
+
+    /// The veth links.
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// The lab's scratch directory (logs, OVS databases, tool output); removed on drop.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Address `10.s.t.host` in the lab's private /24.
+    pub fn address(&self, host: u8) -> Ipv4Addr {
+        Ipv4Addr::new(10, self.subnet[0], self.subnet[1], host)
+    }
+
+    /// Runs `ip -n <ns> ARGS` and returns its standard output.
+    pub fn ip(&self, side: Side, args: &[&str]) -> Result<String> {
+        let mut full = vec!["-n", self.ns(side)];
+        full.extend_from_slice(args);
+        run("ip", &full)
+    }
+
+    /// Shapes both ends of every link with `tc tbf rate R burst 256kb latency 10ms` (nothing for
+    /// an unlimited rate).
+    pub fn shape(&self, rate: &Rate) -> Result<()> {
+        if rate.is_unlimited() {
+            return Ok(());
+        }
+        for link in &self.links {
+            for side in [Side::A, Side::B] {
+                run(
+                    "tc",
+                    &[
+                        "-n",
+                        self.ns(side),
+                        "qdisc",
+                        "replace",
+                        "dev",
+                        &link.name,
+                        "root",
+                        "tbf",
+                        "rate",
+                        rate.as_tc(),
+                        "burst",
+                        TBF_BURST,
+                        "latency",
+                        "10ms",
+                    ],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets a per-namespace sysctl, e.g. `net/ipv4/conf/X/arp_ignore`.
+    pub fn sysctl(&self, side: Side, key: &str, value: &str) -> Result<()> {
+        let path = format!("/proc/sys/{key}");
+        self.in_ns(side, || fs::write(&path, value))?
+            .with_context(|| format!("writing {path} in {}", self.ns(side)))
+    }
+
+    /// Runs `f` on a thread inside the host's namespace. Sockets it creates stay there.
+    pub fn in_ns<T: Send>(&self, side: Side, f: impl FnOnce() -> T + Send) -> Result<T> {
+        NetNs::open(self.ns(side))
+            .and_then(|ns| ns.run(f))
+            .with_context(|| format!("entering namespace {}", self.ns(side)))
+    }
+
+    /// Kernel counters of the links' ends in one host, in link order (from `ip -s -j link`).
+    pub fn member_counters(&self, side: Side) -> Result<Vec<Counters>> {
+        let out = self.ip(side, &["-s", "-j", "link", "show"])?;
+        let all: Vec<IpLink> = serde_json::from_str(&out).context("parsing `ip -s -j link`")?;
+        self.links
+            .iter()
+            .map(|link| {
+                let found = all
+                    .iter()
+                    .find(|l| l.ifname == link.name)
+                    .with_context(|| format!("{} is missing in {}", link.name, self.ns(side)))?;
+                let s = found.stats64.as_ref().with_context(|| {
+                    format!("no statistics for {} in {}", link.name, self.ns(side))
+                })?;
+                Ok(Counters {
+                    tx_bytes: s.tx.bytes,
+                    rx_bytes: s.rx.bytes,
+                    tx_packets: s.tx.packets,
+                    rx_packets: s.rx.packets,
+                })
+            })
+            .collect()
+    }
+
+    /// Takes one end of a link down (the other end then loses carrier).
+    pub fn set_link_down(&self, side: Side, link: usize) -> Result<()> {
+        let name = self.links[link].name.clone();
+        self.ip(side, &["link", "set", &name, "down"]).map(drop)
+    }
+
+    /// Starts `program ARGS` inside a host's namespace (`ip netns exec`), with standard input
+    /// closed, standard output going to `<dir>/<label>.out` and standard error to
+    /// `<dir>/<label>.log`. The process is stopped when the lab ends, if it has not exited by
+    /// then.
+    pub fn spawn(
+        &mut self,
+        side: Side,
+        label: &str,
+        program: &Path,
+        args: &[&str],
+    ) -> Result<ProcessId> {
+        self.spawn_with_env(side, label, program, args, &[])
+    }
+
+    /// [`Topology::spawn`] with extra environment variables.
+    pub fn spawn_with_env(
+        &mut self,
+        side: Side,
+        label: &str,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<ProcessId> {
+        let log = self.dir.join(format!("{label}.log"));
+        let out_path = self.dir.join(format!("{label}.out"));
+        let err = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let out =
+            File::create(&out_path).with_context(|| format!("creating {}", out_path.display()))?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", self.ns(side)])
+            .args(unblock_signals())
+            .arg(program)
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting {} in {}", program.display(), self.ns(side)))?;
+        self.processes.push(Managed {
+            label: label.to_string(),
+            child,
+            log,
+            out: out_path,
+            exited: None,
+        });
+        Ok(ProcessId(self.processes.len() - 1))
+    }
+
+    /// The exit status of a started process, if it has exited.
+    pub fn try_wait(&mut self, id: ProcessId) -> Result<Option<ExitStatus>> {
+        let p = &mut self.processes[id.0];
+        if p.exited.is_none() {
+            p.exited = p.child.try_wait()?;
+        }
+        Ok(p.exited)
+    }
+
+    /// Where a started process's standard output goes.
+    pub fn out_path(&self, id: ProcessId) -> &Path {
+        &self.processes[id.0].out
+    }
+
+    /// The last `lines` lines of a started process's standard error, for error messages.
+    pub fn log_tail(&self, id: ProcessId, lines: usize) -> String {
+        let text = fs::read_to_string(&self.processes[id.0].log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Stops a started process: SIGTERM, then SIGKILL after a grace period.
+    pub fn stop(&mut self, id: ProcessId) {
+        stop_child(&mut self.processes[id.0]);
+    }
+
+    /// Registers a pid file written by a daemon that detached itself (Open vSwitch): the daemon
+    /// is stopped when the lab ends.
+    pub fn adopt_pidfile(&mut self, path: PathBuf) {
+        self.pidfiles.push(path);
+    }
+
+    /// Registers a file outside the scratch directory (a control socket) to remove at the end.
+    pub fn remove_at_end(&mut self, path: PathBuf) {
+        self.extra_files.push(path);
+    }
+
+    /// Stops everything and removes the namespaces, reporting the first failure. Drop does the
+    /// same but can only print failures.
+    pub fn teardown(mut self) -> Result<()> {
+        let problems = self.cleanup();
+        match problems.first() {
+            None => Ok(()),
+            Some(p) => bail!("lab cleanup: {p}"),
+        }
+    }
+
+    fn cleanup(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for p in &mut self.processes {
+            stop_child(p);
+        }
+        for pidfile in std::mem::take(&mut self.pidfiles) {
+            if let Some(pid) = fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+            {
+                stop_pid(pid);
+            }
+        }
+        // Anything else still inside our own namespaces was started by this lab (tools that
+        // double-forked): stop it by id before the namespaces go.
+        for ns in &self.namespaces {
+            if let Ok(out) = run("ip", &["netns", "pids", ns]) {
+                let me = std::process::id();
+                for pid in out.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+                    if pid != me {
+                        stop_pid(pid);
+                    }
+                }
+            }
+        }
+        for ns in std::mem::take(&mut self.namespaces) {
+            if let Err(e) = run("ip", &["netns", "del", &ns]) {
+                problems.push(format!("{e:#}"));
+            }
+        }
+        for f in std::mem::take(&mut self.extra_files) {
+            let _ = fs::remove_file(f);
+        }
+        if self.dir.exists() {
+            if let Err(e) = fs::remove_dir_all(&self.dir) {
+                problems.push(format!("removing {}: {e}", self.dir.display()));
+            }
+        }
+        problems
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        for p in self.cleanup() {
+            eprintln!("lagctl lab: cleanup: {p}");
+        }
+    }
+}
+
+fn stop_child(p: &mut Managed) {
+    if p.exited.is_some() {
+        return;
+    }
+    if let Ok(Some(status)) = p.child.try_wait() {
+        p.exited = Some(status);
+        return;
+    }
+    let _ = signal(p.child.id(), "TERM");
+    let deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = p.child.try_wait() {
+            p.exited = Some(status);
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "lagctl lab: {} did not stop on SIGTERM within {:?}; killing it",
+        p.label, STOP_GRACE
+    );
+    let _ = p.child.kill();
+    p.exited = p.child.wait().ok();
+}
+
+/// SIGTERM, then SIGKILL, to a process that is not our child (a detached daemon).
+fn stop_pid(pid: u32) {
+    let alive = || Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid);
+    if !alive() {
+        return;
+    }
+    let _ = signal(pid, "TERM");
+    let deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < deadline {
+        if !alive() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = signal(pid, "KILL");
+}
+
+fn is_zombie(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            // The state follows the command name in parentheses.
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+                .unwrap_or(false)
+        })
+        .unwrap_or(true)
+}
+
+/// Sends a signal by name (`TERM`, `KILL`) with the shell's built-in `kill`, which every system
+/// has (procps's `kill` may be missing on a minimal one).
+fn signal(pid: u32, sig: &str) -> Result<()> {
+    run("sh", &["-c", r#"kill -s "$0" "$1""#, sig, &pid.to_string()]).map(drop)
+}
+
+/// Runs a command and returns its standard output; an error carries its standard error.
+pub fn run(cmd: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {cmd} (is it installed? the lab needs root)"))?;
+    if !out.status.success() {
+        bail!(
+            "`{cmd} {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A command prefix that starts the program with SIGINT and SIGTERM unblocked.
+///
+/// The lab blocks those signals in all its threads (it reads them from a signalfd), and a child
+/// inherits the blocked mask across exec, so a child started directly would ignore SIGTERM.
+/// GNU `env --default-signal` unblocks them and resets their handlers before exec. Empty if this
+/// `env` lacks the option (the lab then falls back to SIGKILL after the grace period).
+pub fn unblock_signals() -> &'static [&'static str] {
+    static PREFIX: OnceLock<Vec<&'static str>> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let args = ["env", "--default-signal=INT,TERM"];
+        let works = Command::new(args[0])
+            .args(&args[1..])
+            .arg("true")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if works { args.to_vec() } else { Vec::new() }
+    })
+}
+
+/// True if `program` is found in `PATH`.
+pub fn in_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+        .unwrap_or(false)
+}
+
+/// A random number, different for every call (no external randomness crate needed).
+pub fn random_u64() -> u64 {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u64(CALLS.fetch_add(1, Ordering::Relaxed));
+    if let Ok(t) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
+}
+
+#[derive(Deserialize)]
+struct IpLink {
+    ifname: String,
+    stats64: Option<IpStats>,
+}
+
+#[derive(Deserialize)]
+struct IpStats {
+    rx: IpDir,
+    tx: IpDir,
+}
+
+#[derive(Deserialize)]
+struct IpDir {
+    bytes: u64,
+    packets: u64,
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn rates_parse_like_tc() {
+        assert_eq!(
+            Rate::parse("1gbit").unwrap().bits_per_second(),
+            1_000_000_000
+        );
+        assert_eq!(
+            Rate::parse("100mbit").unwrap().bits_per_second(),
+            100_000_000
+        );
+        assert_eq!(
+            Rate::parse("2.5Gbit").unwrap().bits_per_second(),
+            2_500_000_000
+        );
+        assert_eq!(Rate::parse("1mbps").unwrap().bits_per_second(), 8_000_000);
+        assert!(Rate::parse("0").unwrap().is_unlimited());
+        assert_eq!(Rate::parse("2.5Gbit").unwrap().as_tc(), "2.5gbit");
+        assert!(Rate::parse("fast").is_err());
+        assert!(
+            Rate::parse("10").is_err(),
+            "a bare number is ambiguous in tc"
+        );
+        assert!(Rate::parse("1xbit").is_err());
+        assert!(Rate::parse("100bit").is_err());
+    }
+
+    #[test]
+    fn counters_subtract() {
+        let a = Counters {
+            tx_bytes: 10,
+            rx_bytes: 5,
+            tx_packets: 2,
+            rx_packets: 1,
+        };
+        let b = Counters {
+            tx_bytes: 30,
+            rx_bytes: 5,
+            tx_packets: 4,
+            rx_packets: 0,
+        };
+        assert_eq!(
+            b.since(a),
+            Counters {
+                tx_bytes: 20,
+                rx_bytes: 0,
+                tx_packets: 2,
+                rx_packets: 0
+            }
+        );
+    }
+
+    #[test]
+    fn random_numbers_differ() {
+        assert_ne!(random_u64(), random_u64());
+    }
+}

@@ -1,0 +1,712 @@
+//! The dataplane for real: two hosts (network namespaces) joined by veth links, `lagd` at both
+//! ends, real ICMP and TCP through the bond. Needs root; fails (never skips) without it.
+//!
+//! Every test builds its own topology with a unique prefix; `Topology` removes the namespaces,
+//! links and processes when dropped, also when a test fails.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lagd::daemon::query_status;
+use lagd::lab::topology::{Side, Topology};
+use lagd::status::Status;
+use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
+
+const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
+
+struct Lab {
+    topo: Topology,
+    controls: [PathBuf; 2],
+    addrs: [Ipv4Addr; 2],
+}
+
+fn side_index(side: Side) -> usize {
+    match side {
+        Side::A => 0,
+        Side::B => 1,
+    }
+}
+
+impl Lab {
+    /// `links` veth links, lagd with `opts` at both ends, addresses on the bonds, ping works.
+    fn new(links: usize, opts: &str) -> Self {
+        Self::with_setup(links, opts, |_| {})
+    }
+
+    /// Like [`Lab::new`]; `between` runs after host B's lagd is up and before host A's starts
+    /// (lagd brings its members up when it starts, as the kernel bond does, so a link taken
+    /// down there stays down for A's start).
+    fn with_setup(links: usize, opts: &str, between: impl FnOnce(&Topology)) -> Self {
+        assert!(
+            is_root(),
+            "network namespace tests need root (CI runs them as root)"
+        );
+        let mut topo = Topology::create(links).expect("create topology");
+        // `{A}` and `{B}` in the options stand for the hosts' bond addresses.
+        let opts = opts
+            .replace("{A}", &topo.address(1).to_string())
+            .replace("{B}", &topo.address(2).to_string());
+        let opts = opts.as_str();
+        let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+        let members = members.join(",");
+        let mut bonds = [String::new(), String::new()];
+        let mut controls = [PathBuf::new(), PathBuf::new()];
+        let mut between = Some(between);
+        for side in [Side::B, Side::A] {
+            let i = side_index(side);
+            let bond = format!("{}b{}", topo.tag(), side.letter());
+            let control = topo.dir().join(format!("{bond}.sock"));
+            let control_s = control.to_string_lossy().into_owned();
+            topo.spawn(
+                side,
+                &format!("lagd-{}", side.letter()),
+                Path::new(LAGD),
+                &[
+                    "--bond",
+                    &bond,
+                    "--members",
+                    &members,
+                    "--opts",
+                    opts,
+                    "--control",
+                    &control_s,
+                    "--log-level",
+                    "debug",
+                ],
+            )
+            .expect("start lagd");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while query_status(&control).is_err() {
+                assert!(
+                    Instant::now() < deadline,
+                    "lagd did not come up on {}",
+                    control.display()
+                );
+                thread::sleep(Duration::from_millis(50));
+            }
+            if side == Side::B {
+                (between.take().unwrap())(&topo);
+            }
+            bonds[i] = bond;
+            controls[i] = control;
+        }
+        let addrs = [topo.address(1), topo.address(2)];
+        for (i, side) in [Side::A, Side::B].into_iter().enumerate() {
+            let cidr = format!("{}/24", addrs[i]);
+            topo.ip(side, &["addr", "add", &cidr, "dev", &bonds[i]])
+                .unwrap();
+            topo.ip(side, &["link", "set", &bonds[i], "up"]).unwrap();
+        }
+        Self {
+            topo,
+            controls,
+            addrs,
+        }
+    }
+
+    /// Waits until both bonds have carrier (802.3ad needs LACP to agree first: about 2 s).
+    fn wait_carrier(&self, within: Duration) {
+        let t = Instant::now();
+        for side in [Side::A, Side::B] {
+            while self.status(side).mii_status != "up" {
+                assert!(
+                    t.elapsed() < within,
+                    "no carrier on host {side:?} after {within:?}"
+                );
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    fn status(&self, side: Side) -> Status {
+        query_status(&self.controls[side_index(side)]).expect("status")
+    }
+
+    fn ping(&self, from: Side, count: u32) -> bool {
+        let to = self.addrs[1 - side_index(from)].to_string();
+        Command::new("ip")
+            .args(["netns", "exec", self.topo.ns(from), "ping", "-q", "-c"])
+            .arg(count.to_string())
+            .args(["-i", "0.05", "-W", "2", &to])
+            .output()
+            .expect("ping")
+            .status
+            .success()
+    }
+
+    /// Sends `bytes` of patterned data over TCP from `from` to the other host; returns the
+    /// checksums at both ends and the largest pause the receiver saw.
+    fn tcp_transfer(
+        &self,
+        from: Side,
+        bytes: usize,
+        pace: Option<Duration>,
+        during: impl FnOnce() + Send,
+    ) -> (u64, u64, Duration) {
+        let to = 1 - side_index(from);
+        let to_side = if to == 0 { Side::A } else { Side::B };
+        let addr = SocketAddrV4::new(self.addrs[to], 5001);
+        let listener = self
+            .topo
+            .in_ns(to_side, || TcpListener::bind(addr))
+            .unwrap()
+            .expect("listen");
+        let receiver = thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let mut sum = Fnv::new();
+            let mut buf = vec![0u8; 65536];
+            let mut last = Instant::now();
+            let mut gap = Duration::ZERO;
+            loop {
+                let n = s.read(&mut buf).expect("read");
+                if n == 0 {
+                    break;
+                }
+                gap = gap.max(last.elapsed());
+                last = Instant::now();
+                sum.update(&buf[..n]);
+            }
+            (sum.0, gap)
+        });
+        let mut stream = self
+            .topo
+            .in_ns(from, || {
+                TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
+            })
+            .unwrap()
+            .expect("connect");
+        let sender = thread::spawn(move || {
+            let mut sum = Fnv::new();
+            let mut sent = 0usize;
+            let chunk: Vec<u8> = (0..65536u32).map(|i| (i * 7 + i / 251) as u8).collect();
+            while sent < bytes {
+                let n = chunk.len().min(bytes - sent);
+                // Vary the content so reordering or loss cannot cancel out.
+                let mut c = chunk[..n].to_vec();
+                c[0] = (sent / 65536) as u8;
+                stream.write_all(&c).expect("write");
+                sum.update(&c);
+                sent += n;
+                if let Some(p) = pace {
+                    thread::sleep(p);
+                }
+            }
+            sum.0
+        });
+        during();
+        let sent = sender.join().expect("sender");
+        let (received, gap) = receiver.join().expect("receiver");
+        (sent, received, gap)
+    }
+}
+
+/// Whether this process runs as root (the uid in /proc/self/status).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// FNV-1a, 64-bit: enough to notice any corruption, loss or reordering of a byte stream.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn update(&mut self, data: &[u8]) {
+        for &b in data {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
+fn member_tx(s: &Status) -> Vec<u64> {
+    s.members.iter().map(|m| m.tx_packets).collect()
+}
+
+#[test]
+fn every_mode_carries_ping_and_tcp_both_ways() {
+    for mode in ["balance-rr", "active-backup", "balance-xor", "broadcast"] {
+        let lab = Lab::new(
+            2,
+            &format!("mode={mode} xmit_hash_policy=layer3+4 miimon=100"),
+        );
+        assert!(lab.ping(Side::A, 3), "{mode}: ping A->B");
+        assert!(lab.ping(Side::B, 3), "{mode}: ping B->A");
+        for from in [Side::A, Side::B] {
+            let (sent, received, _) = lab.tcp_transfer(from, 4 << 20, None, || {});
+            assert_eq!(
+                sent, received,
+                "{mode}: TCP data from {from:?} arrived intact"
+            );
+        }
+        let s = lab.status(Side::A);
+        assert_eq!(s.mode, mode);
+        assert_eq!(s.mii_status, "up");
+        let tx = member_tx(&s);
+        match mode {
+            "active-backup" => {
+                assert!(
+                    tx[0] > 0 && tx[1] == 0,
+                    "{mode}: one member carries all: {tx:?}"
+                );
+                assert_eq!(s.active.as_deref(), Some(s.members[0].name.as_str()));
+            }
+            _ => assert!(
+                tx.iter().all(|&n| n > 0),
+                "{mode}: both members used: {tx:?}"
+            ),
+        }
+    }
+}
+
+/// For a fixed set of UDP flows the member counters equal what the hash code predicts
+/// (balance-xor) or what the mode promises (rr even, active-backup one member, broadcast all).
+#[test]
+fn distribution_matches_the_hash_and_the_mode() {
+    for mode in ["balance-xor", "balance-rr", "active-backup", "broadcast"] {
+        let lab = Lab::new(
+            2,
+            &format!("mode={mode} xmit_hash_policy=layer3+4 miimon=100"),
+        );
+        assert!(lab.ping(Side::A, 2), "{mode}: neighbours resolved");
+        let before = member_tx(&lab.status(Side::A));
+        let (a, b) = (lab.addrs[0], lab.addrs[1]);
+        let flows: Vec<u16> = (40_000..40_024).collect();
+        let per_flow = 10u64;
+        let sockets: Vec<UdpSocket> = lab
+            .topo
+            .in_ns(Side::A, || {
+                flows
+                    .iter()
+                    .map(|&p| UdpSocket::bind(SocketAddrV4::new(a, p)).expect("bind"))
+                    .collect()
+            })
+            .unwrap();
+        for s in &sockets {
+            for _ in 0..per_flow {
+                s.send_to(b"lagd distribution test", SocketAddrV4::new(b, 9))
+                    .unwrap();
+            }
+        }
+        thread::sleep(Duration::from_millis(300));
+        let after = member_tx(&lab.status(Side::A));
+        let sent: Vec<u64> = after.iter().zip(&before).map(|(x, y)| x - y).collect();
+        let total = flows.len() as u64 * per_flow;
+        match mode {
+            "balance-xor" => {
+                let mut want = vec![0u64; 2];
+                for &p in &flows {
+                    let frame = udp_frame(a, b, p, 9);
+                    let m = member_index(xmit_hash(HashPolicy::Layer34, &frame), 2).unwrap();
+                    want[m] += per_flow;
+                }
+                assert_eq!(
+                    sent, want,
+                    "{mode}: per-member frames equal the hash's prediction"
+                );
+            }
+            "balance-rr" => {
+                assert_eq!(sent.iter().sum::<u64>(), total);
+                assert!(sent[0].abs_diff(sent[1]) <= 1, "{mode}: even: {sent:?}");
+            }
+            "active-backup" => assert_eq!(sent, [total, 0], "{mode}"),
+            "broadcast" => assert_eq!(sent, [total, total], "{mode}"),
+            _ => unreachable!(),
+        }
+    }
+}
+
+/// A UDP/IPv4 frame with the flow's addresses and ports (MACs do not matter to layer3+4).
+fn udp_frame(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&dst.octets());
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 8, 0, 0]);
+    f
+}
+
+/// Take the active member down in the middle of a TCP transfer: the data arrives intact, the
+/// gap is measured, and the member's return honours updelay.
+#[test]
+fn failover_mid_transfer_and_updelay() {
+    let lab = Lab::new(2, "mode=active-backup miimon=100 updelay=500");
+    assert!(lab.ping(Side::A, 2));
+    let link0 = lab.topo.links()[0].name.clone();
+    let (sent, received, gap) =
+        lab.tcp_transfer(Side::A, 24 << 20, Some(Duration::from_millis(4)), || {
+            thread::sleep(Duration::from_millis(500));
+            // Down on B's side: both ends lose carrier on link 0.
+            lab.topo.set_link_down(Side::B, 0).unwrap();
+        });
+    assert_eq!(sent, received, "data intact across the failover");
+    println!(
+        "failover gap seen by the TCP receiver: {} ms",
+        gap.as_millis()
+    );
+    let s = lab.status(Side::A);
+    assert_eq!(s.active.as_deref(), Some(s.members[1].name.as_str()));
+    assert_eq!(s.members[0].mii_status, "down");
+    assert_eq!(s.members[0].link_failure_count, 1);
+    // Recovery: going back for 500 ms, then up.
+    lab.topo
+        .ip(Side::B, &["link", "set", &link0, "up"])
+        .unwrap();
+    let back = Instant::now();
+    let mut seen_going_back = false;
+    loop {
+        let m = &lab.status(Side::A).members[0];
+        if m.mii_status == "going back" {
+            seen_going_back = true;
+        }
+        if m.mii_status == "up" {
+            break;
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(5),
+            "member never came back"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let took = back.elapsed();
+    assert!(seen_going_back, "updelay shows as 'going back'");
+    assert!(
+        took >= Duration::from_millis(480),
+        "updelay honoured: up after {took:?}"
+    );
+    println!("member back up after {} ms (updelay 500)", took.as_millis());
+}
+
+#[test]
+fn member_without_carrier_at_start_joins_later() {
+    let lab = Lab::with_setup(
+        2,
+        "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100",
+        |t| {
+            t.set_link_down(Side::B, 1).unwrap();
+        },
+    );
+    let s = lab.status(Side::A);
+    assert_eq!(s.members[1].mii_status, "down");
+    assert_eq!(s.mii_status, "up");
+    assert!(
+        lab.ping(Side::A, 3),
+        "traffic flows over the member that has carrier"
+    );
+    let link1 = lab.topo.links()[1].name.clone();
+    lab.topo
+        .ip(Side::B, &["link", "set", &link1, "up"])
+        .unwrap();
+    let t = Instant::now();
+    while lab.status(Side::A).members[1].mii_status != "up" {
+        assert!(t.elapsed() < Duration::from_secs(3), "member never came up");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let (sent, received, _) = lab.tcp_transfer(Side::A, 2 << 20, None, || {});
+    assert_eq!(sent, received);
+}
+
+#[test]
+fn member_deleted_while_running() {
+    let lab = Lab::new(2, "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100");
+    assert!(lab.ping(Side::A, 2));
+    let link0 = lab.topo.links()[0].name.clone();
+    lab.topo.ip(Side::A, &["link", "del", &link0]).unwrap();
+    let t = Instant::now();
+    while lab.status(Side::A).members[0].mii_status != "down" {
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "deleted member still up"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let (sent, received, _) = lab.tcp_transfer(Side::A, 2 << 20, None, || {});
+    assert_eq!(sent, received, "the bond goes on over the remaining member");
+    assert_eq!(lab.status(Side::A).mii_status, "up");
+}
+
+/// Bad configurations: a clear message naming the key, exit code 2, and nothing created.
+#[test]
+fn bad_configs_name_the_key_and_change_nothing() {
+    let topo = Topology::create(1).expect("topology");
+    let link = topo.links()[0].name.clone();
+    let bond = format!("{}bad", topo.tag());
+    let dir = topo.dir().to_path_buf();
+    // A configuration lagd accepted would make it run: give up (and fail) after 10 s.
+    let run = |args: &[&str]| {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", topo.ns(Side::A), LAGD])
+            .args(args)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("lagd accepted {args:?} and kept running");
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status.code(), err)
+    };
+    let control = dir.join("bad.sock");
+    let control = control.to_str().unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--opts".into(), "mode=balance-xor miimonn=100".into()],
+            "miimonn",
+        ),
+        (vec!["--opts".into(), "miimon=fast".into()], "miimon"),
+        (
+            vec!["--opts".into(), "xmit_hash_policy=layer5".into()],
+            "xmit_hash_policy",
+        ),
+        (vec!["--opts".into(), "mode=balance-tlb".into()], "mode"),
+        (
+            vec!["--members".into(), format!("{link},nosuch0")],
+            "nosuch0",
+        ),
+    ];
+    for (extra, key) in cases {
+        let mut args: Vec<String> = vec![
+            "--bond".into(),
+            bond.clone(),
+            "--control".into(),
+            control.into(),
+        ];
+        if !extra.iter().any(|a| a == "--members") {
+            args.extend(["--members".into(), link.clone()]);
+        }
+        args.extend(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, err) = run(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(key), "{args:?}: message names '{key}': {err}");
+    }
+    // A config file: the line is named.
+    let file = dir.join("bad.toml");
+    std::fs::write(
+        &file,
+        format!("bond = \"{bond}\"\nmembers = [\"{link}\"]\n[options]\nmode = \"balance-xor\"\nupdelay = \"soon\"\n"),
+    )
+    .unwrap();
+    let (code, err) = run(&["--config", file.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(":5:") && err.contains("updelay"), "{err}");
+    // Nothing was created.
+    let links = Command::new("ip")
+        .args(["-n", topo.ns(Side::A), "-o", "link"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&links.stdout).contains(&bond),
+        "no TAP left behind"
+    );
+}
+
+/// The ARP monitor takes out a member whose carrier is up but whose traffic is dropped (tc
+/// `pfifo limit 0` on both ends of the link), and brings it back when traffic flows again.
+#[test]
+fn arp_monitor_takes_out_a_member_that_drops_traffic() {
+    let opts = "mode=balance-xor xmit_hash_policy=layer3+4 arp_interval=100 arp_missed_max=2";
+    // Each end probes the other's bond address (its own is learned from the host's ARP).
+    let lab = Lab::new(2, &format!("{opts} arp_ip_target={{B}}"));
+    // (Host B's lagd got the same target, its own address: its probes still cross the links,
+    // and without arp_validate any frame heard counts.)
+    assert!(lab.ping(Side::A, 3));
+    thread::sleep(Duration::from_millis(400));
+    let s = lab.status(Side::A);
+    assert!(
+        s.members.iter().all(|m| m.mii_status == "up"),
+        "{:?}",
+        s.members
+    );
+    let link1 = lab.topo.links()[1].name.clone();
+    for side in [Side::A, Side::B] {
+        lab.topo.ip(side, &["link", "show", &link1]).unwrap();
+        let out = Command::new("tc")
+            .args([
+                "-n",
+                lab.topo.ns(side),
+                "qdisc",
+                "add",
+                "dev",
+                &link1,
+                "root",
+                "pfifo",
+                "limit",
+                "0",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tc: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let t = Instant::now();
+    while lab.status(Side::A).members[1].mii_status != "down" {
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "silent member never taken out"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    println!(
+        "ARP monitor took the silent member out after {} ms",
+        t.elapsed().as_millis()
+    );
+    let carrier = lab
+        .topo
+        .ip(Side::A, &["-o", "link", "show", &link1])
+        .unwrap();
+    assert!(carrier.contains("LOWER_UP"), "carrier stayed up: {carrier}");
+    let (sent, received, _) = lab.tcp_transfer(Side::A, 4 << 20, None, || {});
+    assert_eq!(sent, received, "traffic avoids the silent member");
+    for side in [Side::A, Side::B] {
+        Command::new("tc")
+            .args([
+                "-n",
+                lab.topo.ns(side),
+                "qdisc",
+                "del",
+                "dev",
+                &link1,
+                "root",
+            ])
+            .status()
+            .unwrap();
+    }
+    let t = Instant::now();
+    while lab.status(Side::A).members[1].mii_status != "up" {
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "member never came back"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(lab.status(Side::A).members[1].link_failure_count, 1);
+}
+
+fn tc_drop(lab: &Lab, link: &str, on: bool) {
+    for side in [Side::A, Side::B] {
+        let mut args = vec!["-n", lab.topo.ns(side), "qdisc"];
+        if on {
+            args.extend(["add", "dev", link, "root", "pfifo", "limit", "0"]);
+        } else {
+            args.extend(["del", "dev", link, "root"]);
+        }
+        let out = Command::new("tc").args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "tc {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// lagd against lagd in 802.3ad: both ends aggregate every member, and losing the LACPDUs of
+/// one link (tc drops everything on it, carrier stays up) takes just that member out within
+/// 3 s at the fast rate; it rejoins once the drop is lifted.
+#[test]
+fn lacp_between_two_lagds_and_a_silent_link() {
+    let lab = Lab::new(2, "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4");
+    let t = Instant::now();
+    lab.wait_carrier(Duration::from_secs(5));
+    println!("802.3ad carrier after {} ms", t.elapsed().as_millis());
+    for side in [Side::A, Side::B] {
+        let s = lab.status(side);
+        let l = s.lacp.as_ref().expect("lacp status");
+        let agg = l.active_aggregator.as_ref().expect("active aggregator");
+        assert_eq!(agg.number_of_ports, 2, "{side:?}");
+        for m in &s.members {
+            let ml = m.lacp.as_ref().unwrap();
+            assert!(ml.collecting && ml.distributing, "{side:?} {}", m.name);
+            assert_eq!(
+                ml.actor.state & 0x3f,
+                0x3f,
+                "activity timeout aggregation sync coll dist"
+            );
+        }
+        let peer = lab.status(if side == Side::A { Side::B } else { Side::A });
+        assert_eq!(agg.partner_mac, peer.lacp.unwrap().system_mac);
+    }
+    let (sent, received, _) = lab.tcp_transfer(Side::A, 4 << 20, None, || {});
+    assert_eq!(sent, received);
+
+    let link1 = lab.topo.links()[1].name.clone();
+    tc_drop(&lab, &link1, true);
+    let t = Instant::now();
+    while lab.status(Side::A).members[1]
+        .lacp
+        .as_ref()
+        .unwrap()
+        .distributing
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "silent member kept distributing"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let out_after = t.elapsed();
+    println!(
+        "member without LACPDUs left distribution after {} ms",
+        out_after.as_millis()
+    );
+    assert!(out_after <= Duration::from_millis(3500), "{out_after:?}");
+    let s = lab.status(Side::A);
+    assert!(
+        s.members[0].lacp.as_ref().unwrap().distributing,
+        "the other member stays"
+    );
+    assert_eq!(s.members[1].mii_status, "up", "carrier is still up");
+    let (sent, received, _) = lab.tcp_transfer(Side::A, 2 << 20, None, || {});
+    assert_eq!(sent, received, "traffic continues on the remaining member");
+    tc_drop(&lab, &link1, false);
+    let t = Instant::now();
+    while !lab.status(Side::A).members[1]
+        .lacp
+        .as_ref()
+        .unwrap()
+        .distributing
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(40),
+            "member never rejoined"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    println!(
+        "member rejoined {} ms after the drop was lifted",
+        t.elapsed().as_millis()
+    );
+}
