@@ -274,89 +274,126 @@ pub fn has_mii_up(v: &Value) -> bool {
     }
 }
 
-fn ovs(topo: &mut Topology, ctl: &Ctl, bond: &BondConfig) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
-    let map = ovs_bond(&bond.mode, &bond.policy).map_err(anyhow::Error::msg)?;
-    for tool in ["ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl"] {
+/// One Open vSwitch instance (userspace datapath) with one bridge, in one host of a lab. Its
+/// processes are stopped when the lab ends.
+#[derive(Clone, Debug)]
+pub struct OvsInstance {
+    db: String,
+    ctl: PathBuf,
+    /// The bridge (`datapath_type=netdev`); its internal port carries the host's address.
+    pub bridge: String,
+}
+
+impl OvsInstance {
+    /// Runs `ovs-vsctl` against this instance's database.
+    pub fn vsctl(&self, args: &[&str]) -> Result<String> {
+        let mut full = vec!["--timeout=30", "--db", self.db.as_str()];
+        full.extend_from_slice(args);
+        run("ovs-vsctl", &full)
+    }
+
+    /// Runs `ovs-appctl` against this instance's ovs-vswitchd (e.g. `lacp/show bond0`).
+    pub fn appctl(&self, args: &[&str]) -> Result<String> {
+        let target = self.ctl.to_string_lossy().into_owned();
+        let mut full = vec!["-t", target.as_str()];
+        full.extend_from_slice(args);
+        run("ovs-appctl", &full)
+    }
+}
+
+/// Starts ovsdb-server and ovs-vswitchd (userspace TSO on) in `side`, with a private directory,
+/// and creates the bridge `bridge`.
+pub fn start_ovs(topo: &mut Topology, side: Side, bridge: &str) -> Result<OvsInstance> {
+    for tool in [
+        "ovsdb-tool",
+        "ovsdb-server",
+        "ovs-vswitchd",
+        "ovs-vsctl",
+        "ovs-appctl",
+    ] {
         if !super::topology::in_path(tool) {
-            bail!(
-                "--baseline ovs needs Open vSwitch ({tool} not found; apt-get install openvswitch-switch)"
-            );
+            bail!("Open vSwitch is needed ({tool} not found; apt-get install openvswitch-switch)");
         }
     }
     if !Path::new(OVS_SCHEMA).exists() {
         bail!("{OVS_SCHEMA} not found (apt-get install openvswitch-common)");
     }
+    let dir = topo.dir().join(format!("ovs-{}", side.letter()));
+    fs::create_dir_all(&dir)?;
+    let d = dir.to_string_lossy().into_owned();
+    run(
+        "ovsdb-tool",
+        &["create", &format!("{d}/conf.db"), OVS_SCHEMA],
+    )?;
+    let env = [
+        ("OVS_RUNDIR", d.as_str()),
+        ("OVS_LOGDIR", &d),
+        ("OVS_DBDIR", &d),
+    ];
+    topo.adopt_pidfile(dir.join("ovsdb-server.pid"));
+    ns_exec(
+        topo,
+        side,
+        &env,
+        "ovsdb-server",
+        &[
+            &format!("{d}/conf.db"),
+            &format!("--remote=punix:{d}/db.sock"),
+            &format!("--pidfile={d}/ovsdb-server.pid"),
+            &format!("--log-file={d}/ovsdb-server.log"),
+            &format!("--unixctl={d}/ovsdb-server.ctl"),
+            "--detach",
+        ],
+    )?;
+    let ovs = OvsInstance {
+        db: format!("unix:{d}/db.sock"),
+        ctl: dir.join("ovs-vswitchd.ctl"),
+        bridge: bridge.to_owned(),
+    };
+    ovs.vsctl(&["--no-wait", "init"])?;
+    // Read once at start-up, so it goes in before ovs-vswitchd starts.
+    ovs.vsctl(&[
+        "--no-wait",
+        "set",
+        "Open_vSwitch",
+        ".",
+        "other_config:userspace-tso-enable=true",
+    ])?;
+    topo.adopt_pidfile(dir.join("ovs-vswitchd.pid"));
+    ns_exec(
+        topo,
+        side,
+        &env,
+        "ovs-vswitchd",
+        &[
+            &ovs.db,
+            &format!("--pidfile={d}/ovs-vswitchd.pid"),
+            &format!("--log-file={d}/ovs-vswitchd.log"),
+            &format!("--unixctl={d}/ovs-vswitchd.ctl"),
+            "--detach",
+        ],
+    )?;
+    ovs.vsctl(&[
+        "add-br",
+        bridge,
+        "--",
+        "set",
+        "bridge",
+        bridge,
+        "datapath_type=netdev",
+    ])?;
+    Ok(ovs)
+}
+
+fn ovs(topo: &mut Topology, ctl: &Ctl, bond: &BondConfig) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
+    let map = ovs_bond(&bond.mode, &bond.policy).map_err(anyhow::Error::msg)?;
     let bridge = format!("{}br", topo.tag());
     let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
     for side in [Side::A, Side::B] {
         ctl.check()?;
         ctl.progress()
             .phase(&format!("starting Open vSwitch in host {}", side.letter()));
-        let dir = topo.dir().join(format!("ovs-{}", side.letter()));
-        fs::create_dir_all(&dir)?;
-        let d = dir.to_string_lossy().into_owned();
-        let db = format!("unix:{d}/db.sock");
-        run(
-            "ovsdb-tool",
-            &["create", &format!("{d}/conf.db"), OVS_SCHEMA],
-        )?;
-        let env = [
-            ("OVS_RUNDIR", d.as_str()),
-            ("OVS_LOGDIR", &d),
-            ("OVS_DBDIR", &d),
-        ];
-        topo.adopt_pidfile(dir.join("ovsdb-server.pid"));
-        ns_exec(
-            topo,
-            side,
-            &env,
-            "ovsdb-server",
-            &[
-                &format!("{d}/conf.db"),
-                &format!("--remote=punix:{d}/db.sock"),
-                &format!("--pidfile={d}/ovsdb-server.pid"),
-                &format!("--log-file={d}/ovsdb-server.log"),
-                &format!("--unixctl={d}/ovsdb-server.ctl"),
-                "--detach",
-            ],
-        )?;
-        let vsctl = |args: &[&str]| -> Result<String> {
-            let mut full = vec!["--timeout=30", "--db", db.as_str()];
-            full.extend_from_slice(args);
-            run("ovs-vsctl", &full)
-        };
-        vsctl(&["--no-wait", "init"])?;
-        // Read once at start-up, so it goes in before ovs-vswitchd starts.
-        vsctl(&[
-            "--no-wait",
-            "set",
-            "Open_vSwitch",
-            ".",
-            "other_config:userspace-tso-enable=true",
-        ])?;
-        topo.adopt_pidfile(dir.join("ovs-vswitchd.pid"));
-        ns_exec(
-            topo,
-            side,
-            &env,
-            "ovs-vswitchd",
-            &[
-                &db,
-                &format!("--pidfile={d}/ovs-vswitchd.pid"),
-                &format!("--log-file={d}/ovs-vswitchd.log"),
-                &format!("--unixctl={d}/ovs-vswitchd.ctl"),
-                "--detach",
-            ],
-        )?;
-        vsctl(&[
-            "add-br",
-            &bridge,
-            "--",
-            "set",
-            "bridge",
-            &bridge,
-            "datapath_type=netdev",
-        ])?;
+        let ovs = start_ovs(topo, side, &bridge)?;
         let mode = format!("bond_mode={}", map.bond_mode);
         let lacp = format!("lacp={}", map.lacp);
         let primary = format!("other_config:bond-primary={}", members[0]);
@@ -376,7 +413,7 @@ fn ovs(topo: &mut Topology, ctl: &Ctl, bond: &BondConfig) -> Result<Vec<(Ipv4Add
                 args.push(&primary);
             }
         }
-        vsctl(&args)?;
+        ovs.vsctl(&args)?;
         // Keep the members' own stack out of the way (it would answer ARP for the bond).
         for m in &members {
             topo.sysctl(side, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")?;

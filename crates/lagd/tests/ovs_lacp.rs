@@ -1,0 +1,361 @@
+//! lagd's LACP against a real partner: Open vSwitch's userspace datapath in a network namespace.
+//! Needs root and Open vSwitch (`.ci/run` installs it); fails, never skips, without them.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddrV4, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lagd::daemon::query_status;
+use lagd::lab::dataplane::{OvsInstance, start_ovs};
+use lagd::lab::topology::{Side, Topology};
+use lagd::status::Status;
+
+const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
+
+struct Interop {
+    topo: Topology,
+    ovs: OvsInstance,
+    control: PathBuf,
+    /// tcpdump of slow-protocol frames on host A's first member.
+    capture: PathBuf,
+    tcpdump: lagd::lab::topology::ProcessId,
+    started: Instant,
+}
+
+impl Interop {
+    /// Host A: lagd 802.3ad over both links. Host B: an OVS balance-tcp bond with
+    /// `lacp=ovs_lacp` and `lacp-time=ovs_time`.
+    fn new(ovs_lacp: &str, ovs_time: &str, lagd_rate: &str) -> Self {
+        let mut topo = Topology::create(2).expect("topology");
+        let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+        let bridge = format!("{}br", topo.tag());
+        let ovs = start_ovs(&mut topo, Side::B, &bridge).expect("start Open vSwitch");
+        let mut args = vec!["add-bond", &bridge, "bond0"];
+        args.extend(members.iter().map(String::as_str));
+        let lacp = format!("lacp={ovs_lacp}");
+        let time = format!("other_config:lacp-time={ovs_time}");
+        args.extend(["bond_mode=balance-tcp", lacp.as_str(), time.as_str()]);
+        ovs.vsctl(&args).expect("add-bond");
+        for m in &members {
+            topo.sysctl(Side::B, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")
+                .unwrap();
+        }
+        let b = format!("{}/24", topo.address(2));
+        topo.ip(Side::B, &["addr", "add", &b, "dev", &bridge])
+            .unwrap();
+        topo.ip(Side::B, &["link", "set", &bridge, "up"]).unwrap();
+
+        let capture = topo.dir().join("lacp.pcap");
+        let capture_s = capture.to_string_lossy().into_owned();
+        let tcpdump = topo
+            .spawn(
+                Side::A,
+                "tcpdump",
+                Path::new("tcpdump"),
+                &[
+                    "-i",
+                    &members[0],
+                    "-U",
+                    "-w",
+                    &capture_s,
+                    "ether",
+                    "proto",
+                    "0x8809",
+                ],
+            )
+            .expect("tcpdump");
+        thread::sleep(Duration::from_millis(500));
+        let bond = format!("{}ba", topo.tag());
+        let control = topo.dir().join(format!("{bond}.sock"));
+        let opts = format!("mode=802.3ad lacp_rate={lagd_rate} xmit_hash_policy=layer3+4");
+        let member_list = members.join(",");
+        let control_s = control.to_string_lossy().into_owned();
+        topo.spawn(
+            Side::A,
+            "lagd-a",
+            Path::new(LAGD),
+            &[
+                "--bond",
+                &bond,
+                "--members",
+                &member_list,
+                "--opts",
+                &opts,
+                "--control",
+                &control_s,
+                "--log-level",
+                "debug",
+            ],
+        )
+        .expect("start lagd");
+        let started = Instant::now();
+        let t = Instant::now();
+        while query_status(&control).is_err() {
+            assert!(t.elapsed() < Duration::from_secs(10), "lagd did not start");
+            thread::sleep(Duration::from_millis(50));
+        }
+        let a = format!("{}/24", topo.address(1));
+        topo.ip(Side::A, &["addr", "add", &a, "dev", &bond])
+            .unwrap();
+        topo.ip(Side::A, &["link", "set", &bond, "up"]).unwrap();
+        Self {
+            topo,
+            ovs,
+            control,
+            capture,
+            tcpdump,
+            started,
+        }
+    }
+
+    /// Waits until lagd distributes on every member and OVS reports the bond negotiated with
+    /// both members attached; returns how long after lagd's start that was.
+    fn wait_aggregated(&self, within: Duration) -> Duration {
+        loop {
+            let s = self.status();
+            let lagd_ok = s
+                .members
+                .iter()
+                .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing));
+            let show = self.ovs.appctl(&["lacp/show", "bond0"]).unwrap_or_default();
+            let ovs_ok = show.contains("negotiated")
+                && show.matches(": current attached").count() == 2
+                && show
+                    .lines()
+                    .filter(|l| l.trim_start().starts_with("actor state:"))
+                    .all(|l| l.contains("collecting distributing"));
+            if lagd_ok && ovs_ok {
+                return self.started.elapsed();
+            }
+            assert!(
+                self.started.elapsed() < within,
+                "no aggregation after {within:?}\nOVS:\n{show}\nlagd:\n{}",
+                s.render()
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn ovs_field<'a>(show: &'a str, key: &str) -> Vec<&'a str> {
+        show.lines()
+            .filter_map(|l| l.trim_start().strip_prefix(key))
+            .map(str::trim)
+            .collect()
+    }
+
+    /// A TCP transfer from `from` to the other host; the data's checksum at both ends.
+    fn transfer(&self, from: Side, bytes: usize) -> (u64, u64) {
+        let to = if from == Side::A { Side::B } else { Side::A };
+        let host = if to == Side::A { 1 } else { 2 };
+        let addr = SocketAddrV4::new(self.topo.address(host), 5002);
+        let listener = self
+            .topo
+            .in_ns(to, || TcpListener::bind(addr))
+            .unwrap()
+            .expect("listen");
+        let rx = thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut sum = 0xcbf2_9ce4_8422_2325u64;
+            let mut buf = vec![0u8; 65536];
+            loop {
+                let n = s.read(&mut buf).unwrap();
+                if n == 0 {
+                    return sum;
+                }
+                for &b in &buf[..n] {
+                    sum = (sum ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+                }
+            }
+        });
+        let mut stream = self
+            .topo
+            .in_ns(from, || {
+                TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
+            })
+            .unwrap()
+            .expect("connect");
+        let mut sum = 0xcbf2_9ce4_8422_2325u64;
+        let mut sent = 0;
+        while sent < bytes {
+            let chunk: Vec<u8> = (0..65536).map(|i| ((i + sent) % 253) as u8).collect();
+            stream.write_all(&chunk).unwrap();
+            for &b in &chunk {
+                sum = (sum ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+            }
+            sent += chunk.len();
+        }
+        drop(stream);
+        (sum, rx.join().unwrap())
+    }
+
+    fn tc_drop(&self, link: &str, on: bool) {
+        for side in [Side::A, Side::B] {
+            let mut args = vec!["-n", self.topo.ns(side), "qdisc"];
+            if on {
+                args.extend(["add", "dev", link, "root", "pfifo", "limit", "0"]);
+            } else {
+                args.extend(["del", "dev", link, "root"]);
+            }
+            let out = Command::new("tc").args(&args).output().unwrap();
+            assert!(
+                out.status.success(),
+                "tc {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    /// Stops the capture and checks every LACPDU lagd sent decodes in tshark without warnings.
+    fn check_capture(&mut self, lagd_mac: &str) -> usize {
+        self.topo.stop(self.tcpdump);
+        let out = Command::new("tshark")
+            .args(["-r"])
+            .arg(&self.capture)
+            .args([
+                "-Y",
+                &format!("eth.src == {lagd_mac}"),
+                "-T",
+                "fields",
+                "-e",
+                "frame.number",
+                "-e",
+                "lacp.version",
+                "-e",
+                "_ws.malformed",
+                "-e",
+                "_ws.expert.severity",
+            ])
+            .output()
+            .expect("tshark (CI installs it)");
+        assert!(
+            out.status.success(),
+            "tshark: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let rows: Vec<&str> = text.lines().collect();
+        for r in &rows {
+            let f: Vec<&str> = r.split('\t').collect();
+            assert!(
+                matches!(f.get(1).copied(), Some("1" | "0x01")),
+                "decoded as LACPv1: {r}"
+            );
+            assert!(f.get(2).is_none_or(|x| x.is_empty()), "malformed: {r}");
+            assert!(f.get(3).is_none_or(|x| x.is_empty()), "expert info: {r}");
+        }
+        rows.len()
+    }
+
+    fn status(&self) -> Status {
+        query_status(&self.control).expect("status")
+    }
+}
+
+/// lagd 802.3ad against an OVS balance-tcp bond with every LACP mode and rate: both ends agree
+/// (OVS `lacp/show` and `lagctl show --json` tell the same story), TCP crosses both ways, and
+/// every LACPDU lagd sent decodes cleanly in tshark.
+#[test]
+fn negotiates_with_open_vswitch() {
+    for (lacp, time) in [
+        ("active", "fast"),
+        ("active", "slow"),
+        ("passive", "fast"),
+        ("passive", "slow"),
+    ] {
+        let mut lab = Interop::new(lacp, time, time);
+        let took = lab.wait_aggregated(Duration::from_secs(15));
+        println!(
+            "lagd <-> OVS lacp={lacp} lacp-time={time}: distributing {} ms after lagd started",
+            took.as_millis()
+        );
+        let show = lab.ovs.appctl(&["lacp/show", "bond0"]).unwrap();
+        assert!(
+            show.contains(&format!("status: {lacp} negotiated")),
+            "{show}"
+        );
+        let s = lab.status();
+        let l = s.lacp.as_ref().unwrap();
+        // Each side's view of the other matches the other's own identity.
+        let ovs_sys = Interop::ovs_field(&show, "sys_id:")[0].to_owned();
+        assert_eq!(l.active_aggregator.as_ref().unwrap().partner_mac, ovs_sys);
+        for partner in Interop::ovs_field(&show, "partner sys_id:") {
+            assert_eq!(partner, l.system_mac);
+        }
+        for partner_state in Interop::ovs_field(&show, "partner state:") {
+            assert!(
+                partner_state.contains("synchronized collecting distributing"),
+                "{partner_state}"
+            );
+        }
+        assert_eq!(l.active_aggregator.as_ref().unwrap().number_of_ports, 2);
+        for m in &s.members {
+            let ml = m.lacp.as_ref().unwrap();
+            assert!(
+                ml.partner.state_names.iter().any(|n| n == "distributing"),
+                "{:?}",
+                ml.partner
+            );
+            assert!(ml.lacpdu_rx > 0 && ml.lacpdu_tx > 0);
+            assert_eq!(ml.illegal_rx, 0);
+        }
+        for from in [Side::A, Side::B] {
+            let (sent, got) = lab.transfer(from, 4 << 20);
+            assert_eq!(sent, got, "lacp={lacp} time={time}: TCP from {from:?}");
+        }
+        let first_member_mac = s.members[0].perm_hw_addr.clone();
+        let n = lab.check_capture(&first_member_mac);
+        assert!(n >= 2, "lagd's LACPDUs were captured ({n})");
+    }
+}
+
+/// Dropping every frame on one link (carrier stays up) takes just that member out of both ends
+/// within 3 s at the fast rate, and it rejoins when the drop is lifted.
+#[test]
+fn silent_member_leaves_and_rejoins() {
+    let lab = Interop::new("active", "fast", "fast");
+    lab.wait_aggregated(Duration::from_secs(15));
+    let link1 = lab.topo.links()[1].name.clone();
+    lab.tc_drop(&link1, true);
+    let t = Instant::now();
+    while lab.status().members[1].lacp.as_ref().unwrap().distributing {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "silent member kept distributing"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let out = t.elapsed();
+    println!(
+        "silent member out of lagd's distribution after {} ms",
+        out.as_millis()
+    );
+    assert!(out <= Duration::from_millis(3500), "{out:?}");
+    let s = lab.status();
+    assert!(s.members[0].lacp.as_ref().unwrap().distributing);
+    assert_eq!(s.mii_status, "up");
+    // OVS also stops using it.
+    let t = Instant::now();
+    loop {
+        let show = lab.ovs.appctl(&["lacp/show", "bond0"]).unwrap();
+        if show.matches(": current attached").count() == 1 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "OVS kept the silent member:\n{show}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let (sent, got) = lab.transfer(Side::A, 2 << 20);
+    assert_eq!(sent, got, "traffic continues on the other member");
+    lab.tc_drop(&link1, false);
+    let t = Instant::now();
+    lab.wait_aggregated(Duration::from_secs(60) + lab.started.elapsed());
+    println!(
+        "rejoined {} ms after the drop was lifted",
+        t.elapsed().as_millis()
+    );
+}
