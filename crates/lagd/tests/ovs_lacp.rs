@@ -14,6 +14,7 @@ use lagd::lab::topology::{Side, Topology};
 use lagd::status::Status;
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
+const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
 
 struct Interop {
     topo: Topology,
@@ -37,7 +38,13 @@ impl Interop {
         args.extend(members.iter().map(String::as_str));
         let lacp = format!("lacp={ovs_lacp}");
         let time = format!("other_config:lacp-time={ovs_time}");
-        args.extend(["bond_mode=balance-tcp", lacp.as_str(), time.as_str()]);
+        // balance-tcp needs LACP in OVS; without LACP the bond is balance-slb (a static LAG).
+        let mode = if ovs_lacp == "off" {
+            "bond_mode=balance-slb"
+        } else {
+            "bond_mode=balance-tcp"
+        };
+        args.extend([mode, lacp.as_str(), time.as_str()]);
         ovs.vsctl(&args).expect("add-bond");
         for m in &members {
             topo.sysctl(Side::B, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")
@@ -252,6 +259,34 @@ impl Interop {
     fn status(&self) -> Status {
         query_status(&self.control).expect("status")
     }
+
+    /// `lagctl lacp doctor --json`: the causes it names, with their members.
+    fn doctor(&self) -> Vec<(String, Vec<String>)> {
+        let out = Command::new(LAGCTL)
+            .args(["lacp", "doctor", "--json", "--control"])
+            .arg(&self.control)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let members = f["members"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.as_str().unwrap().to_owned())
+                    .collect();
+                (f["cause"].as_str().unwrap().to_owned(), members)
+            })
+            .collect()
+    }
 }
 
 /// lagd 802.3ad against an OVS balance-tcp bond with every LACP mode and rate: both ends agree
@@ -305,6 +340,9 @@ fn negotiates_with_open_vswitch() {
             let (sent, got) = lab.transfer(from, 4 << 20);
             assert_eq!(sent, got, "lacp={lacp} time={time}: TCP from {from:?}");
         }
+        let doctor = lab.doctor();
+        assert_eq!(doctor.len(), 1, "{doctor:?}");
+        assert_eq!(doctor[0].0, "healthy");
         let first_member_mac = s.members[0].perm_hw_addr.clone();
         let n = lab.check_capture(&first_member_mac);
         assert!(n >= 2, "lagd's LACPDUs were captured ({n})");
@@ -336,6 +374,13 @@ fn silent_member_leaves_and_rejoins() {
     let s = lab.status();
     assert!(s.members[0].lacp.as_ref().unwrap().distributing);
     assert_eq!(s.mii_status, "up");
+    let doctor = lab.doctor();
+    assert!(
+        doctor
+            .iter()
+            .any(|(c, m)| c == "lacpdus-lost" && m == &[s.members[1].name.clone()]),
+        "{doctor:?}"
+    );
     // OVS also stops using it.
     let t = Instant::now();
     loop {
@@ -358,4 +403,21 @@ fn silent_member_leaves_and_rejoins() {
         "rejoined {} ms after the drop was lifted",
         t.elapsed().as_millis()
     );
+}
+
+/// A partner that does not speak LACP (an OVS balance-slb bond with LACP off): lagd never
+/// aggregates, and `lagctl lacp doctor` says why.
+#[test]
+fn doctor_names_a_partner_without_lacp() {
+    let lab = Interop::new("off", "fast", "fast");
+    thread::sleep(Duration::from_secs(4));
+    let s = lab.status();
+    assert!(
+        s.members
+            .iter()
+            .all(|m| !m.lacp.as_ref().unwrap().distributing)
+    );
+    let doctor = lab.doctor();
+    assert_eq!(doctor[0].0, "no-partner", "{doctor:?}");
+    assert_eq!(doctor[0].1.len(), 2);
 }

@@ -24,6 +24,8 @@ enum Command {
     Explain(cli::explain::ExplainArgs),
     /// Show a running bond's status (as /proc/net/bonding/BOND reads), or JSON.
     Show(cli::show::ShowArgs),
+    /// LACP diagnosis: `lagctl lacp doctor [BOND]`.
+    Lacp(cli::lacp::LacpArgs),
     /// Two namespaces joined by shaped veth links, a bond at both ends, TCP through it.
     Lab(Box<cli::lab::LabArgs>),
 }
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => cli::plan::main(*args),
         Command::Explain(args) => cli::explain::main(args),
         Command::Show(args) => cli::show::main(args),
+        Command::Lacp(args) => cli::lacp::main(args),
         Command::Lab(args) => cli::lab::main(*args),
     };
     match result {

@@ -7,6 +7,7 @@ use std::io;
 pub mod explain;
 pub mod hash;
 pub mod lab;
+pub mod lacp;
 pub mod plan;
 pub mod show;
 

@@ -55,9 +55,14 @@ fn socket_path(args: &ShowArgs, run_dir: &Path) -> Result<PathBuf, CliError> {
     }
 }
 
+/// The control socket `args` names (or the only running bond's).
+pub fn socket_path_for(args: &ShowArgs) -> Result<PathBuf, CliError> {
+    socket_path(args, Path::new("/run/lagd"))
+}
+
 /// `lagctl show`.
 pub fn main(args: ShowArgs) -> Result<(), CliError> {
-    let path = socket_path(&args, Path::new("/run/lagd"))?;
+    let path = socket_path_for(&args)?;
     let status = query_status(&path)?;
     let text = if args.json {
         serde_json::to_string_pretty(&status).map_err(|e| CliError::Failed(e.into()))? + "\n"

@@ -1,0 +1,527 @@
+//! `lagctl lacp doctor [BOND]`: LACP state turned into plain-language causes.
+//!
+//! The diagnosis is a pure function of the status document ([`diagnose`]), so every rule is
+//! tested on hand-built states; the command asks the running lagd for its status.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::CliError;
+use super::show::{ShowArgs, socket_path_for};
+use crate::daemon::query_status;
+use crate::status::{MemberStatus, Status};
+
+/// `lagctl lacp ...`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LacpArgs {
+    #[command(subcommand)]
+    command: LacpCommand,
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+enum LacpCommand {
+    /// Explain what is wrong with a bond's LACP, in plain language.
+    Doctor {
+        /// The bond; may be left out when only one lagd runs.
+        bond: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The control socket (default: /run/lagd/BOND.sock).
+        #[arg(long)]
+        control: Option<PathBuf>,
+    },
+}
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Working as intended.
+    Ok,
+    /// Works, but not as configured or not as well as it could.
+    Warning,
+    /// Traffic is not aggregated as intended.
+    Problem,
+}
+
+/// One diagnosis.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// How bad it is.
+    pub severity: Severity,
+    /// Short name of the cause (`no-partner`, `split-partners`, ...).
+    pub cause: &'static str,
+    /// The members concerned.
+    pub members: Vec<String>,
+    /// The cause and what to do, in one or two sentences.
+    pub text: String,
+}
+
+fn has_bit(m: &MemberStatus, partner: bool, bit: &str) -> bool {
+    m.lacp.as_ref().is_some_and(|l| {
+        let info = if partner { &l.partner } else { &l.actor };
+        info.state_names.iter().any(|n| n == bit)
+    })
+}
+
+/// Diagnoses a bond's LACP from its status.
+pub fn diagnose(s: &Status) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let Some(lacp) = &s.lacp else {
+        out.push(Finding {
+            severity: Severity::Warning,
+            cause: "not-802.3ad",
+            members: Vec::new(),
+            text: format!(
+                "bond {} runs mode {}: LACP is not in use (mode=802.3ad enables it)",
+                s.bond, s.mode
+            ),
+        });
+        return out;
+    };
+    let members: Vec<&MemberStatus> = s.members.iter().filter(|m| m.lacp.is_some()).collect();
+    let up: Vec<&MemberStatus> = members
+        .iter()
+        .copied()
+        .filter(|m| m.mii_status == "up" || m.mii_status == "going down")
+        .collect();
+    for m in &members {
+        if !up.iter().any(|u| u.name == m.name) {
+            out.push(Finding {
+                severity: Severity::Problem,
+                cause: "link-down",
+                members: vec![m.name.clone()],
+                text: format!(
+                    "{} has no link (MII status {}): check the cable and the switch port",
+                    m.name, m.mii_status
+                ),
+            });
+        }
+    }
+    // Members with link that never heard a LACPDU.
+    let silent: Vec<&MemberStatus> = up
+        .iter()
+        .copied()
+        .filter(|m| m.lacp.as_ref().is_some_and(|l| l.lacpdu_rx == 0))
+        .collect();
+    if !silent.is_empty() {
+        let names: Vec<String> = silent.iter().map(|m| m.name.clone()).collect();
+        let passive_passive = !lacp.lacp_active;
+        out.push(Finding {
+            severity: Severity::Problem,
+            cause: if passive_passive {
+                "passive-passive"
+            } else {
+                "no-partner"
+            },
+            members: names.clone(),
+            text: if passive_passive {
+                format!(
+                    "no LACPDU was ever received on {} and this bond is passive (lacp_active \
+                     off): if the partner is passive too, neither side starts; set lacp_active=on \
+                     here or make the switch port LACP active",
+                    names.join(", ")
+                )
+            } else {
+                format!(
+                    "no LACPDU was ever received on {}: the partner port does not speak LACP \
+                     (a static LAG or a plain port), or something filters slow-protocol frames \
+                     (01:80:c2:00:00:02); configure LACP on the switch port, or use \
+                     balance-xor for a static LAG",
+                    names.join(", ")
+                )
+            },
+        });
+    }
+    // Members that heard LACP but stopped.
+    for m in &up {
+        let l = m.lacp.as_ref().expect("filtered");
+        if l.lacpdu_rx > 0 && (l.rx_state == "EXPIRED" || l.rx_state == "DEFAULTED") {
+            out.push(Finding {
+                severity: Severity::Problem,
+                cause: "lacpdus-lost",
+                members: vec![m.name.clone()],
+                text: format!(
+                    "{} heard the partner's LACPDUs ({} received) but none lately (receive \
+                     machine {}): LACPDUs are lost on that link (errors, filtering, an overloaded \
+                     partner) while its carrier is up; the link is out of the aggregate",
+                    m.name, l.lacpdu_rx, l.rx_state
+                ),
+            });
+        }
+    }
+    // Partners: which systems answer on which members.
+    let mut systems: Vec<(String, Vec<String>)> = Vec::new();
+    for m in &up {
+        let l = m.lacp.as_ref().expect("filtered");
+        if l.lacpdu_rx == 0 || l.partner.system_mac == "00:00:00:00:00:00" {
+            continue;
+        }
+        match systems.iter_mut().find(|(s, _)| *s == l.partner.system_mac) {
+            Some((_, v)) => v.push(m.name.clone()),
+            None => systems.push((l.partner.system_mac.clone(), vec![m.name.clone()])),
+        }
+    }
+    if systems.len() > 1 {
+        let detail: Vec<String> = systems
+            .iter()
+            .map(|(sys, ms)| format!("{} to {sys}", ms.join(", ")))
+            .collect();
+        out.push(Finding {
+            severity: Severity::Problem,
+            cause: "split-partners",
+            members: systems.iter().flat_map(|(_, m)| m.clone()).collect(),
+            text: format!(
+                "members are attached to different partner systems ({}): they cannot form one \
+                 aggregate, so only one group carries traffic; cable all members to one switch \
+                 or configure MLAG/stacking so both switches present one system id",
+                detail.join("; ")
+            ),
+        });
+    }
+    // Same partner, different aggregators: a key mismatch.
+    if let Some((sys, names)) = systems.first().filter(|_| systems.len() == 1) {
+        let mut aggs: Vec<(Option<u16>, u16, u16, Vec<String>)> = Vec::new();
+        for m in up.iter().filter(|m| names.contains(&m.name)) {
+            let l = m.lacp.as_ref().expect("filtered");
+            let key = (l.aggregator_id, l.actor.key, l.partner.key);
+            match aggs.iter_mut().find(|a| (a.0, a.1, a.2) == key) {
+                Some(a) => a.3.push(m.name.clone()),
+                None => aggs.push((key.0, key.1, key.2, vec![m.name.clone()])),
+            }
+        }
+        if aggs.len() > 1 {
+            let detail: Vec<String> = aggs
+                .iter()
+                .map(|(_, ours, theirs, ms)| {
+                    format!("{} (our key {ours}, partner key {theirs})", ms.join(", "))
+                })
+                .collect();
+            out.push(Finding {
+                severity: Severity::Problem,
+                cause: "key-mismatch",
+                members: aggs.iter().flat_map(|a| a.3.clone()).collect(),
+                text: format!(
+                    "members facing the same partner ({sys}) ended in different aggregators: {}; \
+                     keys differ when link speeds or duplex differ, or when the switch puts the \
+                     ports in different port-channels",
+                    detail.join("; ")
+                ),
+            });
+        }
+    }
+    // Churn.
+    for m in &up {
+        let l = m.lacp.as_ref().expect("filtered");
+        if l.actor_churn_state == "churned" || l.partner_churn_state == "churned" {
+            out.push(Finding {
+                severity: Severity::Problem,
+                cause: "churn",
+                members: vec![m.name.clone()],
+                text: format!(
+                    "{}: {} churn (actor churned {} times, partner {}): the two ends did not \
+                     reach synchronization within 60 s, typically a misconfigured partner \
+                     (wrong port-channel, different key) or a flapping link",
+                    m.name,
+                    if l.actor_churn_state == "churned" {
+                        "actor"
+                    } else {
+                        "partner"
+                    },
+                    l.actor_churned_count,
+                    l.partner_churned_count
+                ),
+            });
+        }
+    }
+    // Rate mismatch: what we ask for vs what the partner asks for.
+    let mismatch: Vec<String> = up
+        .iter()
+        .filter(|m| m.lacp.as_ref().is_some_and(|l| l.lacpdu_rx > 0))
+        .filter(|m| has_bit(m, false, "timeout") != has_bit(m, true, "timeout"))
+        .map(|m| m.name.clone())
+        .collect();
+    if !mismatch.is_empty() {
+        out.push(Finding {
+            severity: Severity::Warning,
+            cause: "rate-mismatch",
+            members: mismatch.clone(),
+            text: format!(
+                "on {} this bond asks for the {} LACP rate and the partner for the other one: \
+                 it works, but each side detects a dead link on its own schedule (3 s fast, \
+                 90 s slow); set lacp_rate the same on both ends",
+                mismatch.join(", "),
+                lacp.lacp_rate
+            ),
+        });
+    }
+    if let Some(f) = &lacp.fallback_member {
+        out.push(Finding {
+            severity: Severity::Warning,
+            cause: "fallback",
+            members: vec![f.clone()],
+            text: format!(
+                "LACP fallback is active: no partner spoke LACP, so {f} carries all traffic as \
+                 in active-backup"
+            ),
+        });
+    }
+    let distributing: Vec<String> = members
+        .iter()
+        .filter(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
+        .map(|m| m.name.clone())
+        .collect();
+    if out.iter().all(|f| f.severity != Severity::Problem) {
+        let partner = lacp
+            .active_aggregator
+            .as_ref()
+            .map_or("-".to_owned(), |a| a.partner_mac.clone());
+        out.push(Finding {
+            severity: Severity::Ok,
+            cause: "healthy",
+            members: distributing.clone(),
+            text: format!(
+                "LACP is healthy: {} of {} members distributing with partner {partner}",
+                distributing.len(),
+                members.len()
+            ),
+        });
+    }
+    out
+}
+
+/// Renders findings for a terminal.
+pub fn render(bond: &str, findings: &[Finding]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "LACP doctor for {bond}:");
+    for f in findings {
+        let tag = match f.severity {
+            Severity::Ok => "ok",
+            Severity::Warning => "warning",
+            Severity::Problem => "problem",
+        };
+        let _ = writeln!(s, "  [{tag}] {}", f.text);
+    }
+    s
+}
+
+/// `lagctl lacp`.
+pub fn main(args: LacpArgs) -> Result<(), CliError> {
+    let LacpCommand::Doctor {
+        bond,
+        json,
+        control,
+    } = args.command;
+    let path = socket_path_for(&ShowArgs {
+        bond,
+        json,
+        control,
+    })?;
+    let status = query_status(&path)?;
+    let findings = diagnose(&status);
+    let text = if json {
+        serde_json::to_string_pretty(&findings).map_err(|e| CliError::Failed(e.into()))? + "\n"
+    } else {
+        render(&status.bond, &findings)
+    };
+    io::stdout()
+        .write_all(text.as_bytes())
+        .map_err(CliError::Io)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::status::{AggregatorStatus, LacpInfoStatus, LacpStatus, MemberLacp};
+
+    fn info(sys: &str, key: u16, bits: &[&str]) -> LacpInfoStatus {
+        LacpInfoStatus {
+            system_priority: 65535,
+            system_mac: sys.into(),
+            key,
+            port_priority: 255,
+            port: 1,
+            state: 0,
+            state_names: bits.iter().map(|b| (*b).to_owned()).collect(),
+        }
+    }
+
+    const FULL: &[&str] = &[
+        "activity",
+        "timeout",
+        "aggregation",
+        "synchronization",
+        "collecting",
+        "distributing",
+    ];
+
+    fn member(name: &str, partner: &str, agg: u16, rx: u64, rx_state: &str) -> MemberStatus {
+        MemberStatus {
+            name: name.into(),
+            mii_status: "up".into(),
+            speed_mbps: Some(10000),
+            duplex: "full".into(),
+            link_failure_count: 0,
+            perm_hw_addr: "02:00:00:00:00:01".into(),
+            active: true,
+            rx_packets: 0,
+            rx_bytes: 0,
+            tx_packets: 0,
+            tx_bytes: 0,
+            rx_dropped: Vec::new(),
+            tx_dropped: 0,
+            rx_socket_drops: 0,
+            lacp: Some(MemberLacp {
+                aggregator_id: Some(agg),
+                collecting: rx_state == "CURRENT",
+                distributing: rx_state == "CURRENT",
+                rx_state: rx_state.into(),
+                mux_state: "COLLECTING_DISTRIBUTING".into(),
+                selected: "SELECTED".into(),
+                actor_churn_state: "none".into(),
+                partner_churn_state: "none".into(),
+                actor_churned_count: 0,
+                partner_churned_count: 0,
+                actor: info("02:aa:00:00:00:01", 15, FULL),
+                partner: info(partner, 15, FULL),
+                lacpdu_rx: rx,
+                lacpdu_tx: 10,
+                marker_rx: 0,
+                marker_response_tx: 0,
+                illegal_rx: 0,
+                unknown_rx: 0,
+            }),
+        }
+    }
+
+    fn status(members: Vec<MemberStatus>) -> Status {
+        Status {
+            version: "0".into(),
+            bond: "bond0".into(),
+            mac: "02:aa:00:00:00:01".into(),
+            mode: "802.3ad".into(),
+            mode_description: String::new(),
+            xmit_hash_policy: Some("layer3+4".into()),
+            xmit_hash_policy_number: Some(1),
+            mii_status: "up".into(),
+            miimon: 100,
+            carrier_poll_ms: 10,
+            updelay: 0,
+            downdelay: 0,
+            peer_notif_delay: 0,
+            primary: None,
+            primary_reselect: None,
+            active: None,
+            tx_dropped_no_member: 0,
+            lacp: Some(LacpStatus {
+                lacp_active: true,
+                lacp_rate: "fast".into(),
+                min_links: 0,
+                ad_select: "stable".into(),
+                system_priority: 65535,
+                system_mac: "02:aa:00:00:00:01".into(),
+                active_aggregator: Some(AggregatorStatus {
+                    id: 1,
+                    number_of_ports: 2,
+                    actor_key: 15,
+                    partner_key: 15,
+                    partner_mac: "02:bb:00:00:00:01".into(),
+                }),
+                fallback_member: None,
+            }),
+            members,
+        }
+    }
+
+    fn causes(s: &Status) -> Vec<&'static str> {
+        diagnose(s).iter().map(|f| f.cause).collect()
+    }
+
+    const P1: &str = "02:bb:00:00:00:01";
+    const P2: &str = "02:cc:00:00:00:01";
+
+    #[test]
+    fn healthy() {
+        let s = status(vec![
+            member("eth0", P1, 1, 5, "CURRENT"),
+            member("eth1", P1, 1, 5, "CURRENT"),
+        ]);
+        let f = diagnose(&s);
+        assert_eq!(causes(&s), ["healthy"]);
+        assert!(f[0].text.contains("2 of 2"), "{}", f[0].text);
+    }
+
+    #[test]
+    fn partner_not_speaking_lacp_and_passive_passive() {
+        let mut s = status(vec![
+            member("eth0", "00:00:00:00:00:00", 1, 0, "DEFAULTED"),
+            member("eth1", "00:00:00:00:00:00", 2, 0, "DEFAULTED"),
+        ]);
+        assert_eq!(causes(&s), ["no-partner"]);
+        s.lacp.as_mut().unwrap().lacp_active = false;
+        assert_eq!(causes(&s), ["passive-passive"]);
+    }
+
+    #[test]
+    fn split_partners_and_key_mismatch() {
+        let s = status(vec![
+            member("eth0", P1, 1, 5, "CURRENT"),
+            member("eth1", P2, 2, 5, "CURRENT"),
+        ]);
+        let f = diagnose(&s);
+        assert_eq!(causes(&s), ["split-partners"]);
+        assert!(
+            f[0].text.contains(P1) && f[0].text.contains(P2),
+            "{}",
+            f[0].text
+        );
+        let mut slow = member("eth1", P1, 2, 5, "CURRENT");
+        slow.lacp.as_mut().unwrap().actor.key = 9;
+        let s = status(vec![member("eth0", P1, 1, 5, "CURRENT"), slow]);
+        let f = diagnose(&s);
+        assert_eq!(causes(&s), ["key-mismatch"]);
+        assert!(f[0].text.contains("our key 9"), "{}", f[0].text);
+    }
+
+    #[test]
+    fn lost_lacpdus_churn_rate_mismatch_link_down_fallback() {
+        let s = status(vec![
+            member("eth0", P1, 1, 5, "CURRENT"),
+            member("eth1", P1, 1, 40, "EXPIRED"),
+        ]);
+        assert_eq!(causes(&s), ["lacpdus-lost"]);
+        let mut churned = member("eth1", P1, 1, 5, "CURRENT");
+        churned.lacp.as_mut().unwrap().partner_churn_state = "churned".into();
+        let s = status(vec![member("eth0", P1, 1, 5, "CURRENT"), churned]);
+        assert_eq!(causes(&s), ["churn"]);
+        let mut slow = member("eth1", P1, 1, 5, "CURRENT");
+        slow.lacp
+            .as_mut()
+            .unwrap()
+            .partner
+            .state_names
+            .retain(|n| n != "timeout");
+        let s = status(vec![member("eth0", P1, 1, 5, "CURRENT"), slow]);
+        assert_eq!(causes(&s), ["rate-mismatch", "healthy"]);
+        let mut down = member("eth1", P1, 1, 5, "CURRENT");
+        down.mii_status = "down".into();
+        let s = status(vec![member("eth0", P1, 1, 5, "CURRENT"), down]);
+        assert_eq!(causes(&s), ["link-down"]);
+        let mut s = status(vec![member("eth0", "00:00:00:00:00:00", 1, 0, "DEFAULTED")]);
+        s.lacp.as_mut().unwrap().fallback_member = Some("eth0".into());
+        assert_eq!(causes(&s), ["no-partner", "fallback"]);
+    }
+
+    #[test]
+    fn other_modes() {
+        let mut s = status(vec![]);
+        s.lacp = None;
+        s.mode = "balance-xor".into();
+        assert_eq!(causes(&s), ["not-802.3ad"]);
+        assert!(render("bond0", &diagnose(&s)).contains("[warning]"));
+    }
+}
