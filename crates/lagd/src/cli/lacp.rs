@@ -279,7 +279,7 @@ pub fn diagnose(s: &Status) -> Vec<Finding> {
         let partner = lacp
             .active_aggregator
             .as_ref()
-            .map_or("-".to_owned(), |a| a.partner_mac.clone());
+            .map_or_else(|| "-".to_owned(), |a| a.partner_mac.clone());
         out.push(Finding {
             severity: Severity::Ok,
             cause: "healthy",
