@@ -306,6 +306,7 @@ fn lacp_config(o: &BondOptions) -> LacpConfig {
         min_links: o.min_links,
         coupled_control: o.coupled_control,
         fallback: (o.lacp_fallback > 0).then(|| Duration::from_millis(o.lacp_fallback.into())),
+        aggregate_wait: Duration::from_millis(o.lacp_aggregate_wait.into()),
     }
 }
 

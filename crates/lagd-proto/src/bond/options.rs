@@ -265,6 +265,8 @@ pub struct BondOptions {
     pub use_carrier: bool,
     /// lagd's `lacp_fallback` in ms (0 = off): active-backup when no LACPDU is ever heard.
     pub lacp_fallback: u32,
+    /// lagd's `lacp_aggregate_wait` in ms: 802.1AX's Aggregate_Wait_Time (2000 by default).
+    pub lacp_aggregate_wait: u32,
     /// Which keys were given explicitly (for warnings about turning monitoring off).
     explicit_miimon: bool,
 }
@@ -303,6 +305,7 @@ impl Default for BondOptions {
             coupled_control: true,
             use_carrier: true,
             lacp_fallback: 0,
+            lacp_aggregate_wait: 2000,
             explicit_miimon: false,
         }
     }
@@ -341,6 +344,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "coupled_control",
     "use_carrier",
     "lacp_fallback",
+    "lacp_aggregate_wait",
 ];
 
 const INT_MAX: u64 = i32::MAX as u64;
@@ -509,6 +513,9 @@ impl BondOptions {
             "coupled_control" => self.coupled_control = boolean(value)?,
             "use_carrier" => self.use_carrier = boolean(value)?,
             "lacp_fallback" => self.lacp_fallback = ms(value)?,
+            "lacp_aggregate_wait" => {
+                self.lacp_aggregate_wait = number(value, 0, 10_000, "milliseconds")? as u32
+            }
             _ => {
                 let hint = OPTION_NAMES
                     .iter()
@@ -659,6 +666,7 @@ mod test {
             ("arp_ip_target", "255.255.255.255"),
             ("all_slaves_active", "yes"),
             ("miimon", "-1"),
+            ("lacp_aggregate_wait", "10001"),
         ] {
             assert!(o.set(k, v).is_err(), "{k}={v}");
         }

@@ -29,7 +29,7 @@
 
 use core::fmt;
 
-use super::{AGGREGATE_WAIT_TIME, Port, Selected, Timer};
+use super::{Port, Selected, Timer};
 use crate::time::Instant;
 use crate::wire::slow::PortState;
 
@@ -38,7 +38,8 @@ use crate::wire::slow::PortState;
 pub enum MuxState {
     /// DETACHED: not attached to an aggregator.
     Detached,
-    /// WAITING: selected, waiting `wait_while` and for the other ports of the aggregator.
+    /// WAITING: selected, waiting `wait_while` (Aggregate_Wait_Time, or the configured
+    /// `aggregate_wait`) and for the other ports of the aggregator.
     Waiting,
     /// ATTACHED: attached, in sync on our side, not collecting or distributing.
     Attached,
@@ -143,7 +144,7 @@ fn enter(port: &mut Port, state: MuxState, now: Instant) {
             port.ntt = true;
         }
         MuxState::Waiting => {
-            port.mux.wait_while.start(now, AGGREGATE_WAIT_TIME);
+            port.mux.wait_while.start(now, port.aggregate_wait);
             port.ready_n = false;
         }
         MuxState::Attached => {

@@ -627,3 +627,18 @@ fn removed_port_says_farewell_and_the_partner_stops_at_once() {
     assert!(sim.bonds[1].is_distributing(PortId(1)));
     assert_eq!(sim.distributing(0), [1]);
 }
+
+/// `aggregate_wait` shortens WAITING: with 100 ms both ends distribute well within 1 s of
+/// link-up (the standard's 2 s wait is the default).
+#[test]
+fn shorter_aggregate_wait_forms_within_one_second() {
+    let quick = LacpConfig {
+        aggregate_wait: Duration::from_millis(100),
+        ..fast()
+    };
+    let (_, t) = formation_time(quick.clone(), quick, 2);
+    assert!(t <= Instant::from_millis(1000), "{t}");
+    assert!(t >= Instant::from_millis(100), "{t}: the wait still applies");
+    let (_, standard) = formation_time(fast(), fast(), 2);
+    assert!(standard >= Instant::from_millis(2000), "{standard}");
+}
