@@ -638,7 +638,10 @@ fn shorter_aggregate_wait_forms_within_one_second() {
     };
     let (_, t) = formation_time(quick.clone(), quick, 2);
     assert!(t <= Instant::from_millis(1000), "{t}");
-    assert!(t >= Instant::from_millis(100), "{t}: the wait still applies");
+    assert!(
+        t >= Instant::from_millis(100),
+        "{t}: the wait still applies"
+    );
     let (_, standard) = formation_time(fast(), fast(), 2);
     assert!(standard >= Instant::from_millis(2000), "{standard}");
 }
