@@ -2,6 +2,7 @@
 
 use super::ethernet::{self, EthernetFrame, EthernetRepr};
 use super::ip::Ipv4Address;
+use super::view_constructors;
 use super::{Error, EtherType, EthernetAddress, Result, be16, enum_with_unknown};
 
 enum_with_unknown! {
@@ -56,19 +57,9 @@ pub type Packet<T> = ArpPacket<T>;
 /// Short name for [`ArpRepr`].
 pub type Repr = ArpRepr;
 
+view_constructors!(ArpPacket);
+
 impl<T: AsRef<[u8]>> ArpPacket<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it with [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// `Truncated` if the buffer is shorter than 28 bytes (an Ethernet/IPv4 packet) or than
     /// the four addresses its `hlen`/`plen` announce.
     pub fn check_len(&self) -> Result<()> {
@@ -81,11 +72,6 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Hardware type.

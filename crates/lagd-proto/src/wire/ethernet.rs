@@ -2,6 +2,7 @@
 
 use core::fmt;
 
+use super::view_constructors;
 use super::{Error, Result, be16, enum_with_unknown};
 
 /// A 48-bit IEEE MAC address.
@@ -161,19 +162,9 @@ pub struct EthernetFrame<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_constructors!(EthernetFrame);
+
 impl<T: AsRef<[u8]>> EthernetFrame<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it holds at least the untagged header.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let f = Self::new_unchecked(buffer);
-        f.check_len()?;
-        Ok(f)
-    }
-
     /// Checks the buffer holds at least the 14-byte header.
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {
@@ -181,11 +172,6 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Destination MAC.

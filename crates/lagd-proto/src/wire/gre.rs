@@ -2,6 +2,7 @@
 //! RFC 2637 (PPTP) "enhanced GRE" version 1 with its acknowledgment number.
 
 use super::ip::checksum;
+use super::view_constructors;
 use super::{Error, EtherType, Result, be16, be32};
 
 mod field {
@@ -36,19 +37,9 @@ pub type Packet<T> = GrePacket<T>;
 /// Short name for [`GreRepr`].
 pub type Repr = GreRepr;
 
+view_constructors!(GrePacket);
+
 impl<T: AsRef<[u8]>> GrePacket<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it with [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks the header is one this view can read and is whole.
     ///
     /// `Truncated` if the buffer is shorter than 4 bytes or than the optional fields the
@@ -70,11 +61,6 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     fn flags(&self) -> u8 {

@@ -1,6 +1,7 @@
 //! IPv4 headers (RFC 791).
 
 use super::ip::{IpProtocol, Ipv4Address, checksum};
+use super::view_constructors;
 use super::{Error, Result, be16};
 
 mod field {
@@ -36,19 +37,9 @@ pub type Packet<T> = Ipv4Packet<T>;
 /// Short name for [`Ipv4Repr`].
 pub type Repr = Ipv4Repr;
 
+view_constructors!(Ipv4Packet);
+
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it with [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks the header is whole and consistent.
     ///
     /// `Truncated` if the buffer is shorter than 20 bytes, than the header length or than the
@@ -75,11 +66,6 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The version field (4 for a checked packet).

@@ -1,6 +1,7 @@
 //! IPv6 headers (RFC 8200) and a walker over the extension headers.
 
 use super::ip::{IpProtocol, Ipv6Address};
+use super::view_constructors;
 use super::{Error, Result, be16, be32};
 
 mod field {
@@ -34,19 +35,9 @@ pub type Packet<T> = Ipv6Packet<T>;
 /// Short name for [`Ipv6Repr`].
 pub type Repr = Ipv6Repr;
 
+view_constructors!(Ipv6Packet);
+
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it with [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks the buffer holds the 40-byte header and the payload length it announces.
     ///
     /// `Truncated` if either is cut short; `Malformed` if the version is not 6. A longer buffer
@@ -63,11 +54,6 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     fn first_word(&self) -> u32 {

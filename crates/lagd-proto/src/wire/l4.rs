@@ -7,6 +7,7 @@
 use core::ops::{BitAnd, BitOr, BitOrAssign};
 
 use super::ip::{IpAddress, IpProtocol, Ipv4Address, Ipv6Address, checksum};
+use super::view_constructors;
 use super::{Error, Result, be16, be32};
 
 /// The checksum of an upper-layer message over the IPv4 pseudo-header (RFC 768/793): the value
@@ -146,19 +147,9 @@ pub struct TcpPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_constructors!(TcpPacket);
+
 impl<T: AsRef<[u8]>> TcpPacket<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it with [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// `Truncated` if the buffer is shorter than 20 bytes or than the data offset says;
     /// `Malformed` if the data offset is below 5 words.
     pub fn check_len(&self) -> Result<()> {
@@ -174,11 +165,6 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Source port.
@@ -416,19 +402,9 @@ pub struct UdpPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_constructors!(UdpPacket);
+
 impl<T: AsRef<[u8]>> UdpPacket<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it with [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// `Truncated` if the buffer is shorter than 8 bytes or than the length field;
     /// `Malformed` if the length field is below 8.
     pub fn check_len(&self) -> Result<()> {
@@ -444,11 +420,6 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Source port.
@@ -612,19 +583,9 @@ pub struct SctpPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_constructors!(SctpPacket);
+
 impl<T: AsRef<[u8]>> SctpPacket<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it with [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// `Truncated` if the buffer is shorter than the 12-byte common header.
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < SCTP_HEADER_LEN {
@@ -632,11 +593,6 @@ impl<T: AsRef<[u8]>> SctpPacket<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Source port.
@@ -730,19 +686,9 @@ pub struct IcmpPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_constructors!(IcmpPacket);
+
 impl<T: AsRef<[u8]>> IcmpPacket<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it with [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// `Truncated` if the buffer is shorter than the 8-byte header.
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < ICMP_HEADER_LEN {
@@ -750,11 +696,6 @@ impl<T: AsRef<[u8]>> IcmpPacket<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Message type.

@@ -94,6 +94,33 @@ macro_rules! enum_with_unknown {
 }
 pub(crate) use enum_with_unknown;
 
+/// The constructors every view shares: `new_unchecked`, `new_checked` (through the view's own
+/// `check_len`) and `into_inner`. The view is a struct with one field, `buffer: T`.
+macro_rules! view_constructors {
+    ($name:ident) => {
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Wraps a buffer without checking it (for emitting into a buffer the caller sized).
+            pub const fn new_unchecked(buffer: T) -> Self {
+                Self { buffer }
+            }
+
+            /// Wraps a buffer, checking it with [`check_len`](Self::check_len): after that no
+            /// accessor panics.
+            pub fn new_checked(buffer: T) -> $crate::wire::Result<Self> {
+                let view = Self::new_unchecked(buffer);
+                view.check_len()?;
+                Ok(view)
+            }
+
+            /// The underlying buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+pub(crate) use view_constructors;
+
 /// Reads a big-endian `u16` at `at`; the caller has checked the length.
 #[inline(always)]
 pub(crate) fn be16(b: &[u8], at: usize) -> u16 {

@@ -81,6 +81,7 @@ use core::fmt;
 use core::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
 
 use super::ethernet::{EtherType, EthernetAddress, EthernetFrame, HEADER_LEN};
+use super::view_constructors;
 use super::{Error, Result, be16, be32, enum_with_unknown};
 
 /// Length of a version 1 LACPDU, from the subtype byte to the end of the reserved bytes.
@@ -439,19 +440,9 @@ pub struct LacpPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_constructors!(LacpPacket);
+
 impl<T: AsRef<[u8]>> LacpPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it holds at least [`LACPDU_LEN`] bytes.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks the buffer holds at least [`LACPDU_LEN`] bytes, after which no getter panics.
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < LACPDU_LEN {
@@ -459,11 +450,6 @@ impl<T: AsRef<[u8]>> LacpPacket<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The Slow Protocols subtype (1 for a LACPDU).
@@ -702,19 +688,9 @@ pub struct MarkerPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+view_constructors!(MarkerPacket);
+
 impl<T: AsRef<[u8]>> MarkerPacket<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer, checking it holds at least [`MARKER_PDU_LEN`] bytes.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks the buffer holds at least [`MARKER_PDU_LEN`] bytes, after which no getter
     /// panics.
     pub fn check_len(&self) -> Result<()> {
@@ -723,11 +699,6 @@ impl<T: AsRef<[u8]>> MarkerPacket<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The Slow Protocols subtype (2 for a Marker PDU).
