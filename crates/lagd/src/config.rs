@@ -212,6 +212,12 @@ impl Config {
                     })
                     .collect::<Vec<_>>()
                     .join(","),
+                // A per-member table: `actor_port_prio = { eth0 = 100 }`.
+                toml::Value::Table(t) => t
+                    .iter()
+                    .map(|(member, v)| format!("{member}:{v}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
                 other => {
                     return Err(err(
                         Some(value.span()),
@@ -324,6 +330,7 @@ miimon = 100
 primary = "eth1"
 all_slaves_active = true
 arp_ip_target = ["10.0.0.1", "10.0.0.2"]
+actor_port_prio = { eth0 = 100, eth1 = 200 }
 "#;
 
     #[test]
@@ -333,6 +340,10 @@ arp_ip_target = ["10.0.0.1", "10.0.0.2"]
         assert_eq!(c.options.primary.as_deref(), Some("eth1"));
         assert!(c.options.all_slaves_active);
         assert_eq!(c.options.arp_ip_target.len(), 2);
+        assert_eq!(
+            c.options.actor_port_prio,
+            [("eth0".to_owned(), 100), ("eth1".to_owned(), 200)]
+        );
         assert_eq!(c.mtu, Some(9000));
         assert_eq!(c.options.xmit_hash_policy, HashPolicy::Layer2);
     }

@@ -5,6 +5,7 @@
 //! never skip, without them (CI runs as root and installs chromium). Run this file's tests one
 //! at a time (`--test-threads=1`), as CI does.
 
+use lagd::lab::topology::is_root;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -393,17 +394,6 @@ impl Drop for Reaper {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
-use lagd::lab::topology::{Side, Topology};
+use lagd::lab::topology::{Side, Topology, is_root};
 use lagd::status::Status;
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 
@@ -202,18 +202,6 @@ impl Lab {
         let (received, gap) = receiver.join().expect("receiver");
         (sent, received, gap)
     }
-}
-
-/// Whether this process runs as root (the uid in /proc/self/status).
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 /// FNV-1a, 64-bit: enough to notice any corruption, loss or reordering of a byte stream.
@@ -549,29 +537,7 @@ fn arp_monitor_takes_out_a_member_that_drops_traffic() {
         s.members
     );
     let link1 = lab.topo.links()[1].name.clone();
-    for side in [Side::A, Side::B] {
-        lab.topo.ip(side, &["link", "show", &link1]).unwrap();
-        let out = Command::new("tc")
-            .args([
-                "-n",
-                lab.topo.ns(side),
-                "qdisc",
-                "add",
-                "dev",
-                &link1,
-                "root",
-                "pfifo",
-                "limit",
-                "0",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "tc: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    lab.topo.drop_link_traffic(&link1, true).unwrap();
     let t = Instant::now();
     while lab.status(Side::A).members[1].mii_status != "down" {
         assert!(
@@ -591,20 +557,7 @@ fn arp_monitor_takes_out_a_member_that_drops_traffic() {
     assert!(carrier.contains("LOWER_UP"), "carrier stayed up: {carrier}");
     let (sent, received, _) = lab.tcp_transfer(Side::A, 4 << 20, None, || {});
     assert_eq!(sent, received, "traffic avoids the silent member");
-    for side in [Side::A, Side::B] {
-        Command::new("tc")
-            .args([
-                "-n",
-                lab.topo.ns(side),
-                "qdisc",
-                "del",
-                "dev",
-                &link1,
-                "root",
-            ])
-            .status()
-            .unwrap();
-    }
+    lab.topo.drop_link_traffic(&link1, false).unwrap();
     let t = Instant::now();
     while lab.status(Side::A).members[1].mii_status != "up" {
         assert!(
@@ -614,23 +567,6 @@ fn arp_monitor_takes_out_a_member_that_drops_traffic() {
         thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(lab.status(Side::A).members[1].link_failure_count, 1);
-}
-
-fn tc_drop(lab: &Lab, link: &str, on: bool) {
-    for side in [Side::A, Side::B] {
-        let mut args = vec!["-n", lab.topo.ns(side), "qdisc"];
-        if on {
-            args.extend(["add", "dev", link, "root", "pfifo", "limit", "0"]);
-        } else {
-            args.extend(["del", "dev", link, "root"]);
-        }
-        let out = Command::new("tc").args(&args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "tc {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
 }
 
 /// lagd against lagd in 802.3ad: both ends aggregate every member, and losing the LACPDUs of
@@ -663,7 +599,7 @@ fn lacp_between_two_lagds_and_a_silent_link() {
     assert_eq!(sent, received);
 
     let link1 = lab.topo.links()[1].name.clone();
-    tc_drop(&lab, &link1, true);
+    lab.topo.drop_link_traffic(&link1, true).unwrap();
     let t = Instant::now();
     while lab.status(Side::A).members[1]
         .lacp
@@ -691,7 +627,7 @@ fn lacp_between_two_lagds_and_a_silent_link() {
     assert_eq!(s.members[1].mii_status, "up", "carrier is still up");
     let (sent, received, _) = lab.tcp_transfer(Side::A, 2 << 20, None, || {});
     assert_eq!(sent, received, "traffic continues on the remaining member");
-    tc_drop(&lab, &link1, false);
+    lab.topo.drop_link_traffic(&link1, false).unwrap();
     let t = Instant::now();
     while !lab.status(Side::A).members[1]
         .lacp
@@ -708,5 +644,67 @@ fn lacp_between_two_lagds_and_a_silent_link() {
     println!(
         "member rejoined {} ms after the drop was lifted",
         t.elapsed().as_millis()
+    );
+}
+
+/// LACP keeps its timing while the dataplane is saturated (8 TCP streams through the bond):
+/// no member ever leaves distribution and LACPDUs keep arriving at the fast rate, because
+/// slow-protocol frames have their own socket, served first.
+#[test]
+fn lacp_keeps_time_under_a_saturated_dataplane() {
+    let mut lab = Lab::new(2, "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4");
+    lab.wait_carrier(Duration::from_secs(5));
+    let lacpdus = |s: &Status| -> Vec<u64> {
+        s.members
+            .iter()
+            .map(|m| m.lacp.as_ref().unwrap().lacpdu_rx)
+            .collect()
+    };
+    let before = lacpdus(&lab.status(Side::A));
+    let server = lab.addrs[1].to_string();
+    lab.topo
+        .spawn(Side::B, "iperf3-server", Path::new("iperf3"), &["-s", "-1"])
+        .expect("iperf3 (CI installs it)");
+    thread::sleep(Duration::from_millis(300));
+    let client = lab
+        .topo
+        .spawn(
+            Side::A,
+            "iperf3-client",
+            Path::new("iperf3"),
+            &["-c", &server, "-P", "8", "-t", "8"],
+        )
+        .expect("iperf3");
+    let t = Instant::now();
+    let mut polls = 0;
+    while t.elapsed() < Duration::from_secs(8) {
+        let s = lab.status(Side::A);
+        for m in &s.members {
+            let l = m.lacp.as_ref().unwrap();
+            assert!(
+                l.distributing,
+                "{} left distribution under load: {:?}",
+                m.name, l.rx_state
+            );
+        }
+        polls += 1;
+        thread::sleep(Duration::from_millis(200));
+    }
+    let s = lab.status(Side::A);
+    let after = lacpdus(&s);
+    for (i, m) in s.members.iter().enumerate() {
+        let got = after[i] - before[i];
+        assert!(
+            got >= 6,
+            "{}: {got} LACPDUs in 8 s at the fast rate",
+            m.name
+        );
+        assert_eq!(m.lacp.as_ref().unwrap().partner_churned_count, 0);
+    }
+    let tx: u64 = s.members.iter().map(|m| m.tx_bytes).sum();
+    assert!(tx > 1 << 30, "the dataplane was loaded: {tx} bytes");
+    assert!(lab.topo.try_wait(client).is_ok());
+    println!(
+        "{polls} polls, every member distributing throughout; LACPDUs {before:?} -> {after:?}"
     );
 }

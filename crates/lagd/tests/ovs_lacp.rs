@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
 use lagd::lab::dataplane::{OvsInstance, start_ovs};
-use lagd::lab::topology::{Side, Topology};
+use lagd::lab::topology::{Side, Topology, is_root};
 use lagd::status::Status;
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
@@ -30,6 +30,10 @@ impl Interop {
     /// Host A: lagd 802.3ad over both links. Host B: an OVS balance-tcp bond with
     /// `lacp=ovs_lacp` and `lacp-time=ovs_time`.
     fn new(ovs_lacp: &str, ovs_time: &str, lagd_rate: &str) -> Self {
+        assert!(
+            is_root(),
+            "the Open vSwitch interop tests need root (CI runs them as root)"
+        );
         let mut topo = Topology::create(2).expect("topology");
         let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
         let bridge = format!("{}br", topo.tag());
@@ -198,23 +202,6 @@ impl Interop {
         (sum, rx.join().unwrap())
     }
 
-    fn tc_drop(&self, link: &str, on: bool) {
-        for side in [Side::A, Side::B] {
-            let mut args = vec!["-n", self.topo.ns(side), "qdisc"];
-            if on {
-                args.extend(["add", "dev", link, "root", "pfifo", "limit", "0"]);
-            } else {
-                args.extend(["del", "dev", link, "root"]);
-            }
-            let out = Command::new("tc").args(&args).output().unwrap();
-            assert!(
-                out.status.success(),
-                "tc {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
-
     /// Stops the capture and checks every LACPDU lagd sent decodes in tshark without warnings.
     fn check_capture(&mut self, lagd_mac: &str) -> usize {
         self.topo.stop(self.tcpdump);
@@ -356,7 +343,7 @@ fn silent_member_leaves_and_rejoins() {
     let lab = Interop::new("active", "fast", "fast");
     lab.wait_aggregated(Duration::from_secs(15));
     let link1 = lab.topo.links()[1].name.clone();
-    lab.tc_drop(&link1, true);
+    lab.topo.drop_link_traffic(&link1, true).unwrap();
     let t = Instant::now();
     while lab.status().members[1].lacp.as_ref().unwrap().distributing {
         assert!(
@@ -396,7 +383,7 @@ fn silent_member_leaves_and_rejoins() {
     }
     let (sent, got) = lab.transfer(Side::A, 2 << 20);
     assert_eq!(sent, got, "traffic continues on the other member");
-    lab.tc_drop(&link1, false);
+    lab.topo.drop_link_traffic(&link1, false).unwrap();
     let t = Instant::now();
     lab.wait_aggregated(Duration::from_secs(60) + lab.started.elapsed());
     println!(
@@ -560,7 +547,7 @@ fn bench_lacp() {
         let lab = Interop::new("active", "fast", "fast");
         lab.wait_aggregated(Duration::from_secs(15));
         let link1 = lab.topo.links()[1].name.clone();
-        lab.tc_drop(&link1, true);
+        lab.topo.drop_link_traffic(&link1, true).unwrap();
         let t = Instant::now();
         while lab.status().members[1].lacp.as_ref().unwrap().distributing {
             thread::sleep(Duration::from_millis(10));

@@ -378,11 +378,19 @@ impl Bond {
         });
         if let Some(l) = &mut self.lacp {
             let info = &self.ports[id.index()].info;
-            let params = PortParams::new(
+            let mut params = PortParams::new(
                 info.perm_mac,
                 info.speed_mbps.unwrap_or(0),
                 info.full_duplex.unwrap_or(false),
             );
+            if let Some((_, prio)) = self
+                .opts
+                .actor_port_prio
+                .iter()
+                .find(|(n, _)| *n == info.name)
+            {
+                params.port_priority = *prio;
+            }
             // Port ids are enslave positions on both sides, so the add cannot collide.
             l.add_port(now, lacp::PortId(id.0), params)
                 .expect("fresh LACP port id");

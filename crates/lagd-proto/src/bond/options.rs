@@ -267,6 +267,9 @@ pub struct BondOptions {
     pub lacp_fallback: u32,
     /// lagd's `lacp_aggregate_wait` in ms: 802.1AX's Aggregate_Wait_Time (2000 by default).
     pub lacp_aggregate_wait: u32,
+    /// `actor_port_prio` per member (the kernel's per-slave option, Linux 6.18), written
+    /// `actor_port_prio=eth0:100,eth1:200`; members not named keep 255. Lower is preferred.
+    pub actor_port_prio: Vec<(String, u16)>,
     /// Which keys were given explicitly (for warnings about turning monitoring off).
     explicit_miimon: bool,
 }
@@ -306,6 +309,7 @@ impl Default for BondOptions {
             use_carrier: true,
             lacp_fallback: 0,
             lacp_aggregate_wait: 2000,
+            actor_port_prio: Vec::new(),
             explicit_miimon: false,
         }
     }
@@ -345,6 +349,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "use_carrier",
     "lacp_fallback",
     "lacp_aggregate_wait",
+    "actor_port_prio",
 ];
 
 const INT_MAX: u64 = i32::MAX as u64;
@@ -513,6 +518,22 @@ impl BondOptions {
             "coupled_control" => self.coupled_control = boolean(value)?,
             "use_carrier" => self.use_carrier = boolean(value)?,
             "lacp_fallback" => self.lacp_fallback = ms(value)?,
+            "actor_port_prio" => {
+                let mut prios = Vec::new();
+                for item in value.split(',').filter(|i| !i.is_empty()) {
+                    let parsed = item.split_once(':').and_then(|(name, prio)| {
+                        let prio = prio.parse::<u16>().ok()?;
+                        (!name.is_empty() && name.len() < 16).then(|| (name.to_owned(), prio))
+                    });
+                    let Some(p) = parsed else {
+                        return Err(format!(
+                            "invalid value '{item}': expected MEMBER:PRIORITY (0 to 65535)"
+                        ));
+                    };
+                    prios.push(p);
+                }
+                self.actor_port_prio = prios;
+            }
             "lacp_aggregate_wait" => {
                 self.lacp_aggregate_wait = number(value, 0, 10_000, "milliseconds")? as u32
             }
@@ -667,6 +688,8 @@ mod test {
             ("all_slaves_active", "yes"),
             ("miimon", "-1"),
             ("lacp_aggregate_wait", "10001"),
+            ("actor_port_prio", "eth0"),
+            ("actor_port_prio", "eth0:70000"),
         ] {
             assert!(o.set(k, v).is_err(), "{k}={v}");
         }
@@ -699,6 +722,12 @@ mod test {
         let (o, _) =
             BondOptions::parse_opts("arp_interval=100 arp_ip_target=10.0.0.1,10.0.0.2").unwrap();
         assert_eq!(o.arp_ip_target.len(), 2);
+        let (o, _) =
+            BondOptions::parse_opts("mode=802.3ad actor_port_prio=eth0:100,eth1:7").unwrap();
+        assert_eq!(
+            o.actor_port_prio,
+            [("eth0".into(), 100), ("eth1".into(), 7)]
+        );
     }
 
     #[test]

@@ -568,3 +568,22 @@ fn ieee8023ad_distributes_over_lacp_members_only() {
     assert!(!a.carrier());
     assert_eq!(a.tx_choice(&tcp(1)), TxChoice::Drop);
 }
+
+#[test]
+fn actor_port_prio_reaches_the_lacpdus() {
+    let mut b = bond("mode=802.3ad lacp_rate=fast actor_port_prio=eth1:7", 2);
+    let snap = b.snapshot().lacp.unwrap();
+    assert_eq!(snap.ports[0].actor.port_priority, 255);
+    assert_eq!(snap.ports[1].actor.port_priority, 7);
+    // And on the wire.
+    b.handle_timeout(at(0));
+    let mut buf = [0u8; 128];
+    let mut seen = false;
+    while let Some(tx) = b.poll_transmit(at(0), &mut buf) {
+        let pdu = crate::wire::slow::LacpRepr::parse_frame(&buf[..tx.len]).unwrap();
+        let want = if tx.port == PortId(1) { 7 } else { 255 };
+        assert_eq!(pdu.actor.port_priority, want);
+        seen = true;
+    }
+    assert!(seen, "LACPDUs were sent");
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use super::CliError;
 use crate::lab::control::{Ctl, Progress};
 use crate::lab::dataplane::{BondConfig, Setup};
-use crate::lab::topology::{Rate, in_path};
+use crate::lab::topology::{Rate, in_path, is_root};
 use crate::lab::traffic::Generator;
 use crate::lab::{self, LabOptions, SweepOptions, report};
 
@@ -281,16 +281,4 @@ pub fn options(args: &LabArgs) -> Result<LabOptions, String> {
         udp_length,
         fail_after,
     })
-}
-
-/// True if the effective user id is 0 (read from `/proc/self/status`).
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
 }

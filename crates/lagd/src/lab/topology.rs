@@ -343,6 +343,22 @@ impl Topology {
             .collect()
     }
 
+    /// Drops every frame on both ends of link `link` (tc `pfifo limit 0` as the root qdisc; the
+    /// kernel here has no netem or drop action) while carrier stays up, or lifts that.
+    pub fn drop_link_traffic(&self, link: &str, on: bool) -> Result<()> {
+        for side in [Side::A, Side::B] {
+            let ns = self.ns(side);
+            let mut args = vec!["-n", ns, "qdisc"];
+            if on {
+                args.extend(["add", "dev", link, "root", "pfifo", "limit", "0"]);
+            } else {
+                args.extend(["del", "dev", link, "root"]);
+            }
+            run("tc", &args)?;
+        }
+        Ok(())
+    }
+
     /// Takes one end of a link down (the other end then loses carrier).
     pub fn set_link_down(&self, side: Side, link: usize) -> Result<()> {
         let name = self.links[link].name.clone();
@@ -592,6 +608,19 @@ pub fn unblock_signals() -> &'static [&'static str] {
             .is_ok_and(|s| s.success());
         if works { args.to_vec() } else { Vec::new() }
     })
+}
+
+/// Whether this process runs as root (effective uid 0, from `/proc/self/status`): the lab and
+/// every network-namespace test need it.
+pub fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
 }
 
 /// True if `program` is found in `PATH`.
