@@ -222,6 +222,33 @@ fn lagd_layer34_spreads_streams_over_both_members() {
     assert_balanced(&v);
 }
 
+/// `lagctl lab --mode 802.3ad`: LACP forms between the two lagds and 16 streams use both
+/// members' worth of capacity.
+#[test]
+fn lagd_8023ad_aggregates_both_links() {
+    let v = lab_json(&[
+        "--lagd",
+        lagd(),
+        "--mode",
+        "802.3ad",
+        "--rate",
+        "100mbit",
+        "--streams",
+        "16",
+        "--duration",
+        "3",
+    ]);
+    assert_eq!(v["mode"], "802.3ad");
+    assert_eq!(v["policy"], "layer3+4");
+    assert_near(
+        gbps(&v),
+        2.0 * LINK_GBPS,
+        0.1,
+        "aggregate through an 802.3ad lagd bond",
+    );
+    assert_balanced(&v);
+}
+
 #[test]
 fn lagd_active_backup_keeps_one_member() {
     let v = lab_json(&[

@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
-use lagd::lab::topology::{Side, Topology, is_root};
+use lagd::lab::topology::{Side, Topology, check_lacpdus_with_tshark, is_root};
 use lagd::status::Status;
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 
@@ -574,7 +574,27 @@ fn arp_monitor_takes_out_a_member_that_drops_traffic() {
 /// 3 s at the fast rate; it rejoins once the drop is lifted.
 #[test]
 fn lacp_between_two_lagds_and_a_silent_link() {
-    let lab = Lab::new(2, "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4");
+    // Capture host A's LACPDUs from the start, for the dissector check at the end.
+    let mut capture = None;
+    let mut lab = Lab::with_setup(
+        2,
+        "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4",
+        |t| {
+            let file = t.dir().join("a-lacp.pcap");
+            let out = Command::new("ip")
+                .args(["netns", "exec", t.ns(Side::A), "tcpdump", "-i"])
+                .arg(&t.links()[0].name)
+                .args(["-U", "-w"])
+                .arg(&file)
+                .args(["ether", "proto", "0x8809"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("tcpdump");
+            capture = Some((file, out));
+            thread::sleep(Duration::from_millis(300));
+        },
+    );
     let t = Instant::now();
     lab.wait_carrier(Duration::from_secs(5));
     println!("802.3ad carrier after {} ms", t.elapsed().as_millis());
@@ -645,6 +665,13 @@ fn lacp_between_two_lagds_and_a_silent_link() {
         "member rejoined {} ms after the drop was lifted",
         t.elapsed().as_millis()
     );
+    let (file, mut tcpdump) = capture.take().expect("capture started");
+    let _ = tcpdump.kill();
+    let _ = tcpdump.wait();
+    let mac = lab.status(Side::A).members[0].perm_hw_addr.clone();
+    let n = check_lacpdus_with_tshark(&file, &mac).expect("lagd's LACPDUs decode cleanly");
+    assert!(n >= 5, "{n} LACPDUs captured");
+    lab.topo.remove_at_end(file);
 }
 
 /// LACP keeps its timing while the dataplane is saturated (8 TCP streams through the bond):

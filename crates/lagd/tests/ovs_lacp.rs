@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
 use lagd::lab::dataplane::{OvsInstance, start_ovs};
-use lagd::lab::topology::{Side, Topology, is_root};
+use lagd::lab::topology::{Side, Topology, check_lacpdus_with_tshark, is_root};
 use lagd::status::Status;
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
@@ -30,6 +30,11 @@ impl Interop {
     /// Host A: lagd 802.3ad over both links. Host B: an OVS balance-tcp bond with
     /// `lacp=ovs_lacp` and `lacp-time=ovs_time`.
     fn new(ovs_lacp: &str, ovs_time: &str, lagd_rate: &str) -> Self {
+        Self::with_lagd_opts(ovs_lacp, ovs_time, &format!("lacp_rate={lagd_rate}"))
+    }
+
+    /// Like [`Interop::new`], with extra lagd options after `mode=802.3ad`.
+    fn with_lagd_opts(ovs_lacp: &str, ovs_time: &str, lagd_opts: &str) -> Self {
         assert!(
             is_root(),
             "the Open vSwitch interop tests need root (CI runs them as root)"
@@ -81,7 +86,7 @@ impl Interop {
         thread::sleep(Duration::from_millis(500));
         let bond = format!("{}ba", topo.tag());
         let control = topo.dir().join(format!("{bond}.sock"));
-        let opts = format!("mode=802.3ad lacp_rate={lagd_rate} xmit_hash_policy=layer3+4");
+        let opts = format!("mode=802.3ad xmit_hash_policy=layer3+4 {lagd_opts}");
         let member_list = members.join(",");
         let control_s = control.to_string_lossy().into_owned();
         topo.spawn(
@@ -205,42 +210,7 @@ impl Interop {
     /// Stops the capture and checks every LACPDU lagd sent decodes in tshark without warnings.
     fn check_capture(&mut self, lagd_mac: &str) -> usize {
         self.topo.stop(self.tcpdump);
-        let out = Command::new("tshark")
-            .args(["-r"])
-            .arg(&self.capture)
-            .args([
-                "-Y",
-                &format!("eth.src == {lagd_mac}"),
-                "-T",
-                "fields",
-                "-e",
-                "frame.number",
-                "-e",
-                "lacp.version",
-                "-e",
-                "_ws.malformed",
-                "-e",
-                "_ws.expert.severity",
-            ])
-            .output()
-            .expect("tshark (CI installs it)");
-        assert!(
-            out.status.success(),
-            "tshark: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let rows: Vec<&str> = text.lines().collect();
-        for r in &rows {
-            let f: Vec<&str> = r.split('\t').collect();
-            assert!(
-                matches!(f.get(1).copied(), Some("1" | "0x01")),
-                "decoded as LACPv1: {r}"
-            );
-            assert!(f.get(2).is_none_or(|x| x.is_empty()), "malformed: {r}");
-            assert!(f.get(3).is_none_or(|x| x.is_empty()), "expert info: {r}");
-        }
-        rows.len()
+        check_lacpdus_with_tshark(&self.capture, lagd_mac).expect("LACPDUs decode cleanly")
     }
 
     fn status(&self) -> Status {
@@ -599,4 +569,42 @@ fn bench_lacp() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/lacp.md");
     std::fs::write(&path, &md).unwrap();
     println!("{md}");
+}
+
+/// LACP fallback (as OVS's lacp-fallback-ab): against a partner that never speaks LACP, lagd
+/// falls back to active-backup on its first member after `lacp_fallback` ms, traffic flows,
+/// and the doctor says so.
+#[test]
+fn fallback_to_active_backup_without_a_partner() {
+    let lab = Interop::with_lagd_opts("off", "fast", "lacp_rate=fast lacp_fallback=1000");
+    let t = Instant::now();
+    loop {
+        let s = lab.status();
+        if let Some(f) = s.lacp.as_ref().and_then(|l| l.fallback_member.clone()) {
+            assert_eq!(f, s.members[0].name, "the deterministic fallback member");
+            assert_eq!(s.mii_status, "up");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "no fallback:\n{}",
+            s.render()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    println!(
+        "fallback active {} ms after lagd started",
+        lab.started.elapsed().as_millis()
+    );
+    for from in [Side::A, Side::B] {
+        let (sent, got) = lab.transfer(from, 2 << 20);
+        assert_eq!(sent, got, "TCP from {from:?} over the fallback member");
+    }
+    let s = lab.status();
+    assert!(
+        s.members[0].tx_bytes > 2 << 20 && s.members[1].tx_bytes == 0,
+        "active-backup"
+    );
+    let doctor = lab.doctor();
+    assert!(doctor.iter().any(|(c, _)| c == "fallback"), "{doctor:?}");
 }

@@ -610,6 +610,45 @@ pub fn unblock_signals() -> &'static [&'static str] {
     })
 }
 
+/// Decodes every LACPDU sent from `src_mac` in the capture file `capture` with tshark and
+/// checks each is a LACPv1 PDU with no malformed mark and no expert warning; returns how many
+/// there were. Used to check lagd's LACPDUs against a real dissector after a run.
+pub fn check_lacpdus_with_tshark(capture: &Path, src_mac: &str) -> Result<usize> {
+    let filter = format!("eth.src == {src_mac}");
+    let capture = capture.to_string_lossy().into_owned();
+    let text = run(
+        "tshark",
+        &[
+            "-r",
+            &capture,
+            "-Y",
+            &filter,
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "lacp.version",
+            "-e",
+            "_ws.malformed",
+            "-e",
+            "_ws.expert.severity",
+        ],
+    )?;
+    let mut n = 0;
+    for row in text.lines() {
+        let f: Vec<&str> = row.split('\t').collect();
+        if !matches!(f.get(1).copied(), Some("1" | "0x01")) {
+            bail!("frame not decoded as LACPv1: {row}");
+        }
+        if f.get(2).is_some_and(|x| !x.is_empty()) || f.get(3).is_some_and(|x| !x.is_empty()) {
+            bail!("malformed or with expert warnings: {row}");
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
 /// Whether this process runs as root (effective uid 0, from `/proc/self/status`): the lab and
 /// every network-namespace test need it.
 pub fn is_root() -> bool {
