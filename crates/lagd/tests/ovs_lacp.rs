@@ -47,13 +47,16 @@ impl Interop {
         args.extend(members.iter().map(String::as_str));
         let lacp = format!("lacp={ovs_lacp}");
         let time = format!("other_config:lacp-time={ovs_time}");
-        // balance-tcp needs LACP in OVS; without LACP the bond is balance-slb (a static LAG).
-        let mode = if ovs_lacp == "off" {
-            "bond_mode=balance-slb"
+        // balance-tcp needs LACP in OVS. Without LACP the partner is an active-backup bond on
+        // the first link: a peer that does not aggregate, as LACP fallback expects (a static
+        // LAG would return traffic on any member, which active-backup does not collect).
+        let primary = format!("other_config:bond-primary={}", members[0]);
+        if ovs_lacp == "off" {
+            args.extend(["bond_mode=active-backup", primary.as_str()]);
         } else {
-            "bond_mode=balance-tcp"
-        };
-        args.extend([mode, lacp.as_str(), time.as_str()]);
+            args.push("bond_mode=balance-tcp");
+        }
+        args.extend([lacp.as_str(), time.as_str()]);
         ovs.vsctl(&args).expect("add-bond");
         for m in &members {
             topo.sysctl(Side::B, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")
@@ -362,7 +365,7 @@ fn silent_member_leaves_and_rejoins() {
     );
 }
 
-/// A partner that does not speak LACP (an OVS balance-slb bond with LACP off): lagd never
+/// A partner that does not speak LACP (an OVS active-backup bond with LACP off): lagd never
 /// aggregates, and `lagctl lacp doctor` says why.
 #[test]
 fn doctor_names_a_partner_without_lacp() {
@@ -571,7 +574,8 @@ fn bench_lacp() {
     println!("{md}");
 }
 
-/// LACP fallback (as OVS's lacp-fallback-ab): against a partner that never speaks LACP, lagd
+/// LACP fallback (as OVS's lacp-fallback-ab): against a partner that never speaks LACP (an OVS
+/// active-backup bond whose primary is the first link), lagd
 /// falls back to active-backup on its first member after `lacp_fallback` ms, traffic flows,
 /// and the doctor says so.
 #[test]
