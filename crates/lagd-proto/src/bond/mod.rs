@@ -11,10 +11,11 @@
 //! member going back is used at once (the driver ignores `updelay` then, and so does lagd).
 //!
 //! After an active-backup failover the bond announces itself on the new active member with
-//! `num_grat_arp` gratuitous ARPs, `peer_notif_delay` apart (one `miimon` interval when 0), so
-//! switches and neighbours relearn where the bond's MAC lives. The bond's IPv4 address is
-//! learned from the ARP frames the host sends ([`Bond::learn_from_host`]); lagd needs no
-//! address configuration of its own.
+//! `num_grat_arp` gratuitous ARPs and `num_unsol_na` unsolicited IPv6 neighbour advertisements
+//! (one per address, to all nodes, with the Override flag), `peer_notif_delay` apart (one
+//! `miimon` interval when 0), so switches and neighbours relearn where the bond's MAC lives. The
+//! bond's addresses are learned from the ARP and neighbour-discovery frames the host sends
+//! ([`Bond::learn_from_host`]); lagd needs no address configuration of its own.
 //!
 //! The ARP monitor (`arp_interval`, `arp_ip_target`, `arp_validate`, `arp_all_targets`,
 //! `arp_missed_max`) probes each target every interval with an ARP request from the bond's MAC
@@ -46,7 +47,8 @@ use crate::lacp::{self, Lacp, LacpConfig, LacpSnapshot, PortParams};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::arp::{ArpOperation, ArpRepr};
-use crate::wire::ip::Ipv4Address;
+use crate::wire::ip::{Ipv4Address, Ipv6Address};
+use crate::wire::l4::IcmpPacket;
 pub use options::{BondOptions, Mode, OptionError, PrimaryReselect};
 
 /// A member's handle: its position in enslave order.
@@ -283,8 +285,12 @@ pub struct Bond {
     events: Vec<BondEvent>,
     mac: EthernetAddress,
     host_ipv4: Option<Ipv4Address>,
-    /// Announcements still to send after a failover, and when the next one is due.
+    /// The bond's IPv6 addresses seen in the host's neighbour discovery (at most 4).
+    host_ipv6: Vec<Ipv6Address>,
+    /// Announcement rounds after a failover: the next round's number (0-based) and when it is
+    /// due; the frames of the round being sent.
     notify: Option<(u8, Instant)>,
+    notify_queue: Vec<Announce>,
     /// ARP monitor: the next probe round, and probes queued for sending.
     arp_next: Option<Instant>,
     arp_queue: Vec<(PortId, Ipv4Address)>,
@@ -310,6 +316,16 @@ fn lacp_config(o: &BondOptions) -> LacpConfig {
     }
 }
 
+/// One announcement frame of a notification round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Announce {
+    GratuitousArp(Ipv4Address),
+    UnsolicitedNa(Ipv6Address),
+}
+
+/// How many IPv6 addresses of the bond lagd announces.
+const MAX_ANNOUNCED_IPV6: usize = 4;
+
 /// A frame the bond wants sent, written into the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transmit {
@@ -332,7 +348,9 @@ impl Bond {
             collecting: Vec::new(),
             mac,
             host_ipv4: None,
+            host_ipv6: Vec::new(),
             notify: None,
+            notify_queue: Vec::new(),
             arp_next: (opts.arp_interval > 0 && !opts.arp_ip_target.is_empty())
                 .then_some(Instant::ZERO),
             arp_queue: Vec::new(),
@@ -663,12 +681,36 @@ impl Bond {
     /// only ARP frames are looked at.
     #[inline]
     pub fn learn_from_host(&mut self, frame: &[u8]) {
-        if frame.len() >= 42 && frame[12..14] == [0x08, 0x06] && frame[6..12] == self.mac.0 {
+        if frame.len() < 42 || frame[6..12] != self.mac.0 {
+            return;
+        }
+        if frame[12..14] == [0x08, 0x06] {
             let spa = Ipv4Address([frame[28], frame[29], frame[30], frame[31]]);
             if !spa.0.iter().all(|&b| b == 0) {
                 self.host_ipv4 = Some(spa);
             }
+        } else if frame.len() >= 58
+            && frame[12..14] == [0x86, 0xdd]
+            && frame[20] == 58
+            && matches!(frame[54], 135 | 136)
+        {
+            // Neighbour solicitation or advertisement from the host: its source is one of the
+            // bond's addresses (not :: as in duplicate-address detection).
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&frame[22..38]);
+            let addr = Ipv6Address(a);
+            if a != [0; 16]
+                && !self.host_ipv6.contains(&addr)
+                && self.host_ipv6.len() < MAX_ANNOUNCED_IPV6
+            {
+                self.host_ipv6.push(addr);
+            }
         }
+    }
+
+    /// The bond's IPv6 addresses as learned from the host.
+    pub fn host_ipv6(&self) -> &[Ipv6Address] {
+        &self.host_ipv6
     }
 
     /// The bond's IPv4 address as learned from the host, if any.
@@ -701,18 +743,40 @@ impl Bond {
             probe.emit_frame(&mut buf[..len]);
             return Some(Transmit { port, len });
         }
-        let (left, due) = self.notify?;
-        if now < due {
-            return None;
+        if self.notify_queue.is_empty() {
+            let (round, due) = self.notify?;
+            if now < due {
+                return None;
+            }
+            // One round: a gratuitous ARP while rounds < num_grat_arp, an unsolicited NA per
+            // address while rounds < num_unsol_na.
+            if round < self.opts.num_grat_arp {
+                if let Some(ip) = self.host_ipv4 {
+                    self.notify_queue.push(Announce::GratuitousArp(ip));
+                }
+            }
+            if round < self.opts.num_unsol_na {
+                self.notify_queue
+                    .extend(self.host_ipv6.iter().map(|a| Announce::UnsolicitedNa(*a)));
+            }
+            let rounds = self.opts.num_grat_arp.max(self.opts.num_unsol_na);
+            self.notify = (round + 1 < rounds).then(|| (round + 1, now + self.notify_spacing()));
         }
-        let (Some(port), Some(ip)) = (self.active, self.host_ipv4) else {
+        let announce = self.notify_queue.pop()?;
+        let Some(port) = self.active else {
+            self.notify_queue.clear();
             self.notify = None;
             return None;
         };
-        let arp = ArpRepr::gratuitous(self.mac, ip);
-        let len = arp.frame_len();
-        arp.emit_frame(&mut buf[..len]);
-        self.notify = (left > 1).then(|| (left - 1, now + self.notify_spacing()));
+        let len = match announce {
+            Announce::GratuitousArp(ip) => {
+                let arp = ArpRepr::gratuitous(self.mac, ip);
+                let len = arp.frame_len();
+                arp.emit_frame(&mut buf[..len]);
+                len
+            }
+            Announce::UnsolicitedNa(addr) => emit_unsolicited_na(self.mac, addr, buf),
+        };
         Some(Transmit { port, len })
     }
 
@@ -793,9 +857,10 @@ impl Bond {
             if self.active.is_some()
                 && active.is_some()
                 && self.opts.mode.uses_primary()
-                && self.opts.num_grat_arp > 0
+                && (self.opts.num_grat_arp > 0 || self.opts.num_unsol_na > 0)
             {
-                self.notify = Some((self.opts.num_grat_arp, now));
+                self.notify = Some((0, now));
+                self.notify_queue.clear();
             }
             self.active = active;
         }
@@ -982,6 +1047,34 @@ impl Bond {
                 .collect(),
         }
     }
+}
+
+/// Writes an unsolicited neighbour advertisement for `addr` at `mac` (RFC 4861 §7.2.6): from
+/// the address to all nodes (ff02::1, 33:33:00:00:00:01), hop limit 255, Override set,
+/// Solicited clear, with the target link-layer address option. Returns the frame length (86).
+fn emit_unsolicited_na(mac: EthernetAddress, addr: Ipv6Address, buf: &mut [u8]) -> usize {
+    const LEN: usize = 14 + 40 + 32;
+    let all_nodes = Ipv6Address([0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    let f = &mut buf[..LEN];
+    f.fill(0);
+    f[0..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&mac.0);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    f[14] = 0x60;
+    f[18..20].copy_from_slice(&32u16.to_be_bytes());
+    f[20] = 58;
+    f[21] = 255;
+    f[22..38].copy_from_slice(&addr.0);
+    f[38..54].copy_from_slice(&all_nodes.0);
+    let icmp = &mut f[54..];
+    icmp[0] = 136;
+    icmp[4] = 0x20; // Override
+    icmp[8..24].copy_from_slice(&addr.0);
+    icmp[24] = 2; // target link-layer address option, 8 bytes
+    icmp[25] = 1;
+    icmp[26..32].copy_from_slice(&mac.0);
+    IcmpPacket::new_unchecked(icmp).fill_checksum_v6(addr, all_nodes);
+    LEN
 }
 
 /// IPv4 carrying IGMP (protocol 2), untagged or behind one tag.

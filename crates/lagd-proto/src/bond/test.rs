@@ -587,3 +587,62 @@ fn actor_port_prio_reaches_the_lacpdus() {
     }
     assert!(seen, "LACPDUs were sent");
 }
+
+/// A neighbour solicitation the host sends from the bond's MAC and address 2001:db8::10.
+fn host_ns() -> Vec<u8> {
+    let src: std::net::Ipv6Addr = "2001:db8::10".parse().unwrap();
+    let mut f = vec![0x33, 0x33, 0xff, 0, 0, 0x20];
+    f.extend_from_slice(&BOND_MAC.0);
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 32, 58, 255]);
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&[0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0x20]);
+    f.extend_from_slice(&[135, 0, 0, 0, 0, 0, 0, 0]);
+    f.resize(14 + 40 + 32, 0);
+    f
+}
+
+#[test]
+fn failover_sends_unsolicited_neighbour_advertisements() {
+    use crate::wire::l4::IcmpPacket;
+    let mut b = bond(
+        "mode=active-backup miimon=100 num_grat_arp=1 num_unsol_na=2 peer_notif_delay=100",
+        2,
+    );
+    b.learn_from_host(&host_arp());
+    b.learn_from_host(&host_ns());
+    b.learn_from_host(&host_ns());
+    let want: std::net::Ipv6Addr = "2001:db8::10".parse().unwrap();
+    assert_eq!(b.host_ipv6(), &[Ipv6Address(want.octets())]);
+    b.handle_carrier(at(1000), PortId(0), false);
+    let mut buf = [0u8; 128];
+    let mut kinds = Vec::new();
+    for t in [1000, 1050, 1100, 1150, 1200] {
+        while let Some(tx) = b.poll_transmit(at(t), &mut buf) {
+            assert_eq!(tx.port, PortId(1));
+            let f = &buf[..tx.len];
+            if f[12..14] == [0x86, 0xdd] {
+                assert_eq!(tx.len, 86);
+                assert_eq!(f[..6], [0x33, 0x33, 0, 0, 0, 1]);
+                assert_eq!(f[6..12], BOND_MAC.0);
+                assert_eq!((f[20], f[21]), (58, 255), "ICMPv6, hop limit 255");
+                assert_eq!(f[22..38], want.octets());
+                let all: std::net::Ipv6Addr = "ff02::1".parse().unwrap();
+                assert_eq!(f[38..54], all.octets());
+                let icmp = IcmpPacket::new_checked(&f[54..]).unwrap();
+                assert_eq!((icmp.msg_type(), icmp.code()), (136, 0));
+                assert!(
+                    icmp.verify_checksum_v6(Ipv6Address(want.octets()), Ipv6Address(all.octets()))
+                );
+                assert_eq!(f[58] & 0xe0, 0x20, "Override, not Solicited, not Router");
+                assert_eq!(f[62..78], want.octets(), "target");
+                assert_eq!(f[78..80], [2, 1], "target link-layer address option");
+                assert_eq!(f[80..86], BOND_MAC.0);
+                kinds.push((t, "na"));
+            } else {
+                kinds.push((t, "arp"));
+            }
+        }
+    }
+    kinds.sort();
+    assert_eq!(kinds, [(1000, "arp"), (1000, "na"), (1100, "na")]);
+}
