@@ -111,6 +111,8 @@ pub struct Daemon {
     carrier_poll: Duration,
     tx_dropped_no_member: u64,
     buf: Vec<u8>,
+    /// The ready descriptors of one wake, reused so the loop does not allocate.
+    tokens: Vec<u64>,
 }
 
 impl Daemon {
@@ -219,6 +221,7 @@ impl Daemon {
             carrier_poll,
             tx_dropped_no_member: 0,
             buf: vec![0; BUF_LEN],
+            tokens: Vec::with_capacity(16),
         };
         d.handle_bond_events();
         Ok(d)
@@ -314,9 +317,12 @@ impl Daemon {
             self.poller
                 .wait(&mut ready, Some(wake.saturating_since(now)))
                 .context("epoll_wait")?;
-            let tokens: Vec<(u64, bool)> =
-                ready.iter().map(|e| (e.token(), e.is_error())).collect();
-            for (token, _) in tokens {
+            let mut tokens = std::mem::take(&mut self.tokens);
+            tokens.clear();
+            tokens.extend(ready.iter().map(|e| e.token()));
+            // Slow protocols first: LACP timing must not suffer from a saturated dataplane.
+            tokens.sort_unstable_by_key(|&t| std::cmp::Reverse(t >= TOKEN_CONTROL_SOCKET));
+            for &token in &tokens {
                 match token {
                     TOKEN_TAP => self.service_tap(),
                     TOKEN_SIGNAL => {
@@ -337,6 +343,7 @@ impl Daemon {
                     t => self.service_member((t - TOKEN_MEMBER) as usize),
                 }
             }
+            self.tokens = tokens;
             let now = self.now();
             if now >= next_poll {
                 self.poll_carrier(now);
@@ -379,6 +386,8 @@ impl Daemon {
 
     fn service_member(&mut self, i: usize) {
         let port = PortId(i as u16);
+        // One clock read per batch is precise enough for the ARP monitor's intervals.
+        let now = self.bond.arp_monitoring().then(|| self.now());
         for _ in 0..BATCH {
             let m = &mut self.members[i];
             let Some(socket) = &m.socket else { return };
@@ -393,8 +402,8 @@ impl Daemon {
                 continue;
             }
             let frame = &self.buf[VNET_HDR..meta.len];
-            if self.bond.arp_monitoring() {
-                self.bond.note_rx(now_since(self.epoch), port, frame);
+            if let Some(now) = now {
+                self.bond.note_rx(now, port, frame);
             }
             m.counters.rx_packets += 1;
             m.counters.rx_bytes += frame.len() as u64;

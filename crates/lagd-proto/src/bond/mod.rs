@@ -468,10 +468,17 @@ impl Bond {
         self.lacp.as_ref()
     }
 
-    /// Reads the LACP engine's decisions: distributing members, collecting members, carrier.
+    /// Reads the LACP engine's decisions (distributing members, collecting members, carrier)
+    /// when it reported a change; the engine raises an event for every change of those.
     fn sync_lacp(&mut self) {
         let Some(l) = &mut self.lacp else { return };
-        while l.poll_event().is_some() {}
+        let mut changed = false;
+        while l.poll_event().is_some() {
+            changed = true;
+        }
+        if !changed {
+            return;
+        }
         self.usable.clear();
         self.usable
             .extend(l.distributing_ports().map(|p| PortId(p.0)));
