@@ -195,7 +195,13 @@ impl Interop {
                 TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
             })
             .unwrap()
-            .expect("connect");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "connect: {e}\nlagd:\n{}\nOVS:\n{}",
+                    self.status().render(),
+                    self.ovs.appctl(&["bond/show", "bond0"]).unwrap_or_default()
+                )
+            });
         let mut sum = 0xcbf2_9ce4_8422_2325u64;
         let mut sent = 0;
         while sent < bytes {
@@ -333,7 +339,7 @@ fn silent_member_leaves_and_rejoins() {
     assert!(out <= Duration::from_millis(3500), "{out:?}");
     let s = lab.status();
     assert!(s.members[0].lacp.as_ref().unwrap().distributing);
-    assert_eq!(s.mii_status, "up");
+    assert_eq!(s.mii_status, "up", "{}", s.render());
     let doctor = lab.doctor();
     assert!(
         doctor

@@ -887,14 +887,16 @@ impl Lacp {
         params: PortParams,
     ) -> Result<(), AddPortError> {
         let now = self.advance(now);
+        let before = self.observe();
         self.run(now);
         let Err(pos) = self.ports.binary_search_by_key(&port, |p| p.id) else {
+            self.note(&before);
             return Err(AddPortError::Duplicate);
         };
         if self.next_port_number == 0 || self.next_aggregator_id == 0 {
+            self.note(&before);
             return Err(AddPortError::Full);
         }
-        let before = self.observe();
         let number = self.next_port_number;
         let agg = AggregatorId(self.next_aggregator_id);
         self.next_port_number = self.next_port_number.wrapping_add(1);
@@ -915,9 +917,9 @@ impl Lacp {
     /// If the bond has no such port.
     pub fn remove_port(&mut self, now: Instant, port: PortId) {
         let now = self.advance(now);
+        let before = self.observe();
         self.run(now);
         let idx = self.expect_index(port);
-        let before = self.observe();
         let p = self.ports.remove(idx);
         if tx::may_transmit(&p) {
             self.farewells
@@ -947,9 +949,9 @@ impl Lacp {
         full_duplex: bool,
     ) {
         let now = self.advance(now);
+        let before = self.observe();
         self.run(now);
         let idx = self.expect_index(port);
-        let before = self.observe();
         let user_key = self.config.ad_user_port_key;
         let p = &mut self.ports[idx];
         let restart =
@@ -980,9 +982,9 @@ impl Lacp {
     /// If the bond has no such port.
     pub fn handle_frame(&mut self, now: Instant, port: PortId, frame: &[u8]) {
         let now = self.advance(now);
+        let before = self.observe();
         self.run(now);
         let idx = self.expect_index(port);
-        let before = self.observe();
         let parsed = if is_slow_protocols_frame(frame) {
             SlowPdu::parse_frame(frame).ok()
         } else {

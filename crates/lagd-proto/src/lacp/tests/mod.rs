@@ -13,7 +13,9 @@ mod scenario;
 
 use core::time::Duration;
 
-use super::{Lacp, LacpConfig, LacpSnapshot, MAX_FRAME_LEN, MuxState, PortId, PortParams};
+use super::{
+    Lacp, LacpConfig, LacpEvent, LacpSnapshot, MAX_FRAME_LEN, MuxState, PortId, PortParams,
+};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::slow::{LacpRepr, PortState, SlowPdu};
@@ -180,6 +182,35 @@ pub(crate) struct Sim {
     flights: Vec<InFlight>,
     seq: u64,
     steps: u64,
+    /// Per bond, what a driver that re-reads the engine only when it raises an event (as
+    /// `Bond` does) believes.
+    views: Vec<EventView>,
+    /// Per bond, the events drained since the last [`Sim::take_events`].
+    events: Vec<Vec<LacpEvent>>,
+}
+
+/// The dataplane's decisions as last read after an event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct EventView {
+    distributing: Vec<PortId>,
+    collecting: Vec<PortId>,
+    carrier: bool,
+}
+
+impl EventView {
+    fn read(l: &Lacp) -> Self {
+        Self {
+            distributing: l.distributing_ports().collect(),
+            collecting: l
+                .snapshot()
+                .ports
+                .iter()
+                .map(|p| p.port)
+                .filter(|&p| l.is_collecting(p))
+                .collect(),
+            carrier: l.carrier(),
+        }
+    }
 }
 
 /// The default link latency.
@@ -199,6 +230,8 @@ impl Sim {
             flights: Vec::new(),
             seq: 0,
             steps: 0,
+            views: Vec::new(),
+            events: Vec::new(),
         }
     }
 
@@ -212,6 +245,8 @@ impl Sim {
         let i = self.bonds.len();
         self.bonds
             .push(Lacp::new(cfg, Self::system_of(i)).expect("valid config"));
+        self.views.push(EventView::default());
+        self.events.push(Vec::new());
         i
     }
 
@@ -320,6 +355,7 @@ impl Sim {
             }
         }
         self.bonds[i] = fresh;
+        self.views[i] = EventView::default();
         self.collect();
         self.check_if_asked();
     }
@@ -479,9 +515,31 @@ impl Sim {
         });
     }
 
-    fn check_if_asked(&self) {
+    fn check_if_asked(&mut self) {
+        self.check_events();
         if self.check {
             self.check_invariant();
+        }
+    }
+
+    /// Every change of the dataplane's decisions raised an event: a driver that re-reads
+    /// them only after an event agrees with the engine.
+    fn check_events(&mut self) {
+        for (bi, b) in self.bonds.iter_mut().enumerate() {
+            let mut any = false;
+            while let Some(ev) = b.poll_event() {
+                self.events[bi].push(ev);
+                any = true;
+            }
+            if any {
+                self.views[bi] = EventView::read(b);
+            }
+            assert_eq!(
+                self.views[bi],
+                EventView::read(b),
+                "bond {bi}: a change raised no event (at {})",
+                self.now
+            );
         }
     }
 
@@ -525,6 +583,11 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// The events bond `b` raised since the last call.
+    pub(crate) fn take_events(&mut self, b: usize) -> Vec<LacpEvent> {
+        std::mem::take(&mut self.events[b])
     }
 
     /// Bond `b`'s snapshot.
