@@ -22,7 +22,9 @@ use std::path::Path;
 use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{Context, Result, bail};
-use lagd_proto::bond::{Bond, BondEvent, DropReason, PortId, PortInfo, RxVerdict, TxChoice};
+use lagd_proto::bond::{
+    Bond, BondEvent, DropReason, FailOverMac, Mode, PortId, PortInfo, RxVerdict, TxChoice,
+};
 use lagd_proto::time::Instant;
 use lagd_proto::wire::EthernetAddress;
 use lagd_sys::isolate::{IngressDrop, quiet_stack};
@@ -110,6 +112,8 @@ pub struct Daemon {
     epoch: StdInstant,
     carrier_poll: Duration,
     tx_dropped_no_member: u64,
+    /// balance-tlb/alb: delivered frames go through [`Bond::rx_fixup`].
+    rewrites_rx: bool,
     buf: Vec<u8>,
     /// The ready descriptors of one wake, reused so the loop does not allocate.
     tokens: Vec<u64>,
@@ -119,13 +123,6 @@ impl Daemon {
     /// Sets the bond up: TAP, members, control socket. Nothing is left half-done on error
     /// except a TAP created for the bond (persistent by design).
     pub fn start(config: Config) -> Result<Self, StartError> {
-        if !config.options.mode.is_implemented() {
-            return Err(StartError::Config(format!(
-                "option 'mode': {} is not implemented yet (available: balance-rr, \
-                 active-backup, balance-xor, broadcast)",
-                config.options.mode
-            )));
-        }
         let link = LinkControl::new().context("netlink/ioctl sockets")?;
         let mut found = Vec::new();
         for name in &config.members {
@@ -196,6 +193,7 @@ impl Daemon {
             }
         }
         let miimon = config.options.miimon;
+        let mode = config.options.mode;
         let carrier_poll =
             Duration::from_millis(if miimon > 0 { miimon.min(10) } else { 10 }.into());
         info!(
@@ -220,6 +218,7 @@ impl Daemon {
             epoch,
             carrier_poll,
             tx_dropped_no_member: 0,
+            rewrites_rx: matches!(mode, Mode::BalanceTlb | Mode::BalanceAlb),
             buf: vec![0; BUF_LEN],
             tokens: Vec::with_capacity(16),
         };
@@ -332,6 +331,7 @@ impl Daemon {
                             let now = self.now();
                             self.bond.shutdown(now);
                             self.handle_bond_events();
+                            self.restore_member_macs();
                             return Ok(());
                         }
                     }
@@ -357,6 +357,8 @@ impl Daemon {
     }
 
     fn service_tap(&mut self) {
+        // One clock read per batch: balance-tlb/alb load and receive-balancing timing.
+        let now = self.now();
         for _ in 0..BATCH {
             let n = match self.tap.read(&mut self.buf) {
                 Ok(n) => n,
@@ -372,8 +374,11 @@ impl Daemon {
             }
             let frame_len = (n - VNET_HDR) as u64;
             self.bond.learn_from_host(&self.buf[VNET_HDR..n]);
-            match self.bond.tx_choice(&self.buf[VNET_HDR..n]) {
-                TxChoice::Port(p) => send(&mut self.members[p.index()], &self.buf[..n], frame_len),
+            match self.bond.tx_choice(now, &self.buf[VNET_HDR..n]) {
+                TxChoice::Port(p) => {
+                    self.bond.tx_fixup(p, &mut self.buf[VNET_HDR..n]);
+                    send(&mut self.members[p.index()], &self.buf[..n], frame_len);
+                }
                 TxChoice::All => {
                     for &p in self.bond.usable() {
                         send(&mut self.members[p.index()], &self.buf[..n], frame_len);
@@ -387,7 +392,7 @@ impl Daemon {
     fn service_member(&mut self, i: usize) {
         let port = PortId(i as u16);
         // One clock read per batch is precise enough for the ARP monitor's intervals.
-        let now = self.bond.arp_monitoring().then(|| self.now());
+        let now = (self.bond.arp_monitoring() || self.rewrites_rx).then(|| self.now());
         for _ in 0..BATCH {
             let m = &mut self.members[i];
             let Some(socket) = &m.socket else { return };
@@ -409,6 +414,9 @@ impl Daemon {
             m.counters.rx_bytes += frame.len() as u64;
             match self.bond.rx_verdict(port, frame) {
                 RxVerdict::Deliver => {
+                    if let (true, Some(now)) = (self.rewrites_rx, now) {
+                        self.bond.rx_fixup(now, &mut self.buf[VNET_HDR..meta.len]);
+                    }
                     // EIO while the bond is administratively down: the host does not want it.
                     let _ = self.tap.write(&self.buf[..meta.len]);
                 }
@@ -506,7 +514,7 @@ impl Daemon {
     fn handle_bond_events(&mut self) {
         // Frames the bond sends itself: LACPDUs, Marker responses, ARP probes, gratuitous ARPs.
         let now = self.now();
-        let mut frame = [0u8; 256];
+        let mut frame = [0u8; 1600];
         while let Some(tx) = self.bond.poll_transmit(now, &mut frame) {
             let m = &mut self.members[tx.port.index()];
             if let Some(Err(e)) = m.control.as_ref().map(|c| c.send(&frame[..tx.len])) {
@@ -532,11 +540,40 @@ impl Daemon {
                     to = to.map_or("none", |p| self.members[p.index()].name.as_str()),
                     "active member changed"
                 ),
+                BondEvent::MacChanged { mac } => {
+                    info!(%mac, "bond MAC follows the active member (fail_over_mac=active)");
+                    match self.link.set_mac(&self.config.bond, mac.0) {
+                        Ok(()) => self.mac = mac,
+                        Err(e) => warn!("setting the MAC of {}: {e}", self.config.bond),
+                    }
+                }
+                BondEvent::MemberMac { port, mac } => {
+                    let name = &self.members[port.index()].name;
+                    info!(member = %name, %mac, "member MAC (fail_over_mac=follow)");
+                    if let Err(e) = self.link.set_mac(name, mac.0) {
+                        warn!(member = %name, "setting the MAC: {e}");
+                    }
+                }
                 BondEvent::Carrier { up } => {
                     info!(up, "bond carrier");
                     if let Err(e) = self.tap.set_carrier(up) {
                         warn!("TAP carrier: {e}");
                     }
+                }
+            }
+        }
+    }
+
+    /// `fail_over_mac=follow` changed member MACs: they get their own back when lagd stops.
+    fn restore_member_macs(&self) {
+        if self.config.options.fail_over_mac != FailOverMac::Follow {
+            return;
+        }
+        for ((_, info), m) in self.bond.ports().zip(&self.members) {
+            let own = info.perm_mac;
+            if self.link.mac(&m.name).is_ok_and(|mac| mac != own.0) {
+                if let Err(e) = self.link.set_mac(&m.name, own.0) {
+                    warn!(member = %m.name, "restoring the MAC: {e}");
                 }
             }
         }

@@ -476,7 +476,11 @@ fn bad_configs_name_the_key_and_change_nothing() {
             vec!["--opts".into(), "xmit_hash_policy=layer5".into()],
             "xmit_hash_policy",
         ),
-        (vec!["--opts".into(), "mode=balance-tlb".into()], "mode"),
+        (
+            vec!["--opts".into(), "mode=balance-tlb lp_interval=0".into()],
+            "lp_interval",
+        ),
+        (vec!["--opts".into(), "mode=balance-fast".into()], "mode"),
         (
             vec!["--members".into(), format!("{link},nosuch0")],
             "nosuch0",

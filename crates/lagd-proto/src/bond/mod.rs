@@ -37,6 +37,8 @@
 //! `primary_reselect`, `all_slaves_active`), balance-xor (every hash policy) and broadcast.
 //! 802.3ad. balance-tlb and balance-alb come with the balancers.
 
+mod alb;
+mod igmp;
 pub mod options;
 
 use core::fmt;
@@ -46,10 +48,10 @@ use crate::hash::{HashPolicy, MemberMod, hasher};
 use crate::lacp::{self, Lacp, LacpConfig, LacpSnapshot, PortParams};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
-use crate::wire::arp::{ArpOperation, ArpRepr};
+use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use crate::wire::ip::{Ipv4Address, Ipv6Address};
 use crate::wire::l4::IcmpPacket;
-pub use options::{BondOptions, Mode, OptionError, PrimaryReselect};
+pub use options::{BondOptions, FailOverMac, Mode, OptionError, PrimaryReselect};
 
 /// A member's handle: its position in enslave order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -219,6 +221,20 @@ pub enum BondEvent {
         /// Whether any member is usable.
         up: bool,
     },
+    /// The bond's MAC changed (`fail_over_mac=active`: it follows the active member); the
+    /// driver gives the host interface the new MAC.
+    MacChanged {
+        /// The new MAC.
+        mac: EthernetAddress,
+    },
+    /// A member's interface should carry this MAC (`fail_over_mac=follow`: the active member
+    /// takes the bond's MAC; the others keep distinct ones).
+    MemberMac {
+        /// The member.
+        port: PortId,
+        /// Its MAC.
+        mac: EthernetAddress,
+    },
 }
 
 /// Plain-data state for `lagctl show`.
@@ -298,6 +314,18 @@ pub struct Bond {
     lacp: Option<Lacp>,
     lacp_link: Vec<bool>,
     collecting: Vec<bool>,
+    /// balance-alb: receive load balancing.
+    rlb: Option<alb::Rlb>,
+    /// balance-tlb/alb: when the members next send learning packets.
+    lp_next: Option<Instant>,
+    lp_queue: Vec<PortId>,
+    /// The host's multicast memberships, replayed after a failover (`resend_igmp`).
+    igmp: igmp::IgmpCache,
+    /// `fail_over_mac=follow`: the MAC each member's interface was last told to carry.
+    member_macs: Vec<EthernetAddress>,
+    /// The member IGMP reports leave on, as last seen (a change is a failover for
+    /// `resend_igmp`).
+    igmp_port: Option<PortId>,
 }
 
 /// The LACP configuration the bonding options describe.
@@ -343,6 +371,13 @@ impl Bond {
         let lacp = (opts.mode == Mode::Ieee8023ad)
             .then(|| Lacp::new(lacp_config(&opts), mac).expect("validated bonding options"));
         Self {
+            rlb: (opts.mode == Mode::BalanceAlb).then(alb::Rlb::default),
+            lp_next: matches!(opts.mode, Mode::BalanceTlb | Mode::BalanceAlb)
+                .then_some(Instant::ZERO),
+            lp_queue: Vec::new(),
+            igmp: igmp::IgmpCache::default(),
+            member_macs: Vec::new(),
+            igmp_port: None,
             lacp,
             lacp_link: Vec::new(),
             collecting: Vec::new(),
@@ -415,6 +450,8 @@ impl Bond {
         }
         self.lacp_link.push(false);
         self.collecting.push(false);
+        let perm = self.ports[id.index()].info.perm_mac;
+        self.member_macs.push(perm);
         self.reselect(now);
         id
     }
@@ -680,6 +717,9 @@ impl Bond {
             .chain(self.notify.map(|(_, t)| t))
             .chain(self.arp_next)
             .chain(self.lacp.as_ref().and_then(Lacp::poll_timeout))
+            .chain(self.rlb.as_ref().and_then(alb::Rlb::poll_timeout))
+            .chain(self.lp_next)
+            .chain(self.igmp_port.and_then(|_| self.igmp.poll_timeout()))
             .min()
     }
 
@@ -691,6 +731,7 @@ impl Bond {
         if frame.len() < 42 || frame[6..12] != self.mac.0 {
             return;
         }
+        self.igmp.learn(frame);
         if frame[12..14] == [0x08, 0x06] {
             let spa = Ipv4Address([frame[28], frame[29], frame[30], frame[31]]);
             if !spa.0.iter().all(|&b| b == 0) {
@@ -725,8 +766,10 @@ impl Bond {
         self.host_ipv4
     }
 
-    /// The next frame the bond itself wants sent (gratuitous ARPs after a failover), written
-    /// into `buf` (at least 42 bytes). Call after every `handle_*`, until `None`.
+    /// The next frame the bond itself wants sent (LACPDUs, ARP probes, gratuitous ARPs and
+    /// neighbour advertisements after a failover, receive-balancing ARP replies, learning
+    /// packets, replayed IGMP/MLD reports), written into `buf` (at least 1514 bytes: a replayed
+    /// report is as long as the host's). Call after every `handle_*`, until `None`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if let Some(l) = &mut self.lacp {
             let tx = l.poll_transmit(now, buf);
@@ -749,6 +792,36 @@ impl Bond {
             let len = probe.frame_len();
             probe.emit_frame(&mut buf[..len]);
             return Some(Transmit { port, len });
+        }
+        if let Some((port, c)) = self.rlb.as_mut().and_then(|r| r.poll_update(now)) {
+            // A request for the client's own address, sent to it alone.
+            let update = ArpRepr::EthernetIpv4 {
+                operation: ArpOperation::Request,
+                source_hardware_addr: self.wire_mac(port),
+                source_protocol_addr: c.server,
+                target_hardware_addr: EthernetAddress::ZERO,
+                target_protocol_addr: c.ip,
+            };
+            let len = update.frame_len();
+            update.emit_frame(&mut buf[..len]);
+            buf[..6].copy_from_slice(&c.mac.0);
+            return Some(Transmit { port, len });
+        }
+        if let Some(next) = self.lp_next {
+            if now >= next {
+                self.lp_queue.clone_from(&self.usable);
+                let every = Duration::from_secs(self.opts.lp_interval.into());
+                self.lp_next = Some(now + every);
+            }
+        }
+        if let Some(port) = self.lp_queue.pop() {
+            let len = alb::emit_learning_packet(self.wire_mac(port), buf);
+            return Some(Transmit { port, len });
+        }
+        if let Some(port) = self.igmp_port {
+            if let Some(len) = self.igmp.poll(now, buf) {
+                return Some(Transmit { port, len });
+            }
         }
         if self.notify_queue.is_empty() {
             let (round, due) = self.notify?;
@@ -845,16 +918,30 @@ impl Bond {
             self.sync_lacp();
             return;
         }
-        self.usable.clear();
-        self.usable.extend(
-            self.ports
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| p.usable())
-                .map(|(i, _)| PortId(i as u16)),
-        );
-        self.usable_mod = MemberMod::new(self.usable.len());
+        let before = self.usable.len();
+        let mut changed = false;
+        let mut k = 0;
+        for (i, p) in self.ports.iter().enumerate() {
+            if p.usable() {
+                let id = PortId(i as u16);
+                changed |= self.usable.get(k) != Some(&id);
+                k += 1;
+            }
+        }
+        changed |= k != before;
+        if changed {
+            self.usable.clear();
+            self.usable.extend(
+                self.ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.usable())
+                    .map(|(i, _)| PortId(i as u16)),
+            );
+            self.usable_mod = MemberMod::new(self.usable.len());
+        }
         let active = self.choose_active();
+        let active_changed = active != self.active;
         if active != self.active {
             self.events.push(BondEvent::ActiveChanged {
                 from: self.active,
@@ -870,12 +957,90 @@ impl Bond {
                 self.notify_queue.clear();
             }
             self.active = active;
+            self.apply_fail_over_mac();
+            if self.lp_next.is_some() {
+                // The switch learns the MACs where they now live.
+                self.lp_next = Some(now);
+            }
+        }
+        if let Some(r) = &mut self.rlb {
+            if active_changed {
+                r.teach_all(now);
+            }
+            if changed || active_changed {
+                r.rebalance(now, &self.usable);
+            }
+        }
+        let igmp_port = self.igmp_member();
+        if igmp_port != self.igmp_port {
+            if self.igmp_port.is_some() && igmp_port.is_some() {
+                self.igmp.schedule(now, self.opts.resend_igmp);
+            }
+            self.igmp_port = igmp_port;
         }
         let carrier = !self.usable.is_empty();
         if carrier != self.carrier {
             self.carrier = carrier;
             self.events.push(BondEvent::Carrier { up: carrier });
         }
+    }
+
+    /// The member IGMP leaves on: the active one, or in balance-rr the first usable one. Other
+    /// modes hash IGMP like any frame, and a failover there has no single new port.
+    fn igmp_member(&self) -> Option<PortId> {
+        match self.opts.mode {
+            Mode::BalanceRr => self.usable.first().copied(),
+            m if m.uses_primary() => self.active,
+            _ => None,
+        }
+    }
+
+    /// The MAC a member shows the network: the bond's on the active member; its own on the
+    /// others, except that the member whose own MAC is the bond's uses the active member's own
+    /// MAC instead (the driver swaps the two), so no MAC is on two ports.
+    pub fn wire_mac(&self, port: PortId) -> EthernetAddress {
+        if Some(port) == self.active {
+            return self.mac;
+        }
+        let own = self.ports[port.index()].info.perm_mac;
+        match self.active {
+            Some(a) if own == self.mac => self.ports[a.index()].info.perm_mac,
+            _ => own,
+        }
+    }
+
+    /// `fail_over_mac` after the active member changed (active-backup only, as the driver).
+    fn apply_fail_over_mac(&mut self) {
+        if self.opts.mode != Mode::ActiveBackup {
+            return;
+        }
+        match self.opts.fail_over_mac {
+            FailOverMac::None => {}
+            FailOverMac::Active => {
+                if let Some(a) = self.active {
+                    let mac = self.ports[a.index()].info.perm_mac;
+                    if mac != self.mac && !mac.is_zero() {
+                        self.mac = mac;
+                        self.events.push(BondEvent::MacChanged { mac });
+                    }
+                }
+            }
+            FailOverMac::Follow => {
+                for i in 0..self.ports.len() {
+                    let port = PortId(i as u16);
+                    let mac = self.wire_mac(port);
+                    if self.member_macs[i] != mac {
+                        self.member_macs[i] = mac;
+                        self.events.push(BondEvent::MemberMac { port, mac });
+                    }
+                }
+            }
+        }
+    }
+
+    /// The bond's MAC (it changes with `fail_over_mac=active`).
+    pub fn mac(&self) -> EthernetAddress {
+        self.mac
     }
 
     /// The driver's `bond_find_best_slave` with `primary_reselect`.
@@ -928,9 +1093,10 @@ impl Bond {
         &self.usable
     }
 
-    /// Where a frame from the host goes. Per frame; no allocation.
+    /// Where a frame from the host goes. Per frame; no allocation. In balance-tlb/alb the frame
+    /// must then go through [`Bond::tx_fixup`] for the member chosen.
     #[inline]
-    pub fn tx_choice(&mut self, frame: &[u8]) -> TxChoice {
+    pub fn tx_choice(&mut self, now: Instant, frame: &[u8]) -> TxChoice {
         match self.opts.mode {
             Mode::BalanceXor | Mode::Ieee8023ad => match self.usable_mod {
                 Some(m) => TxChoice::Port(self.usable[m.index((self.hash)(frame))]),
@@ -945,8 +1111,88 @@ impl Bond {
                 }
             }
             Mode::BalanceRr => self.rr_choice(frame),
-            // Their engines (LACP, load tracking) drive these modes; without one, send nothing.
-            Mode::BalanceTlb | Mode::BalanceAlb => TxChoice::Drop,
+            Mode::BalanceTlb | Mode::BalanceAlb => self.tlb_choice(now, frame),
+        }
+    }
+
+    /// balance-tlb/alb: balanced frames by hash over the usable members, the rest (and, in
+    /// balance-alb, ARP as receive balancing decides) through the active member.
+    fn tlb_choice(&mut self, now: Instant, frame: &[u8]) -> TxChoice {
+        let Some(active) = self.active else {
+            return TxChoice::Drop;
+        };
+        let hash = if self.opts.mode == Mode::BalanceTlb {
+            if !alb::tlb_balanced(frame) {
+                return TxChoice::Port(active);
+            }
+            (self.hash)(frame)
+        } else {
+            if frame.len() >= 42 && frame[12..14] == [0x08, 0x06] {
+                let port = ArpPacket::new_checked(&frame[14..])
+                    .ok()
+                    .and_then(|p| ArpRepr::parse(&p).ok())
+                    .zip(self.rlb.as_mut())
+                    .and_then(|(arp, r)| r.host_arp(now, &arp, &self.usable, self.active));
+                return TxChoice::Port(port.unwrap_or(active));
+            }
+            match alb::alb_hash(frame) {
+                Some(h) => h,
+                None => return TxChoice::Port(active),
+            }
+        };
+        match self.usable_mod {
+            Some(m) => TxChoice::Port(self.usable[m.index(hash)]),
+            None => TxChoice::Port(active),
+        }
+    }
+
+    /// balance-tlb/alb, after [`Bond::tx_choice`] chose `port`: a frame leaving on another member
+    /// than the active one carries that member's MAC as source (and, for an ARP reply of the
+    /// host in balance-alb, as sender hardware address). Other modes: nothing to do.
+    #[inline]
+    pub fn tx_fixup(&self, port: PortId, frame: &mut [u8]) {
+        if !matches!(self.opts.mode, Mode::BalanceTlb | Mode::BalanceAlb)
+            || frame.len() < 14
+            || Some(port) == self.active
+        {
+            return;
+        }
+        let mac = self.wire_mac(port);
+        if frame[6..12] == self.mac.0 {
+            frame[6..12].copy_from_slice(&mac.0);
+        }
+        if self.rlb.is_some()
+            && frame.len() >= 42
+            && frame[12..14] == [0x08, 0x06]
+            && frame[20..22] == [0, 2]
+            && frame[22..28] == self.mac.0
+        {
+            frame[22..28].copy_from_slice(&mac.0);
+        }
+    }
+
+    /// balance-tlb/alb, for a frame [`Bond::rx_verdict`] delivers: a frame sent to a member's
+    /// MAC is given to the host with the bond's MAC as destination, and in balance-alb the ARP
+    /// of clients feeds receive balancing. Other modes: nothing to do.
+    #[inline]
+    pub fn rx_fixup(&mut self, now: Instant, frame: &mut [u8]) {
+        if !matches!(self.opts.mode, Mode::BalanceTlb | Mode::BalanceAlb) || frame.len() < 14 {
+            return;
+        }
+        if frame[0] & 1 == 0 && frame[..6] != self.mac.0 {
+            let to_member =
+                (0..self.ports.len()).any(|i| frame[..6] == self.wire_mac(PortId(i as u16)).0);
+            if to_member {
+                frame[..6].copy_from_slice(&self.mac.0);
+            }
+        }
+        if frame.len() >= 42 && frame[12..14] == [0x08, 0x06] {
+            let arp = ArpPacket::new_checked(&frame[14..])
+                .ok()
+                .and_then(|p| ArpRepr::parse(&p).ok());
+            if let (Some(arp), Some(r)) = (arp, self.rlb.as_mut()) {
+                r.member_arp(now, &arp, self.host_ipv4, &self.usable, self.active);
+            }
         }
     }
 
@@ -1003,6 +1249,8 @@ impl Bond {
         if self.opts.mode.uses_primary()
             && !self.opts.all_slaves_active
             && self.active != Some(port)
+            // balance-alb: the other members receive their clients' unicast.
+            && !(self.rlb.is_some() && frame[0] & 1 == 0)
         {
             return RxVerdict::Drop(DropReason::InactiveMember);
         }
@@ -1014,10 +1262,8 @@ impl Bond {
         let uses_primary = self.opts.mode.uses_primary();
         BondSnapshot {
             mode: self.opts.mode,
-            xmit_hash_policy: self
-                .opts
-                .mode
-                .uses_hash()
+            xmit_hash_policy: (self.opts.mode.uses_hash()
+                || (self.opts.mode == Mode::BalanceTlb && !self.opts.tlb_dynamic_lb))
                 .then_some(self.opts.xmit_hash_policy),
             carrier: self.carrier,
             miimon: self.opts.miimon,

@@ -108,18 +108,6 @@ impl Mode {
         matches!(self, Self::BalanceXor | Self::Ieee8023ad)
     }
 
-    /// Whether lagd's dataplane runs this mode yet.
-    pub const fn is_implemented(self) -> bool {
-        matches!(
-            self,
-            Self::BalanceRr
-                | Self::ActiveBackup
-                | Self::BalanceXor
-                | Self::Broadcast
-                | Self::Ieee8023ad
-        )
-    }
-
     /// Whether the mode has one active member (`primary`, `Currently Active Slave`).
     pub const fn uses_primary(self) -> bool {
         matches!(

@@ -51,14 +51,20 @@ fn balance_xor_follows_the_hash_over_usable_members() {
     for sport in 1000..1100 {
         let f = tcp(sport);
         let want = member_index(xmit_hash(HashPolicy::Layer34, &f), 3).unwrap();
-        assert_eq!(b.tx_choice(&f), TxChoice::Port(PortId(want as u16)));
+        assert_eq!(
+            b.tx_choice(Instant::ZERO, &f),
+            TxChoice::Port(PortId(want as u16))
+        );
     }
     // eth1 fails: the hash now picks among [eth0, eth2], in enslave order.
     b.handle_carrier(at(5), PortId(1), false);
     for sport in 1000..1100 {
         let f = tcp(sport);
         let i = member_index(xmit_hash(HashPolicy::Layer34, &f), 2).unwrap();
-        assert_eq!(b.tx_choice(&f), TxChoice::Port([PortId(0), PortId(2)][i]));
+        assert_eq!(
+            b.tx_choice(Instant::ZERO, &f),
+            TxChoice::Port([PortId(0), PortId(2)][i])
+        );
     }
     // All receive paths deliver.
     assert_eq!(b.rx_verdict(PortId(2), &tcp(1)), RxVerdict::Deliver);
@@ -69,7 +75,7 @@ fn round_robin_spreads_evenly_and_skips_failed_members() {
     let mut b = bond("mode=balance-rr miimon=100", 3);
     let mut counts = [0; 3];
     for _ in 0..300 {
-        let TxChoice::Port(p) = b.tx_choice(&tcp(1)) else {
+        let TxChoice::Port(p) = b.tx_choice(Instant::ZERO, &tcp(1)) else {
             panic!()
         };
         counts[p.index()] += 1;
@@ -78,7 +84,7 @@ fn round_robin_spreads_evenly_and_skips_failed_members() {
     b.handle_carrier(at(1), PortId(1), false);
     let mut counts = [0; 3];
     for _ in 0..300 {
-        let TxChoice::Port(p) = b.tx_choice(&tcp(1)) else {
+        let TxChoice::Port(p) = b.tx_choice(Instant::ZERO, &tcp(1)) else {
             panic!()
         };
         counts[p.index()] += 1;
@@ -91,7 +97,7 @@ fn round_robin_spreads_evenly_and_skips_failed_members() {
 fn round_robin_packets_per_slave_and_igmp() {
     let mut b = bond("mode=balance-rr packets_per_slave=3", 2);
     let seq: Vec<_> = (0..12)
-        .map(|_| match b.tx_choice(&tcp(1)) {
+        .map(|_| match b.tx_choice(Instant::ZERO, &tcp(1)) {
             TxChoice::Port(p) => p.0,
             other => panic!("{other:?}"),
         })
@@ -100,12 +106,12 @@ fn round_robin_packets_per_slave_and_igmp() {
     let mut igmp = tcp(1);
     igmp[23] = 2;
     for _ in 0..5 {
-        assert_eq!(b.tx_choice(&igmp), TxChoice::Port(PortId(0)));
+        assert_eq!(b.tx_choice(Instant::ZERO, &igmp), TxChoice::Port(PortId(0)));
     }
     let mut random = bond("mode=balance-rr packets_per_slave=0", 2);
     let mut counts = [0; 2];
     for _ in 0..1000 {
-        let TxChoice::Port(p) = random.tx_choice(&tcp(1)) else {
+        let TxChoice::Port(p) = random.tx_choice(Instant::ZERO, &tcp(1)) else {
             panic!()
         };
         counts[p.index()] += 1;
@@ -116,10 +122,10 @@ fn round_robin_packets_per_slave_and_igmp() {
 #[test]
 fn broadcast_uses_all_and_drops_when_none() {
     let mut b = bond("mode=broadcast miimon=100", 2);
-    assert_eq!(b.tx_choice(&tcp(1)), TxChoice::All);
+    assert_eq!(b.tx_choice(Instant::ZERO, &tcp(1)), TxChoice::All);
     b.handle_carrier(at(1), PortId(0), false);
     b.handle_carrier(at(1), PortId(1), false);
-    assert_eq!(b.tx_choice(&tcp(1)), TxChoice::Drop);
+    assert_eq!(b.tx_choice(Instant::ZERO, &tcp(1)), TxChoice::Drop);
     assert!(!b.carrier());
 }
 
@@ -127,7 +133,10 @@ fn broadcast_uses_all_and_drops_when_none() {
 fn active_backup_failover_and_inactive_receive() {
     let mut b = bond("mode=active-backup miimon=100", 2);
     assert_eq!(b.active(), Some(PortId(0)));
-    assert_eq!(b.tx_choice(&tcp(1)), TxChoice::Port(PortId(0)));
+    assert_eq!(
+        b.tx_choice(Instant::ZERO, &tcp(1)),
+        TxChoice::Port(PortId(0))
+    );
     assert_eq!(b.rx_verdict(PortId(0), &tcp(1)), RxVerdict::Deliver);
     assert_eq!(
         b.rx_verdict(PortId(1), &tcp(1)),
@@ -284,9 +293,12 @@ fn member_without_carrier_at_start() {
     let mut b = Bond::new(o, BOND_MAC);
     b.add_port(at(0), info("eth0", 1, 10_000), false);
     assert!(!b.carrier());
-    assert_eq!(b.tx_choice(&tcp(1)), TxChoice::Drop);
+    assert_eq!(b.tx_choice(Instant::ZERO, &tcp(1)), TxChoice::Drop);
     b.add_port(at(0), info("eth1", 2, 10_000), true);
-    assert_eq!(b.tx_choice(&tcp(1)), TxChoice::Port(PortId(1)));
+    assert_eq!(
+        b.tx_choice(Instant::ZERO, &tcp(1)),
+        TxChoice::Port(PortId(1))
+    );
     b.handle_carrier(at(50), PortId(0), true);
     assert_eq!(b.usable(), &[PortId(0), PortId(1)]);
 }
@@ -318,13 +330,13 @@ mod props {
                 b.handle_carrier(at(now), PortId(port), carrier);
                 b.handle_timeout(at(now));
                 let f = tcp(now as u16);
-                match b.tx_choice(&f) {
+                match b.tx_choice(Instant::ZERO, &f) {
                     TxChoice::Port(p) => prop_assert!(b.snapshot().ports[p.index()].mii.usable()),
                     TxChoice::All => prop_assert!(!b.usable().is_empty()),
                     TxChoice::Drop => prop_assert!(b.usable().is_empty()),
                 }
                 if mode == "balance-xor" {
-                    prop_assert_eq!(b.tx_choice(&f), b.tx_choice(&f));
+                    prop_assert_eq!(b.tx_choice(Instant::ZERO, &f), b.tx_choice(Instant::ZERO, &f));
                 }
             }
         }
@@ -537,7 +549,7 @@ fn ieee8023ad_distributes_over_lacp_members_only() {
         b.add_port(at(0), info(&format!("p{i}"), 0x20 + i, 10_000), true);
     }
     // Before LACP agrees nothing is sent and nothing is collected.
-    assert_eq!(a.tx_choice(&tcp(1)), TxChoice::Drop);
+    assert_eq!(a.tx_choice(Instant::ZERO, &tcp(1)), TxChoice::Drop);
     assert!(!a.carrier());
     assert_eq!(
         a.rx_verdict(PortId(0), &tcp(1)),
@@ -549,7 +561,10 @@ fn ieee8023ad_distributes_over_lacp_members_only() {
     for sport in 1000..1050 {
         let f = tcp(sport);
         let want = member_index(xmit_hash(HashPolicy::Layer34, &f), 2).unwrap();
-        assert_eq!(a.tx_choice(&f), TxChoice::Port(PortId(want as u16)));
+        assert_eq!(
+            a.tx_choice(Instant::ZERO, &f),
+            TxChoice::Port(PortId(want as u16))
+        );
     }
     assert_eq!(a.rx_verdict(PortId(1), &tcp(1)), RxVerdict::Deliver);
     let snap = a.snapshot().lacp.unwrap();
@@ -566,7 +581,7 @@ fn ieee8023ad_distributes_over_lacp_members_only() {
     a.handle_carrier(at(7010), PortId(0), false);
     assert!(a.usable().is_empty());
     assert!(!a.carrier());
-    assert_eq!(a.tx_choice(&tcp(1)), TxChoice::Drop);
+    assert_eq!(a.tx_choice(Instant::ZERO, &tcp(1)), TxChoice::Drop);
 }
 
 #[test]
@@ -645,4 +660,339 @@ fn failover_sends_unsolicited_neighbour_advertisements() {
     }
     kinds.sort();
     assert_eq!(kinds, [(1000, "arp"), (1000, "na"), (1100, "na")]);
+}
+
+/// Every frame the bond wants sent at `now`: (member, frame).
+fn sent_at(b: &mut Bond, now: Instant) -> Vec<(PortId, Vec<u8>)> {
+    let mut buf = [0u8; 1600];
+    core::iter::from_fn(|| {
+        b.poll_transmit(now, &mut buf)
+            .map(|tx| (tx.port, buf[..tx.len].to_vec()))
+    })
+    .collect()
+}
+
+#[test]
+fn balance_tlb_balances_unicast_ip_and_rewrites_the_source_off_the_active_member() {
+    let mut b = bond(
+        "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer3+4",
+        2,
+    );
+    assert_eq!(b.active(), Some(PortId(0)));
+    let mut counts = [0; 2];
+    for sport in 1000..1200 {
+        let f = tcp(sport);
+        let want = member_index(xmit_hash(HashPolicy::Layer34, &f), 2).unwrap();
+        let TxChoice::Port(p) = b.tx_choice(at(0), &f) else {
+            panic!()
+        };
+        assert_eq!(
+            p.index(),
+            want,
+            "tlb_dynamic_lb=0: hash over usable members"
+        );
+        counts[p.index()] += 1;
+        let mut out = f.clone();
+        out[6..12].copy_from_slice(&BOND_MAC.0);
+        b.tx_fixup(p, &mut out);
+        let src = if p == PortId(0) {
+            BOND_MAC.0
+        } else {
+            [2, 0, 0, 0, 0, 2]
+        };
+        assert_eq!(
+            out[6..12],
+            src,
+            "the member's own MAC off the active member"
+        );
+    }
+    assert!(counts[0] > 50 && counts[1] > 50, "{counts:?}");
+    // ARP and broadcast leave through the active member.
+    assert_eq!(b.tx_choice(at(0), &host_arp()), TxChoice::Port(PortId(0)));
+    let mut bcast = tcp(1);
+    bcast[..6].copy_from_slice(&[0xff; 6]);
+    assert_eq!(b.tx_choice(at(0), &bcast), TxChoice::Port(PortId(0)));
+    // Only the active member receives.
+    assert_eq!(b.rx_verdict(PortId(0), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(
+        b.rx_verdict(PortId(1), &tcp(1)),
+        RxVerdict::Drop(DropReason::InactiveMember)
+    );
+    // Failover: everything on the survivor, with the bond's MAC.
+    b.handle_carrier(at(10), PortId(0), false);
+    assert_eq!(b.active(), Some(PortId(1)));
+    for sport in 1000..1050 {
+        assert_eq!(b.tx_choice(at(10), &tcp(sport)), TxChoice::Port(PortId(1)));
+    }
+    let mut out = tcp(1);
+    out[6..12].copy_from_slice(&BOND_MAC.0);
+    b.tx_fixup(PortId(1), &mut out);
+    assert_eq!(out[6..12], BOND_MAC.0);
+    let snap = b.snapshot();
+    assert_eq!(snap.active.as_deref(), Some("eth1"));
+    assert_eq!(snap.xmit_hash_policy, Some(HashPolicy::Layer34));
+}
+
+#[test]
+fn tlb_and_alb_send_learning_packets_every_lp_interval() {
+    let mut b = bond("mode=balance-tlb lp_interval=2", 2);
+    let first = sent_at(&mut b, at(0));
+    let macs: Vec<_> = first
+        .iter()
+        .map(|(p, f)| (p.0, f[6..12].to_vec()))
+        .collect();
+    assert_eq!(
+        macs,
+        [(1, vec![2, 0, 0, 0, 0, 2]), (0, BOND_MAC.0.to_vec())],
+        "each member announces the MAC it sends with"
+    );
+    assert!(
+        first
+            .iter()
+            .all(|(_, f)| f.len() == 60 && f[12..14] == [0x90, 0])
+    );
+    assert!(sent_at(&mut b, at(1999)).is_empty());
+    assert_eq!(b.poll_timeout(), Some(at(2000)));
+    assert_eq!(sent_at(&mut b, at(2000)).len(), 2);
+}
+
+/// The member whose own MAC is the bond's never shows it while another member is active.
+#[test]
+fn the_bond_mac_is_never_on_two_members() {
+    let (o, _) = BondOptions::parse_opts("mode=balance-tlb miimon=100").unwrap();
+    let mut b = Bond::new(o, BOND_MAC);
+    b.add_port(
+        at(0),
+        PortInfo {
+            perm_mac: BOND_MAC,
+            ..info("eth0", 0, 1000)
+        },
+        true,
+    );
+    b.add_port(at(0), info("eth1", 2, 1000), true);
+    assert_eq!(b.wire_mac(PortId(0)), BOND_MAC);
+    assert_eq!(b.wire_mac(PortId(1)), EthernetAddress([2, 0, 0, 0, 0, 2]));
+    b.handle_carrier(at(10), PortId(0), false);
+    b.handle_carrier(at(20), PortId(0), true);
+    assert_eq!(b.active(), Some(PortId(1)));
+    assert_eq!(b.wire_mac(PortId(1)), BOND_MAC);
+    assert_eq!(
+        b.wire_mac(PortId(0)),
+        EthernetAddress([2, 0, 0, 0, 0, 2]),
+        "swapped, as the driver swaps"
+    );
+}
+
+/// An ARP frame between the bond (10.0.0.1) and client 10.0.0.(10+i) at 02:c0::i.
+fn alb_arp(op: u16, from_bond: bool, i: u8) -> Vec<u8> {
+    let client_mac = [2, 0xc0, 0, 0, 0, i];
+    let client_ip = [10, 0, 0, 10 + i];
+    let (smac, sip, tmac, tip) = if from_bond {
+        (BOND_MAC.0, [10, 0, 0, 1], client_mac, client_ip)
+    } else {
+        (client_mac, client_ip, BOND_MAC.0, [10, 0, 0, 1])
+    };
+    let dst = if op == 1 { [0xff; 6] } else { tmac };
+    let mut f = dst.to_vec();
+    f.extend_from_slice(&smac);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4]);
+    f.extend_from_slice(&op.to_be_bytes());
+    f.extend_from_slice(&smac);
+    f.extend_from_slice(&sip);
+    f.extend_from_slice(if op == 1 { &[0; 6] } else { &tmac });
+    f.extend_from_slice(&tip);
+    f
+}
+
+#[test]
+fn balance_alb_teaches_each_client_a_member_and_receives_on_all() {
+    let mut b = bond("mode=balance-alb miimon=100", 2);
+    b.learn_from_host(&host_arp());
+    let mut ports = Vec::new();
+    for i in 0..4 {
+        // The host answers client i: the reply leaves on the client's member, with its MAC.
+        let mut reply = alb_arp(2, true, i);
+        let TxChoice::Port(p) = b.tx_choice(at(0), &reply) else {
+            panic!()
+        };
+        b.tx_fixup(p, &mut reply);
+        let mac = b.wire_mac(p).0;
+        assert_eq!(reply[6..12], mac);
+        assert_eq!(reply[22..28], mac, "the ARP sender hardware address too");
+        ports.push(p.0);
+    }
+    assert_eq!(ports, [0, 1, 0, 1], "clients spread over the members");
+    // Member 1 receives its clients' unicast, for its MAC: the host gets it for the bond's MAC.
+    let mut to_member = tcp(1);
+    to_member[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    assert_eq!(b.rx_verdict(PortId(1), &to_member), RxVerdict::Deliver);
+    b.rx_fixup(at(0), &mut to_member);
+    assert_eq!(to_member[..6], BOND_MAC.0);
+    // Broadcast only on the active member.
+    let mut bcast = tcp(1);
+    bcast[..6].copy_from_slice(&[0xff; 6]);
+    assert_eq!(
+        b.rx_verdict(PortId(1), &bcast),
+        RxVerdict::Drop(DropReason::InactiveMember)
+    );
+    assert_eq!(b.rx_verdict(PortId(0), &bcast), RxVerdict::Deliver);
+    // The host broadcasts a request: clients on member 1 are taught again after a moment.
+    assert_eq!(
+        b.tx_choice(at(1000), &host_arp()),
+        TxChoice::Port(PortId(0))
+    );
+    assert!(
+        sent_at(&mut b, at(1000))
+            .iter()
+            .all(|(_, f)| f[12..14] != [0x08, 0x06])
+    );
+    let arp_at = |b: &mut Bond, t| -> Vec<_> {
+        sent_at(b, at(t))
+            .into_iter()
+            .filter(|(_, f)| f[12..14] == [0x08, 0x06])
+            .map(|(p, f)| (p.0, f[..6].to_vec(), f[22..28].to_vec(), f[41]))
+            .collect()
+    };
+    assert!(
+        arp_at(&mut b, 1199).is_empty(),
+        "after the host's request has gone"
+    );
+    let m1 = vec![2, 0, 0, 0, 0, 2];
+    let want = [
+        (1, vec![2, 0xc0, 0, 0, 0, 1], m1.clone(), 11),
+        (1, vec![2, 0xc0, 0, 0, 0, 3], m1.clone(), 13),
+    ];
+    assert_eq!(arp_at(&mut b, 1200), want);
+    assert_eq!(arp_at(&mut b, 1400), want, "and once more");
+    // Member 1 fails: its clients move to member 0 and are told the bond's MAC.
+    b.handle_carrier(at(5000), PortId(1), false);
+    let moved: Vec<_> = sent_at(&mut b, at(5000))
+        .into_iter()
+        .filter(|(_, f)| f[12..14] == [0x08, 0x06] && f[20..22] == [0, 1])
+        .map(|(p, f)| (p.0, f[22..28].to_vec()))
+        .collect();
+    assert_eq!(moved.len(), 2, "{moved:?}");
+    assert!(
+        moved
+            .iter()
+            .all(|(p, mac)| *p == 0 && mac[..] == BOND_MAC.0)
+    );
+}
+
+#[test]
+fn balance_alb_learns_clients_that_ask_for_the_bond() {
+    let mut b = bond("mode=balance-alb miimon=100", 2);
+    b.learn_from_host(&host_arp());
+    for i in 0..2 {
+        let mut req = alb_arp(1, false, i);
+        assert_eq!(b.rx_verdict(PortId(0), &req), RxVerdict::Deliver);
+        b.rx_fixup(at(0), &mut req);
+    }
+    // Client 1 is given member 1 and taught its MAC right after the exchange, twice.
+    let taught: Vec<_> = [0, 200, 400]
+        .into_iter()
+        .flat_map(|t| sent_at(&mut b, at(t)))
+        .filter(|(_, f)| f[12..14] == [0x08, 0x06])
+        .map(|(p, f)| (p.0, f[41]))
+        .collect();
+    assert_eq!(taught, [(1, 11), (1, 11)]);
+}
+
+#[test]
+fn fail_over_mac_active_moves_the_bond_mac_and_follow_swaps_member_macs() {
+    let mut b = bond("mode=active-backup miimon=100 fail_over_mac=active", 2);
+    b.handle_carrier(at(10), PortId(0), false);
+    let evs: Vec<_> = core::iter::from_fn(|| b.poll_event()).collect();
+    let mac1 = EthernetAddress([2, 0, 0, 0, 0, 2]);
+    assert!(
+        evs.contains(&BondEvent::MacChanged { mac: mac1 }),
+        "{evs:?}"
+    );
+    assert_eq!(b.mac(), mac1);
+    // Gratuitous ARPs now come from the new MAC.
+    b.learn_from_host(&{
+        let mut f = host_arp();
+        f[6..12].copy_from_slice(&mac1.0);
+        f[22..28].copy_from_slice(&mac1.0);
+        f
+    });
+    assert_eq!(b.host_ipv4(), Some(Ipv4Address([10, 0, 0, 1])));
+
+    let (o, _) =
+        BondOptions::parse_opts("mode=active-backup miimon=100 fail_over_mac=follow").unwrap();
+    let mut f = Bond::new(o, BOND_MAC);
+    f.add_port(
+        at(0),
+        PortInfo {
+            perm_mac: BOND_MAC,
+            ..info("eth0", 0, 1000)
+        },
+        true,
+    );
+    f.add_port(at(0), info("eth1", 2, 1000), true);
+    let macs = |f: &mut Bond| -> Vec<_> {
+        core::iter::from_fn(|| f.poll_event())
+            .filter_map(|e| match e {
+                BondEvent::MemberMac { port, mac } => Some((port.0, mac)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(macs(&mut f), [], "member 0 already carries the bond's MAC");
+    f.handle_carrier(at(10), PortId(0), false);
+    assert_eq!(macs(&mut f), [(0, mac1), (1, BOND_MAC)]);
+    assert_eq!(f.mac(), BOND_MAC, "follow keeps the bond's MAC");
+}
+
+/// An IGMPv2 membership report for 239.1.1.`g` from the bond.
+fn igmp_report(g: u8) -> Vec<u8> {
+    let mut f = vec![1, 0, 0x5e, 1, 1, g];
+    f.extend_from_slice(&BOND_MAC.0);
+    f.extend_from_slice(&[8, 0, 0x46, 0, 0, 32, 0, 0, 0, 0, 1, 2, 0, 0, 10, 0, 0, 1]);
+    f.extend_from_slice(&[239, 1, 1, g, 0x94, 4, 0, 0, 0x16, 0, 0, 0, 239, 1, 1, g]);
+    f
+}
+
+#[test]
+fn resend_igmp_replays_the_hosts_reports_on_the_new_active_member() {
+    let mut b = bond(
+        "mode=active-backup miimon=100 resend_igmp=3 num_grat_arp=0",
+        2,
+    );
+    b.learn_from_host(&igmp_report(7));
+    b.learn_from_host(&igmp_report(8));
+    assert!(sent_at(&mut b, at(0)).is_empty(), "no failover, no replay");
+    b.handle_carrier(at(1000), PortId(0), false);
+    let mut got = Vec::new();
+    for t in (1000..2000).step_by(50) {
+        for (p, f) in sent_at(&mut b, at(t)) {
+            assert_eq!(p, PortId(1));
+            got.push((t, f[5]));
+            assert!(f == igmp_report(f[5]));
+        }
+    }
+    assert_eq!(
+        got,
+        [
+            (1000, 7),
+            (1000, 8),
+            (1200, 7),
+            (1200, 8),
+            (1400, 7),
+            (1400, 8)
+        ]
+    );
+    // resend_igmp=0: nothing.
+    let mut z = bond(
+        "mode=active-backup miimon=100 resend_igmp=0 num_grat_arp=0",
+        2,
+    );
+    z.learn_from_host(&igmp_report(7));
+    z.handle_carrier(at(1000), PortId(0), false);
+    assert!(sent_at(&mut z, at(1000)).is_empty());
+    // balance-xor has no single IGMP member: nothing either.
+    let mut x = bond("mode=balance-xor miimon=100", 2);
+    x.learn_from_host(&igmp_report(7));
+    x.handle_carrier(at(1000), PortId(0), false);
+    assert!(sent_at(&mut x, at(1000)).is_empty());
 }

@@ -189,7 +189,15 @@ fn lagd(
         .join(",");
     let opts = bond.lagd_opts();
     let mut daemons = Vec::new();
-    for side in [Side::A, Side::B] {
+    // balance-tlb/alb need a switch: host B is one (a bridge over its link ends, its address
+    // on the bridge), as in the driver's documentation; lagd runs in host A only.
+    let switch = needs_switch(&bond.mode);
+    let sides: &[Side] = if switch {
+        &[Side::A]
+    } else {
+        &[Side::A, Side::B]
+    };
+    for &side in sides {
         let name = format!("{}b{}", topo.tag(), side.letter());
         let control = PathBuf::from(CONTROL_DIR).join(format!("{name}.sock"));
         topo.remove_at_end(control.clone());
@@ -240,8 +248,23 @@ fn lagd(
         let _ = name;
     }
     let a = address_bond(topo, Side::A, &daemons[0].1, 1)?;
-    let b = address_bond(topo, Side::B, &daemons[1].1, 2)?;
+    let b = if switch {
+        let bridge = format!("{}sw", topo.tag());
+        topo.ip(Side::B, &["link", "add", &bridge, "type", "bridge"])?;
+        for link in topo.links().to_vec() {
+            topo.ip(Side::B, &["link", "set", &link.name, "master", &bridge])?;
+        }
+        address_bond(topo, Side::B, &bridge, 2)?
+    } else {
+        address_bond(topo, Side::B, &daemons[1].1, 2)?
+    };
     Ok(vec![(a, b)])
+}
+
+/// balance-tlb and balance-alb: the peer must be a switch (their receive side takes frames on
+/// one member, or by ARP-taught MACs), not another bond.
+pub fn needs_switch(mode: &str) -> bool {
+    matches!(mode, "balance-tlb" | "balance-alb" | "5" | "6")
 }
 
 /// Asks `lagctl show --control PATH --json` whether some member reports `"mii_status": "up"`.

@@ -200,22 +200,7 @@ impl Topology {
         fs::create_dir_all(&topo.dir)
             .with_context(|| format!("creating {}", topo.dir.display()))?;
         for side in [Side::A, Side::B] {
-            let name = format!("{}-{}", topo.prefix, side.letter());
-            run("ip", &["netns", "add", &name])?;
-            // Registered right away, so that Drop removes it whatever fails next.
-            topo.namespaces.push(name);
-            topo.in_ns(side, || -> io::Result<()> {
-                for scope in ["all", "default"] {
-                    match fs::write(format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"), "1") {
-                        // A kernel without IPv6 sends no IPv6 noise either.
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        other => other?,
-                    }
-                }
-                Ok(())
-            })?
-            .context("disabling IPv6 in the lab namespace")?;
-            topo.ip(side, &["link", "set", "lo", "up"])?;
+            topo.add_namespace(side.letter())?;
         }
         let ns_b = topo.ns(Side::B).to_string();
         for i in 0..links {
@@ -231,6 +216,28 @@ impl Topology {
             topo.ip(Side::B, &["link", "set", &name, "up"])?;
         }
         Ok(topo)
+    }
+
+    /// Creates one more namespace, `<prefix>-<suffix>` (IPv6 off, loopback up), removed with
+    /// the lab; returns its name. The hosts A and B are the first two.
+    pub fn add_namespace(&mut self, suffix: &str) -> Result<String> {
+        let name = format!("{}-{suffix}", self.prefix);
+        run("ip", &["netns", "add", &name])?;
+        // Registered right away, so that Drop removes it whatever fails next.
+        self.namespaces.push(name.clone());
+        in_named_ns(&name, || -> io::Result<()> {
+            for scope in ["all", "default"] {
+                match fs::write(format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"), "1") {
+                    // A kernel without IPv6 sends no IPv6 noise either.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    other => other?,
+                }
+            }
+            Ok(())
+        })?
+        .context("disabling IPv6 in the lab namespace")?;
+        run("ip", &["-n", &name, "link", "set", "lo", "up"])?;
+        Ok(name)
     }
 
     /// The per-lab tag (`lg` + 6 hex digits) that starts every interface name.
@@ -314,9 +321,7 @@ impl Topology {
 
     /// Runs `f` on a thread inside the host's namespace. Sockets it creates stay there.
     pub fn in_ns<T: Send>(&self, side: Side, f: impl FnOnce() -> T + Send) -> Result<T> {
-        NetNs::open(self.ns(side))
-            .and_then(|ns| ns.run(f))
-            .with_context(|| format!("entering namespace {}", self.ns(side)))
+        in_named_ns(self.ns(side), f)
     }
 
     /// Kernel counters of the links' ends in one host, in link order (from `ip -s -j link`).
@@ -568,6 +573,14 @@ fn is_zombie(pid: u32) -> bool {
 /// has (procps's `kill` may be missing on a minimal one).
 fn signal(pid: u32, sig: &str) -> Result<()> {
     run("sh", &["-c", r#"kill -s "$0" "$1""#, sig, &pid.to_string()]).map(drop)
+}
+
+/// Runs `f` on a thread inside the namespace `ns` (one of the lab's). Sockets it creates stay
+/// there.
+pub fn in_named_ns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T> {
+    NetNs::open(ns)
+        .and_then(|n| n.run(f))
+        .with_context(|| format!("entering namespace {ns}"))
 }
 
 /// Runs a command and returns its standard output; an error carries its standard error.

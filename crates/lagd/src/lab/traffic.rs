@@ -744,3 +744,104 @@ mod test {
         assert!(parse_iperf3("").is_err());
     }
 }
+
+/// FNV-1a, 64-bit, over a byte stream: enough to notice any corruption, loss or reordering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamSum(pub u64);
+
+impl Default for StreamSum {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl StreamSum {
+    /// Folds `data` in.
+    pub fn update(&mut self, data: &[u8]) {
+        for &b in data {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
+/// What [`checked_transfer`] saw.
+#[derive(Clone, Copy, Debug)]
+pub struct Transfer {
+    /// The sender's checksum of what it wrote.
+    pub sent: StreamSum,
+    /// The receiver's checksum of what it read.
+    pub received: StreamSum,
+    /// The longest pause between two reads at the receiver.
+    pub longest_gap: Duration,
+}
+
+impl Transfer {
+    /// Whether the receiver got exactly what was sent.
+    pub fn intact(&self) -> bool {
+        self.sent == self.received
+    }
+}
+
+/// Sends `bytes` of patterned data over one TCP connection from namespace `from_ns` to a
+/// listener at `to` in namespace `to_ns`; `during` runs while the data flows.
+pub fn checked_transfer(
+    from_ns: &str,
+    to_ns: &str,
+    to: std::net::SocketAddrV4,
+    bytes: usize,
+    during: impl FnOnce() + Send,
+) -> Result<Transfer> {
+    use super::topology::in_named_ns;
+    let listener = in_named_ns(to_ns, || TcpListener::bind(to))?.context("listen")?;
+    let receiver = thread::spawn(move || -> io::Result<(StreamSum, Duration)> {
+        let (mut s, _) = listener.accept()?;
+        let mut sum = StreamSum::default();
+        let mut buf = vec![0u8; 65536];
+        let mut last = Instant::now();
+        let mut gap = Duration::ZERO;
+        loop {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                return Ok((sum, gap));
+            }
+            gap = gap.max(last.elapsed());
+            last = Instant::now();
+            sum.update(&buf[..n]);
+        }
+    });
+    let mut stream = in_named_ns(from_ns, || {
+        TcpStream::connect_timeout(&to.into(), Duration::from_secs(5))
+    })?
+    .with_context(|| format!("connecting to {to} from {from_ns}"))?;
+    let sender = thread::spawn(move || -> io::Result<StreamSum> {
+        let mut sum = StreamSum::default();
+        let mut sent = 0usize;
+        let chunk: Vec<u8> = (0..65536u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let mut c = chunk.clone();
+        while sent < bytes {
+            let n = chunk.len().min(bytes - sent);
+            // Vary the content so reordering or loss cannot cancel out.
+            c[..n].copy_from_slice(&chunk[..n]);
+            c[0] = (sent / 65536) as u8;
+            stream.write_all(&c[..n])?;
+            sum.update(&c[..n]);
+            sent += n;
+        }
+        Ok(sum)
+    });
+    during();
+    let sent = sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))?
+        .context("sending")?;
+    let (received, longest_gap) = receiver
+        .join()
+        .map_err(|_| anyhow::anyhow!("receiver panicked"))?
+        .context("receiving")?;
+    Ok(Transfer {
+        sent,
+        received,
+        longest_gap,
+    })
+}
