@@ -515,7 +515,12 @@ impl Daemon {
         // Frames the bond sends itself: LACPDUs, Marker responses, ARP probes, gratuitous ARPs.
         let now = self.now();
         let mut frame = [0u8; 1600];
-        while let Some(tx) = self.bond.poll_transmit(now, &mut frame) {
+        // Only when something is due: the LACP engine runs its machines on every call.
+        let due = self.bond.poll_timeout().is_some_and(|t| t <= now);
+        while let Some(tx) = due
+            .then(|| self.bond.poll_transmit(now, &mut frame))
+            .flatten()
+        {
             let m = &mut self.members[tx.port.index()];
             if let Some(Err(e)) = m.control.as_ref().map(|c| c.send(&frame[..tx.len])) {
                 debug!(member = %m.name, "control frame not sent: {e}");

@@ -703,7 +703,9 @@ impl Bond {
             .collect()
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) should next run.
+    /// When [`handle_timeout`](Self::handle_timeout) should next run, and
+    /// [`poll_transmit`](Self::poll_transmit) has something to send: a time not after now
+    /// whenever a frame is waiting.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let down = Duration::from_millis(self.opts.downdelay.into());
         let up = Duration::from_millis(self.opts.updelay.into());
@@ -720,6 +722,12 @@ impl Bond {
             .chain(self.rlb.as_ref().and_then(alb::Rlb::poll_timeout))
             .chain(self.lp_next)
             .chain(self.igmp_port.and_then(|_| self.igmp.poll_timeout()))
+            .chain(
+                (!self.arp_queue.is_empty()
+                    || !self.notify_queue.is_empty()
+                    || !self.lp_queue.is_empty())
+                .then_some(Instant::ZERO),
+            )
             .min()
     }
 

@@ -515,7 +515,12 @@ fn exchange(a: &mut Bond, b: &mut Bond, now: Instant, lossy: &[bool]) {
     fn deliver(from: &mut Bond, to: &mut Bond, now: Instant, lossy: &[bool]) -> bool {
         let mut buf = [0u8; 128];
         let mut moved = false;
+        let due = from.poll_timeout().is_some_and(|t| t <= now);
         while let Some(tx) = from.poll_transmit(now, &mut buf) {
+            assert!(
+                due,
+                "a frame to send, but poll_timeout was not due at {now}"
+            );
             moved = true;
             if !lossy[tx.port.index()] {
                 to.handle_frame(now, tx.port, &buf[..tx.len]);
@@ -663,13 +668,20 @@ fn failover_sends_unsolicited_neighbour_advertisements() {
 }
 
 /// Every frame the bond wants sent at `now`: (member, frame).
+/// The driver only polls when `poll_timeout` is due: anything to send must make it so.
 fn sent_at(b: &mut Bond, now: Instant) -> Vec<(PortId, Vec<u8>)> {
     let mut buf = [0u8; 1600];
-    core::iter::from_fn(|| {
+    let due = b.poll_timeout().is_some_and(|t| t <= now);
+    let sent: Vec<_> = core::iter::from_fn(|| {
         b.poll_transmit(now, &mut buf)
             .map(|tx| (tx.port, buf[..tx.len].to_vec()))
     })
-    .collect()
+    .collect();
+    assert!(
+        sent.is_empty() || due,
+        "frames to send, but poll_timeout was not due at {now}"
+    );
+    sent
 }
 
 #[test]
