@@ -11,6 +11,11 @@
 //!   look at, GRE, the slow protocols (LACPDU and Marker PDU), and pcap/pcapng capture files.
 //! - [`hash`]: every transmit hash policy, bit-exact with the Linux bonding driver, plus the
 //!   Open vSwitch `balance-slb` and `balance-tcp` hashes, and the member choice.
+//! - [`stripe`]: stripe mode, for when both ends run lagd: one stream spread over every member
+//!   by speed and put back in order at the receiver (sequence header, hellos, reorder buffer,
+//!   software TCP segmentation).
+//! - [`balance`]: OVS-style 256-bucket distribution with load-based rebalancing, capacity
+//!   weighting and flowlet-safe moves.
 //!
 //! # Example: emit and parse a LACPDU
 //! ```
@@ -34,9 +39,11 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod balance;
 pub mod bond;
 pub mod hash;
 pub mod lacp;
 pub mod plan;
+pub mod stripe;
 pub mod time;
 pub mod wire;
