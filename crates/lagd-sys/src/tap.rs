@@ -31,6 +31,9 @@ pub struct TapOptions {
     pub multi_queue: bool,
     /// `TUNSETPERSIST`: the device outlives this descriptor (and lagd).
     pub persist: bool,
+    /// With `vnet_hdr`: do not offer UDP segmentation (USO), for a bond that must segment
+    /// every super-frame itself and can only segment TCP.
+    pub no_uso: bool,
 }
 
 /// Offloads the kernel accepted for a TAP (`TUNSETOFFLOAD`), that is, what the host stack may
@@ -139,8 +142,8 @@ impl Tap {
             tso4: true,
             tso6: true,
             tso_ecn: true,
-            uso4: true,
-            uso6: true,
+            uso4: !self.options.no_uso,
+            uso6: !self.options.no_uso,
         };
         match self.set_offload(full) {
             Ok(()) => Ok(full),

@@ -154,6 +154,7 @@ fn tap_persist_carrier_and_queues() {
                 vnet_hdr: true,
                 multi_queue: true,
                 persist: true,
+                no_uso: false,
             },
         )?;
         let second = tap.attach_queue()?;
@@ -169,6 +170,7 @@ fn tap_persist_carrier_and_queues() {
                 vnet_hdr: true,
                 multi_queue: true,
                 persist: false,
+                no_uso: false,
             },
         )?;
         link::set_up("lt1", true)?;

@@ -25,6 +25,8 @@ use anyhow::{Context, Result, bail};
 use lagd_proto::bond::{
     Bond, BondEvent, DropReason, FailOverMac, Mode, PortId, PortInfo, RxVerdict, TxChoice,
 };
+use lagd_proto::stripe::header::HEADER_LEN as STRIPE_HEADER;
+use lagd_proto::stripe::segment::{GsoInfo, complete_checksum, segment};
 use lagd_proto::time::Instant;
 use lagd_proto::wire::EthernetAddress;
 use lagd_sys::isolate::{IngressDrop, quiet_stack};
@@ -32,11 +34,13 @@ use lagd_sys::link::{Duplex, LinkControl, LinkEvent, LinkEvents};
 use lagd_sys::packet::{Membership, PacketOptions, PacketSocket};
 use lagd_sys::poll::{Events, Interest, Poller, Signal, SignalFd};
 use lagd_sys::tap::{Tap, TapOptions};
+use lagd_sys::vnet::VirtioNetHdr;
 use tracing::{debug, info, warn};
 
 use crate::config::Config;
 use crate::status::{
-    AggregatorStatus, LacpInfoStatus, LacpStatus, MemberLacp, MemberStatus, Status,
+    AggregatorStatus, BucketMemberStatus, BucketStatus, BucketsStatus, LacpInfoStatus, LacpStatus,
+    MemberLacp, MemberStatus, Status, StripeStatus,
 };
 
 const VNET_HDR: usize = 10;
@@ -114,6 +118,17 @@ pub struct Daemon {
     tx_dropped_no_member: u64,
     /// balance-tlb/alb: delivered frames go through [`Bond::rx_fixup`].
     rewrites_rx: bool,
+    /// Stripe mode: host frames are segmented, numbered and encapsulated; 0x88b5 frames from
+    /// members go through the reorder buffer.
+    stripe: bool,
+    /// Stripe mode: where super-frames are segmented, and where frames for the TAP get their
+    /// `virtio_net_hdr`.
+    seg_buf: Vec<u8>,
+    deliver_buf: Vec<u8>,
+    /// Stripe mode: host frames that could not be striped (malformed super-frames).
+    stripe_tx_errors: u64,
+    /// Stripe mode: 0x88b5 frames that did not parse.
+    stripe_rx_errors: u64,
     buf: Vec<u8>,
     /// The ready descriptors of one wake, reused so the loop does not allocate.
     tokens: Vec<u64>,
@@ -156,6 +171,8 @@ impl Daemon {
                 vnet_hdr: true,
                 multi_queue: false,
                 persist: true,
+                // Stripe mode segments super-frames itself, and only TCP ones.
+                no_uso: config.options.mode == Mode::Stripe,
             },
         )
         .with_context(|| format!("creating TAP {}", config.bond))?;
@@ -168,12 +185,32 @@ impl Daemon {
         let epoch = StdInstant::now();
         let (o, _) = (config.options.clone(), ());
         let mut bond = Bond::new(o, mac);
+        // Stripe mode adds a header to every frame: the members carry 8 bytes more than the
+        // bond (raised MTU), or, where a member cannot, the bond carries 8 bytes less.
+        let member_mtu = if config.options.mode == Mode::Stripe {
+            let want = mtu + STRIPE_HEADER as u32;
+            let raised = config.members.iter().all(|m| link.set_mtu(m, want).is_ok());
+            if raised {
+                want
+            } else {
+                let lowered = mtu - STRIPE_HEADER as u32;
+                warn!(
+                    "stripe: a member refused MTU {want}; the bond's MTU is lowered to {lowered}"
+                );
+                link.set_mtu(&config.bond, lowered)
+                    .with_context(|| format!("setting the MTU of {}", config.bond))?;
+                mtu
+            }
+        } else {
+            mtu
+        };
         let mut members = Vec::new();
         for (name, &ifindex) in config.members.iter().zip(&found) {
             members.push(Self::open_member(
-                &link, &mut bond, epoch, name, ifindex, mtu,
+                &link, &mut bond, epoch, name, ifindex, member_mtu,
             )?);
         }
+        bond.set_stripe_epoch(now_since(epoch), random_u32());
 
         let control = bind_control(&config.control)?;
         let poller = Poller::new().context("epoll")?;
@@ -219,6 +256,11 @@ impl Daemon {
             carrier_poll,
             tx_dropped_no_member: 0,
             rewrites_rx: matches!(mode, Mode::BalanceTlb | Mode::BalanceAlb),
+            stripe: mode == Mode::Stripe,
+            seg_buf: vec![0; BUF_LEN],
+            deliver_buf: vec![0; BUF_LEN],
+            stripe_tx_errors: 0,
+            stripe_rx_errors: 0,
             buf: vec![0; BUF_LEN],
             tokens: Vec::with_capacity(16),
         };
@@ -316,6 +358,8 @@ impl Daemon {
             self.poller
                 .wait(&mut ready, Some(wake.saturating_since(now)))
                 .context("epoll_wait")?;
+            // A member socket left with frames to read this round (its batch ran out).
+            let mut backlog = false;
             let mut tokens = std::mem::take(&mut self.tokens);
             tokens.clear();
             tokens.extend(ready.iter().map(|e| e.token()));
@@ -340,7 +384,7 @@ impl Daemon {
                     t if t >= TOKEN_CONTROL_SOCKET => {
                         self.service_control_socket((t - TOKEN_CONTROL_SOCKET) as usize)
                     }
-                    t => self.service_member((t - TOKEN_MEMBER) as usize),
+                    t => backlog |= self.service_member((t - TOKEN_MEMBER) as usize),
                 }
             }
             self.tokens = tokens;
@@ -351,13 +395,21 @@ impl Daemon {
             }
             if self.bond.poll_timeout().is_some_and(|t| t <= now) {
                 self.bond.handle_timeout(now);
+                // Stripe gaps time out only once every member has been read dry: a frame still
+                // in a socket is not lost.
+                if self.stripe && !backlog {
+                    self.poll_stripe(now);
+                }
             }
             self.handle_bond_events();
         }
     }
 
     fn service_tap(&mut self) {
-        // One clock read per batch: balance-tlb/alb load and receive-balancing timing.
+        if self.stripe {
+            return self.service_tap_stripe();
+        }
+        // One clock read per batch: bucket loads, receive-balancing timing.
         let now = self.now();
         for _ in 0..BATCH {
             let n = match self.tap.read(&mut self.buf) {
@@ -389,19 +441,128 @@ impl Daemon {
         }
     }
 
-    fn service_member(&mut self, i: usize) {
-        let port = PortId(i as u16);
-        // One clock read per batch is precise enough for the ARP monitor's intervals.
-        let now = (self.bond.arp_monitoring() || self.rewrites_rx).then(|| self.now());
+    /// Stripe mode: each host frame (super-frames segmented first, partial checksums
+    /// completed) is numbered and encapsulated in place and sent on the member the stripe
+    /// engine chose, with an empty `virtio_net_hdr`. The TAP is read at offset 8 so the
+    /// Ethernet header can move down for the stripe header without a copy.
+    fn service_tap_stripe(&mut self) {
+        const FRAME: usize = STRIPE_HEADER + VNET_HDR;
         for _ in 0..BATCH {
-            let m = &mut self.members[i];
-            let Some(socket) = &m.socket else { return };
-            let meta = match socket.recv_from(&mut self.buf) {
-                Ok(meta) => meta,
+            let n = match self.tap.read(&mut self.buf[STRIPE_HEADER..]) {
+                Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    warn!("reading the TAP: {e}");
+                    return;
+                }
+            };
+            if n <= VNET_HDR {
+                continue;
+            }
+            let len = n - VNET_HDR;
+            let Some(h) = VirtioNetHdr::from_bytes(&self.buf[STRIPE_HEADER..FRAME]) else {
+                continue;
+            };
+            self.bond.learn_from_host(&self.buf[FRAME..FRAME + len]);
+            let gso = GsoInfo::from_virtio(
+                h.flags,
+                h.gso_type,
+                h.hdr_len,
+                h.gso_size,
+                h.csum_start,
+                h.csum_offset,
+            );
+            if !self.bond.stripe_mut().is_some_and(|s| s.is_striping()) {
+                // No stripe peer (yet): the frame goes as it is, on the bond's active member,
+                // so the bond still carries traffic while the status names the problem.
+                let now = self.now();
+                match self.bond.tx_choice(now, &self.buf[FRAME..FRAME + len]) {
+                    TxChoice::Port(p) => send(
+                        &mut self.members[p.index()],
+                        &self.buf[STRIPE_HEADER..STRIPE_HEADER + n],
+                        len as u64,
+                    ),
+                    _ => self.tx_dropped_no_member += 1,
+                }
+                continue;
+            }
+            let Some(stripe) = self.bond.stripe_mut() else {
+                return;
+            };
+            let members = &mut self.members;
+            let mut failed = 0u64;
+            if gso.is_gso() {
+                let frame = &self.buf[FRAME..FRAME + len];
+                let r = segment(frame, &gso, &mut self.seg_buf, FRAME, |seg| {
+                    let len = seg.len() - FRAME;
+                    match stripe.transmit(seg, FRAME, len) {
+                        Ok((port, start)) => {
+                            seg[start - VNET_HDR..start].fill(0);
+                            let out = &seg[start - VNET_HDR..start + len + STRIPE_HEADER];
+                            send(
+                                &mut members[port.index()],
+                                out,
+                                (len + STRIPE_HEADER) as u64,
+                            );
+                        }
+                        Err(_) => failed += 1,
+                    }
+                });
+                if r.is_err() {
+                    failed += 1;
+                }
+            } else {
+                let frame = &mut self.buf[FRAME..FRAME + len];
+                if gso.needs_csum
+                    && complete_checksum(frame, gso.csum_start.into(), gso.csum_offset.into())
+                        .is_err()
+                {
+                    failed += 1;
+                } else {
+                    match stripe.transmit(&mut self.buf, FRAME, len) {
+                        Ok((port, start)) => {
+                            self.buf[start - VNET_HDR..start].fill(0);
+                            let out = &self.buf[start - VNET_HDR..start + len + STRIPE_HEADER];
+                            send(
+                                &mut members[port.index()],
+                                out,
+                                (len + STRIPE_HEADER) as u64,
+                            );
+                        }
+                        Err(_) => failed += 1,
+                    }
+                }
+            }
+            self.stripe_tx_errors += failed;
+        }
+    }
+
+    /// Stripe mode: gaps whose timeout passed, silent peers.
+    fn poll_stripe(&mut self, now: Instant) {
+        let (tap, out) = (&self.tap, &mut self.deliver_buf);
+        if let Some(stripe) = self.bond.stripe_mut() {
+            stripe.poll(now, &mut |f| to_tap(tap, out, f));
+        }
+    }
+
+    /// Reads up to a batch from member `i`; true if frames may be left (the batch ran out).
+    fn service_member(&mut self, i: usize) -> bool {
+        let port = PortId(i as u16);
+        // One clock read per batch is precise enough for the ARP monitor's intervals.
+        let now =
+            (self.bond.arp_monitoring() || self.rewrites_rx || self.stripe).then(|| self.now());
+        for _ in 0..BATCH {
+            let m = &mut self.members[i];
+            let Some(socket) = &m.socket else {
+                return false;
+            };
+            let meta = match socket.recv_from(&mut self.buf) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // ENETDOWN once after the member went down; carrier polling handles the rest.
-                Err(_) => return,
+                Err(_) => return false,
             };
             if meta.len <= VNET_HDR {
                 continue;
@@ -412,6 +573,20 @@ impl Daemon {
             }
             m.counters.rx_packets += 1;
             m.counters.rx_bytes += frame.len() as u64;
+            if self.stripe && frame.len() >= 14 && frame[12..14] == [0x88, 0xb5] {
+                let (tap, out) = (&self.tap, &mut self.deliver_buf);
+                let now = now.unwrap_or(Instant::ZERO);
+                if let Some(stripe) = self.bond.stripe_mut() {
+                    let frame = &mut self.buf[VNET_HDR..meta.len];
+                    if stripe
+                        .handle_frame(now, port, frame, &mut |f| to_tap(tap, out, f))
+                        .is_err()
+                    {
+                        self.stripe_rx_errors += 1;
+                    }
+                }
+                continue;
+            }
             match self.bond.rx_verdict(port, frame) {
                 RxVerdict::Deliver => {
                     if let (true, Some(now)) = (self.rewrites_rx, now) {
@@ -429,6 +604,7 @@ impl Daemon {
                 }
             }
         }
+        true
     }
 
     fn service_control_socket(&mut self, i: usize) {
@@ -621,6 +797,7 @@ impl Daemon {
     /// The status document `lagctl show` prints.
     pub fn status(&mut self) -> Status {
         let snap = self.bond.snapshot();
+        let now = self.now();
         Status {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             bond: self.config.bond.clone(),
@@ -639,6 +816,83 @@ impl Daemon {
             primary_reselect: snap.primary_reselect.map(|r| r.name().to_owned()),
             active: snap.active.clone(),
             tx_dropped_no_member: self.tx_dropped_no_member,
+            buckets: snap.buckets.as_ref().map(|b| {
+                let name = |p: PortId| {
+                    self.members
+                        .get(p.index())
+                        .map_or_else(|| format!("#{}", p.0), |m| m.name.clone())
+                };
+                BucketsStatus {
+                    rebalance_interval_ms: b.config.rebalance_interval.as_millis() as u32,
+                    next_rebalance_in_ms: b
+                        .next_rebalance
+                        .map(|t| t.saturating_since(now).as_millis() as u64),
+                    busiest_over_mean_permille: b.busiest_over_mean_permille(),
+                    rebalances: b.counters.rebalances,
+                    moved_rebalance: b.counters.moved_rebalance,
+                    moved_elephant: b.counters.moved_elephant,
+                    moved_left: b.counters.moved_left,
+                    moved_joined: b.counters.moved_joined,
+                    moves_deferred: b.counters.deferred,
+                    members: b
+                        .members
+                        .iter()
+                        .map(|m| BucketMemberStatus {
+                            name: name(m.port),
+                            weight: m.effective_weight,
+                            buckets: m.buckets,
+                            target_buckets: m.target_buckets,
+                            load_bytes_per_s: m.load,
+                            load_permille: m.load_permille,
+                        })
+                        .collect(),
+                    buckets: b
+                        .buckets
+                        .iter()
+                        .filter_map(|k| {
+                            Some(BucketStatus {
+                                bucket: k.bucket,
+                                member: name(k.member?),
+                                load_bytes_per_s: k.load,
+                                pending: k.pending.map(name),
+                            })
+                        })
+                        .collect(),
+                    recent_moves: b
+                        .recent_moves
+                        .iter()
+                        .map(|m| {
+                            format!(
+                                "{:.3} s {}",
+                                m.at.as_micros() as f64 / 1e6,
+                                m.describe(name)
+                            )
+                        })
+                        .collect(),
+                }
+            }),
+            stripe: snap.stripe.as_ref().map(|st| {
+                let names: Vec<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
+                let r = &st.reorder;
+                StripeStatus {
+                    peer: st.peers.with_names(&names).to_string(),
+                    error: st.peers.error(),
+                    striping: st.peers.is_striping(),
+                    delivered: r.delivered,
+                    reordered: r.reordered,
+                    skipped_lost: r.skipped_lost,
+                    skipped_timeout: r.skipped_timeout,
+                    timeout_us: r
+                        .timeout_us
+                        .max(lagd_proto::stripe::reorder::DEFAULT_TIMEOUT.as_micros() as u64),
+                    skipped_full: r.skipped_full,
+                    late: r.late,
+                    dropped: r.duplicates + r.stale + r.oversize + self.stripe_rx_errors,
+                    resyncs: r.resyncs,
+                    held: st.held_now,
+                    max_held: r.max_occupancy,
+                }
+            }),
             lacp: snap.lacp.as_ref().map(|l| LacpStatus {
                 lacp_active: l.lacp_active,
                 lacp_rate: l.lacp_rate.as_str().to_owned(),
@@ -715,6 +969,29 @@ fn duplex(d: Duplex) -> Option<bool> {
 
 fn now_since(epoch: StdInstant) -> Instant {
     Instant::from_micros(epoch.elapsed().as_micros() as u64)
+}
+
+/// Writes a host frame to the TAP behind an empty `virtio_net_hdr` (copied into `out`).
+fn to_tap(tap: &Tap, out: &mut [u8], frame: &[u8]) {
+    let Some(dst) = out.get_mut(VNET_HDR..VNET_HDR + frame.len()) else {
+        return;
+    };
+    dst.copy_from_slice(frame);
+    out[..VNET_HDR].fill(0);
+    // EIO while the bond is administratively down: the host does not want it.
+    let _ = tap.write(&out[..VNET_HDR + frame.len()]);
+}
+
+/// A random 32-bit value (stripe epochs): std's per-process random hasher keys, the pid and
+/// the time.
+fn random_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish() as u32
 }
 
 fn send(m: &mut Member, buf: &[u8], frame_len: u64) {

@@ -45,6 +45,12 @@ pub struct Status {
     /// 802.3ad: what `/proc/net/bonding` shows in its `802.3ad info` section.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lacp: Option<LacpStatus>,
+    /// Bucketed distribution (balance-slb, balance-tcp, `distribution=buckets`, dynamic tlb/alb).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<BucketsStatus>,
+    /// Stripe mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stripe: Option<StripeStatus>,
     /// Members in enslave order.
     pub members: Vec<MemberStatus>,
 }
@@ -68,6 +74,98 @@ pub struct LacpStatus {
     pub active_aggregator: Option<AggregatorStatus>,
     /// The member carrying traffic in LACP fallback (active-backup), if the fallback is on.
     pub fallback_member: Option<String>,
+}
+
+/// The bucket table, as Open vSwitch's `bond/show` shows it, and what the rebalancer did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketsStatus {
+    /// Rebalancing interval in ms (0: never).
+    pub rebalance_interval_ms: u32,
+    /// Time to the next rebalancing, in ms.
+    pub next_rebalance_in_ms: Option<u64>,
+    /// The busiest member's load per capacity over the mean, per mille (1000: even).
+    pub busiest_over_mean_permille: Option<u32>,
+    /// Rebalancing passes run.
+    pub rebalances: u64,
+    /// Buckets moved, by cause.
+    pub moved_rebalance: u64,
+    /// Buckets moved to isolate or separate elephants.
+    pub moved_elephant: u64,
+    /// Buckets moved because their member left.
+    pub moved_left: u64,
+    /// Buckets moved to a member that joined or returned.
+    pub moved_joined: u64,
+    /// Moves that waited for their bucket's idle gap (no reordering).
+    pub moves_deferred: u64,
+    /// Per member.
+    pub members: Vec<BucketMemberStatus>,
+    /// Every bucket with a member.
+    pub buckets: Vec<BucketStatus>,
+    /// The most recent moves, oldest first, in words.
+    pub recent_moves: Vec<String>,
+}
+
+/// A member in [`BucketsStatus`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketMemberStatus {
+    /// Interface name.
+    pub name: String,
+    /// Weight used (Mb/s).
+    pub weight: u32,
+    /// Buckets held.
+    pub buckets: u16,
+    /// Buckets it should hold by weight.
+    pub target_buckets: u16,
+    /// Load, bytes per second (decayed).
+    pub load_bytes_per_s: u64,
+    /// Share of the bond's load, per mille.
+    pub load_permille: u32,
+}
+
+/// A bucket in [`BucketsStatus`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketStatus {
+    /// Bucket number (0–255).
+    pub bucket: u8,
+    /// Its member.
+    pub member: String,
+    /// Load, bytes per second (decayed).
+    pub load_bytes_per_s: u64,
+    /// Where a planned move takes it at its next idle gap.
+    pub pending: Option<String>,
+}
+
+/// Stripe mode's peer and reorder buffer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StripeStatus {
+    /// The peer situation in words (which members speak stripe).
+    pub peer: String,
+    /// The error to act on, if any (no stripe peer heard).
+    pub error: Option<String>,
+    /// Whether frames are striped over at least one member.
+    pub striping: bool,
+    /// Frames handed to the host.
+    pub delivered: u64,
+    /// Frames that arrived out of order and were put back in order.
+    pub reordered: u64,
+    /// Frames given up on because every member had gone past them (lost).
+    pub skipped_lost: u64,
+    /// Frames given up on after the timeout (lost, or slower than the timeout).
+    pub skipped_timeout: u64,
+    /// The receiver's timeout now, µs (it grows when frames turn out late).
+    pub timeout_us: u64,
+    /// Frames given up on because the buffer was full.
+    pub skipped_full: u64,
+    /// Frames that came after their gap was skipped.
+    pub late: u64,
+    /// Duplicates and stale frames dropped.
+    pub dropped: u64,
+    /// Times the sequence restarted (peer restart).
+    pub resyncs: u64,
+    /// Frames held now, and at most.
+    pub held: usize,
+    /// The most frames held at once.
+    pub max_held: usize,
 }
 
 /// The active aggregator.
@@ -215,6 +313,31 @@ impl Status {
             "TX Dropped (no usable member): {}",
             self.tx_dropped_no_member
         );
+        if let Some(st) = &self.stripe {
+            let _ = writeln!(s, "Stripe peer: {}", st.peer);
+            if let Some(e) = &st.error {
+                let _ = writeln!(s, "Stripe error: {e}");
+            }
+            let _ = writeln!(
+                s,
+                "Stripe reorder: delivered {}, reordered {}, lost {} (all members past) {} \
+                 (timeout {} us) {} (buffer full), late {}, dropped {}, resyncs {}, held {} (max {})",
+                st.delivered,
+                st.reordered,
+                st.skipped_lost,
+                st.skipped_timeout,
+                st.timeout_us,
+                st.skipped_full,
+                st.late,
+                st.dropped,
+                st.resyncs,
+                st.held,
+                st.max_held
+            );
+        }
+        if let Some(b) = &self.buckets {
+            self.render_buckets(&mut s, b);
+        }
         for m in &self.members {
             let _ = writeln!(s);
             let _ = writeln!(s, "Slave Interface: {}", m.name);
@@ -300,6 +423,77 @@ impl Status {
     }
 }
 
+impl Status {
+    /// The bucket table in the shape of Open vSwitch's `bond/show`: per member its buckets with
+    /// load, then the rebalancer's recent moves.
+    fn render_buckets(&self, s: &mut String, b: &BucketsStatus) {
+        let _ = writeln!(s);
+        let next = b
+            .next_rebalance_in_ms
+            .map_or_else(|| "never".to_owned(), |ms| format!("in {ms} ms"));
+        let _ = writeln!(
+            s,
+            "Bucket Distribution: 256 buckets, rebalance interval {} ms, next rebalance {next}",
+            b.rebalance_interval_ms
+        );
+        if let Some(p) = b.busiest_over_mean_permille {
+            let _ = writeln!(
+                s,
+                "Load Imbalance (busiest/mean): {}.{:03}",
+                p / 1000,
+                p % 1000
+            );
+        }
+        let _ = writeln!(
+            s,
+            "Bucket Moves: rebalance {}, elephant {}, member left {}, member joined {} \
+             ({} waited for an idle gap; {} rebalancings)",
+            b.moved_rebalance,
+            b.moved_elephant,
+            b.moved_left,
+            b.moved_joined,
+            b.moves_deferred,
+            b.rebalances
+        );
+        for m in &b.members {
+            let _ = writeln!(
+                s,
+                "member {}: weight {}, {} buckets (target {}), load {} kB/s ({}.{}%)",
+                m.name,
+                m.weight,
+                m.buckets,
+                m.target_buckets,
+                m.load_bytes_per_s / 1000,
+                m.load_permille / 10,
+                m.load_permille % 10
+            );
+            for k in b
+                .buckets
+                .iter()
+                .filter(|k| k.member == m.name && (k.load_bytes_per_s > 0 || k.pending.is_some()))
+            {
+                let pending = k
+                    .pending
+                    .as_deref()
+                    .map(|p| format!(", moving to {p} at its next idle gap"))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    s,
+                    "  hash {}: {} kB/s load{pending}",
+                    k.bucket,
+                    k.load_bytes_per_s / 1000
+                );
+            }
+        }
+        if !b.recent_moves.is_empty() {
+            let _ = writeln!(s, "Recent Bucket Moves:");
+            for m in &b.recent_moves {
+                let _ = writeln!(s, "  {m}");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -324,6 +518,8 @@ mod test {
             active: Some("eth1".into()),
             tx_dropped_no_member: 0,
             lacp: None,
+            buckets: None,
+            stripe: None,
             members: vec![MemberStatus {
                 name: "eth1".into(),
                 mii_status: "up".into(),

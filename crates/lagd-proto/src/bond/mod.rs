@@ -44,14 +44,16 @@ pub mod options;
 use core::fmt;
 use core::time::Duration;
 
+use crate::balance::{BalanceConfig, Buckets, BucketsSnapshot};
 use crate::hash::{HashPolicy, MemberMod, hasher};
 use crate::lacp::{self, Lacp, LacpConfig, LacpSnapshot, PortParams};
+use crate::stripe::{PeersStatus, Stripe, StripeConfig, reorder::ReorderCounters};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use crate::wire::ip::{Ipv4Address, Ipv6Address};
 use crate::wire::l4::IcmpPacket;
-pub use options::{BondOptions, FailOverMac, Mode, OptionError, PrimaryReselect};
+pub use options::{BondOptions, Distribution, FailOverMac, Mode, OptionError, PrimaryReselect};
 
 /// A member's handle: its position in enslave order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -264,6 +266,23 @@ pub struct BondSnapshot {
     pub ports: Vec<PortSnapshot>,
     /// 802.3ad: the LACP engine's state.
     pub lacp: Option<LacpSnapshot>,
+    /// Bucketed distribution: the table, loads, moves.
+    pub buckets: Option<BucketsSnapshot>,
+    /// Stripe mode: the peer and the reorder buffer's counters.
+    pub stripe: Option<StripeSnapshot>,
+}
+
+/// Stripe mode in a [`BondSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeSnapshot {
+    /// The peer, per member (names are the driver's to add).
+    pub peers: PeersStatus,
+    /// The receiver's counters.
+    pub reorder: ReorderCounters,
+    /// Frames held in the reorder buffer now.
+    pub held_now: usize,
+    /// The next sequence number to send.
+    pub next_tx_seq: u32,
 }
 
 /// One member in a [`BondSnapshot`].
@@ -323,9 +342,37 @@ pub struct Bond {
     igmp: igmp::IgmpCache,
     /// `fail_over_mac=follow`: the MAC each member's interface was last told to carry.
     member_macs: Vec<EthernetAddress>,
+    /// Bucketed distribution (see [`BondOptions::uses_buckets`]).
+    buckets: Option<Buckets>,
+    /// Stripe mode's engine.
+    stripe: Option<Stripe>,
+    /// The members with their weights (speed in Mb/s, or `member_speed`), as last given to
+    /// the buckets and the stripe engine.
+    weighted: Vec<(PortId, u32)>,
+    /// The latest time a `handle_*`/`poll_transmit` call brought (for [`Bond::snapshot`]).
+    last_now: Instant,
     /// The member IGMP reports leave on, as last seen (a change is a failover for
     /// `resend_igmp`).
     igmp_port: Option<PortId>,
+}
+
+/// Stripe mode as the daemon runs it: gaps are given up on by timeout only when the driver
+/// polls, after it has read every member (see `ReorderConfig::expire_on_push`).
+fn stripe_config() -> StripeConfig {
+    let mut c = StripeConfig::default();
+    c.reorder.expire_on_push = false;
+    c
+}
+
+/// The bucket table's configuration the bonding options describe.
+fn balance_config(o: &BondOptions) -> BalanceConfig {
+    BalanceConfig {
+        rebalance_interval: Duration::from_millis(o.rebalance_interval.into()),
+        seed: o.hash_seed,
+        idle_gap: Duration::from_millis(o.rebalance_idle_gap.into()),
+        max_moves: o.rebalance_max_moves,
+        ..BalanceConfig::default()
+    }
 }
 
 /// The LACP configuration the bonding options describe.
@@ -366,9 +413,11 @@ pub struct Transmit {
 impl Bond {
     /// A bond with no members yet, whose interface has MAC `mac`.
     pub fn new(opts: BondOptions, mac: EthernetAddress) -> Self {
-        let hash = hasher(opts.xmit_hash_policy);
+        let hash = hasher(opts.mode.fixed_hash().unwrap_or(opts.xmit_hash_policy));
         // The option parser enforces the ranges LacpConfig::validate checks.
-        let lacp = (opts.mode == Mode::Ieee8023ad)
+        let lacp = opts
+            .mode
+            .uses_lacp()
             .then(|| Lacp::new(lacp_config(&opts), mac).expect("validated bonding options"));
         Self {
             rlb: (opts.mode == Mode::BalanceAlb).then(alb::Rlb::default),
@@ -378,6 +427,13 @@ impl Bond {
             igmp: igmp::IgmpCache::default(),
             member_macs: Vec::new(),
             igmp_port: None,
+            buckets: opts
+                .uses_buckets()
+                .then(|| Buckets::new(balance_config(&opts))),
+            stripe: (opts.mode == Mode::Stripe)
+                .then(|| Stripe::new(stripe_config(), mac, 0, Instant::ZERO)),
+            weighted: Vec::new(),
+            last_now: Instant::ZERO,
             lacp,
             lacp_link: Vec::new(),
             collecting: Vec::new(),
@@ -461,7 +517,7 @@ impl Bond {
     pub fn handle_frame(&mut self, now: Instant, port: PortId, frame: &[u8]) {
         if let Some(l) = &mut self.lacp {
             l.handle_frame(now, lacp::PortId(port.0), frame);
-            self.sync_lacp();
+            self.sync_lacp(now);
         }
     }
 
@@ -479,6 +535,7 @@ impl Bond {
         }
         info.speed_mbps = speed_mbps;
         info.full_duplex = full_duplex;
+        self.update_weighted(now);
         if self.lacp_link.get(port.index()) == Some(&true) {
             // Report the new speed: LACP recomputes the port's key.
             self.lacp_link[port.index()] = false;
@@ -507,7 +564,7 @@ impl Bond {
 
     /// Reads the LACP engine's decisions (distributing members, collecting members, carrier)
     /// when it reported a change; the engine raises an event for every change of those.
-    fn sync_lacp(&mut self) {
+    fn sync_lacp(&mut self, now: Instant) {
         let Some(l) = &mut self.lacp else { return };
         let mut changed = false;
         while l.poll_event().is_some() {
@@ -528,6 +585,53 @@ impl Bond {
             self.carrier = carrier;
             self.events.push(BondEvent::Carrier { up: carrier });
         }
+        self.update_weighted(now);
+    }
+
+    /// A member's weight: `member_speed` if configured, else its reported speed (0: unknown).
+    fn weight(&self, port: PortId) -> u32 {
+        let info = &self.ports[port.index()].info;
+        self.opts
+            .member_speed
+            .iter()
+            .find(|(n, _)| *n == info.name)
+            .map(|(_, s)| *s)
+            .or(info.speed_mbps)
+            .unwrap_or(0)
+    }
+
+    /// Gives the buckets and the stripe engine the usable members and their weights, when
+    /// those changed.
+    fn update_weighted(&mut self, now: Instant) {
+        if self.buckets.is_none() && self.stripe.is_none() {
+            return;
+        }
+        let fresh: Vec<(PortId, u32)> = self.usable.iter().map(|&p| (p, self.weight(p))).collect();
+        if fresh == self.weighted {
+            return;
+        }
+        if let Some(b) = &mut self.buckets {
+            b.set_members(now, &fresh);
+        }
+        if let Some(s) = &mut self.stripe {
+            s.set_members(now, &fresh);
+        }
+        self.weighted = fresh;
+    }
+
+    /// Stripe mode: starts the engine afresh with `epoch` (random per start of the daemon, so
+    /// the peer can tell a restart). Call once, before the first frame.
+    pub fn set_stripe_epoch(&mut self, now: Instant, epoch: u32) {
+        if let Some(s) = &mut self.stripe {
+            *s = Stripe::new(stripe_config(), self.mac, epoch, now);
+            s.set_members(now, &self.weighted);
+        }
+    }
+
+    /// Stripe mode's engine: the driver stripes host frames with it and hands it the stripe
+    /// frames members receive (and its `poll` when [`Bond::poll_timeout`] is due).
+    pub fn stripe_mut(&mut self) -> Option<&mut Stripe> {
+        self.stripe.as_mut()
     }
 
     /// Marks a member as gone (its interface was deleted): it stays in the table, `down`.
@@ -565,6 +669,7 @@ impl Bond {
 
     /// Records a carrier reading of `port` (each poll, or a link event).
     pub fn handle_carrier(&mut self, now: Instant, port: PortId, carrier: bool) {
+        self.last_now = self.last_now.max(now);
         let p = &mut self.ports[port.index()];
         if p.carrier == carrier {
             return;
@@ -593,6 +698,7 @@ impl Bond {
 
     /// Runs the delays that are due.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
         let down = Duration::from_millis(self.opts.downdelay.into());
         let up = Duration::from_millis(self.opts.updelay.into());
         for i in 0..self.ports.len() {
@@ -611,6 +717,9 @@ impl Bond {
         }
         if let Some(l) = &mut self.lacp {
             l.handle_timeout(now);
+        }
+        if let Some(b) = &mut self.buckets {
+            b.handle_timeout(now);
         }
         self.reselect(now);
     }
@@ -722,6 +831,8 @@ impl Bond {
             .chain(self.rlb.as_ref().and_then(alb::Rlb::poll_timeout))
             .chain(self.lp_next)
             .chain(self.igmp_port.and_then(|_| self.igmp.poll_timeout()))
+            .chain(self.buckets.as_ref().and_then(Buckets::poll_timeout))
+            .chain(self.stripe.as_ref().and_then(Stripe::poll_timeout))
             .chain(
                 (!self.arp_queue.is_empty()
                     || !self.notify_queue.is_empty()
@@ -779,14 +890,21 @@ impl Bond {
     /// packets, replayed IGMP/MLD reports), written into `buf` (at least 1514 bytes: a replayed
     /// report is as long as the host's). Call after every `handle_*`, until `None`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.last_now = self.last_now.max(now);
         if let Some(l) = &mut self.lacp {
             let tx = l.poll_transmit(now, buf);
-            self.sync_lacp();
+            self.sync_lacp(now);
             if let Some(tx) = tx {
                 return Some(Transmit {
                     port: PortId(tx.port.0),
                     len: tx.len,
                 });
+            }
+        }
+        if let Some((port, hello)) = self.stripe.as_mut().and_then(|s| s.poll_transmit(now)) {
+            let src = self.ports[port.index()].info.perm_mac;
+            if let Ok(len) = hello.emit_frame(src, buf) {
+                return Some(Transmit { port, len });
             }
         }
         if let Some((port, target)) = self.arp_queue.pop() {
@@ -923,7 +1041,7 @@ impl Bond {
                     );
                 }
             }
-            self.sync_lacp();
+            self.sync_lacp(now);
             return;
         }
         let before = self.usable.len();
@@ -948,6 +1066,7 @@ impl Bond {
             );
             self.usable_mod = MemberMod::new(self.usable.len());
         }
+        self.update_weighted(now);
         let active = self.choose_active();
         let active_changed = active != self.active;
         if active != self.active {
@@ -1106,10 +1225,20 @@ impl Bond {
     #[inline]
     pub fn tx_choice(&mut self, now: Instant, frame: &[u8]) -> TxChoice {
         match self.opts.mode {
-            Mode::BalanceXor | Mode::Ieee8023ad => match self.usable_mod {
-                Some(m) => TxChoice::Port(self.usable[m.index((self.hash)(frame))]),
-                None => TxChoice::Drop,
-            },
+            Mode::BalanceXor | Mode::Ieee8023ad | Mode::BalanceSlb | Mode::BalanceTcp => {
+                if let Some(b) = &mut self.buckets {
+                    let hash = (self.hash)(frame);
+                    return b
+                        .member_for(now, hash, frame.len() as u32)
+                        .map_or(TxChoice::Drop, TxChoice::Port);
+                }
+                match self.usable_mod {
+                    Some(m) => TxChoice::Port(self.usable[m.index((self.hash)(frame))]),
+                    None => TxChoice::Drop,
+                }
+            }
+            // The driver stripes through [`Bond::stripe_mut`]; this is for frames it cannot.
+            Mode::Stripe => self.active.map_or(TxChoice::Drop, TxChoice::Port),
             Mode::ActiveBackup => self.active.map_or(TxChoice::Drop, TxChoice::Port),
             Mode::Broadcast => {
                 if self.usable.is_empty() {
@@ -1148,6 +1277,12 @@ impl Bond {
                 None => return TxChoice::Port(active),
             }
         };
+        if let Some(b) = &mut self.buckets {
+            return TxChoice::Port(
+                b.member_for(now, hash, frame.len() as u32)
+                    .unwrap_or(active),
+            );
+        }
         match self.usable_mod {
             Some(m) => TxChoice::Port(self.usable[m.index(hash)]),
             None => TxChoice::Port(active),
@@ -1254,6 +1389,11 @@ impl Bond {
         if self.lacp.is_some() && !self.collecting[port.index()] {
             return RxVerdict::Drop(DropReason::NotCollecting);
         }
+        // balance-slb faces a switch without a LAG, which floods to every member: broadcast
+        // and multicast are taken on one member only (as Open vSwitch does).
+        if self.opts.mode == Mode::BalanceSlb && frame[0] & 1 != 0 && self.active != Some(port) {
+            return RxVerdict::Drop(DropReason::InactiveMember);
+        }
         if self.opts.mode.uses_primary()
             && !self.opts.all_slaves_active
             && self.active != Some(port)
@@ -1286,6 +1426,13 @@ impl Bond {
                 None
             },
             lacp: self.lacp.as_ref().map(Lacp::snapshot),
+            buckets: self.buckets.as_ref().map(Buckets::snapshot),
+            stripe: self.stripe.as_ref().map(|s| StripeSnapshot {
+                peers: s.status(self.last_now),
+                reorder: *s.rx().counters(),
+                held_now: s.rx().occupancy(),
+                next_tx_seq: s.tx().next_seq(),
+            }),
             ports: self
                 .ports
                 .iter()

@@ -86,6 +86,25 @@ kernel_enum! {
         BalanceTlb = (5, "balance-tlb"),
         /// Adaptive load balancing (transmit and ARP-negotiated receive).
         BalanceAlb = (6, "balance-alb"),
+        /// lagd: Open vSwitch's balance-slb: source MAC and VLAN hashed into 256 buckets,
+        /// rebalanced by load; no LACP; broadcast and multicast received on one member only.
+        BalanceSlb = (16, "balance-slb"),
+        /// lagd: Open vSwitch's balance-tcp: LACP (as 802.3ad) with the L3/L4 5-tuple hashed
+        /// into 256 buckets, rebalanced by load.
+        BalanceTcp = (17, "balance-tcp"),
+        /// lagd: every frame round-robin over the members by speed, numbered, and put back in
+        /// order by the lagd at the other end: one TCP stream gets the sum of the links.
+        Stripe = (18, "stripe"),
+    }
+}
+
+kernel_enum! {
+    /// How balance-xor and 802.3ad map the transmit hash to a member (`distribution`, lagd).
+    pub enum Distribution {
+        /// `hash % usable members`, as the Linux driver (bit-exact placement).
+        Modulo = (0, "modulo"),
+        /// 256 buckets, moved between members by load (OVS-style), weighted by speed.
+        Buckets = (1, "buckets"),
     }
 }
 
@@ -100,12 +119,29 @@ impl Mode {
             Self::Ieee8023ad => "IEEE 802.3ad Dynamic link aggregation",
             Self::BalanceTlb => "transmit load balancing",
             Self::BalanceAlb => "adaptive load balancing",
+            Self::BalanceSlb => "source load balancing (Open vSwitch balance-slb)",
+            Self::BalanceTcp => "IEEE 802.3ad with L4 hash buckets (Open vSwitch balance-tcp)",
+            Self::Stripe => "stripe (ordered round-robin between two lagd ends)",
         }
+    }
+
+    /// Whether the mode runs LACP.
+    pub const fn uses_lacp(self) -> bool {
+        matches!(self, Self::Ieee8023ad | Self::BalanceTcp)
     }
 
     /// Whether the mode picks members with the transmit hash policy.
     pub const fn uses_hash(self) -> bool {
         matches!(self, Self::BalanceXor | Self::Ieee8023ad)
+    }
+
+    /// The hash the mode always uses, whatever `xmit_hash_policy` says (the OVS modes).
+    pub const fn fixed_hash(self) -> Option<HashPolicy> {
+        match self {
+            Self::BalanceSlb => Some(HashPolicy::OvsSlb),
+            Self::BalanceTcp => Some(HashPolicy::OvsTcp),
+            _ => None,
+        }
     }
 
     /// Whether the mode has one active member (`primary`, `Currently Active Slave`).
@@ -258,6 +294,21 @@ pub struct BondOptions {
     /// `actor_port_prio` per member (the kernel's per-slave option, Linux 6.18), written
     /// `actor_port_prio=eth0:100,eth1:200`; members not named keep 255. Lower is preferred.
     pub actor_port_prio: Vec<(String, u16)>,
+    /// lagd's `distribution` for balance-xor and 802.3ad (balance-slb and balance-tcp always
+    /// use buckets; balance-tlb and balance-alb use them with `tlb_dynamic_lb`).
+    pub distribution: Distribution,
+    /// lagd's `rebalance_interval` in ms (0 = never): how often the buckets are rebalanced.
+    pub rebalance_interval: u32,
+    /// lagd's `rebalance_idle_gap` in ms: a bucket moves only after this long without a frame,
+    /// so a moved flow is not reordered.
+    pub rebalance_idle_gap: u32,
+    /// lagd's `rebalance_max_moves`: buckets moved per rebalancing at most.
+    pub rebalance_max_moves: u16,
+    /// lagd's `hash_seed`, mixed into the bucket choice (0: the hash's low 8 bits, as OVS).
+    pub hash_seed: u32,
+    /// lagd's `member_speed=eth0:1000,eth1:10000` in Mb/s: weights that override what the
+    /// member reports (ethtool), for buckets and stripe.
+    pub member_speed: Vec<(String, u32)>,
     /// Which keys were given explicitly (for warnings about turning monitoring off).
     explicit_miimon: bool,
 }
@@ -298,6 +349,12 @@ impl Default for BondOptions {
             lacp_fallback: 0,
             lacp_aggregate_wait: 2000,
             actor_port_prio: Vec::new(),
+            distribution: Distribution::Modulo,
+            rebalance_interval: 10_000,
+            rebalance_idle_gap: 50,
+            rebalance_max_moves: 16,
+            hash_seed: 0,
+            member_speed: Vec::new(),
             explicit_miimon: false,
         }
     }
@@ -338,6 +395,12 @@ pub const OPTION_NAMES: &[&str] = &[
     "lacp_fallback",
     "lacp_aggregate_wait",
     "actor_port_prio",
+    "distribution",
+    "rebalance_interval",
+    "rebalance_idle_gap",
+    "rebalance_max_moves",
+    "hash_seed",
+    "member_speed",
 ];
 
 const INT_MAX: u64 = i32::MAX as u64;
@@ -357,6 +420,26 @@ fn boolean(value: &str) -> Result<bool, String> {
         "0" | "off" => Ok(false),
         _ => Err(format!("invalid value '{value}': expected 0/1 or off/on")),
     }
+}
+
+/// `NAME:VALUE,NAME:VALUE` per-member values.
+fn per_member<T>(
+    value: &str,
+    expected: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Vec<(String, T)>, String> {
+    let mut out = Vec::new();
+    for item in value.split(',').filter(|i| !i.is_empty()) {
+        let parsed = item.split_once(':').and_then(|(name, v)| {
+            let v = parse(v)?;
+            (!name.is_empty() && name.len() < 16).then(|| (name.to_owned(), v))
+        });
+        let Some(p) = parsed else {
+            return Err(format!("invalid value '{item}': expected {expected}"));
+        };
+        out.push(p);
+    }
+    Ok(out)
 }
 
 fn choice<E>(value: &str, parse: fn(&str) -> Option<E>, expected: String) -> Result<E, String> {
@@ -507,21 +590,28 @@ impl BondOptions {
             "use_carrier" => self.use_carrier = boolean(value)?,
             "lacp_fallback" => self.lacp_fallback = ms(value)?,
             "actor_port_prio" => {
-                let mut prios = Vec::new();
-                for item in value.split(',').filter(|i| !i.is_empty()) {
-                    let parsed = item.split_once(':').and_then(|(name, prio)| {
-                        let prio = prio.parse::<u16>().ok()?;
-                        (!name.is_empty() && name.len() < 16).then(|| (name.to_owned(), prio))
-                    });
-                    let Some(p) = parsed else {
-                        return Err(format!(
-                            "invalid value '{item}': expected MEMBER:PRIORITY (0 to 65535)"
-                        ));
-                    };
-                    prios.push(p);
-                }
-                self.actor_port_prio = prios;
+                self.actor_port_prio = per_member(value, "MEMBER:PRIORITY (0 to 65535)", |v| {
+                    v.parse::<u16>().ok()
+                })?
             }
+            "member_speed" => {
+                self.member_speed = per_member(value, "MEMBER:MBPS (1 to 4000000)", |v| {
+                    v.parse::<u32>()
+                        .ok()
+                        .filter(|s| (1..=4_000_000).contains(s))
+                })?
+            }
+            "distribution" => {
+                self.distribution = choice(value, Distribution::parse, Distribution::expected())?
+            }
+            "rebalance_interval" => self.rebalance_interval = ms(value)?,
+            "rebalance_idle_gap" => {
+                self.rebalance_idle_gap = number(value, 0, 10_000, "milliseconds")? as u32
+            }
+            "rebalance_max_moves" => {
+                self.rebalance_max_moves = number(value, 1, 256, "a count")? as u16
+            }
+            "hash_seed" => self.hash_seed = number(value, 0, u64::from(u32::MAX), "a seed")? as u32,
             "lacp_aggregate_wait" => {
                 self.lacp_aggregate_wait = number(value, 0, 10_000, "milliseconds")? as u32
             }
@@ -543,7 +633,7 @@ impl BondOptions {
         let mut warnings = Vec::new();
         let lacp_like = matches!(
             self.mode,
-            Mode::Ieee8023ad | Mode::BalanceTlb | Mode::BalanceAlb
+            Mode::Ieee8023ad | Mode::BalanceTlb | Mode::BalanceAlb | Mode::BalanceTcp
         );
         if lacp_like && self.arp_interval > 0 {
             return Err(OptionError {
@@ -617,7 +707,23 @@ impl BondOptions {
         }
         v.push(format!("lacp_rate={}", self.lacp_rate));
         v.push(format!("min_links={}", self.min_links));
+        if self.uses_buckets() {
+            v.push(format!("distribution={}", Distribution::Buckets));
+            v.push(format!("rebalance_interval={}", self.rebalance_interval));
+        }
         v.join(" ")
+    }
+
+    /// Whether the transmit hash goes through the 256-bucket table: balance-slb and
+    /// balance-tcp always, balance-xor and 802.3ad with `distribution=buckets`, balance-tlb and
+    /// balance-alb with `tlb_dynamic_lb`.
+    pub fn uses_buckets(&self) -> bool {
+        match self.mode {
+            Mode::BalanceSlb | Mode::BalanceTcp => true,
+            Mode::BalanceXor | Mode::Ieee8023ad => self.distribution == Distribution::Buckets,
+            Mode::BalanceTlb | Mode::BalanceAlb => self.tlb_dynamic_lb,
+            _ => false,
+        }
     }
 }
 
