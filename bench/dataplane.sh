@@ -89,42 +89,16 @@ for run in $(seq 1 "$RUNS"); do
     done
 done
 
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+
 # median SETUP TEST JQ-EXPR: the median of EXPR over the runs that succeeded, or "–".
-median() {
-    local values
-    values=$(for f in "$work/$1.$2".*.json; do
-        [ -e "$f" ] && jq -r "$3" "$f"
-    done | grep -v '^null$' | sort -g || true)
-    local n
-    n=$(printf '%s\n' "$values" | grep -c . || true)
-    if [ "$n" -eq 0 ]; then
-        echo "–"
-        return
-    fi
-    if [ $((n % 2)) -eq 1 ]; then
-        printf '%s\n' "$values" | sed -n "$(((n + 1) / 2))p"
-    else
-        printf '%s\n' "$values" | sed -n "$((n / 2))p;$((n / 2 + 1))p" |
-            awk '{s += $1} END {printf "%.6g\n", s / 2}'
-    fi
-}
+median() { median_of "$work/$1.$2.*.json" "$3"; }
 
 count() { # setup test
     local n=0
     for f in "$work/$1.$2".*.json; do [ -e "$f" ] && n=$((n + 1)); done
     echo "$n"
-}
-
-fmt() { # value decimals
-    [ "$1" = "–" ] && { echo "–"; return; }
-    printf "%.${2}f" "$1"
-}
-
-ratio() { # a b -> a/b in percent
-    if [ "$1" = "–" ] || [ "$2" = "–" ]; then echo "–"; return; fi
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        if (b == 0) print "–"; else if (100 * a / b < 10) printf "%.1f %%\n", 100 * a / b;
-        else printf "%.0f %%\n", 100 * a / b }'
 }
 
 shares() { # setup test: member shares of every run
@@ -143,13 +117,11 @@ for setup in "${SETUPS[@]}"; do
     M[$setup.gap]=$(median "$setup" failover .failover.gap_ms)
 done
 
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
-mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
 {
     echo "# Dataplane benchmark"
     echo
     echo "Written by \`bench/dataplane.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'), lagd $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
-    echo "Machine: Linux $(uname -r), $(nproc) CPUs ($cpu), $mem; $(iperf3 --version | head -1 | cut -d' ' -f1-2),"
+    echo "Machine: $(machine_line); $(iperf3 --version | head -1 | cut -d' ' -f1-2),"
     echo "Open vSwitch $(ovs-vswitchd --version | head -1 | awk '{print $NF}')."
     echo
     echo "Topology: two network namespaces joined by 2 veth links, no shaping. Every figure is the"
