@@ -417,6 +417,8 @@ mod test {
             primary_reselect: None,
             active: None,
             tx_dropped_no_member: 0,
+            buckets: None,
+            stripe: None,
             lacp: Some(LacpStatus {
                 lacp_active: true,
                 lacp_rate: "fast".into(),
