@@ -3,7 +3,9 @@
 //! - this file: unit tests, one behaviour each.
 //! - `prop`: property tests over random weights, traffic and operation sequences.
 //! - `sim`: virtual-time simulations of skewed traffic (elephants and mice, a zipf mix, mixed
-//!   speeds) that check convergence and the absence of ping-pong.
+//!   speeds, a member failing and returning) that check convergence and the absence of
+//!   ping-pong, plus an ignored 480-run seed sweep (`cargo test --release -p lagd-proto --
+//!   --ignored seed_sweep`).
 
 mod prop;
 mod sim;
