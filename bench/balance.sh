@@ -215,7 +215,7 @@ med() { median_of "$work/$1.*.json" "$2"; }
     echo "| setup | first 2 s | last 4 s | bucket moves |"
     echo "| --- | ---: | ---: | --- |"
     for tag in mixmodulo mixrebalanced; do
-        moves=$(jq -r 'if .buckets then "rebalance \(.buckets.moved_rebalance), elephant \(.buckets.moved_elephant), waited for a gap \(.buckets.moves_deferred)" else "–" end' "$work/$tag.status.json")
+        moves=$(jq -r 'if .buckets then "rebalance \(.buckets.moved_rebalance), elephant \(.buckets.moved_elephant); waited for a gap \(.buckets.moves_deferred), forced \(.buckets.moves_forced)" else "–" end' "$work/$tag.status.json")
         label=$([ "$tag" = mixmodulo ] && echo "hash % 2, no rebalancing" || echo "buckets, rebalance every 2 s")
         echo "| $label | $(imbalance "$tag" 0 2) | $(imbalance "$tag" $((MIX_SECONDS - 4)) "$MIX_SECONDS") | $moves |"
     done

@@ -834,6 +834,7 @@ impl Daemon {
                     moved_left: b.counters.moved_left,
                     moved_joined: b.counters.moved_joined,
                     moves_deferred: b.counters.deferred,
+                    moves_forced: b.counters.forced,
                     members: b
                         .members
                         .iter()

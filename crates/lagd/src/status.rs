@@ -97,6 +97,8 @@ pub struct BucketsStatus {
     pub moved_joined: u64,
     /// Moves that waited for their bucket's idle gap (no reordering).
     pub moves_deferred: u64,
+    /// Moves of busy buckets forced after a persistent overload.
+    pub moves_forced: u64,
     /// Per member.
     pub members: Vec<BucketMemberStatus>,
     /// Every bucket with a member.
@@ -447,12 +449,13 @@ impl Status {
         let _ = writeln!(
             s,
             "Bucket Moves: rebalance {}, elephant {}, member left {}, member joined {} \
-             ({} waited for an idle gap; {} rebalancings)",
+             ({} waited for an idle gap, {} forced; {} rebalancings)",
             b.moved_rebalance,
             b.moved_elephant,
             b.moved_left,
             b.moved_joined,
             b.moves_deferred,
+            b.moves_forced,
             b.rebalances
         );
         for m in &b.members {

@@ -874,3 +874,117 @@ fn stripe_without_a_stripe_peer_names_the_problem_and_still_works() {
     assert!(err.contains("no stripe peer"), "{err}");
     assert!(lab.ping(Side::A, 3), "traffic still flows, unstriped");
 }
+
+/// Rebalancing: two UDP elephants whose hashes start on the same member (different buckets)
+/// and never pause; with `distribution=buckets` the rebalancer moves one of them (forced after
+/// two stuck passes) and the members end up even. `lagctl show` tells why.
+#[test]
+fn rebalancing_evens_out_two_elephants_on_one_member() {
+    let lab = Lab::new(
+        2,
+        "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100 distribution=buckets \
+         rebalance_interval=1000 rebalance_force_after=2",
+    );
+    assert!(lab.ping(Side::A, 2));
+    let (a, b) = (lab.addrs[0], lab.addrs[1]);
+    let s = lab.status(Side::A);
+    let bucket_member = |s: &Status, k: u32| {
+        s.buckets
+            .as_ref()
+            .unwrap()
+            .buckets
+            .iter()
+            .find(|x| u32::from(x.bucket) == k)
+            .unwrap()
+            .member
+            .clone()
+    };
+    // Two source ports whose buckets (hash & 0xff) differ but start on the same member.
+    let mut ports = Vec::new();
+    let mut buckets = Vec::new();
+    let mut member = None;
+    for p in 42_000u16..42_400 {
+        let k = xmit_hash(HashPolicy::Layer34, &udp_frame(a, b, p, 9)) & 0xff;
+        let m = bucket_member(&s, k);
+        if member.get_or_insert_with(|| m.clone()) == &m && !buckets.contains(&k) {
+            ports.push(p);
+            buckets.push(k);
+            if ports.len() == 2 {
+                break;
+            }
+        }
+    }
+    assert_eq!(ports.len(), 2);
+    let sockets: Vec<UdpSocket> = lab
+        .topo
+        .in_ns(Side::A, || {
+            ports
+                .iter()
+                .map(|&p| UdpSocket::bind(SocketAddrV4::new(a, p)).expect("bind"))
+                .collect()
+        })
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let senders: Vec<_> = sockets
+        .into_iter()
+        .map(|s| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let payload = [0u8; 1400];
+                // About 90 Mbit/s each, a burst of 8 datagrams every millisecond.
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for _ in 0..8 {
+                        let _ = s.send_to(&payload, SocketAddrV4::new(b, 9));
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+    let tx = |lab: &Lab| -> Vec<u64> {
+        lab.status(Side::A)
+            .members
+            .iter()
+            .map(|m| m.tx_bytes)
+            .collect()
+    };
+    thread::sleep(Duration::from_millis(500));
+    let t0 = tx(&lab);
+    thread::sleep(Duration::from_millis(1000));
+    let t1 = tx(&lab);
+    thread::sleep(Duration::from_millis(4500));
+    let t2 = tx(&lab);
+    thread::sleep(Duration::from_millis(2000));
+    let t3 = tx(&lab);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in senders {
+        s.join().unwrap();
+    }
+    let delta =
+        |x: &[u64], y: &[u64]| -> Vec<u64> { y.iter().zip(x).map(|(b, a)| b - a).collect() };
+    let before = delta(&t0, &t1);
+    let after = delta(&t2, &t3);
+    let imbalance =
+        |d: &[u64]| *d.iter().max().unwrap() as f64 * 2.0 / d.iter().sum::<u64>() as f64;
+    let s = lab.status(Side::A);
+    let bk = s.buckets.as_ref().unwrap();
+    println!(
+        "bytes per member before {before:?} (busiest/mean {:.2}), after {after:?} ({:.2}); \
+         moves: {:?}",
+        imbalance(&before),
+        imbalance(&after),
+        bk.recent_moves
+    );
+    assert!(
+        imbalance(&before) > 1.8,
+        "both elephants start on one member: {before:?}"
+    );
+    assert!(imbalance(&after) < 1.25, "rebalanced: {after:?}");
+    assert!(bk.moves_forced >= 1, "{bk:?}");
+    let moved: Vec<String> = buckets.iter().map(|&k| bucket_member(&s, k)).collect();
+    assert_ne!(moved[0], moved[1], "one elephant per member: {moved:?}");
+    assert!(
+        s.render().contains("Recent Bucket Moves:"),
+        "lagctl show lists the moves"
+    );
+}

@@ -114,6 +114,12 @@
 //! that never pauses cannot move without reordering and planning it would waste the budget
 //! (joining members still plan busy buckets: they take them at their first pause).
 //!
+//! Some flows never pause (bulk TCP streams on a saturated link): when a member has stayed
+//! overloaded for [`BalanceConfig::force_after`] rebalancing passes in a row and no flowlet-safe
+//! move could relieve it, the next pass also moves busy buckets, at once. A moved stream may
+//! then see one brief reordering, which TCP absorbs; a link that stays hot is worse. Zero turns
+//! this off (strictly flowlet-safe).
+//!
 //! # Visibility
 //! [`Buckets::snapshot`] gives the table, per-member loads and shares, counters and a bounded
 //! log of recent moves with their reasons ([`MoveRecord`]) for `lagctl show`.
@@ -189,6 +195,9 @@ pub struct BalanceConfig {
     pub min_overload_pct: u16,
     /// ... and at least this many bytes per second over its fair share.
     pub min_overload_rate: u64,
+    /// Rebalancing passes in a row that found a member overloaded and could not relieve it with
+    /// flowlet-safe moves, after which busy buckets move too (at once). 0: never.
+    pub force_after: u32,
     /// A move that leaves the receiver busier than the sender must close at least this many
     /// percent of the gap between the two (loads per capacity).
     pub min_gain_pct: u16,
@@ -212,6 +221,9 @@ impl Default for BalanceConfig {
     ///   percent; moving buckets for less than 10 % is chasing noise.
     /// - `min_overload_rate` 125 000 B/s (1 Mb/s): an excess below 1 Mb/s matters on no link
     ///   lagd drives and is what an idle bond's background traffic looks like.
+    /// - `force_after` 3: three passes (30 s by default) of an overload that only busy buckets
+    ///   could relieve; long enough not to react to a burst, short enough that a hot link does
+    ///   not stay hot for minutes.
     /// - `min_gain_pct` 20: an overshooting move must leave the receiver at least a fifth of the
     ///   gap below the sender's old load; anything closer is a role swap waiting to be undone
     ///   by the next wobble.
@@ -223,6 +235,7 @@ impl Default for BalanceConfig {
             max_moves: 16,
             min_overload_pct: 10,
             min_overload_rate: 125_000,
+            force_after: 3,
             min_gain_pct: 20,
         }
     }
@@ -332,6 +345,9 @@ pub struct BalanceCounters {
     pub planned: u64,
     /// Planned moves that waited for their bucket's idle gap and then happened.
     pub deferred: u64,
+    /// Moves of busy buckets made at once after a persistent overload (see
+    /// [`BalanceConfig::force_after`]).
+    pub forced: u64,
     /// Planned moves dropped before they happened (re-planned at the next interval, or made
     /// moot by a membership change).
     pub expired: u64,
@@ -525,6 +541,10 @@ pub struct Buckets {
     last_rebalance: Instant,
     counters: BalanceCounters,
     log: VecDeque<MoveRecord>,
+    /// Rebalancing passes in a row that left an overload no flowlet-safe move relieved.
+    stuck: u32,
+    /// This pass moves busy buckets too.
+    forcing: bool,
 }
 
 impl Buckets {
@@ -546,6 +566,8 @@ impl Buckets {
             last_rebalance: Instant::ZERO,
             counters: BalanceCounters::default(),
             log: VecDeque::with_capacity(MOVE_LOG_LEN),
+            stuck: 0,
+            forcing: false,
         }
     }
 
@@ -1037,7 +1059,10 @@ impl Buckets {
             return;
         }
         self.counters.planned += 1;
-        if now >= self.hot[b].idle_at {
+        if self.forcing {
+            self.counters.forced += 1;
+        }
+        if self.forcing || now >= self.hot[b].idle_at {
             self.apply(b, to, reason, now);
         } else {
             self.hot[b].pending = to;
@@ -1089,7 +1114,7 @@ impl Buckets {
     /// paused for the idle gap at least once in the last interval. A bucket that never pauses
     /// cannot move without reordering, and planning it would waste the budget.
     fn movable(&self, now: u64, b: usize) -> bool {
-        now >= self.hot[b].idle_at || self.last_gaps[b] > 0
+        self.forcing || now >= self.hot[b].idle_at || self.last_gaps[b] > 0
     }
 
     /// Elephant flags and elephants per member, in the projection.
@@ -1222,9 +1247,16 @@ impl Buckets {
                 }
             }
             if !done {
-                break;
+                // Overloaded, and nothing flowlet-safe helps: count towards forcing.
+                self.stuck = if senders.is_empty() {
+                    0
+                } else {
+                    self.stuck + 1
+                };
+                return;
             }
         }
+        self.stuck = 0;
     }
 
     /// For an overloaded member `s` that no single move relieves: moves an elephant of `s` to a
@@ -1476,7 +1508,9 @@ impl Buckets {
         let mut p = self.projection();
         self.plan_fill(now_us, &mut p);
         let mut budget = self.config.max_moves;
+        self.forcing = self.config.force_after > 0 && self.stuck >= self.config.force_after;
         self.plan_load(now_us, &mut p, &mut budget);
+        self.forcing = false;
     }
 
     /// Plain data for `lagctl show`.

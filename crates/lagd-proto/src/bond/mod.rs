@@ -371,6 +371,7 @@ fn balance_config(o: &BondOptions) -> BalanceConfig {
         seed: o.hash_seed,
         idle_gap: Duration::from_millis(o.rebalance_idle_gap.into()),
         max_moves: o.rebalance_max_moves,
+        force_after: o.rebalance_force_after,
         ..BalanceConfig::default()
     }
 }

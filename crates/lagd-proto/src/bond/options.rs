@@ -304,6 +304,9 @@ pub struct BondOptions {
     pub rebalance_idle_gap: u32,
     /// lagd's `rebalance_max_moves`: buckets moved per rebalancing at most.
     pub rebalance_max_moves: u16,
+    /// lagd's `rebalance_force_after`: rebalancings in a row with an overload that only busy
+    /// buckets could relieve, after which those move at once (0: strictly flowlet-safe).
+    pub rebalance_force_after: u32,
     /// lagd's `hash_seed`, mixed into the bucket choice (0: the hash's low 8 bits, as OVS).
     pub hash_seed: u32,
     /// lagd's `member_speed=eth0:1000,eth1:10000` in Mb/s: weights that override what the
@@ -353,6 +356,7 @@ impl Default for BondOptions {
             rebalance_interval: 10_000,
             rebalance_idle_gap: 50,
             rebalance_max_moves: 16,
+            rebalance_force_after: 3,
             hash_seed: 0,
             member_speed: Vec::new(),
             explicit_miimon: false,
@@ -399,6 +403,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "rebalance_interval",
     "rebalance_idle_gap",
     "rebalance_max_moves",
+    "rebalance_force_after",
     "hash_seed",
     "member_speed",
 ];
@@ -610,6 +615,9 @@ impl BondOptions {
             }
             "rebalance_max_moves" => {
                 self.rebalance_max_moves = number(value, 1, 256, "a count")? as u16
+            }
+            "rebalance_force_after" => {
+                self.rebalance_force_after = number(value, 0, 1000, "a count")? as u32
             }
             "hash_seed" => self.hash_seed = number(value, 0, u64::from(u32::MAX), "a seed")? as u32,
             "lacp_aggregate_wait" => {

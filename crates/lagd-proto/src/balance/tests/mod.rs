@@ -736,3 +736,55 @@ fn late_timer_keeps_cadence_or_restarts() {
     assert_eq!(t.poll_timeout(), Some(ms(65_000)));
     assert_eq!(t.counters().rebalances, 2);
 }
+
+/// Two bulk streams that never pause, in buckets 2 and 4 (both on member 0 of 2): the
+/// flowlet-safe rebalancer cannot move them; after `force_after` stuck passes one moves at
+/// once, and from then on nothing moves back and forth.
+fn never_pausing_elephants(force_after: u32) -> (Buckets, [u64; 2]) {
+    let config = BalanceConfig {
+        force_after,
+        ..BalanceConfig::default()
+    };
+    let mut b = Buckets::new(config);
+    let t0 = Instant::ZERO;
+    b.set_members(t0, &[(PortId(0), 1000), (PortId(1), 1000)]);
+    assert_eq!(b.member_of(2), Some(PortId(0)));
+    assert_eq!(b.member_of(4), Some(PortId(0)));
+    let mut last = [0u64; 2];
+    // 120 s, a 1500-byte frame of each stream every millisecond (12 Mb/s each).
+    for ms in 0..120_000u64 {
+        let now = Instant::from_millis(ms);
+        while b.poll_timeout().is_some_and(|t| t <= now) {
+            b.handle_timeout(now);
+        }
+        for h in [2u32, 4] {
+            let p = b.member_for(now, h, 1500).unwrap();
+            if ms >= 100_000 {
+                last[p.index()] += 1500;
+            }
+        }
+    }
+    (b, last)
+}
+
+#[test]
+fn busy_buckets_move_after_a_persistent_overload() {
+    let (b, last) = never_pausing_elephants(3);
+    let c = b.counters();
+    assert_eq!(c.forced, 1, "{c:?}");
+    assert_eq!(c.moves(), 1, "one elephant moved, once: {c:?}");
+    assert_eq!(last[0], last[1], "one stream per member in the last 20 s");
+    // The move came after three stuck passes, not at the first sign of overload.
+    let m = b.snapshot().recent_moves.last().copied().unwrap();
+    assert!(
+        m.at >= Instant::from_secs(40) && m.at <= Instant::from_secs(50),
+        "{m}"
+    );
+}
+
+#[test]
+fn strictly_flowlet_safe_never_moves_a_busy_bucket() {
+    let (b, last) = never_pausing_elephants(0);
+    assert_eq!(b.counters().moves(), 0);
+    assert_eq!(last[1], 0);
+}
