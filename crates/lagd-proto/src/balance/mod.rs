@@ -1093,13 +1093,17 @@ impl Buckets {
                 }
             }
             let Some((d, _)) = donor else { break };
-            // Its idle buckets first, then the least loaded.
-            let mut pick: Option<(usize, (bool, u64))> = None;
+            // Its idle buckets first, then the least loaded; among equals, those in the
+            // gainer's stripe (bucket % members == its position), so that equal members end up
+            // interleaved as the initial assignment (and the kernel's hash % n) are: flows
+            // whose hashes are consecutive land on different members.
+            let n = self.members.len();
+            let mut pick: Option<(usize, (bool, u64, bool))> = None;
             for b in 0..BUCKETS {
                 if usize::from(p.member[b]) != d || p.planned[b] {
                     continue;
                 }
-                let key = (now < self.hot[b].idle_at, self.load_of(b));
+                let key = (now < self.hot[b].idle_at, self.load_of(b), b % n != g);
                 if pick.is_none_or(|(_, k)| key < k) {
                     pick = Some((b, key));
                 }
@@ -1414,11 +1418,13 @@ impl Buckets {
                 if self.hold_from[b] == d as u16 && now < self.hold_until[b] {
                     continue;
                 }
-                // An elephant moves only away from another elephant, or to a member where it
-                // is none (x < total * wd / wsum); otherwise it would only carry its problem
-                // elsewhere, and the others move off it instead.
+                // An elephant moves only away from another elephant, to a member where it is
+                // none (x < total * wd / wsum), or to a faster member (where it weighs less:
+                // the checks below make sure the pair ends better off); otherwise it would only
+                // carry its problem elsewhere, and the others move off it instead.
                 if elephant
                     && per[s] < 2
+                    && wd <= ws
                     && u128::from(x) * u128::from(wsum) >= u128::from(total) * u128::from(wd)
                 {
                     continue;

@@ -276,20 +276,22 @@ fn returning_member_takes_idle_at_once_and_busy_at_the_idle_gap() {
         s.buckets.iter().filter(|b| b.pending.is_some()).count(),
         128
     );
-    assert_eq!(s.buckets[0].pending, Some(p(1)));
-    assert_eq!(s.buckets[0].pending_reason, Some(MoveReason::Returned));
+    // The returning member takes its stripe (the odd buckets), as the initial table had it.
+    assert_eq!(s.buckets[1].pending, Some(p(1)));
+    assert_eq!(s.buckets[0].pending, None);
+    assert_eq!(s.buckets[1].pending_reason, Some(MoveReason::Returned));
     assert!(s.members[1].filling);
     // A frame 40 ms after the last one: still busy, still on member 0.
-    assert_eq!(t.member_for(ms(140), hash_in(0), 100), Some(p(0)));
+    assert_eq!(t.member_for(ms(140), hash_in(1), 100), Some(p(0)));
     // 49 ms later: still inside the gap.
-    assert_eq!(t.member_for(ms(189), hash_in(0), 100), Some(p(0)));
+    assert_eq!(t.member_for(ms(189), hash_in(1), 100), Some(p(0)));
     // After a 50 ms pause it moves.
-    assert_eq!(t.member_for(ms(239), hash_in(0), 100), Some(p(1)));
+    assert_eq!(t.member_for(ms(239), hash_in(1), 100), Some(p(1)));
     assert_eq!(count(&t, p(1)), 1);
     let last = *t.snapshot().recent_moves.last().unwrap();
     assert_eq!(
         last.describe(|p| format!("eth{}", p.0)),
-        "member eth1 returned: bucket 0 from eth0"
+        "member eth1 returned: bucket 1 from eth0"
     );
     // The others move with their next frames.
     for b in 0..=255u8 {
@@ -301,7 +303,11 @@ fn returning_member_takes_idle_at_once_and_busy_at_the_idle_gap() {
     assert_eq!(s.counters.moved_joined, 256);
     assert!(!s.members[1].filling);
     let last = s.recent_moves.last().unwrap();
-    assert_eq!((last.bucket, last.buckets), (1, 127));
+    assert_eq!(
+        (last.bucket, last.buckets),
+        (3, 127),
+        "the other odd buckets, as one record"
+    );
     // A brand-new member is "joined"; it took idle buckets from both others at once: one
     // record.
     t.set_members(ms(2000), &equal(3));
@@ -787,4 +793,33 @@ fn strictly_flowlet_safe_never_moves_a_busy_bucket() {
     let (b, last) = never_pausing_elephants(0);
     assert_eq!(b.counters().moves(), 0);
     assert_eq!(last[1], 0);
+}
+
+/// One dominant flow on the slow member of a 10G + 1G bond moves to the fast one (where it is
+/// still an elephant, but weighs a tenth as much), and does not come back.
+#[test]
+fn an_elephant_on_a_slow_member_moves_to_a_faster_one() {
+    let mut t = Buckets::new(BalanceConfig {
+        force_after: 0,
+        ..config()
+    });
+    t.set_members(ms(0), &[(p(0), 10_000), (p(1), 1000)]);
+    // Find a bucket of the 1G member.
+    let slow = (0..=255u8)
+        .find(|&b| t.member_of_bucket(b) == Some(p(1)))
+        .unwrap();
+    // 800 Mb/s in bursts with pauses (movable), plus a little traffic elsewhere.
+    let mut now = 0;
+    while now < 60_000 {
+        if now % 200 < 100 {
+            t.member_for(ms(now), hash_in(slow), 1_000_000);
+        }
+        t.member_for(ms(now), hash_in(slow.wrapping_add(1)), 1000);
+        now += 1;
+        while t.poll_timeout().is_some_and(|x| x <= ms(now)) {
+            t.handle_timeout(ms(now));
+        }
+    }
+    assert_eq!(t.member_of_bucket(slow), Some(p(0)), "{:?}", t.counters());
+    assert_eq!(t.counters().moves(), 1);
 }
