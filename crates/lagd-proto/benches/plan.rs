@@ -1,5 +1,6 @@
 //! The planner's per-packet cost: reading a classic pcap from memory and planning it under
-//! every policy (the `lagctl plan` default), for a few flow mixes.
+//! every policy (the `lagctl plan` default, bucket policies included), and under the hash
+//! policies and `balance-rr` alone, for a few flow mixes.
 //!
 //! Run with `cargo bench -p lagd-proto --bench plan`; figures and the end-to-end comparison
 //! with tcpdump and tshark (on a file this bench writes when `LAGD_PLAN_BENCH_PCAP` is set) go
@@ -9,7 +10,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use lagd_proto::plan::flow::parse_flow_spec;
-use lagd_proto::plan::{PlanConfig, plan_capture};
+use lagd_proto::plan::{PlanConfig, PlanPolicy, plan_capture};
 use lagd_proto::wire::pcap::{LINKTYPE_ETHERNET, PcapWriter};
 
 /// `packets` 64-byte TCP frames over `flows` flows; `burst` frames of a flow back to back.
@@ -70,6 +71,16 @@ fn bench(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("all-policies", name), &file, |b, f| {
             b.iter(|| {
                 let plan = plan_capture(&f[..], PlanConfig::new(2), &mut |_, _| {}).unwrap();
+                black_box(plan.flows)
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("hash-policies", name), &file, |b, f| {
+            b.iter(|| {
+                let cfg = PlanConfig {
+                    policies: PlanPolicy::ALL.to_vec(),
+                    ..PlanConfig::new(2)
+                };
+                let plan = plan_capture(&f[..], cfg, &mut |_, _| {}).unwrap();
                 black_box(plan.flows)
             })
         });

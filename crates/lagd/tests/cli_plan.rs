@@ -14,6 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
+use lagd_proto::plan::PlanPolicy;
 use lagd_proto::plan::flow::{FlowRecord, parse_flow_spec};
 use lagd_proto::wire::EthernetAddress;
 use lagd_proto::wire::pcap::{
@@ -241,7 +242,10 @@ fn generated_capture_with_known_distribution_matches_the_hash_code() {
         assert_eq!(v["members"], n);
         check_against_hash_code(&v, &frames, n);
         // Every policy in the JSON, with the fields the issue asks for.
-        assert_eq!(v["policies"].as_array().unwrap().len(), 9);
+        assert_eq!(
+            v["policies"].as_array().unwrap().len(),
+            PlanPolicy::DEFAULT.len()
+        );
         for p in v["policies"].as_array().unwrap() {
             assert!(p["imbalance"].as_f64().unwrap() >= 1.0);
             assert!(p["throughput_bound_gbps"].as_f64().unwrap() > 0.0);
@@ -919,4 +923,141 @@ fn explain_names_the_member_and_the_fields() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("nowhere"));
     let out = lagctl(&["explain", "zz"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Skewed traffic over `secs` seconds: three elephants whose ovs-tcp hashes are even and in
+/// three different buckets (with two members all start on member 0 of the bucket table), each
+/// sending a 500-byte frame every 2 ms but pausing 100 ms every 2 s, and 30 mice sending
+/// 150-byte frames every 97 ms. (time in ns, frame) in capture order.
+fn skewed_frames(secs: u64) -> Vec<(u64, Vec<u8>)> {
+    let host = [2, 0, 0, 0, 0, 1];
+    let peer = [2, 0, 0, 0, 0, 2];
+    let mut flows = Vec::new();
+    let mut buckets = Vec::new();
+    for port in 40_000u16.. {
+        let f = frame(
+            &format!("tcp 10.0.0.1:{port} > 10.0.0.2:5201"),
+            host,
+            peer,
+            500,
+        );
+        let h = xmit_hash(HashPolicy::OvsTcp, &f);
+        if h % 2 == 0 && !buckets.contains(&(h & 0xff)) {
+            buckets.push(h & 0xff);
+            flows.push(f);
+            if flows.len() == 3 {
+                break;
+            }
+        }
+    }
+    for j in 0..30u16 {
+        flows.push(frame(
+            &format!("udp 10.1.0.{j}:{} > 10.2.0.1:53", 5000 + j * 13),
+            host,
+            peer,
+            150,
+        ));
+    }
+    let mut out = Vec::new();
+    for tick in 0..secs * 1000 {
+        let ms = 1_700_000_000_000_000_000 + tick * 1_000_000;
+        for e in 0..3u64 {
+            if tick % 2 == 0 && (tick + e * 700) % 2000 >= 100 {
+                out.push((ms + e * 10_000, flows[e as usize].clone()));
+            }
+        }
+        for j in 0..30u64 {
+            if (tick + 37 * j) % 97 == 0 {
+                out.push((ms + 500_000 + j * 100, flows[3 + j as usize].clone()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn bucket_policies_show_rebalancing() {
+    let dir = TempDir::new("buckets");
+    let path = dir.path("skewed.pcap");
+    let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+    for (ts, f) in skewed_frames(12) {
+        w.write_packet(ts, &f).unwrap();
+    }
+    std::fs::write(&path, w.into_inner()).unwrap();
+    let p = path.to_str().unwrap();
+    let args = [
+        "plan",
+        "--pcap",
+        p,
+        "--policy",
+        "ovs-tcp,balance-tcp",
+        "--rebalance-interval",
+        "2000",
+    ];
+    let table = ok_stdout(&lagctl(&args));
+    println!("{table}");
+    assert!(
+        table.contains("Bucket tables (rebalanced every 2 s; imbalance: busiest member's bytes per unit of speed over the mean):"),
+        "{table}"
+    );
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("  balance-tcp ") && l.contains("bucket move"))
+        .unwrap_or_else(|| panic!("no rebalancing line for balance-tcp:\n{table}"));
+    assert!(line.contains("5 rebalances"), "{line}");
+    assert!(line.contains("for load"), "{line}");
+    assert!(line.contains("in the first interval,"), "{line}");
+    assert!(line.contains("in the last"), "{line}");
+    // The same in JSON, and the imbalance falls.
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let v = json_of(&lagctl(&json_args));
+    let r = &policy(&v, "balance-tcp")["rebalancing"];
+    assert_eq!(r["interval_ms"], 2000);
+    assert_eq!(r["rebalances"], 5);
+    assert!(r["moves"]["load"].as_u64().unwrap() >= 1, "{r}");
+    let first = r["first_interval_imbalance"].as_f64().unwrap();
+    let last = r["last_interval_imbalance"].as_f64().unwrap();
+    assert!(first > 1.8 && last < 1.4, "{first} -> {last}");
+    assert!(policy(&v, "ovs-tcp").get("rebalancing").is_none());
+    let modulo = policy(&v, "ovs-tcp")["imbalance"].as_f64().unwrap();
+    assert!(policy(&v, "balance-tcp")["imbalance"].as_f64().unwrap() < modulo);
+    // Rebalancing off: no moves, and the line says so.
+    let off = ok_stdout(&lagctl(&[
+        "plan",
+        "--pcap",
+        p,
+        "--policy",
+        "balance-tcp",
+        "--rebalance-interval",
+        "0",
+    ]));
+    assert!(
+        off.lines().any(|l| l.starts_with("  balance-tcp ")
+            && l.ends_with("rebalancing off: every bucket stays where it was first put")),
+        "{off}"
+    );
+    // A bad interval is a usage error.
+    let out = lagctl(&["plan", "--pcap", p, "--rebalance-interval", "soon"]);
+    assert_eq!(out.status.code(), Some(2));
+    // `explain` names the bucket: the hash's low byte; two equal members take turns.
+    let flow = "tcp 10.0.0.1:1234 > 10.0.0.2:80";
+    let out = ok_stdout(&lagctl(&[
+        "explain",
+        "--policy",
+        "balance-tcp",
+        "--members",
+        "2",
+        "--flow",
+        flow,
+    ]));
+    let f = frame(flow, [0; 6], [0; 6], 0);
+    let b = xmit_hash(HashPolicy::OvsTcp, &f) & 0xff;
+    assert!(
+        out.contains(&format!(
+            "balance-tcp: bucket {b}, on member {} of 2",
+            b % 2
+        )),
+        "{out}"
+    );
 }

@@ -177,7 +177,14 @@ pub(super) fn find(plan: &Plan, pl: &Planner, table: &Table) -> Vec<Finding> {
         return out;
     }
     let mm = MemberMod::new(n).expect("member count checked");
-    let slot = |h: HashPolicy| pl.hash_policies.iter().position(|(x, _)| *x == h);
+    // Detectors judge the hash policies evaluated (a hash computed only for a bucket policy
+    // has a slot too, but no distribution of its own to show the damage).
+    let slot = |h: HashPolicy| {
+        pl.hash_policies
+            .iter()
+            .position(|(x, _)| *x == h)
+            .filter(|_| plan.policy(PlanPolicy::Hash(h)).is_some())
+    };
     let imbalance = |h: HashPolicy| {
         plan.policy(PlanPolicy::Hash(h))
             .map_or(1.0, |p| p.dist.imbalance)

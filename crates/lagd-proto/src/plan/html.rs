@@ -3,7 +3,8 @@
 //!
 //! The page leads with the recommendation, then one card per policy (ranked) with a bar per
 //! member: bar height is the member's share of the bytes, the dashed line is the fair share,
-//! and a bar turns amber, then red, as its member carries more than the fair share.
+//! and a bar turns amber, then red, as its member carries more than the fair share. A bucket
+//! policy's card also says what its table did (rebalances, moves, first and last interval).
 
 use core::fmt::{self, Write};
 
@@ -221,6 +222,13 @@ fn write_page(plan: &Plan, title: &str, o: &mut String) -> fmt::Result {
             p.dist.speed_gbps()
         )?;
         bars(&p.dist, 320, 150, o)?;
+        if let Some(r) = &p.rebalancing {
+            write!(
+                o,
+                "<div class=\"stats\">buckets: {}</div>",
+                esc(&r.describe())
+            )?;
+        }
         let mut risk = Vec::new();
         if let Some(r) = p.reorder.filter(|r| r.packets > 0) {
             risk.push(format!(
@@ -230,6 +238,11 @@ fn write_page(plan: &Plan, title: &str, o: &mut String) -> fmt::Result {
         }
         if p.split_flows > 0 {
             risk.push(format!("{} flows split over members", p.split_flows));
+        }
+        if let Some(f) = p.rebalancing.as_ref().map(|r| r.counters.forced) {
+            if f > 0 {
+                risk.push(format!("{f} busy buckets moved (brief reordering)"));
+            }
         }
         for c in &p.collisions {
             let ids: Vec<String> = c.elephants.iter().map(|i| format!("#{}", i + 1)).collect();

@@ -22,6 +22,10 @@
 //!   starting point, not OVS's live, rebalanced bucket map). On failure OVS moves only the failed
 //!   member's buckets; the planner models that as: a flow on the failed member moves to the
 //!   survivor `(hash & 0xff) % (n - 1)`, every other flow stays.
+//! - Bucket policies (`balance-tcp`, `balance-slb`, `layer3+4+buckets`...: lagd's 256-bucket
+//!   table, rebalanced by load and weighted by member speed) run the daemon's own
+//!   [`crate::balance::Buckets`] frame by frame at the capture's timestamps; see [`buckets`]
+//!   for how captures, flow lists, the sweep and failures are modelled.
 //! - `balance-rr` sends packet `i` (in input order) on member `i % n`. A packet leaving on
 //!   another member than the previous packet of its flow may overtake it or be overtaken: the
 //!   planner counts those as at risk of reordering. For a flow list, where packet order is
@@ -38,11 +42,15 @@
 //! and adds the others to its counters (a run of back-to-back frames of one flow costs a single
 //! table lookup); every other frame is hashed on its own. `balance-rr` is kept for all member
 //! counts at once in tables indexed by the input position modulo their common multiple.
+//! Bucket policies cannot fold a flow's frames together (the member depends on when a frame
+//! is sent), so each frame goes through each of their tables; the hash comes from the flow's
+//! entry like the others', and nothing is allocated per frame.
 //! Flows are kept in a table of at most [`PlanConfig::max_flows`] entries (about 140 bytes
 //! each). Frames of flows beyond the cap are still hashed and counted exactly in every
 //! per-member figure; they only miss from the flow counts, elephants and flow moves, and the
 //! report gives their packets and bytes as "other flows". Nothing else grows with the input.
 
+pub mod buckets;
 pub mod csv;
 pub mod findings;
 pub mod flow;
@@ -55,11 +63,14 @@ use core::str::FromStr;
 use std::collections::{HashMap, HashSet};
 use std::io;
 
+use crate::balance::{BalanceConfig, bucket};
 use crate::hash::{HashPolicy, MemberMod, hasher};
+use crate::time::Instant;
 use crate::wire::pcap::{
     CaptureError, CaptureReader, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2,
     LINKTYPE_RAW, Packet,
 };
+use buckets::BucketAcc;
 use flow::{BuildKeyHasher, FlowKey, FlowRecord, Tunnel, extract};
 use switch::SwitchHash;
 
@@ -70,10 +81,15 @@ pub enum PlanPolicy {
     Hash(HashPolicy),
     /// `balance-rr`: packet `i` on member `i % n`.
     RoundRobin,
+    /// The transmit hash through lagd's 256-bucket table, rebalanced by load and weighted by
+    /// member speed ([`crate::balance`]): `balance-tcp` (ovs-tcp), `balance-slb` (ovs-slb), or
+    /// balance-xor and 802.3ad with `distribution=buckets` (any hash).
+    Buckets(HashPolicy),
 }
 
 impl PlanPolicy {
-    /// Every policy the planner knows: the eight hash policies, then `balance-rr`.
+    /// The policies with a fixed member per hash or position: the eight hash policies, then
+    /// `balance-rr`.
     pub const ALL: [Self; 9] = [
         Self::Hash(HashPolicy::Layer2),
         Self::Hash(HashPolicy::Layer23),
@@ -86,11 +102,55 @@ impl PlanPolicy {
         Self::RoundRobin,
     ];
 
-    /// The name users write: a hash policy's name, or `balance-rr`.
+    /// The bucket policies evaluated by default: layer3+4 through buckets (balance-xor or
+    /// 802.3ad with `distribution=buckets`), `balance-tcp` and `balance-slb`.
+    pub const BUCKETED: [Self; 3] = [
+        Self::Buckets(HashPolicy::Layer34),
+        Self::Buckets(HashPolicy::OvsTcp),
+        Self::Buckets(HashPolicy::OvsSlb),
+    ];
+
+    /// What the planner evaluates by default (`lagctl plan --policy all`): [`PlanPolicy::ALL`],
+    /// then [`PlanPolicy::BUCKETED`].
+    pub const DEFAULT: [Self; 12] = [
+        Self::ALL[0],
+        Self::ALL[1],
+        Self::ALL[2],
+        Self::ALL[3],
+        Self::ALL[4],
+        Self::ALL[5],
+        Self::ALL[6],
+        Self::ALL[7],
+        Self::ALL[8],
+        Self::BUCKETED[0],
+        Self::BUCKETED[1],
+        Self::BUCKETED[2],
+    ];
+
+    /// The name users write: a hash policy's name, `balance-rr`, `balance-tcp`,
+    /// `balance-slb`, or a hash policy's name followed by `+buckets` (`layer3+4+buckets`).
     pub const fn name(self) -> &'static str {
         match self {
             Self::Hash(p) => p.name(),
             Self::RoundRobin => "balance-rr",
+            Self::Buckets(p) => match p {
+                HashPolicy::OvsTcp => "balance-tcp",
+                HashPolicy::OvsSlb => "balance-slb",
+                HashPolicy::Layer2 => "layer2+buckets",
+                HashPolicy::Layer23 => "layer2+3+buckets",
+                HashPolicy::Layer34 => "layer3+4+buckets",
+                HashPolicy::Encap23 => "encap2+3+buckets",
+                HashPolicy::Encap34 => "encap3+4+buckets",
+                HashPolicy::VlanSrcMac => "vlan+srcmac+buckets",
+            },
+        }
+    }
+
+    /// The transmit hash the policy uses, if any (`None` for `balance-rr`).
+    pub const fn hash(self) -> Option<HashPolicy> {
+        match self {
+            Self::Hash(p) | Self::Buckets(p) => Some(p),
+            Self::RoundRobin => None,
         }
     }
 }
@@ -104,17 +164,25 @@ impl fmt::Display for PlanPolicy {
 impl FromStr for PlanPolicy {
     type Err = String;
 
-    /// A hash policy name, or `balance-rr` (also `rr`, `round-robin`).
+    /// A hash policy name, `balance-rr` (also `rr`, `round-robin`), `balance-tcp`,
+    /// `balance-slb`, or a hash policy name followed by `+buckets` (`ovs-tcp+buckets` is
+    /// `balance-tcp`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bucketed = s.strip_suffix("+buckets").map(str::parse::<HashPolicy>);
         match s {
             "balance-rr" | "rr" | "round-robin" => Ok(Self::RoundRobin),
-            _ => s.parse::<HashPolicy>().map(Self::Hash).map_err(|_| {
-                let names: Vec<&str> = Self::ALL.iter().map(|p| p.name()).collect();
-                format!(
-                    "unknown policy '{s}' (expected all or one of: {})",
-                    names.join(" ")
-                )
-            }),
+            "balance-tcp" => Ok(Self::Buckets(HashPolicy::OvsTcp)),
+            "balance-slb" => Ok(Self::Buckets(HashPolicy::OvsSlb)),
+            _ => match bucketed {
+                Some(Ok(h)) => Ok(Self::Buckets(h)),
+                _ => s.parse::<HashPolicy>().map(Self::Hash).map_err(|_| {
+                    let names: Vec<&str> = Self::DEFAULT.iter().map(|p| p.name()).collect();
+                    format!(
+                        "unknown policy '{s}' (expected all or one of: {}; or a hash policy followed by +buckets)",
+                        names.join(" ")
+                    )
+                }),
+            },
         }
     }
 }
@@ -137,6 +205,11 @@ pub struct PlanConfig {
     /// Hash a flow's simple frames once (the default); `false` hashes every frame, which gives
     /// the same figures more slowly (tests use it to check the shortcut).
     pub reuse_hashes: bool,
+    /// The bucket table's configuration for bucket policies; by default
+    /// [`BalanceConfig::default`], which the daemon's defaults match (a rebalance every 10 s,
+    /// hash seed 0, 50 ms idle gap, 16 moves per interval...). A zero `rebalance_interval`
+    /// turns load rebalancing off.
+    pub balance: BalanceConfig,
 }
 
 /// The most members the planner handles.
@@ -149,16 +222,18 @@ pub const DEFAULT_MAX_FLOWS: usize = 1_000_000;
 const MAX_INNER_FLOWS: usize = 1 << 16;
 
 impl PlanConfig {
-    /// Every policy, `members` members of 10 Gbit/s, the default sweep and caps.
+    /// The default policies ([`PlanPolicy::DEFAULT`]), `members` members of 10 Gbit/s, the
+    /// default sweep, caps and bucket table.
     pub fn new(members: usize) -> Self {
         Self {
-            policies: PlanPolicy::ALL.to_vec(),
+            policies: PlanPolicy::DEFAULT.to_vec(),
             speeds_gbps: vec![10.0; members],
             sweep: vec![2, 3, 4, 8],
             switch_hash: SwitchHash::SrcDstIp,
             max_flows: DEFAULT_MAX_FLOWS,
             elephants: 10,
             reuse_hashes: true,
+            balance: BalanceConfig::default(),
         }
     }
 
@@ -475,8 +550,9 @@ struct Entry {
     deferred: Load,
     /// Input position of the flow's last packet (for `balance-rr`).
     last: u64,
-    /// Bit per hash policy: some frame of the flow left on another member than the first.
-    split: u8,
+    /// Bit `slot` per hash policy: some frame of the flow left on another member than the
+    /// first; bit `8 + slot`: some frame fell in another bucket than the first.
+    split: u16,
     /// Simple frames of this flow hash as `hashes`.
     reuse: bool,
 }
@@ -519,6 +595,10 @@ pub struct Planner {
     hash_accs: Vec<HashAcc>,
     switch_accs: Vec<HashAcc>,
     rr: Option<RrAcc>,
+    /// The bucket policies evaluated, in `config.policies` order, and their tables.
+    bucket_accs: Vec<(HashPolicy, BucketAcc)>,
+    /// The capture's clock for the bucket tables.
+    clock: Clock,
     table: HashMap<FlowKey, Entry, BuildKeyHasher>,
     main_mod: MemberMod,
     tunnels: Vec<(Tunnel, TunnelAcc)>,
@@ -530,12 +610,21 @@ pub struct Planner {
     scratch: Vec<u8>,
 }
 
+/// The time the bucket tables see: microseconds since the first timestamp, never going back.
+#[derive(Debug, Clone, Copy, Default)]
+struct Clock {
+    base: Option<u64>,
+    now: Instant,
+}
+
 /// Frames of one flow that arrived back to back: added to the flow's entry in one go, so a
 /// burst costs one table lookup.
 #[derive(Debug, Clone, Copy, Default)]
 struct Run {
     active: bool,
     key: FlowKey,
+    /// The flow's hashes (for the bucket policies, which see every frame).
+    hashes: [u32; SLOTS],
     /// Input position of the frame that started the run (already in the entry).
     position: u64,
     /// The frames after it.
@@ -553,8 +642,9 @@ impl Planner {
                 counts.push(s);
             }
         }
-        let mut hash_policies = Vec::new();
+        let mut hash_policies: Vec<(HashPolicy, HashFn)> = Vec::new();
         let mut rr = false;
+        let mut bucketed = Vec::new();
         for p in &config.policies {
             match *p {
                 PlanPolicy::Hash(h) => {
@@ -563,8 +653,37 @@ impl Planner {
                     }
                 }
                 PlanPolicy::RoundRobin => rr = true,
+                PlanPolicy::Buckets(h) => {
+                    if !bucketed.contains(&h) {
+                        bucketed.push(h);
+                    }
+                }
             }
         }
+        // Bucket policies need their hash: after the hash policies' slots, so those keep theirs.
+        for &h in &bucketed {
+            if !hash_policies.iter().any(|(x, _)| *x == h) {
+                hash_policies.push((h, hasher(h)));
+            }
+        }
+        let bucket_failures = (2..=buckets::MAX_BUCKET_FAILURE_MEMBERS).contains(&n);
+        let bucket_accs = bucketed
+            .iter()
+            .map(|&h| {
+                let slot = hash_policies
+                    .iter()
+                    .position(|(x, _)| *x == h)
+                    .expect("every bucket policy's hash has a slot");
+                let acc = BucketAcc::new(
+                    config.balance,
+                    slot,
+                    &counts,
+                    &config.speeds_gbps,
+                    bucket_failures,
+                );
+                (h, acc)
+            })
+            .collect();
         let fail = |ovs: bool| (2..=MAX_FAILURE_MEMBERS).contains(&n).then_some((n, ovs));
         let hash_accs = hash_policies
             .iter()
@@ -590,6 +709,8 @@ impl Planner {
             hash_accs,
             switch_accs,
             rr,
+            bucket_accs,
+            clock: Clock::default(),
             table: HashMap::default(),
             tunnels: Vec::new(),
             stats: InputStats::default(),
@@ -608,6 +729,25 @@ impl Planner {
     /// Input counters so far.
     pub fn stats(&self) -> &InputStats {
         &self.stats
+    }
+
+    /// Sets the capture time (nanoseconds since the epoch) of the frames that follow, for the
+    /// bucket policies' tables: their clock counts from the first time set, and a time earlier
+    /// than one set before counts as that one. [`Planner::add_packet`] calls it with each
+    /// packet's timestamp; frames added without a time share the last one (0 at first).
+    pub fn set_time(&mut self, ts_nanos: u64) {
+        let base = *self.clock.base.get_or_insert(ts_nanos);
+        let now = Instant::from_micros(ts_nanos.saturating_sub(base) / 1000);
+        self.clock.now = self.clock.now.max(now);
+    }
+
+    /// Sends a frame through the bucket policies' tables.
+    #[inline(always)]
+    fn route(&mut self, h: &[u32; SLOTS], bytes: u64, new_flow: bool) {
+        let now = self.clock.now;
+        for (_, acc) in &mut self.bucket_accs {
+            acc.frame(now, h[acc.slot], bytes, new_flow);
+        }
     }
 
     #[inline(always)]
@@ -675,6 +815,10 @@ impl Planner {
             if let Some(rr) = &mut self.rr {
                 rr.gap(1, tcp);
             }
+            if !self.bucket_accs.is_empty() {
+                let h = self.run.hashes;
+                self.route(&h, bytes, false);
+            }
             return;
         }
         self.flush_run();
@@ -690,16 +834,27 @@ impl Planner {
             }
             if reuse_ok && e.reuse {
                 e.deferred.add(1, bytes);
+                let h = e.hashes;
                 self.run.active = true;
                 self.run.position = position;
+                self.run.hashes = h;
+                if !self.bucket_accs.is_empty() {
+                    self.route(&h, bytes, false);
+                }
                 return;
             }
             let first = e.hashes;
             let h = self.hash_all(frame);
-            let mut split = 0u8;
+            let mut split = 0u16;
             for slot in 0..self.hash_policies.len() {
                 if self.main_mod.index(h[slot]) != self.main_mod.index(first[slot]) {
                     split |= 1 << slot;
+                }
+            }
+            for (_, acc) in &self.bucket_accs {
+                let s = acc.slot;
+                if bucket(acc.seed, h[s]) != bucket(acc.seed, first[s]) {
+                    split |= 1 << (8 + s);
                 }
             }
             if let Some(e) = self.table.get_mut(&ex.key) {
@@ -709,9 +864,16 @@ impl Planner {
                 }
             }
             self.account_hashes(&h, 1, bytes);
+            if !self.bucket_accs.is_empty() {
+                self.route(&h, bytes, false);
+            }
             return;
         }
         let h = self.hash_all(frame);
+        if !self.bucket_accs.is_empty() {
+            let tracked = self.table.len() < self.config.max_flows;
+            self.route(&h, bytes, tracked);
+        }
         if self.table.len() < self.config.max_flows {
             let mut e = Entry {
                 hashes: h,
@@ -725,6 +887,7 @@ impl Planner {
                 e.deferred.add(1, bytes);
                 self.run.active = true;
                 self.run.position = position;
+                self.run.hashes = h;
             } else {
                 self.account_hashes(&h, 1, bytes);
             }
@@ -757,6 +920,7 @@ impl Planner {
     /// Adds one captured packet, giving frames of other link types an Ethernet header (raw IP,
     /// Linux cooked v1/v2); packets of other link types are counted as skipped.
     pub fn add_packet(&mut self, p: &Packet<'_>) {
+        self.set_time(p.ts_nanos);
         if let Some((a, b)) = &mut self.stats.time_span {
             *a = (*a).min(p.ts_nanos);
             *b = (*b).max(p.ts_nanos);
@@ -834,6 +998,11 @@ impl Planner {
         }
         let position = self.position;
         self.position = self.position.saturating_add(packets);
+        let new_flow =
+            !self.table.contains_key(&ex.key) && self.table.len() < self.config.max_flows;
+        for (_, acc) in &mut self.bucket_accs {
+            acc.row(h[acc.slot], packets, bytes, new_flow);
+        }
         if let Some(e) = self.table.get_mut(&ex.key) {
             e.total.add(packets, bytes);
             e.last = position;
@@ -861,6 +1030,10 @@ impl Planner {
     /// Ends the input and computes the report.
     pub fn finish(mut self) -> report::Plan {
         self.flush_run();
+        let now = self.clock.now;
+        for (_, acc) in &mut self.bucket_accs {
+            acc.finish(now);
+        }
         let table = core::mem::take(&mut self.table);
         for (key, e) in &table {
             let h = e.hashes;

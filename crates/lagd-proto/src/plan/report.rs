@@ -2,12 +2,15 @@
 //! counters, and its terminal rendering ([`Plan::write_table`]).
 
 use core::fmt::{self, Write as _};
+use core::time::Duration;
 use std::collections::HashMap;
 
+use super::buckets::{BucketAcc, Run};
 use super::findings::{self, Finding};
 use super::flow::{BuildKeyHasher, FlowKey, Tunnel};
 use super::switch::SwitchHash;
 use super::{Entry, InputStats, Load, PlanPolicy, Planner};
+use crate::balance::BalanceCounters;
 use crate::hash::HashPolicy;
 
 /// One member's share of the traffic.
@@ -136,6 +139,37 @@ pub struct Collision {
     pub elephants: Vec<usize>,
 }
 
+/// What a bucket policy's table did over the input (see [`super::buckets`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rebalancing {
+    /// The rebalance interval (zero: load rebalancing off).
+    pub interval: Duration,
+    /// The configured table's counters at the end: rebalances run, moves by reason (load,
+    /// elephants), moves that waited for their bucket's idle gap, busy buckets moved at once
+    /// after a persistent overload (`forced`: a stream in them may be reordered once), plans
+    /// dropped.
+    pub counters: BalanceCounters,
+    /// Buckets each member holds at the end, by member index.
+    pub buckets: Vec<u16>,
+    /// Complete rebalance intervals that carried traffic (flow lists: intervals replayed).
+    pub intervals: u64,
+    /// The busiest member's bytes per unit of speed over the bond's (total bytes over total
+    /// speed) in the first complete interval with traffic: the table as first assigned. With
+    /// equal speeds, the busiest member's bytes over the mean.
+    pub first_interval_imbalance: Option<f64>,
+    /// The same in the last complete interval with traffic: after the rebalancer acted.
+    pub last_interval_imbalance: Option<f64>,
+    /// The input was a flow list, replayed as a steady mix once per interval.
+    pub replayed: bool,
+}
+
+impl Rebalancing {
+    /// Buckets moved for load, elephant handling included.
+    pub fn load_moves(&self) -> u64 {
+        self.counters.moved_rebalance + self.counters.moved_elephant
+    }
+}
+
 /// One policy's prediction.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyPlan {
@@ -148,18 +182,22 @@ pub struct PolicyPlan {
     /// Round-robin's reordering risk (`None` for hash policies).
     pub reorder: Option<Reorder>,
     /// Hash policies: tracked flows whose frames do not all leave on one member (fragments
-    /// under `layer3+4`, for instance) and their bytes.
+    /// under `layer3+4`, for instance) and their bytes. Bucket policies: tracked flows whose
+    /// frames do not all fall in one bucket (a bucket moved whole is not a split).
     pub split_flows: u64,
     /// Bytes of the split flows.
     pub split_bytes: u64,
     /// Members carrying two or more elephants (flows of at least a quarter of a member's fair
-    /// share) while another member carries none.
+    /// share) while another member carries none. Bucket policies: as the table ends.
     pub collisions: Vec<Collision>,
     /// Other member counts.
     pub sweep: Vec<SweepPoint>,
     /// Each member failing in turn (empty for one member or more than
-    /// [`super::MAX_FAILURE_MEMBERS`]).
+    /// [`super::MAX_FAILURE_MEMBERS`]; for bucket policies, more than
+    /// [`super::buckets::MAX_BUCKET_FAILURE_MEMBERS`]).
     pub failures: Vec<Failure>,
+    /// Bucket policies: what the table did (`None` for the others).
+    pub rebalancing: Option<Rebalancing>,
 }
 
 impl PolicyPlan {
@@ -283,7 +321,8 @@ fn hundredths(x: f64) -> i64 {
     (x * 100.0).round() as i64
 }
 
-/// Order used to break ties: the simpler, more widely available policy first.
+/// Order used to break ties: the simpler, more widely available policy first (a bucket policy
+/// after every hash policy: with no traffic to rebalance it places flows as a hash does).
 fn preference(p: PlanPolicy) -> usize {
     match p {
         PlanPolicy::Hash(HashPolicy::Layer23) => 0,
@@ -294,7 +333,15 @@ fn preference(p: PlanPolicy) -> usize {
         PlanPolicy::Hash(HashPolicy::VlanSrcMac) => 5,
         PlanPolicy::Hash(HashPolicy::OvsTcp) => 6,
         PlanPolicy::Hash(HashPolicy::OvsSlb) => 7,
-        PlanPolicy::RoundRobin => 8,
+        PlanPolicy::Buckets(HashPolicy::Layer34) => 8,
+        PlanPolicy::Buckets(HashPolicy::OvsTcp) => 9,
+        PlanPolicy::Buckets(HashPolicy::OvsSlb) => 10,
+        PlanPolicy::Buckets(HashPolicy::Layer23) => 11,
+        PlanPolicy::Buckets(HashPolicy::Layer2) => 12,
+        PlanPolicy::Buckets(HashPolicy::Encap23) => 13,
+        PlanPolicy::Buckets(HashPolicy::Encap34) => 14,
+        PlanPolicy::Buckets(HashPolicy::VlanSrcMac) => 15,
+        PlanPolicy::RoundRobin => 16,
     }
 }
 
@@ -341,6 +388,15 @@ pub(super) fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher
                 hash_plan(pl, table, policy, slot, &elephants, &is_elephant)
             }
             PlanPolicy::RoundRobin => rr_plan(pl, table),
+            PlanPolicy::Buckets(h) => {
+                let acc = &pl
+                    .bucket_accs
+                    .iter()
+                    .find(|(x, _)| *x == h)
+                    .expect("every bucket policy has tables")
+                    .1;
+                bucket_plan(pl, table, policy, acc, &elephants, &is_elephant)
+            }
         };
         policies.push(plan);
     }
@@ -491,6 +547,142 @@ fn hash_plan(
         collisions,
         sweep,
         failures,
+        rebalancing: None,
+    }
+}
+
+fn bucket_plan(
+    pl: &Planner,
+    table: &HashMap<FlowKey, Entry, BuildKeyHasher>,
+    policy: PlanPolicy,
+    acc: &BucketAcc,
+    elephants: &[FlowSummary],
+    is_elephant: &dyn Fn(&FlowSummary) -> bool,
+) -> PolicyPlan {
+    let cfg = &pl.config;
+    let n = cfg.members();
+    let speeds = &cfg.speeds_gbps;
+    let slot = acc.slot;
+    let main = acc.main();
+    let dist = Distribution::new(loads_to_members(&main.loads, &main.flows, speeds));
+    let sweep = cfg
+        .sweep
+        .iter()
+        .map(|&c| {
+            let d = Distribution::new(loads_to_members(&acc.run(c).loads, &[], speeds));
+            SweepPoint {
+                members: c,
+                imbalance: d.imbalance,
+                throughput_bound_gbps: d.throughput_bound_gbps,
+            }
+        })
+        .collect();
+    let (mut split_flows, mut split_bytes) = (0, 0);
+    for e in table.values() {
+        if e.split & (1 << (8 + slot)) != 0 {
+            split_flows += 1;
+            split_bytes += e.total.bytes;
+        }
+    }
+    // Elephants by the member their bucket ends on.
+    let member_at_end = |h: u32| main.buckets.member_of(h).map_or(0, |p| usize::from(p.0));
+    let mut by_member: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, el) in elephants.iter().enumerate() {
+        if !is_elephant(el) {
+            continue;
+        }
+        if let Some(e) = table.get(&el.key) {
+            by_member[member_at_end(e.hashes[slot])].push(i);
+        }
+    }
+    let idle = by_member.iter().any(|v| v.is_empty());
+    let collisions = by_member
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| idle && v.len() >= 2)
+        .map(|(member, elephants)| Collision { member, elephants })
+        .collect();
+    let failures = acc
+        .failures()
+        .map(|run| bucket_failure(acc, run, table, speeds, elephants))
+        .collect();
+    let mut buckets = vec![0u16; n];
+    for b in 0..=u8::MAX {
+        if let Some(p) = main.buckets.member_of_bucket(b) {
+            buckets[usize::from(p.0)] += 1;
+        }
+    }
+    let iv = &acc.intervals;
+    PolicyPlan {
+        policy,
+        rank: 0,
+        dist,
+        reorder: None,
+        split_flows,
+        split_bytes,
+        collisions,
+        sweep,
+        failures,
+        rebalancing: Some(Rebalancing {
+            interval: cfg.balance.rebalance_interval,
+            counters: BalanceCounters {
+                rebalances: main.buckets.counters().rebalances + main.skipped,
+                ..*main.buckets.counters()
+            },
+            buckets,
+            intervals: iv.count,
+            first_interval_imbalance: iv.first,
+            last_interval_imbalance: iv.last,
+            replayed: acc.replayed,
+        }),
+    }
+}
+
+/// A member failing at time 0 in a bucket table: only its buckets move.
+fn bucket_failure(
+    acc: &BucketAcc,
+    run: &Run,
+    table: &HashMap<FlowKey, Entry, BuildKeyHasher>,
+    speeds: &[f64],
+    elephants: &[FlowSummary],
+) -> Failure {
+    let (failed, moved) = run.failure.expect("a failure table");
+    let moves = |h: u32| moved[acc.bucket_of(h)];
+    let flows_moved = table.values().filter(|e| moves(e.hashes[acc.slot])).count() as u64;
+    let bytes_moved = acc
+        .per_bucket
+        .iter()
+        .zip(moved)
+        .filter(|(_, m)| *m)
+        .fold(0u64, |a, (l, _)| a.saturating_add(l.bytes));
+    let elephants_moved = elephants
+        .iter()
+        .enumerate()
+        .filter(|(_, el)| {
+            table
+                .get(&el.key)
+                .is_some_and(|e| moves(e.hashes[acc.slot]))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let members = (0..run.count)
+        .filter(|&i| i != failed)
+        .map(|i| MemberLoad {
+            index: i,
+            packets: run.loads[i].packets,
+            bytes: run.loads[i].bytes,
+            flows: run.flows[i],
+            speed_gbps: speed_for(speeds, i),
+        })
+        .collect();
+    Failure {
+        failed,
+        dist: Distribution::new(members),
+        flows_moved,
+        bytes_moved,
+        collateral_flows: 0,
+        collateral_bytes: 0,
+        elephants_moved,
     }
 }
 
@@ -653,6 +845,7 @@ fn rr_plan(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Pol
         collisions: Vec::new(),
         sweep,
         failures,
+        rebalancing: None,
     }
 }
 
@@ -786,8 +979,13 @@ impl Plan {
 
         // The policy table: share of bytes per member (up to 8 members shown).
         let shown = n.min(8);
+        let w = self
+            .policies
+            .iter()
+            .map(|p| p.policy.name().len())
+            .fold(12, usize::max);
         let mut header = format!(
-            "{:<4} {:<12} {:>9} {:>10}",
+            "{:<4} {:<w$} {:>9} {:>10}",
             "rank", "policy", "imbalance", "Gbit/s"
         );
         for i in 0..shown {
@@ -801,7 +999,7 @@ impl Plan {
         for p in &self.policies {
             let total = p.dist.bytes();
             let mut line = format!(
-                "{:<4} {:<12} {:>9.2} {:>10.1}",
+                "{:<4} {:<w$} {:>9.2} {:>10.1}",
                 p.rank,
                 p.policy.name(),
                 p.dist.imbalance,
@@ -819,6 +1017,11 @@ impl Plan {
             }
             if p.split_flows > 0 {
                 risk.push(format!("{} split flows", p.split_flows));
+            }
+            if let Some(f) = p.rebalancing.as_ref().map(|r| r.counters.forced) {
+                if f > 0 {
+                    risk.push(format!("{f} busy buckets moved (brief reordering)"));
+                }
             }
             for c in &p.collisions {
                 let ids: Vec<String> = c.elephants.iter().map(|i| format!("#{}", i + 1)).collect();
@@ -891,6 +1094,8 @@ impl Plan {
             }
         }
 
+        self.write_rebalancing(w, out)?;
+
         // What-if: member counts.
         if let Some(first) = self.policies.first().filter(|p| !p.sweep.is_empty()) {
             writeln!(out)?;
@@ -898,13 +1103,13 @@ impl Plan {
                 out,
                 "What if the bond had more or fewer members (imbalance):"
             )?;
-            let mut h = format!("  {:<12}", "policy");
+            let mut h = format!("  {:<w$}", "policy");
             for s in &first.sweep {
                 write!(h, " {:>7}", format!("{}x", s.members))?;
             }
             writeln!(out, "{h}")?;
             for p in &self.policies {
-                let mut line = format!("  {:<12}", p.policy.name());
+                let mut line = format!("  {:<w$}", p.policy.name());
                 for s in &p.sweep {
                     write!(line, " {:>7.2}", s.imbalance)?;
                 }
@@ -920,7 +1125,12 @@ impl Plan {
             .filter(|p| !p.failures.is_empty());
         if let Some(p) = rec {
             writeln!(out)?;
-            writeln!(out, "What if a member fails ({}):", p.policy)?;
+            let when = if p.rebalancing.is_some() {
+                "; only its buckets move, at the start"
+            } else {
+                ""
+            };
+            writeln!(out, "What if a member fails ({}{when}):", p.policy)?;
             for f in &p.failures {
                 write!(
                     out,
@@ -993,5 +1203,112 @@ impl Plan {
             }
         }
         Ok(())
+    }
+
+    /// The bucket policies' section: per policy, the moves and the imbalance of the first and
+    /// last rebalance intervals. `w` is the policy column's width.
+    fn write_rebalancing(&self, w: usize, out: &mut dyn fmt::Write) -> fmt::Result {
+        let mut rows = self
+            .policies
+            .iter()
+            .filter_map(|p| p.rebalancing.as_ref().map(|r| (p.policy, r)))
+            .peekable();
+        let Some((_, first)) = rows.peek() else {
+            return Ok(());
+        };
+        writeln!(out)?;
+        if first.interval.is_zero() {
+            writeln!(out, "Bucket tables (rebalancing off):")?;
+        } else {
+            writeln!(
+                out,
+                "Bucket tables (rebalanced every {}; imbalance: busiest member's bytes per unit of speed over the mean):",
+                seconds(first.interval)
+            )?;
+        }
+        if first.replayed {
+            writeln!(
+                out,
+                "  (a flow list has no timing: the mix is replayed once per interval until the table settles)"
+            )?;
+        }
+        for (policy, r) in rows {
+            writeln!(out, "  {:<w$}  {}", policy.name(), r.describe())?;
+        }
+        Ok(())
+    }
+}
+
+/// A duration as `10 s`, `2.5 s` or `250 ms`.
+fn seconds(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms % 1000 == 0 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{} s", ms as f64 / 1000.0)
+    }
+}
+
+impl Rebalancing {
+    /// One line: rebalances, bucket moves by reason, and the first and last intervals'
+    /// imbalance.
+    pub fn describe(&self) -> String {
+        let c = &self.counters;
+        let intervals = |k: u64| {
+            if self.replayed {
+                format!("{k} interval{} replayed", if k == 1 { "" } else { "s" })
+            } else {
+                format!("{k} rebalance{}", if k == 1 { "" } else { "s" })
+            }
+        };
+        let imbalance = match (self.first_interval_imbalance, self.last_interval_imbalance) {
+            (Some(a), Some(b)) if self.intervals >= 2 => {
+                format!("imbalance {a:.2} in the first interval, {b:.2} in the last")
+            }
+            (Some(a), _) => format!("imbalance {a:.2} in the only complete interval"),
+            _ => "no complete interval with traffic".to_owned(),
+        };
+        if self.interval.is_zero() {
+            return "rebalancing off: every bucket stays where it was first put".to_owned();
+        }
+        let runs = if self.replayed {
+            intervals(self.intervals)
+        } else {
+            intervals(c.rebalances)
+        };
+        if !self.replayed && c.rebalances == 0 {
+            return format!(
+                "no rebalance: the input spans less than one interval ({})",
+                seconds(self.interval)
+            );
+        }
+        let mut moves = format!(
+            "{} bucket move{}",
+            c.moves(),
+            if c.moves() == 1 { "" } else { "s" }
+        );
+        let mut why = Vec::new();
+        if c.moved_rebalance > 0 {
+            why.push(format!("{} for load", c.moved_rebalance));
+        }
+        if c.moved_elephant > 0 {
+            why.push(format!("{} around elephants", c.moved_elephant));
+        }
+        if c.moved_left + c.moved_joined > 0 {
+            why.push(format!("{} for members", c.moved_left + c.moved_joined));
+        }
+        if !why.is_empty() {
+            let mut how = String::new();
+            if c.deferred > 0 {
+                write!(how, "; {} waited for an idle gap", c.deferred).expect("a String");
+            }
+            if c.forced > 0 {
+                write!(how, "; {} forced while busy", c.forced).expect("a String");
+            }
+            write!(moves, " ({}{how})", why.join(", ")).expect("a String");
+        }
+        format!("{runs}, {moves}; {imbalance}")
     }
 }

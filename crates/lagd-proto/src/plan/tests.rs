@@ -6,6 +6,7 @@ use super::*;
 use crate::hash::{member_index, xmit_hash};
 use crate::wire::EthernetAddress;
 use crate::wire::pcap::{PcapNgWriter, PcapWriter, TsResolution};
+use core::time::Duration;
 
 /// A small deterministic generator (xorshift64*).
 struct Rng(u64);
@@ -684,7 +685,7 @@ fn recommendation_prefers_no_reordering_and_reports_elephant_collisions() {
     assert_ne!(r.policy, PlanPolicy::RoundRobin);
     assert_eq!(plan.policies[0].rank, 1);
     let ranks: Vec<usize> = plan.policies.iter().map(|p| p.rank).collect();
-    assert_eq!(ranks, (1..=9).collect::<Vec<_>>());
+    assert_eq!(ranks, (1..=PlanPolicy::DEFAULT.len()).collect::<Vec<_>>());
     // Ranking is by throughput bound first.
     for w in plan.policies.windows(2) {
         let (a, b) = (&w[0], &w[1]);
@@ -718,7 +719,7 @@ fn text_table_and_html_render_every_policy() {
     let html = html::render(&plan, "mixed <capture>");
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("mixed &lt;capture&gt;"));
-    assert_eq!(html.matches("<svg").count(), 9 + 7);
+    assert_eq!(html.matches("<svg").count(), PlanPolicy::DEFAULT.len() + 7);
     assert!(!html.contains("http://") && !html.contains("https://"));
 }
 
@@ -797,4 +798,442 @@ fn source_ports_in_strides_of_four_collapse_layer3_4() {
         "{}",
         f.message
     );
+}
+
+// Bucket policies: the daemon's bucket table over timed traffic.
+
+/// A base capture time (ns since the epoch), so the clock must count from the first packet.
+const T0: u64 = 1_700_000_000_000_000_000;
+
+/// Timed traffic: flows (headers, wire length) and (time in ns from the start, flow) events.
+struct Timed {
+    flows: Vec<(Vec<u8>, u32)>,
+    events: Vec<(u64, usize)>,
+}
+
+/// Three elephant TCP flows whose layer3+4 hashes are even and in three different buckets
+/// (so with two members all three start on member 0, under `hash % 2` and in the bucket table
+/// alike), each sending a `big`-byte frame every `period_ms` but, if `pauses`, pausing 100 ms
+/// every 2 s (a bucket moves safely only after 50 ms idle), and 40 mice sending 200-byte frames
+/// every 97 ms.
+fn skewed(secs: u64, period_ms: u64, big: u32, pauses: bool) -> Timed {
+    let mut flows = Vec::new();
+    let mut buckets = Vec::new();
+    for port in 40_000u16.. {
+        let f = frame_of(&format!("tcp 10.0.0.1:{port} > 10.0.0.2:5201"));
+        let h = xmit_hash(HashPolicy::Layer34, &f);
+        if h % 2 == 0 && !buckets.contains(&(h & 0xff)) {
+            buckets.push(h & 0xff);
+            flows.push((f, big));
+            if flows.len() == 3 {
+                break;
+            }
+        }
+    }
+    for j in 0..40u16 {
+        let f = frame_of(&format!(
+            "udp 10.1.{}.{}:{} > 10.2.0.1:53",
+            j / 7,
+            j,
+            5000 + j * 13
+        ));
+        flows.push((f, 200));
+    }
+    let mut events = Vec::new();
+    for tick in 0..secs * 1000 {
+        let ms = tick * 1_000_000;
+        for e in 0..3u64 {
+            if tick % period_ms == 0 && (!pauses || (tick + e * 700) % 2000 >= 100) {
+                events.push((ms + e * 10_000, e as usize));
+            }
+        }
+        for j in 0..40u64 {
+            if (tick + 37 * j) % 97 == 0 {
+                events.push((ms + 500_000 + j * 100, 3 + j as usize));
+            }
+        }
+    }
+    Timed { flows, events }
+}
+
+fn plan_timed(t: &Timed, config: PlanConfig) -> Plan {
+    let mut p = Planner::new(config).unwrap();
+    for &(ts, f) in &t.events {
+        p.set_time(T0 + ts);
+        let (frame, len) = &t.flows[f];
+        p.add_frame(frame, *len);
+    }
+    p.finish()
+}
+
+fn bucket_config(policies: Vec<PlanPolicy>, interval_ms: u64, speeds: Vec<f64>) -> PlanConfig {
+    PlanConfig {
+        policies,
+        speeds_gbps: speeds,
+        balance: BalanceConfig {
+            rebalance_interval: Duration::from_millis(interval_ms),
+            ..BalanceConfig::default()
+        },
+        ..PlanConfig::new(2)
+    }
+}
+
+const L34: PlanPolicy = PlanPolicy::Hash(HashPolicy::Layer34);
+const L34_BUCKETS: PlanPolicy = PlanPolicy::Buckets(HashPolicy::Layer34);
+
+#[test]
+fn rebalancing_evens_out_elephants_that_start_on_one_member() {
+    let t = skewed(60, 1, 1500, true);
+    let plan = plan_timed(
+        &t,
+        bucket_config(vec![L34, L34_BUCKETS], 10_000, vec![10.0; 2]),
+    );
+    let modulo = plan.policy(L34).unwrap();
+    let b = plan.policy(L34_BUCKETS).unwrap();
+    assert_eq!(b.dist.bytes(), plan.input.bytes);
+    assert_eq!(modulo.dist.bytes(), plan.input.bytes);
+    // hash % 2: all three elephants on member 0.
+    assert!(modulo.dist.imbalance > 1.9, "{}", modulo.dist.imbalance);
+    let r = b.rebalancing.as_ref().unwrap();
+    // One rebalance every 10 s of a 60 s capture (the last frame is just before 60 s).
+    assert_eq!(r.counters.rebalances, 5);
+    assert_eq!(r.intervals, 5);
+    assert!(r.load_moves() >= 1, "{r:?}");
+    // The busy elephants move only in their pauses.
+    assert!(r.counters.deferred >= 1, "{r:?}");
+    let (first, last) = (
+        r.first_interval_imbalance.unwrap(),
+        r.last_interval_imbalance.unwrap(),
+    );
+    // First interval: the table as assigned, like hash % 2. Last: one elephant moved over
+    // (2 against 1 is the best three equal elephants allow: 2 / 1.5 = 1.33).
+    assert!(first > 1.9, "{first}");
+    assert!(last < 1.4, "{last}");
+    assert!(
+        b.dist.imbalance < modulo.dist.imbalance - 0.3,
+        "{} vs {}",
+        b.dist.imbalance,
+        modulo.dist.imbalance
+    );
+    assert!(b.dist.throughput_bound_gbps > modulo.dist.throughput_bound_gbps + 3.0);
+    assert_eq!(
+        r.counters.forced, 0,
+        "the elephants pause: no move is forced"
+    );
+    // Hashing every frame gives the same plan (the bucket tables see the same hashes).
+    let slow = plan_timed(
+        &t,
+        PlanConfig {
+            reuse_hashes: false,
+            ..bucket_config(vec![L34, L34_BUCKETS], 10_000, vec![10.0; 2])
+        },
+    );
+    assert_eq!(plan, slow);
+
+    // Rebalancing off: no bucket moves for load, and with two equal members bucket b stays on
+    // member b % 2, which is hash % 2.
+    let off = plan_timed(&t, bucket_config(vec![L34, L34_BUCKETS], 0, vec![10.0; 2]));
+    let b0 = off.policy(L34_BUCKETS).unwrap();
+    let r0 = b0.rebalancing.as_ref().unwrap();
+    assert_eq!(r0.counters.rebalances, 0);
+    assert_eq!(r0.counters.planned, 0);
+    assert_eq!(r0.counters.moves(), 0);
+    assert_eq!(r0.load_moves(), 0);
+    assert_eq!(loads(&b0.dist), loads(&off.policy(L34).unwrap().dist));
+    let mut text = String::new();
+    off.write_table("off", &mut text).unwrap();
+    assert!(text.contains("Bucket tables (rebalancing off):"), "{text}");
+
+    // Elephants that never pause: once the mice are moved, no flowlet-safe move relieves
+    // member 0, so after `force_after` (3) stuck passes the table moves a busy bucket at once,
+    // and says so (every 5 s, so that intervals after the forced move end in the capture).
+    let t = skewed(60, 1, 1500, false);
+    let plan = plan_timed(
+        &t,
+        bucket_config(vec![L34, L34_BUCKETS], 5_000, vec![10.0; 2]),
+    );
+    let b = plan.policy(L34_BUCKETS).unwrap();
+    let r = b.rebalancing.as_ref().unwrap();
+    assert!(r.counters.forced >= 1, "{r:?}");
+    assert!(r.first_interval_imbalance.unwrap() > 1.9, "{r:?}");
+    assert!(r.last_interval_imbalance.unwrap() < 1.4, "{r:?}");
+    let mut text = String::new();
+    plan.write_table("never pausing", &mut text).unwrap();
+    assert!(
+        text.contains("busy buckets moved (brief reordering)"),
+        "{text}"
+    );
+    assert!(text.contains("forced while busy"), "{text}");
+}
+
+#[test]
+fn bucket_shares_follow_member_speeds() {
+    // 4000 one-frame flows of equal size: bytes follow the bucket shares.
+    let frames: Vec<Vec<u8>> = (0..4000u32)
+        .map(|i| {
+            frame_of(&format!(
+                "tcp 10.{}.{}.1:{} > 10.9.0.1:443",
+                i / 250,
+                i % 250,
+                1024 + i
+            ))
+        })
+        .collect();
+    for interval in [0, 10_000] {
+        let cfg = bucket_config(vec![L34, L34_BUCKETS], interval, vec![10.0, 1.0]);
+        let plan = plan_of(&frames, cfg);
+        let b = plan.policy(L34_BUCKETS).unwrap();
+        let r = b.rebalancing.as_ref().unwrap();
+        // 256 * 10/11 = 232.7 and 256 * 1/11 = 23.3, by largest remainder: 233 and 23.
+        assert_eq!(r.buckets, vec![233, 23]);
+        let share = b.dist.members[1].bytes as f64 / b.dist.bytes() as f64;
+        assert!((share - 23.0 / 256.0).abs() < 0.02, "{share}");
+        // hash % 2 gives the 1G member half the traffic: it saturates at 2 Gbit/s.
+        let modulo = plan.policy(L34).unwrap();
+        assert!(
+            modulo.dist.throughput_bound_gbps < 2.5,
+            "{}",
+            modulo.dist.throughput_bound_gbps
+        );
+        assert!(b.dist.throughput_bound_gbps > 9.0);
+        assert!(b.rank < modulo.rank);
+    }
+    // Per unit of speed the shares are even: a 10G and a 1G member carrying 10:1.
+    assert_eq!(
+        buckets::speed_imbalance(&[1000, 100], &[10.0, 1.0]),
+        Some(1.0)
+    );
+    assert_eq!(buckets::weight_mbps(10.0), 10_000);
+    assert_eq!(buckets::weight_mbps(1e-6), 1);
+}
+
+/// Per member (packets, bytes) and the counters of a `Buckets` driven here frame by frame, as
+/// the daemon drives it: members `PortId(i)` weighted by speed in Mb/s from time 0 (`failed`
+/// leaving right away), rebalances when due, the hash of each frame.
+fn drive_buckets(
+    frames: &[(u64, Vec<u8>)],
+    h: HashPolicy,
+    config: BalanceConfig,
+    speeds: &[f64],
+    failed: Option<usize>,
+) -> (Vec<(u64, u64)>, crate::balance::BalanceCounters) {
+    use crate::balance::Buckets;
+    use crate::bond::PortId;
+    let mut members: Vec<(PortId, u32)> = speeds
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (PortId(i as u16), (s * 1000.0) as u32))
+        .collect();
+    let mut b = Buckets::new(config);
+    b.set_members(Instant::ZERO, &members);
+    if let Some(f) = failed {
+        members.remove(f);
+        b.set_members(Instant::ZERO, &members);
+    }
+    let start = frames[0].0;
+    let mut out = vec![(0u64, 0u64); speeds.len()];
+    for (ts, f) in frames {
+        let now = Instant::from_micros((ts - start) / 1000);
+        while let Some(t) = b.poll_timeout().filter(|&t| t <= now) {
+            b.handle_timeout(t);
+        }
+        let m = usize::from(
+            b.member_for(now, xmit_hash(h, f), f.len() as u32)
+                .unwrap()
+                .0,
+        );
+        out[m].0 += 1;
+        out[m].1 += f.len() as u64;
+    }
+    (out, *b.counters())
+}
+
+#[test]
+fn bucket_policies_match_a_table_driven_frame_by_frame() {
+    // A real capture file of skewed traffic, 20 s, rebalanced every 2 s.
+    let t = skewed(20, 2, 600, true);
+    let frames: Vec<(u64, Vec<u8>)> = t
+        .events
+        .iter()
+        .map(|&(ts, f)| {
+            let (fr, len) = &t.flows[f];
+            let mut fr = fr.clone();
+            fr.resize(*len as usize, 0);
+            (T0 + ts, fr)
+        })
+        .collect();
+    let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+    for (ts, f) in &frames {
+        w.write_packet(*ts, f).unwrap();
+    }
+    let pcap = w.into_inner();
+    let balance = BalanceConfig {
+        rebalance_interval: Duration::from_secs(2),
+        ..BalanceConfig::default()
+    };
+    for speeds in [vec![10.0, 10.0], vec![10.0, 25.0]] {
+        let cfg = PlanConfig {
+            policies: PlanPolicy::BUCKETED.to_vec(),
+            speeds_gbps: speeds.clone(),
+            sweep: vec![3],
+            balance,
+            ..PlanConfig::new(2)
+        };
+        let plan = plan_capture(&pcap[..], cfg, &mut |_, _| {}).unwrap();
+        for p in PlanPolicy::BUCKETED {
+            let h = p.hash().unwrap();
+            let got = plan.policy(p).unwrap();
+            let (want, counters) = drive_buckets(&frames, h, balance, &speeds, None);
+            assert_eq!(loads(&got.dist), want, "{p} {speeds:?}");
+            let r = got.rebalancing.as_ref().unwrap();
+            assert_eq!(r.counters, counters, "{p} {speeds:?}");
+            if p == L34_BUCKETS && speeds[0] == speeds[1] {
+                assert!(counters.moves() > 0, "the comparison moved nothing");
+            }
+            // The sweep's three members (the third at the first one's speed).
+            let three = [speeds[0], speeds[1], speeds[0]];
+            let (want3, _) = drive_buckets(&frames, h, balance, &three, None);
+            let total: u64 = want3.iter().map(|x| x.1).sum();
+            let max = want3.iter().map(|x| x.1).max().unwrap();
+            let imbalance = max as f64 / (total as f64 / 3.0);
+            assert_eq!(got.sweep[0].members, 3);
+            assert_eq!(got.dist.bytes(), total);
+            assert!((got.sweep[0].imbalance - imbalance).abs() < 1e-12, "{p}");
+            // Each member failing at the start.
+            assert_eq!(got.failures.len(), 2);
+            for f in &got.failures {
+                let (want, _) = drive_buckets(&frames, h, balance, &speeds, Some(f.failed));
+                let want: Vec<(u64, u64)> =
+                    (0..2).filter(|&i| i != f.failed).map(|i| want[i]).collect();
+                assert_eq!(loads(&f.dist), want, "{p} m{} down", f.failed);
+                assert_eq!((f.collateral_flows, f.collateral_bytes), (0, 0));
+            }
+        }
+    }
+}
+
+#[test]
+fn flow_lists_are_replayed_until_the_table_settles() {
+    // Three elephants on member 0 (as in `skewed`) and mice, as a flow list without MACs.
+    let mut text = String::from("src_ip,dst_ip,proto,src_port,dst_port,packets,bytes\n");
+    let mut found = Vec::new();
+    for port in 40_000u16.. {
+        let mut f = frame_of(&format!("tcp 10.0.0.1:{port} > 10.0.0.2:5201"));
+        f[..12].fill(0);
+        let h = xmit_hash(HashPolicy::Layer34, &f);
+        if h % 2 == 0 && !found.contains(&(h & 0xff)) {
+            found.push(h & 0xff);
+            text.push_str(&format!(
+                "10.0.0.1,10.0.0.2,tcp,{port},5201,10000,15000000\n"
+            ));
+            if found.len() == 3 {
+                break;
+            }
+        }
+    }
+    for j in 0..40 {
+        text.push_str(&format!(
+            "10.1.0.{j},10.2.0.1,udp,{},53,100,20000\n",
+            5000 + j
+        ));
+    }
+    let cfg = bucket_config(vec![L34, L34_BUCKETS], 10_000, vec![10.0; 2]);
+    let plan = plan_flows(text.as_bytes(), cfg).unwrap();
+    let b = plan.policy(L34_BUCKETS).unwrap();
+    let r = b.rebalancing.as_ref().unwrap();
+    assert!(r.replayed);
+    assert!(r.intervals >= 2, "{r:?}");
+    assert!(r.load_moves() >= 1);
+    // The report is one interval's worth: the whole list, as the table settled.
+    assert_eq!(b.dist.bytes(), plan.input.bytes);
+    assert_eq!(
+        b.dist.members.iter().map(|m| m.packets).sum::<u64>(),
+        plan.input.packets
+    );
+    assert_eq!(
+        b.dist.members.iter().map(|m| m.flows).sum::<u64>(),
+        plan.flows
+    );
+    let (first, last) = (
+        r.first_interval_imbalance.unwrap(),
+        r.last_interval_imbalance.unwrap(),
+    );
+    assert!(first > 1.9 && last < 1.4, "{first} -> {last}");
+    assert!((b.dist.imbalance - last).abs() < 1e-9);
+    assert!(b.dist.imbalance < plan.policy(L34).unwrap().dist.imbalance);
+    let mut out = String::new();
+    plan.write_table("flows", &mut out).unwrap();
+    assert!(out.contains("replayed once per interval"), "{out}");
+    // Off: one interval, the table as first assigned.
+    let off = plan_flows(
+        text.as_bytes(),
+        bucket_config(vec![L34, L34_BUCKETS], 0, vec![10.0; 2]),
+    )
+    .unwrap();
+    let b0 = off.policy(L34_BUCKETS).unwrap();
+    assert_eq!(b0.rebalancing.as_ref().unwrap().intervals, 1);
+    assert_eq!(loads(&b0.dist), loads(&off.policy(L34).unwrap().dist));
+}
+
+#[test]
+fn bucket_policy_names_parse_and_print() {
+    for h in HashPolicy::ALL {
+        let p = PlanPolicy::Buckets(h);
+        assert_eq!(p.name().parse::<PlanPolicy>(), Ok(p), "{p}");
+        assert_eq!(format!("{h}+buckets").parse::<PlanPolicy>(), Ok(p));
+        assert_eq!(p.hash(), Some(h));
+    }
+    assert_eq!(
+        "balance-tcp".parse::<PlanPolicy>(),
+        Ok(PlanPolicy::Buckets(HashPolicy::OvsTcp))
+    );
+    assert_eq!(
+        "balance-slb".parse::<PlanPolicy>(),
+        Ok(PlanPolicy::Buckets(HashPolicy::OvsSlb))
+    );
+    assert_eq!(L34_BUCKETS.name(), "layer3+4+buckets");
+    assert!("layer9+buckets".parse::<PlanPolicy>().is_err());
+    assert!(PlanConfig::new(2).policies.contains(&L34_BUCKETS));
+    // Frames with no timestamps: every table sees time 0 and never rebalances.
+    let plan = plan_of(&mixed_frames(4, 500), PlanConfig::new(2));
+    let mut text = String::new();
+    plan.write_table("t", &mut text).unwrap();
+    assert!(text.contains("balance-tcp"), "{text}");
+    assert!(text.contains("less than one interval"), "{text}");
+}
+
+#[test]
+fn long_idle_stretches_and_huge_flow_lists_stay_cheap() {
+    // A second of traffic, then none for 11.6 days, then another frame: 100,000 rebalances
+    // are due by then; the planner runs the first few and the last, and counts them all.
+    let a = frame_of("tcp 10.0.0.1:1 > 10.0.0.2:2");
+    let b = frame_of("tcp 10.0.0.3:1 > 10.0.0.4:2");
+    let mut p = Planner::new(bucket_config(vec![L34_BUCKETS], 10_000, vec![10.0; 2])).unwrap();
+    for ms in 0..1000u64 {
+        p.set_time(T0 + ms * 1_000_000);
+        p.add_frame(&a, 1500);
+    }
+    p.set_time(T0 + 1_000_000 * 1_000_000_000);
+    p.add_frame(&b, 1500);
+    // Time never goes back: an older timestamp counts as the latest.
+    p.set_time(T0);
+    p.add_frame(&b, 1500);
+    let plan = p.finish();
+    let r = plan.policies[0].rebalancing.as_ref().unwrap();
+    assert_eq!(r.counters.rebalances, 100_000);
+    assert_eq!(r.intervals, 1);
+    assert_eq!(plan.policies[0].dist.bytes(), 1002 * 1500);
+
+    // Rows of a terabyte each, all in one bucket: the table is fed a scaled-down mix, the
+    // report keeps the exact counts.
+    let mut text = String::from("src_ip,dst_ip,proto,src_port,dst_port,packets,bytes\n");
+    for _ in 0..300 {
+        text.push_str("10.0.0.1,10.0.0.2,tcp,1000,80,1099511627776,1099511627776\n");
+    }
+    text.push_str("10.0.0.5,10.0.0.6,udp,1000,53,1,100\n");
+    let plan = plan_flows(text.as_bytes(), PlanConfig::new(3)).unwrap();
+    for p in PlanPolicy::BUCKETED {
+        let d = &plan.policy(p).unwrap().dist;
+        assert_eq!(d.bytes(), 300 * (1 << 40) + 100, "{p}");
+    }
 }

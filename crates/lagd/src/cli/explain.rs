@@ -11,6 +11,8 @@ use std::io::{self, Write};
 
 use super::CliError;
 use super::hash::parse_hex_line;
+use lagd_proto::balance::{self, BalanceConfig, Buckets};
+use lagd_proto::bond::PortId;
 use lagd_proto::hash::{Explain, member_index, xmit_hash_traced};
 use lagd_proto::plan::PlanPolicy;
 use lagd_proto::plan::flow::{extract, parse_flow_spec};
@@ -96,6 +98,27 @@ pub fn run(args: &ExplainArgs) -> Result<String, String> {
                     out,
                     "balance-rr: no fixed member: packet i of the bond leaves on member i % {n}, so this flow's packets take turns over all {n} members (and may be reordered)"
                 );
+            }
+            PlanPolicy::Buckets(h) => {
+                let mut ex = Explain::default();
+                let hash = xmit_hash_traced(h, &frame, &mut ex);
+                // The daemon's defaults: hash_seed 0, equal members, as first assigned.
+                let config = BalanceConfig::default();
+                let b = balance::bucket(config.seed, hash);
+                let mut table = Buckets::new(config);
+                let members: Vec<(PortId, u32)> = (0..n.min(balance::MAX_MEMBERS))
+                    .map(|i| (PortId(i as u16), 0))
+                    .collect();
+                table.set_members(lagd_proto::time::Instant::ZERO, &members);
+                let member = table.member_of_bucket(b).map_or(0, |m| m.0);
+                let _ = writeln!(
+                    out,
+                    "{p}: bucket {b}, on member {member} of {n} as the table is first assigned (the rebalancer moves buckets by load)"
+                );
+                for (field, value) in &ex.notes {
+                    let _ = writeln!(out, "  {field}: {value}");
+                }
+                let _ = writeln!(out, "  {h} hash 0x{hash:08x}: bucket {b} (its low byte)");
             }
         }
     }

@@ -4,16 +4,19 @@
 //! memory, or a CSV flow list (`--flows FILE`, see `lagd_proto::plan::csv`). Output: a
 //! terminal table (default), JSON (`--json`), and optionally a self-contained HTML report
 //! (`--html FILE`). A progress bar goes to stderr when stderr is a terminal, or with
-//! `--progress`. The work itself is `lagd_proto::plan`, which runs the daemon's hash code.
+//! `--progress`. The work itself is `lagd_proto::plan`, which runs the daemon's hash code and,
+//! for the bucket policies (`balance-tcp`, `balance-slb`, `layer3+4+buckets`...), the daemon's
+//! bucket table (`lagd_proto::balance`), rebalanced every `--rebalance-interval`.
 
 use std::fs::File;
 use std::io::{self, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::CliError;
-use lagd_proto::plan::report::{Distribution, MemberLoad, Plan};
+use lagd_proto::plan::report::{Distribution, MemberLoad, Plan, Rebalancing};
 use lagd_proto::plan::switch::SwitchHash;
 use lagd_proto::plan::{
     DEFAULT_MAX_FLOWS, PlanConfig, PlanError, PlanPolicy, html, plan_capture, plan_flows,
@@ -37,9 +40,16 @@ pub struct PlanArgs {
     #[arg(long, value_name = "SPEEDS")]
     pub speeds: Option<String>,
     /// Policies to evaluate: `all` or a comma-separated list of layer2, layer2+3, layer3+4,
-    /// encap2+3, encap3+4, vlan+srcmac, ovs-slb, ovs-tcp, balance-rr.
+    /// encap2+3, encap3+4, vlan+srcmac, ovs-slb, ovs-tcp, balance-rr, and the bucket policies
+    /// balance-tcp, balance-slb and HASH+buckets (e.g. layer3+4+buckets: balance-xor or 802.3ad
+    /// with distribution=buckets). `all` is every hash policy, balance-rr, layer3+4+buckets,
+    /// balance-tcp and balance-slb.
     #[arg(long, default_value = "all")]
     pub policy: String,
+    /// Bucket policies: how often the table is rebalanced by load, in milliseconds (0: never),
+    /// as lagd's `rebalance_interval`.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub rebalance_interval: u64,
     /// The switch's load-balance hash for the return path: src-mac, dst-mac, src-dst-mac,
     /// src-ip, dst-ip, src-dst-ip, src-dst-port (modelled as a generic XOR fold).
     #[arg(long, default_value = "src-dst-ip")]
@@ -104,7 +114,7 @@ pub fn config(args: &PlanArgs) -> Result<PlanConfig, String> {
     let mut cfg = PlanConfig::new(speeds.len());
     cfg.speeds_gbps = speeds;
     cfg.policies = if args.policy.trim() == "all" {
-        PlanPolicy::ALL.to_vec()
+        PlanPolicy::DEFAULT.to_vec()
     } else {
         args.policy
             .split(',')
@@ -124,6 +134,7 @@ pub fn config(args: &PlanArgs) -> Result<PlanConfig, String> {
     cfg.switch_hash = args.switch_hash;
     cfg.max_flows = args.max_flows;
     cfg.reuse_hashes = !args.exact;
+    cfg.balance.rebalance_interval = Duration::from_millis(args.rebalance_interval);
     Ok(cfg)
 }
 
@@ -299,8 +310,34 @@ fn dist_fields(d: &Distribution, obj: &mut serde_json::Map<String, Value>) {
     );
 }
 
+/// A bucket policy's `rebalancing`: the interval, rebalances, bucket moves by reason, buckets
+/// per member at the end, and the first and last complete intervals' imbalance.
+fn rebalancing_json(r: &Rebalancing) -> Value {
+    let c = &r.counters;
+    json!({
+        "interval_ms": u64::try_from(r.interval.as_millis()).unwrap_or(u64::MAX),
+        "rebalances": c.rebalances,
+        "moves": {
+            "total": c.moves(),
+            "load": c.moved_rebalance,
+            "elephant": c.moved_elephant,
+            "members": c.moved_left + c.moved_joined,
+        },
+        "planned": c.planned,
+        "waited_for_idle_gap": c.deferred,
+        "forced_while_busy": c.forced,
+        "expired": c.expired,
+        "buckets": r.buckets,
+        "intervals": r.intervals,
+        "first_interval_imbalance": r.first_interval_imbalance.map(r4),
+        "last_interval_imbalance": r.last_interval_imbalance.map(r4),
+        "flow_list_replayed": r.replayed,
+    })
+}
+
 /// The plan as JSON: per policy `members: [{index, packets, bytes, flows}]`, `imbalance`,
-/// `throughput_bound_gbps`, and the `recommendation`, with the what-ifs and findings.
+/// `throughput_bound_gbps`, and the `recommendation`, with the what-ifs and findings; bucket
+/// policies also have `rebalancing`.
 pub fn to_json(plan: &Plan, title: &str) -> Value {
     let inp = &plan.input;
     let policies: Vec<Value> = plan
@@ -322,6 +359,9 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
                     None => Value::Null,
                 },
             );
+            if let Some(r) = &p.rebalancing {
+                o.insert("rebalancing".into(), rebalancing_json(r));
+            }
             o.insert("split_flows".into(), json!(p.split_flows));
             o.insert("split_bytes".into(), json!(p.split_bytes));
             o.insert(
