@@ -244,7 +244,7 @@ fn generated_capture_with_known_distribution_matches_the_hash_code() {
         // Every policy in the JSON, with the fields the issue asks for.
         assert_eq!(
             v["policies"].as_array().unwrap().len(),
-            PlanPolicy::DEFAULT.len()
+            PlanPolicy::ALL.len()
         );
         for p in v["policies"].as_array().unwrap() {
             assert!(p["imbalance"].as_f64().unwrap() >= 1.0);

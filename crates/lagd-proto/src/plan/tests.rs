@@ -685,7 +685,7 @@ fn recommendation_prefers_no_reordering_and_reports_elephant_collisions() {
     assert_ne!(r.policy, PlanPolicy::RoundRobin);
     assert_eq!(plan.policies[0].rank, 1);
     let ranks: Vec<usize> = plan.policies.iter().map(|p| p.rank).collect();
-    assert_eq!(ranks, (1..=PlanPolicy::DEFAULT.len()).collect::<Vec<_>>());
+    assert_eq!(ranks, (1..=PlanPolicy::ALL.len()).collect::<Vec<_>>());
     // Ranking is by throughput bound first.
     for w in plan.policies.windows(2) {
         let (a, b) = (&w[0], &w[1]);
@@ -719,7 +719,7 @@ fn text_table_and_html_render_every_policy() {
     let html = html::render(&plan, "mixed <capture>");
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("mixed &lt;capture&gt;"));
-    assert_eq!(html.matches("<svg").count(), PlanPolicy::DEFAULT.len() + 7);
+    assert_eq!(html.matches("<svg").count(), PlanPolicy::ALL.len() + 7);
     assert!(!html.contains("http://") && !html.contains("https://"));
 }
 
@@ -1193,9 +1193,15 @@ fn bucket_policy_names_parse_and_print() {
     );
     assert_eq!(L34_BUCKETS.name(), "layer3+4+buckets");
     assert!("layer9+buckets".parse::<PlanPolicy>().is_err());
-    assert!(PlanConfig::new(2).policies.contains(&L34_BUCKETS));
+    assert!(
+        !PlanConfig::new(2).policies.contains(&L34_BUCKETS),
+        "opt-in"
+    );
+    assert!(PlanPolicy::ALL_WITH_BUCKETS.contains(&L34_BUCKETS));
     // Frames with no timestamps: every table sees time 0 and never rebalances.
-    let plan = plan_of(&mixed_frames(4, 500), PlanConfig::new(2));
+    let mut cfg = PlanConfig::new(2);
+    cfg.policies = PlanPolicy::ALL_WITH_BUCKETS.to_vec();
+    let plan = plan_of(&mixed_frames(4, 500), cfg);
     let mut text = String::new();
     plan.write_table("t", &mut text).unwrap();
     assert!(text.contains("balance-tcp"), "{text}");
@@ -1231,7 +1237,9 @@ fn long_idle_stretches_and_huge_flow_lists_stay_cheap() {
         text.push_str("10.0.0.1,10.0.0.2,tcp,1000,80,1099511627776,1099511627776\n");
     }
     text.push_str("10.0.0.5,10.0.0.6,udp,1000,53,1,100\n");
-    let plan = plan_flows(text.as_bytes(), PlanConfig::new(3)).unwrap();
+    let mut cfg = PlanConfig::new(3);
+    cfg.policies = PlanPolicy::ALL_WITH_BUCKETS.to_vec();
+    let plan = plan_flows(text.as_bytes(), cfg).unwrap();
     for p in PlanPolicy::BUCKETED {
         let d = &plan.policy(p).unwrap().dist;
         assert_eq!(d.bytes(), 300 * (1 << 40) + 100, "{p}");

@@ -42,8 +42,8 @@ pub struct PlanArgs {
     /// Policies to evaluate: `all` or a comma-separated list of layer2, layer2+3, layer3+4,
     /// encap2+3, encap3+4, vlan+srcmac, ovs-slb, ovs-tcp, balance-rr, and the bucket policies
     /// balance-tcp, balance-slb and HASH+buckets (e.g. layer3+4+buckets: balance-xor or 802.3ad
-    /// with distribution=buckets). `all` is every hash policy, balance-rr, layer3+4+buckets,
-    /// balance-tcp and balance-slb.
+    /// with distribution=buckets). `all` is every hash policy and balance-rr; `all+buckets`
+    /// adds layer3+4+buckets, balance-tcp and balance-slb (about half as fast).
     #[arg(long, default_value = "all")]
     pub policy: String,
     /// Bucket policies: how often the table is rebalanced by load, in milliseconds (0: never),
@@ -114,7 +114,9 @@ pub fn config(args: &PlanArgs) -> Result<PlanConfig, String> {
     let mut cfg = PlanConfig::new(speeds.len());
     cfg.speeds_gbps = speeds;
     cfg.policies = if args.policy.trim() == "all" {
-        PlanPolicy::DEFAULT.to_vec()
+        PlanPolicy::ALL.to_vec()
+    } else if args.policy.trim() == "all+buckets" {
+        PlanPolicy::ALL_WITH_BUCKETS.to_vec()
     } else {
         args.policy
             .split(',')
