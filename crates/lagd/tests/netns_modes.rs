@@ -226,11 +226,24 @@ fn member_tx(s: &Status) -> Vec<u64> {
 
 #[test]
 fn every_mode_carries_ping_and_tcp_both_ways() {
-    for mode in ["balance-rr", "active-backup", "balance-xor", "broadcast"] {
+    for mode in [
+        "balance-rr",
+        "active-backup",
+        "balance-xor",
+        "broadcast",
+        "balance-slb",
+        "balance-tcp",
+        "stripe",
+    ] {
         let lab = Lab::new(
             2,
             &format!("mode={mode} xmit_hash_policy=layer3+4 miimon=100"),
         );
+        // balance-tcp negotiates LACP first (about 2 s); stripe waits for its peer's hellos.
+        lab.wait_carrier(Duration::from_secs(15));
+        if mode == "stripe" {
+            wait_striping(&lab);
+        }
         assert!(lab.ping(Side::A, 3), "{mode}: ping A->B");
         assert!(lab.ping(Side::B, 3), "{mode}: ping B->A");
         for from in [Side::A, Side::B] {
@@ -251,6 +264,18 @@ fn every_mode_carries_ping_and_tcp_both_ways() {
                     "{mode}: one member carries all: {tx:?}"
                 );
                 assert_eq!(s.active.as_deref(), Some(s.members[0].name.as_str()));
+            }
+            // One source MAC, one bucket: everything host A sends leaves on one member.
+            "balance-slb" => assert!(
+                tx.iter().filter(|&&n| n > 0).count() == 1,
+                "{mode}: one member carries host A's MAC: {tx:?}"
+            ),
+            // Two flows (ICMP and one TCP stream) may share a bucket.
+            "balance-tcp" => {
+                assert!(tx.iter().sum::<u64>() > 0, "{mode}: {tx:?}");
+                let l = s.lacp.as_ref().unwrap();
+                assert_eq!(l.active_aggregator.as_ref().unwrap().number_of_ports, 2);
+                assert!(s.buckets.is_some(), "{mode}: bucket table shown");
             }
             _ => assert!(
                 tx.iter().all(|&n| n > 0),
