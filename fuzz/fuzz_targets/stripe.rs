@@ -107,7 +107,9 @@ fn reorder(data: &[u8]) {
         }
         if let Some(due) = r.poll_timeout() {
             assert!(due.as_micros() > now);
-            assert!(due.as_micros() <= now + timeout);
+            // The timeout grows (up to 64 ms) each time a frame turns out late.
+            let limit = timeout.max(r.counters().timeout_us);
+            assert!(due.as_micros() <= now + limit);
         }
         assert!(r.occupancy() < 8);
     }
