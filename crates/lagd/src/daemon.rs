@@ -25,6 +25,7 @@ use anyhow::{Context, Result, bail};
 use lagd_proto::bond::{
     Bond, BondEvent, DropReason, FailOverMac, Mode, PortId, PortInfo, RxVerdict, TxChoice,
 };
+use lagd_proto::stripe::Stripe;
 use lagd_proto::stripe::header::HEADER_LEN as STRIPE_HEADER;
 use lagd_proto::stripe::segment::{GsoInfo, complete_checksum, segment};
 use lagd_proto::time::Instant;
@@ -183,8 +184,7 @@ impl Daemon {
         tap.set_carrier(false).context("TAP carrier")?;
 
         let epoch = StdInstant::now();
-        let (o, _) = (config.options.clone(), ());
-        let mut bond = Bond::new(o, mac);
+        let mut bond = Bond::new(config.options.clone(), mac);
         // Stripe mode adds a header to every frame: the members carry 8 bytes more than the
         // bond (raised MTU), or, where a member cannot, the bond carries 8 bytes less.
         let member_mtu = if config.options.mode == Mode::Stripe {
@@ -412,14 +412,8 @@ impl Daemon {
         // One clock read per batch: bucket loads, receive-balancing timing.
         let now = self.now();
         for _ in 0..BATCH {
-            let n = match self.tap.read(&mut self.buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    warn!("reading the TAP: {e}");
-                    return;
-                }
+            let Some(n) = read_tap(&self.tap, &mut self.buf) else {
+                return;
             };
             if n <= VNET_HDR {
                 continue;
@@ -446,16 +440,11 @@ impl Daemon {
     /// engine chose, with an empty `virtio_net_hdr`. The TAP is read at offset 8 so the
     /// Ethernet header can move down for the stripe header without a copy.
     fn service_tap_stripe(&mut self) {
-        const FRAME: usize = STRIPE_HEADER + VNET_HDR;
+        // One clock read per batch, as in `service_tap`.
+        let now = self.now();
         for _ in 0..BATCH {
-            let n = match self.tap.read(&mut self.buf[STRIPE_HEADER..]) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    warn!("reading the TAP: {e}");
-                    return;
-                }
+            let Some(n) = read_tap(&self.tap, &mut self.buf[STRIPE_HEADER..]) else {
+                return;
             };
             if n <= VNET_HDR {
                 continue;
@@ -473,10 +462,9 @@ impl Daemon {
                 h.csum_start,
                 h.csum_offset,
             );
-            if !self.bond.stripe_mut().is_some_and(|s| s.is_striping()) {
+            let Some(stripe) = self.bond.stripe_mut().filter(|s| s.is_striping()) else {
                 // No stripe peer (yet): the frame goes as it is, on the bond's active member,
                 // so the bond still carries traffic while the status names the problem.
-                let now = self.now();
                 match self.bond.tx_choice(now, &self.buf[FRAME..FRAME + len]) {
                     TxChoice::Port(p) => send(
                         &mut self.members[p.index()],
@@ -486,9 +474,6 @@ impl Daemon {
                     _ => self.tx_dropped_no_member += 1,
                 }
                 continue;
-            }
-            let Some(stripe) = self.bond.stripe_mut() else {
-                return;
             };
             let members = &mut self.members;
             let mut failed = 0u64;
@@ -496,18 +481,7 @@ impl Daemon {
                 let frame = &self.buf[FRAME..FRAME + len];
                 let r = segment(frame, &gso, &mut self.seg_buf, FRAME, |seg| {
                     let len = seg.len() - FRAME;
-                    match stripe.transmit(seg, FRAME, len) {
-                        Ok((port, start)) => {
-                            seg[start - VNET_HDR..start].fill(0);
-                            let out = &seg[start - VNET_HDR..start + len + STRIPE_HEADER];
-                            send(
-                                &mut members[port.index()],
-                                out,
-                                (len + STRIPE_HEADER) as u64,
-                            );
-                        }
-                        Err(_) => failed += 1,
-                    }
+                    failed += u64::from(!send_striped(stripe, members, seg, len));
                 });
                 if r.is_err() {
                     failed += 1;
@@ -520,18 +494,7 @@ impl Daemon {
                 {
                     failed += 1;
                 } else {
-                    match stripe.transmit(&mut self.buf, FRAME, len) {
-                        Ok((port, start)) => {
-                            self.buf[start - VNET_HDR..start].fill(0);
-                            let out = &self.buf[start - VNET_HDR..start + len + STRIPE_HEADER];
-                            send(
-                                &mut members[port.index()],
-                                out,
-                                (len + STRIPE_HEADER) as u64,
-                            );
-                        }
-                        Err(_) => failed += 1,
-                    }
+                    failed += u64::from(!send_striped(stripe, members, &mut self.buf, len));
                 }
             }
             self.stripe_tx_errors += failed;
@@ -970,6 +933,41 @@ fn duplex(d: Duplex) -> Option<bool> {
 
 fn now_since(epoch: StdInstant) -> Instant {
     Instant::from_micros(epoch.elapsed().as_micros() as u64)
+}
+
+/// Where a host frame sits in a stripe-mode buffer: after room for the stripe header and the
+/// `virtio_net_hdr` the TAP wrote.
+const FRAME: usize = STRIPE_HEADER + VNET_HDR;
+
+/// One frame from the TAP into `buf`; `None` when there is nothing more to read now.
+fn read_tap(tap: &Tap, buf: &mut [u8]) -> Option<usize> {
+    loop {
+        match tap.read(buf) {
+            Ok(n) => return Some(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                warn!("reading the TAP: {e}");
+                return None;
+            }
+        }
+    }
+}
+
+/// Stripes the host frame at `buf[FRAME..FRAME + len]` in place and sends it, behind an empty
+/// `virtio_net_hdr`, on the member the stripe engine chose; false if it could not.
+fn send_striped(stripe: &mut Stripe, members: &mut [Member], buf: &mut [u8], len: usize) -> bool {
+    let Ok((port, start)) = stripe.transmit(buf, FRAME, len) else {
+        return false;
+    };
+    buf[start - VNET_HDR..start].fill(0);
+    let out = &buf[start - VNET_HDR..start + len + STRIPE_HEADER];
+    send(
+        &mut members[port.index()],
+        out,
+        (len + STRIPE_HEADER) as u64,
+    );
+    true
 }
 
 /// Writes a host frame to the TAP behind an empty `virtio_net_hdr` (copied into `out`).
