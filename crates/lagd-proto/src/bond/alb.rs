@@ -127,7 +127,14 @@ impl Rlb {
             .min_by_key(|p| self.clients.iter().filter(|c| c.port == Some(*p)).count())
     }
 
-    fn entry(&mut self, ip: Ipv4Address, server: Ipv4Address) -> &mut Client {
+    /// Gives client `c` a member if it has none usable: the least loaded one.
+    fn assign(&mut self, c: usize, usable: &[PortId]) {
+        if self.clients[c].port.is_none_or(|p| !usable.contains(&p)) {
+            self.clients[c].port = self.least_loaded(usable);
+        }
+    }
+
+    fn entry(&mut self, ip: Ipv4Address, server: Ipv4Address) -> usize {
         let k = match self.clients.iter().position(|c| c.ip == ip) {
             Some(k) => k,
             None => {
@@ -145,9 +152,8 @@ impl Rlb {
                 self.clients.len() - 1
             }
         };
-        let c = &mut self.clients[k];
-        c.server = server;
-        c
+        self.clients[k].server = server;
+        k
     }
 
     /// An ARP frame from the host. Replies go on the member chosen for their client (assigned
@@ -169,15 +175,12 @@ impl Rlb {
         } = *arp;
         match operation {
             ArpOperation::Reply if server != client_ip => {
-                let fallback = self.least_loaded(usable);
-                let c = self.entry(client_ip, server);
+                let k = self.entry(client_ip, server);
                 if !client_mac.is_zero() {
-                    c.mac = client_mac;
+                    self.clients[k].mac = client_mac;
                 }
-                if c.port.is_none_or(|p| !usable.contains(&p)) {
-                    c.port = fallback;
-                }
-                c.port
+                self.assign(k, usable);
+                self.clients[k].port
             }
             _ => {
                 // A broadcast from the bond's MAC: every client of this address now sends to
@@ -216,13 +219,11 @@ impl Rlb {
         if ip == target || mac.is_zero() || (!known && Some(target) != bond_ip) {
             return;
         }
-        let fallback = self.least_loaded(usable);
-        let c = self.entry(ip, target);
-        c.mac = mac;
-        if c.port.is_none_or(|p| !usable.contains(&p)) {
-            c.port = fallback;
-        }
+        let k = self.entry(ip, target);
+        self.clients[k].mac = mac;
+        self.assign(k, usable);
         // Its request or reply went to the bond's MAC: it may believe the active member.
+        let c = &mut self.clients[k];
         if c.port.is_some() && c.port != active {
             c.updates = UPDATE_BURST;
             c.due = now + UPDATE_DELAY;

@@ -1045,26 +1045,18 @@ impl Bond {
             self.sync_lacp(now);
             return;
         }
-        let before = self.usable.len();
-        let mut changed = false;
-        let mut k = 0;
-        for (i, p) in self.ports.iter().enumerate() {
-            if p.usable() {
-                let id = PortId(i as u16);
-                changed |= self.usable.get(k) != Some(&id);
-                k += 1;
-            }
-        }
-        changed |= k != before;
+        let ports = &self.ports;
+        let fresh = || {
+            ports
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.usable())
+                .map(|(i, _)| PortId(i as u16))
+        };
+        let changed = !fresh().eq(self.usable.iter().copied());
         if changed {
             self.usable.clear();
-            self.usable.extend(
-                self.ports
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| p.usable())
-                    .map(|(i, _)| PortId(i as u16)),
-            );
+            self.usable.extend(fresh());
             self.usable_mod = MemberMod::new(self.usable.len());
         }
         self.update_weighted(now);
