@@ -4,8 +4,8 @@
 //! Every test builds its own topology with a unique prefix; `Topology` removes the namespaces,
 //! links and processes when dropped, also when a test fails.
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
@@ -13,8 +13,13 @@ use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
 use lagd::lab::topology::{Side, Topology, check_lacpdus_with_tshark, is_root};
+use lagd::lab::traffic::checked_transfer;
 use lagd::status::Status;
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
+
+mod common;
+
+use common::udp_frame;
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 
@@ -150,73 +155,16 @@ impl Lab {
         let to = 1 - side_index(from);
         let to_side = if to == 0 { Side::A } else { Side::B };
         let addr = SocketAddrV4::new(self.addrs[to], 5001);
-        let listener = self
-            .topo
-            .in_ns(to_side, || TcpListener::bind(addr))
-            .unwrap()
-            .expect("listen");
-        let receiver = thread::spawn(move || {
-            let (mut s, _) = listener.accept().expect("accept");
-            let mut sum = Fnv::new();
-            let mut buf = vec![0u8; 65536];
-            let mut last = Instant::now();
-            let mut gap = Duration::ZERO;
-            loop {
-                let n = s.read(&mut buf).expect("read");
-                if n == 0 {
-                    break;
-                }
-                gap = gap.max(last.elapsed());
-                last = Instant::now();
-                sum.update(&buf[..n]);
-            }
-            (sum.0, gap)
-        });
-        let mut stream = self
-            .topo
-            .in_ns(from, || {
-                TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
-            })
-            .unwrap()
-            .expect("connect");
-        let sender = thread::spawn(move || {
-            let mut sum = Fnv::new();
-            let mut sent = 0usize;
-            let chunk: Vec<u8> = (0..65536u32).map(|i| (i * 7 + i / 251) as u8).collect();
-            while sent < bytes {
-                let n = chunk.len().min(bytes - sent);
-                // Vary the content so reordering or loss cannot cancel out.
-                let mut c = chunk[..n].to_vec();
-                c[0] = (sent / 65536) as u8;
-                stream.write_all(&c).expect("write");
-                sum.update(&c);
-                sent += n;
-                if let Some(p) = pace {
-                    thread::sleep(p);
-                }
-            }
-            sum.0
-        });
-        during();
-        let sent = sender.join().expect("sender");
-        let (received, gap) = receiver.join().expect("receiver");
-        (sent, received, gap)
-    }
-}
-
-/// FNV-1a, 64-bit: enough to notice any corruption, loss or reordering of a byte stream.
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-
-    fn update(&mut self, data: &[u8]) {
-        for &b in data {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
-        }
+        let t = checked_transfer(
+            self.topo.ns(from),
+            self.topo.ns(to_side),
+            addr,
+            bytes,
+            pace,
+            during,
+        )
+        .expect("transfer");
+        (t.sent.0, t.received.0, t.longest_gap)
     }
 }
 
@@ -340,18 +288,6 @@ fn distribution_matches_the_hash_and_the_mode() {
             _ => unreachable!(),
         }
     }
-}
-
-/// A UDP/IPv4 frame with the flow's addresses and ports (MACs do not matter to layer3+4).
-fn udp_frame(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 12];
-    f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0]);
-    f.extend_from_slice(&src.octets());
-    f.extend_from_slice(&dst.octets());
-    f.extend_from_slice(&sport.to_be_bytes());
-    f.extend_from_slice(&dport.to_be_bytes());
-    f.extend_from_slice(&[0, 8, 0, 0]);
-    f
 }
 
 /// Take the active member down in the middle of a TCP transfer: the data arrives intact, the

@@ -14,6 +14,10 @@ use lagd::lab::traffic::checked_transfer;
 use lagd::status::Status;
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 
+mod common;
+
+use common::udp_frame;
+
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 
 struct SwitchLab {
@@ -176,18 +180,6 @@ impl SwitchLab {
     }
 }
 
-/// A UDP/IPv4 frame with the flow's addresses and ports (MACs do not matter to layer3+4).
-fn udp_frame(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 12];
-    f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0]);
-    f.extend_from_slice(&src.octets());
-    f.extend_from_slice(&dst.octets());
-    f.extend_from_slice(&sport.to_be_bytes());
-    f.extend_from_slice(&dport.to_be_bytes());
-    f.extend_from_slice(&[0, 8, 0, 0]);
-    f
-}
-
 /// balance-tlb (static hash): transmit follows the hash over both members, frames off the
 /// active member carry that member's MAC (the switch never learns the bond's MAC on two ports),
 /// everything comes back on the active member, and TCP survives the active member's failure.
@@ -265,6 +257,7 @@ fn balance_tlb_balances_transmit_and_receives_on_the_active_member() {
         lab.topo.ns(Side::A),
         SocketAddrV4::new(a, 5301),
         4 << 20,
+        None,
         || {},
     )
     .unwrap();
@@ -283,6 +276,7 @@ fn balance_tlb_balances_transmit_and_receives_on_the_active_member() {
         &lab.clients[1].0,
         SocketAddrV4::new(lab.clients[1].1, 5302),
         16 << 20,
+        None,
         || {
             thread::sleep(Duration::from_millis(100));
             run("ip", &["-n", &ns_a, "link", "set", &link0, "down"]).unwrap();
@@ -333,6 +327,7 @@ fn balance_alb_balances_receive_by_arp() {
             lab.topo.ns(Side::A),
             SocketAddrV4::new(lab.a(), 5310 + k as u16),
             2 << 20,
+            None,
             || {},
         )
         .unwrap();
@@ -358,6 +353,7 @@ fn balance_alb_balances_receive_by_arp() {
             lab.topo.ns(Side::A),
             SocketAddrV4::new(lab.a(), 5320 + k as u16),
             1 << 20,
+            None,
             || {},
         )
         .unwrap();

@@ -1,8 +1,7 @@
 //! lagd's LACP against a real partner: Open vSwitch's userspace datapath in a network namespace.
 //! Needs root and Open vSwitch (`.ci/run` installs it); fails, never skips, without them.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddrV4, TcpListener, TcpStream};
+use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
@@ -11,6 +10,7 @@ use std::time::{Duration, Instant};
 use lagd::daemon::query_status;
 use lagd::lab::dataplane::{OvsInstance, start_ovs};
 use lagd::lab::topology::{Side, Topology, check_lacpdus_with_tshark, is_root};
+use lagd::lab::traffic::checked_transfer;
 use lagd::status::Status;
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
@@ -170,50 +170,22 @@ impl Interop {
         let to = if from == Side::A { Side::B } else { Side::A };
         let host = if to == Side::A { 1 } else { 2 };
         let addr = SocketAddrV4::new(self.topo.address(host), 5002);
-        let listener = self
-            .topo
-            .in_ns(to, || TcpListener::bind(addr))
-            .unwrap()
-            .expect("listen");
-        let rx = thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut sum = 0xcbf2_9ce4_8422_2325u64;
-            let mut buf = vec![0u8; 65536];
-            loop {
-                let n = s.read(&mut buf).unwrap();
-                if n == 0 {
-                    return sum;
-                }
-                for &b in &buf[..n] {
-                    sum = (sum ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-                }
-            }
+        let t = checked_transfer(
+            self.topo.ns(from),
+            self.topo.ns(to),
+            addr,
+            bytes,
+            None,
+            || {},
+        )
+        .unwrap_or_else(|e| {
+            panic!(
+                "transfer: {e:#}\nlagd:\n{}\nOVS:\n{}",
+                self.status().render(),
+                self.ovs.appctl(&["bond/show", "bond0"]).unwrap_or_default()
+            )
         });
-        let mut stream = self
-            .topo
-            .in_ns(from, || {
-                TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
-            })
-            .unwrap()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "connect: {e}\nlagd:\n{}\nOVS:\n{}",
-                    self.status().render(),
-                    self.ovs.appctl(&["bond/show", "bond0"]).unwrap_or_default()
-                )
-            });
-        let mut sum = 0xcbf2_9ce4_8422_2325u64;
-        let mut sent = 0;
-        while sent < bytes {
-            let chunk: Vec<u8> = (0..65536).map(|i| ((i + sent) % 253) as u8).collect();
-            stream.write_all(&chunk).unwrap();
-            for &b in &chunk {
-                sum = (sum ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-            }
-            sent += chunk.len();
-        }
-        drop(stream);
-        (sum, rx.join().unwrap())
+        (t.sent.0, t.received.0)
     }
 
     /// Stops the capture and checks every LACPDU lagd sent decodes in tshark without warnings.

@@ -784,12 +784,14 @@ impl Transfer {
 }
 
 /// Sends `bytes` of patterned data over one TCP connection from namespace `from_ns` to a
-/// listener at `to` in namespace `to_ns`; `during` runs while the data flows.
+/// listener at `to` in namespace `to_ns`, sleeping `pace` after each 64 KB if given; `during`
+/// runs while the data flows.
 pub fn checked_transfer(
     from_ns: &str,
     to_ns: &str,
     to: std::net::SocketAddrV4,
     bytes: usize,
+    pace: Option<Duration>,
     during: impl FnOnce() + Send,
 ) -> Result<Transfer> {
     use super::topology::in_named_ns;
@@ -827,6 +829,9 @@ pub fn checked_transfer(
             stream.write_all(&c[..n])?;
             sum.update(&c[..n]);
             sent += n;
+            if let Some(p) = pace {
+                thread::sleep(p);
+            }
         }
         Ok(sum)
     });
