@@ -607,10 +607,17 @@ impl Bond {
         if self.buckets.is_none() && self.stripe.is_none() {
             return;
         }
-        let fresh: Vec<(PortId, u32)> = self.usable.iter().map(|&p| (p, self.weight(p))).collect();
-        if fresh == self.weighted {
+        // Called on every timeout (stripe's reorder timers among them): compare first, so
+        // nothing is allocated unless something changed.
+        let same = self
+            .usable
+            .iter()
+            .map(|&p| (p, self.weight(p)))
+            .eq(self.weighted.iter().copied());
+        if same {
             return;
         }
+        let fresh: Vec<(PortId, u32)> = self.usable.iter().map(|&p| (p, self.weight(p))).collect();
         if let Some(b) = &mut self.buckets {
             b.set_members(now, &fresh);
         }
