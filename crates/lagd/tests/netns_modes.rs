@@ -179,7 +179,8 @@ fn every_mode_carries_ping_and_tcp_both_ways() {
         "active-backup",
         "balance-xor",
         "broadcast",
-        "balance-slb",
+        // balance-slb is tested behind a switch (netns_switch): like Open vSwitch's, it takes
+        // broadcasts on one member only, which a peer bond need not send them on.
         "balance-tcp",
         "stripe",
     ] {
@@ -213,11 +214,6 @@ fn every_mode_carries_ping_and_tcp_both_ways() {
                 );
                 assert_eq!(s.active.as_deref(), Some(s.members[0].name.as_str()));
             }
-            // One source MAC, one bucket: everything host A sends leaves on one member.
-            "balance-slb" => assert!(
-                tx.iter().filter(|&&n| n > 0).count() == 1,
-                "{mode}: one member carries host A's MAC: {tx:?}"
-            ),
             // Two flows (ICMP and one TCP stream) may share a bucket.
             "balance-tcp" => {
                 assert!(tx.iter().sum::<u64>() > 0, "{mode}: {tx:?}");

@@ -485,3 +485,61 @@ fn resend_igmp_after_failover() {
     );
     drop(sock);
 }
+
+/// balance-slb behind a switch without a LAG (what it is for): everything from host A's one
+/// MAC leaves on one member, so the switch learns that MAC on one port only; broadcasts the
+/// switch floods to both members reach the host once; ping and TCP work both ways.
+#[test]
+fn balance_slb_keeps_each_mac_on_one_member() {
+    let lab = SwitchLab::new(2, 2, "mode=balance-slb miimon=100");
+    for (ns, addr) in &lab.clients {
+        assert!(SwitchLab::ping(ns, lab.a()), "client {ns} reaches A");
+        assert!(
+            SwitchLab::ping(lab.topo.ns(Side::A), *addr),
+            "A reaches {ns}"
+        );
+    }
+    let a = lab.a();
+    for (k, (ns, addr)) in lab.clients.iter().enumerate() {
+        let to_a = checked_transfer(
+            ns,
+            lab.topo.ns(Side::A),
+            SocketAddrV4::new(a, 5330 + k as u16),
+            2 << 20,
+            None,
+            || {},
+        )
+        .unwrap();
+        assert!(to_a.intact(), "client {k} to A");
+        let from_a = checked_transfer(
+            lab.topo.ns(Side::A),
+            ns,
+            SocketAddrV4::new(*addr, 5340 + k as u16),
+            2 << 20,
+            None,
+            || {},
+        )
+        .unwrap();
+        assert!(from_a.intact(), "A to client {k}");
+    }
+    let s = lab.status();
+    let sent: Vec<u64> = s.members.iter().map(|m| m.tx_packets).collect();
+    assert_eq!(
+        sent.iter().filter(|&&n| n > 0).count(),
+        1,
+        "one source MAC, one bucket, one member: {sent:?}"
+    );
+    let links: Vec<String> = lab.topo.links().iter().map(|l| l.name.clone()).collect();
+    let ports = lab.switch_ports_of(&s.mac);
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    assert!(links.contains(&ports[0]));
+    // The switch floods broadcasts to both members: one is dropped, as inactive.
+    let dropped: u64 = s
+        .members
+        .iter()
+        .flat_map(|m| m.rx_dropped.iter())
+        .filter(|(r, _)| r == "inactive_member")
+        .map(|(_, n)| n)
+        .sum();
+    assert!(dropped > 0, "{:?}", s.members);
+}
