@@ -40,8 +40,8 @@ use tracing::{debug, info, warn};
 
 use crate::config::Config;
 use crate::status::{
-    AggregatorStatus, BucketMemberStatus, BucketStatus, BucketsStatus, LacpInfoStatus, LacpStatus,
-    MemberLacp, MemberStatus, Status, StripeStatus,
+    BucketMemberStatus, BucketStatus, BucketsStatus, LacpStatus, MemberLacp, MemberStatus, Status,
+    StripeStatus,
 };
 
 const VNET_HDR: usize = 10;
@@ -857,23 +857,8 @@ impl Daemon {
                     max_held: r.max_occupancy,
                 }
             }),
-            lacp: snap.lacp.as_ref().map(|l| LacpStatus {
-                lacp_active: l.lacp_active,
-                lacp_rate: l.lacp_rate.as_str().to_owned(),
-                min_links: l.min_links,
-                ad_select: l.ad_select.as_str().to_owned(),
-                system_priority: l.system_priority,
-                system_mac: l.system.to_string(),
-                active_aggregator: l.active_aggregator_info().map(|a| AggregatorStatus {
-                    id: a.id.0,
-                    number_of_ports: a.enabled_ports,
-                    actor_key: a.actor_key,
-                    partner_key: a.partner_key,
-                    partner_mac: a.partner_system.to_string(),
-                }),
-                fallback_member: l
-                    .fallback_active
-                    .map(|p| self.members[usize::from(p.0)].name.clone()),
+            lacp: snap.lacp.as_ref().map(|l| {
+                LacpStatus::from_snapshot(l, |p| self.members[usize::from(p.0)].name.clone())
             }),
             members: snap
                 .ports
@@ -915,7 +900,7 @@ impl Daemon {
                             .lacp
                             .as_ref()
                             .and_then(|l| l.ports.get(i))
-                            .map(member_lacp),
+                            .map(MemberLacp::from_snapshot),
                     }
                 })
                 .collect(),
@@ -1040,39 +1025,4 @@ pub fn query_status(path: &Path) -> Result<Status> {
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
     serde_json::from_str(&line).with_context(|| format!("bad reply from {}", path.display()))
-}
-
-fn info_status(i: &lagd_proto::wire::slow::LacpInfo) -> LacpInfoStatus {
-    LacpInfoStatus {
-        system_priority: i.system_priority,
-        system_mac: i.system.to_string(),
-        key: i.key,
-        port_priority: i.port_priority,
-        port: i.port,
-        state: i.state.bits(),
-        state_names: i.state.names().map(str::to_owned).collect(),
-    }
-}
-
-fn member_lacp(p: &lagd_proto::lacp::PortSnapshot) -> MemberLacp {
-    MemberLacp {
-        aggregator_id: p.aggregator.map(|a| a.0),
-        collecting: p.collecting,
-        distributing: p.distributing,
-        rx_state: p.rx.as_str().to_owned(),
-        mux_state: p.mux.as_str().to_owned(),
-        selected: p.selected.as_str().to_owned(),
-        actor_churn_state: p.actor_churn.proc_name().to_owned(),
-        partner_churn_state: p.partner_churn.proc_name().to_owned(),
-        actor_churned_count: p.actor_churn_count,
-        partner_churned_count: p.partner_churn_count,
-        actor: info_status(&p.actor),
-        partner: info_status(&p.partner),
-        lacpdu_rx: p.counters.lacpdu_rx,
-        lacpdu_tx: p.counters.lacpdu_tx,
-        marker_rx: p.counters.marker_rx + p.counters.marker_response_rx,
-        marker_response_tx: p.counters.marker_response_tx,
-        illegal_rx: p.counters.illegal_rx,
-        unknown_rx: p.counters.unknown_rx,
-    }
 }

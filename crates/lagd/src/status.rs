@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use lagd_proto::lacp::{LacpSnapshot, PortId as LacpPortId, PortSnapshot as LacpPortSnapshot};
+use lagd_proto::wire::slow::LacpInfo;
 use serde::{Deserialize, Serialize};
 
 /// A bond's status.
@@ -279,6 +281,70 @@ pub struct MemberStatus {
     /// 802.3ad: the member's LACP state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lacp: Option<MemberLacp>,
+}
+
+impl LacpStatus {
+    /// The bond-level 802.3ad status from the LACP engine's snapshot; `name` gives a member's
+    /// interface name from its LACP port id (the daemon uses member indices as port ids).
+    pub fn from_snapshot(l: &LacpSnapshot, name: impl Fn(LacpPortId) -> String) -> Self {
+        Self {
+            lacp_active: l.lacp_active,
+            lacp_rate: l.lacp_rate.as_str().to_owned(),
+            min_links: l.min_links,
+            ad_select: l.ad_select.as_str().to_owned(),
+            system_priority: l.system_priority,
+            system_mac: l.system.to_string(),
+            active_aggregator: l.active_aggregator_info().map(|a| AggregatorStatus {
+                id: a.id.0,
+                number_of_ports: a.enabled_ports,
+                actor_key: a.actor_key,
+                partner_key: a.partner_key,
+                partner_mac: a.partner_system.to_string(),
+            }),
+            fallback_member: l.fallback_active.map(name),
+        }
+    }
+}
+
+impl LacpInfoStatus {
+    /// One side's information as a LACPDU carries it.
+    pub fn from_info(i: &LacpInfo) -> Self {
+        Self {
+            system_priority: i.system_priority,
+            system_mac: i.system.to_string(),
+            key: i.key,
+            port_priority: i.port_priority,
+            port: i.port,
+            state: i.state.bits(),
+            state_names: i.state.names().map(str::to_owned).collect(),
+        }
+    }
+}
+
+impl MemberLacp {
+    /// A member's 802.3ad status from the LACP engine's snapshot of its port.
+    pub fn from_snapshot(p: &LacpPortSnapshot) -> Self {
+        Self {
+            aggregator_id: p.aggregator.map(|a| a.0),
+            collecting: p.collecting,
+            distributing: p.distributing,
+            rx_state: p.rx.as_str().to_owned(),
+            mux_state: p.mux.as_str().to_owned(),
+            selected: p.selected.as_str().to_owned(),
+            actor_churn_state: p.actor_churn.proc_name().to_owned(),
+            partner_churn_state: p.partner_churn.proc_name().to_owned(),
+            actor_churned_count: p.actor_churn_count,
+            partner_churned_count: p.partner_churn_count,
+            actor: LacpInfoStatus::from_info(&p.actor),
+            partner: LacpInfoStatus::from_info(&p.partner),
+            lacpdu_rx: p.counters.lacpdu_rx,
+            lacpdu_tx: p.counters.lacpdu_tx,
+            marker_rx: p.counters.marker_rx + p.counters.marker_response_rx,
+            marker_response_tx: p.counters.marker_response_tx,
+            illegal_rx: p.counters.illegal_rx,
+            unknown_rx: p.counters.unknown_rx,
+        }
+    }
 }
 
 impl Status {
