@@ -6,6 +6,9 @@
 #   lagd    lagd at both ends, mode=balance-xor xmit_hash_policy=layer3+4
 #   ovs     Open vSwitch userspace bond at both ends (datapath_type=netdev, userspace TSO),
 #           balance-tcp with LACP (OVS runs balance-tcp only with LACP)
+#   relay   the bare TAP <-> AF_PACKET relay (crates/lagd/examples/bare_relay.rs) at both ends:
+#           lagd's sockets and options with a layer3+4 hash and nothing else, the floor under
+#           lagd on this machine (what any userspace dataplane of this shape costs)
 #
 # For each: TCP goodput with 1 and 8 streams, 64-byte UDP datagrams per second
 # (iperf3 -u -l 64 -b 0, one flow), and for the bonds the traffic gap after one member loses
@@ -30,11 +33,11 @@ for tool in ip tc iperf3 ovs-vswitchd ovsdb-tool jq cargo; do
     command -v "$tool" >/dev/null || { echo "dataplane.sh: $tool is missing" >&2; exit 1; }
 done
 
-cargo build --release -q -p lagd --bin lagd --bin lagctl
+cargo build --release -q -p lagd --bin lagd --bin lagctl --example bare_relay
 work=$(mktemp -d /tmp/lagd-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 # Copies, so that a rebuild during the run cannot change the binaries under test.
-cp target/release/lagd target/release/lagctl "$work/"
+cp target/release/lagd target/release/lagctl target/release/examples/bare_relay "$work/"
 LAGCTL="$work/lagctl"
 LAGD="$work/lagd"
 
@@ -43,6 +46,7 @@ setup_args() {
         direct) echo "--baseline direct" ;;
         lagd) echo "--lagd $LAGD" ;;
         ovs) echo "--baseline ovs" ;;
+        relay) echo "--relay $work/bare_relay" ;;
     esac
 }
 
@@ -55,7 +59,7 @@ test_args() {
     esac
 }
 
-SETUPS=(direct lagd ovs)
+SETUPS=(direct lagd ovs relay)
 TESTS=(tcp1 tcp8 udp64 failover)
 
 measure() { # setup test run
@@ -83,7 +87,8 @@ echo "dataplane benchmark: $RUNS runs × ${#SETUPS[@]} setups, ${DURATION} s per
 for run in $(seq 1 "$RUNS"); do
     for setup in "${SETUPS[@]}"; do
         for test in "${TESTS[@]}"; do
-            [ "$setup" = direct ] && [ "$test" = failover ] && continue
+            # No failover without link monitoring: direct and the relay have none.
+            case "$setup.$test" in direct.failover | relay.failover) continue ;; esac
             measure "$setup" "$test" "$run"
         done
     done
@@ -133,17 +138,21 @@ done
     echo "- **lagd**: \`mode=balance-xor xmit_hash_policy=layer3+4 miimon=100\` at both ends."
     echo "- **ovs**: Open vSwitch 'netdev' (userspace) bridge with \`userspace-tso-enable=true\`,"
     echo "  \`bond_mode=balance-tcp lacp=active lacp-time=fast\` at both ends (balance-tcp needs LACP)."
+    echo "- **relay**: the bare TAP ↔ AF_PACKET relay (\`crates/lagd/examples/bare_relay.rs\`) at both"
+    echo "  ends: lagd's TAP and member sockets with the same options, member = layer3+4 hash % 2,"
+    echo "  and no bonding logic. It is the floor under lagd: what the four user/kernel crossings"
+    echo "  of this shape cost here, whatever the software around them."
     echo
-    echo "| measurement | direct | lagd | ovs | lagd / direct | ovs / direct | lagd / ovs |"
-    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    echo "| measurement | direct | lagd | ovs | relay | lagd / direct | ovs / direct | relay / direct | lagd / ovs | lagd / relay |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     row() { # label key decimals
-        local d=${M[direct.$2]} l=${M[lagd.$2]} o=${M[ovs.$2]}
-        echo "| $1 | $(fmt "$d" "$3") | $(fmt "$l" "$3") | $(fmt "$o" "$3") | $(ratio "$l" "$d") | $(ratio "$o" "$d") | $(ratio "$l" "$o") |"
+        local d=${M[direct.$2]} l=${M[lagd.$2]} o=${M[ovs.$2]} r=${M[relay.$2]}
+        echo "| $1 | $(fmt "$d" "$3") | $(fmt "$l" "$3") | $(fmt "$o" "$3") | $(fmt "$r" "$3") | $(ratio "$l" "$d") | $(ratio "$o" "$d") | $(ratio "$r" "$d") | $(ratio "$l" "$o") | $(ratio "$l" "$r") |"
     }
     row "TCP, 1 stream (Gbit/s)" tcp1 2
     row "TCP, 8 streams (Gbit/s)" tcp8 2
     row "UDP 64 B, 1 flow (datagrams/s received)" udp64 0
-    echo "| failover gap after carrier loss (ms) | – | $(fmt "${M[lagd.gap]}" 1) | $(fmt "${M[ovs.gap]}" 1) | | | $(ratio "${M[lagd.gap]}" "${M[ovs.gap]}") |"
+    echo "| failover gap after carrier loss (ms) | – | $(fmt "${M[lagd.gap]}" 1) | $(fmt "${M[ovs.gap]}" 1) | – | | | | $(ratio "${M[lagd.gap]}" "${M[ovs.gap]}") | |"
     echo
     echo "| setup | test | n | member shares per run (%) | retransmits (median) |"
     echo "| --- | --- | ---: | --- | ---: |"
@@ -151,7 +160,7 @@ done
         echo "| $setup | TCP 1 | $(count "$setup" tcp1) | $(shares "$setup" tcp1) | $(fmt "${M[$setup.rt1]}" 0) |"
         echo "| $setup | TCP 8 | $(count "$setup" tcp8) | $(shares "$setup" tcp8) | $(fmt "${M[$setup.rt8]}" 0) |"
         echo "| $setup | UDP 64 B | $(count "$setup" udp64) | $(shares "$setup" udp64) | |"
-        if [ "$setup" != direct ]; then
+        if [ "$setup" = lagd ] || [ "$setup" = ovs ]; then
             rec=$(for f in "$work/$setup.failover".*.json; do
                 [ -e "$f" ] && jq -r .failover.recovered "$f"
             done | grep -c true || true)

@@ -222,6 +222,38 @@ fn lagd_layer34_spreads_streams_over_both_members() {
     assert_balanced(&v);
 }
 
+/// The dataplane benchmark's floor, `examples/bare_relay.rs` (built by `cargo test` beside the
+/// binaries), carries TCP through the lab at both links' capacity, hashed over both members.
+#[test]
+fn bare_relay_carries_tcp_over_both_members() {
+    let relay = Path::new(lagd())
+        .with_file_name("examples")
+        .join("bare_relay");
+    assert!(
+        relay.is_file(),
+        "{} missing: `cargo test --workspace` builds the examples before the tests (or run `cargo build -p lagd --example bare_relay`)",
+        relay.display()
+    );
+    let v = lab_json(&[
+        "--relay",
+        relay.to_str().unwrap(),
+        "--rate",
+        "100mbit",
+        "--streams",
+        "16",
+        "--duration",
+        "3",
+    ]);
+    assert_eq!(v["setup"], "relay");
+    assert_near(
+        gbps(&v),
+        2.0 * LINK_GBPS,
+        0.1,
+        "aggregate through the relay",
+    );
+    assert_balanced(&v);
+}
+
 /// `lagctl lab --mode 802.3ad`: LACP forms between the two lagds and 16 streams use both
 /// members' worth of capacity.
 #[test]
@@ -575,6 +607,14 @@ fn bad_arguments_are_usage_errors() {
             "Open vSwitch",
         ),
         (&["--udp", "--generator", "builtin"][..], "iperf3"),
+        (
+            &["--relay", "/bin/true", "--fail-after", "1"][..],
+            "throughput only",
+        ),
+        (
+            &["--relay", "/bin/true", "--baseline", "ovs"][..],
+            "cannot be used",
+        ),
         (
             &["--fail-after", "20", "--duration", "10"][..],
             "inside the run",

@@ -58,6 +58,11 @@ pub struct LabArgs {
     /// The lagd binary (default: `lagd` beside this executable).
     #[arg(long)]
     pub lagd: Option<PathBuf>,
+    /// Measure the bare TAP ↔ AF_PACKET relay instead of lagd (the dataplane benchmark's floor:
+    /// `cargo build --release -p lagd --example bare_relay`, then pass
+    /// target/release/examples/bare_relay).
+    #[arg(long, conflicts_with_all = ["baseline", "lagd"])]
+    pub relay: Option<PathBuf>,
     /// More lagd options, appended to `mode=M xmit_hash_policy=P miimon=100`.
     #[arg(long, default_value = "")]
     pub bond_opts: String,
@@ -117,6 +122,14 @@ pub fn main(args: LabArgs) -> Result<(), CliError> {
         if !path.is_file() {
             return Err(CliError::Failed(anyhow::anyhow!(
                 "lagd not found at {} (build it, pass --lagd PATH, or measure a --baseline)",
+                path.display()
+            )));
+        }
+    }
+    if let Setup::Relay(path) = &opts.setup {
+        if !path.is_file() {
+            return Err(CliError::Failed(anyhow::anyhow!(
+                "no relay at {} (cargo build --release -p lagd --example bare_relay)",
                 path.display()
             )));
         }
@@ -224,10 +237,11 @@ pub fn options(args: &LabArgs) -> Result<LabOptions, String> {
             ));
         }
     };
-    let setup = match args.baseline {
-        Some(Baseline::Direct) => Setup::Direct,
-        Some(Baseline::Ovs) => Setup::Ovs,
-        None => Setup::Lagd(match &args.lagd {
+    let setup = match (args.baseline, &args.relay) {
+        (Some(Baseline::Direct), _) => Setup::Direct,
+        (Some(Baseline::Ovs), _) => Setup::Ovs,
+        (None, Some(relay)) => Setup::Relay(relay.clone()),
+        (None, None) => Setup::Lagd(match &args.lagd {
             Some(p) => p.clone(),
             None => std::env::current_exe()
                 .map_err(|e| format!("cannot locate this executable: {e}"))?
@@ -236,6 +250,9 @@ pub fn options(args: &LabArgs) -> Result<LabOptions, String> {
     };
     if fail_after.is_some() && setup == Setup::Direct {
         return Err("--fail-after needs a bond (not --baseline direct)".into());
+    }
+    if matches!(setup, Setup::Relay(_)) && (fail_after.is_some() || args.sweep) {
+        return Err("--relay measures throughput only (no --fail-after, no --sweep)".into());
     }
     if fail_after.is_some() && args.generator == Generator::Iperf3 {
         return Err("--fail-after needs the built-in generator (--generator builtin)".into());

@@ -1,5 +1,6 @@
 //! What joins the hosts over the links: lagd at both ends, plain addresses on every veth (the
-//! direct baseline), or an Open vSwitch userspace bond at both ends (the OVS baseline).
+//! direct baseline), an Open vSwitch userspace bond at both ends (the OVS baseline), or the
+//! bare TAP ↔ AF_PACKET relay (`examples/bare_relay.rs`) at both ends, the floor under lagd.
 
 use std::fs;
 use std::net::Ipv4Addr;
@@ -30,15 +31,19 @@ pub enum Setup {
     Direct,
     /// An Open vSwitch userspace (`datapath_type=netdev`) bond at both ends.
     Ovs,
+    /// The bare relay example at both ends (the binary to run): lagd's TAP and member sockets
+    /// with no bonding logic, to measure what lagd's own work costs.
+    Relay(PathBuf),
 }
 
 impl Setup {
-    /// `lagd`, `direct` or `ovs`.
+    /// `lagd`, `direct`, `ovs` or `relay`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Lagd(_) => "lagd",
             Self::Direct => "direct",
             Self::Ovs => "ovs",
+            Self::Relay(_) => "relay",
         }
     }
 }
@@ -123,7 +128,52 @@ pub fn bring_up(
         Setup::Direct => direct(topo),
         Setup::Lagd(binary) => lagd(topo, ctl, binary, bond),
         Setup::Ovs => ovs(topo, ctl, bond),
+        Setup::Relay(binary) => relay(topo, ctl, binary),
     }
+}
+
+/// The bare relay at both ends, each over all of its host's link ends; ready once its TAP
+/// exists.
+fn relay(topo: &mut Topology, ctl: &Ctl, binary: &Path) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
+    let members = topo
+        .links()
+        .iter()
+        .map(|l| l.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut taps = Vec::new();
+    for side in [Side::A, Side::B] {
+        let tap = format!("{}r{}", topo.tag(), side.letter());
+        let id = topo.spawn(
+            side,
+            &format!("relay-{}", side.letter()),
+            binary,
+            &["--tap", &tap, "--members", &members],
+        )?;
+        ctl.progress()
+            .phase(&format!("waiting for the relay in host {}", side.letter()));
+        let started = Instant::now();
+        while topo.ip(side, &["link", "show", "dev", &tap]).is_err() {
+            if let Some(status) = topo.try_wait(id)? {
+                bail!(
+                    "the relay in host {} exited ({status}):\n{}",
+                    side.letter(),
+                    topo.log_tail(id, 20)
+                );
+            }
+            if started.elapsed() > LAGD_READY {
+                bail!(
+                    "the relay in host {} made no TAP {tap} in {LAGD_READY:?}",
+                    side.letter()
+                );
+            }
+            ctl.sleep(Duration::from_millis(50))?;
+        }
+        taps.push(tap);
+    }
+    let a = address_bond(topo, Side::A, &taps[0], 1)?;
+    let b = address_bond(topo, Side::B, &taps[1], 2)?;
+    Ok(vec![(a, b)])
 }
 
 /// Link `i` gets the /30 `10.s.t.4i` (host A .4i+1, host B .4i+2).
