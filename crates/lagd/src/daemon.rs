@@ -858,7 +858,9 @@ impl Daemon {
                 }
             }),
             lacp: snap.lacp.as_ref().map(|l| {
-                LacpStatus::from_snapshot(l, |p| self.members[usize::from(p.0)].name.clone())
+                LacpStatus::from_snapshot(l, self.config.options.lacp_fallback, |p| {
+                    self.members[usize::from(p.0)].name.clone()
+                })
             }),
             members: snap
                 .ports

@@ -76,6 +76,9 @@ pub struct LacpStatus {
     pub active_aggregator: Option<AggregatorStatus>,
     /// The member carrying traffic in LACP fallback (active-backup), if the fallback is on.
     pub fallback_member: Option<String>,
+    /// lagd's `lacp_fallback` in ms: how long without any partner before falling back (0: off).
+    #[serde(default)]
+    pub lacp_fallback_ms: u32,
 }
 
 /// The bucket table, as Open vSwitch's `bond/show` shows it, and what the rebalancer did.
@@ -284,9 +287,14 @@ pub struct MemberStatus {
 }
 
 impl LacpStatus {
-    /// The bond-level 802.3ad status from the LACP engine's snapshot; `name` gives a member's
-    /// interface name from its LACP port id (the daemon uses member indices as port ids).
-    pub fn from_snapshot(l: &LacpSnapshot, name: impl Fn(LacpPortId) -> String) -> Self {
+    /// The bond-level 802.3ad status from the LACP engine's snapshot and the configured
+    /// `lacp_fallback` (ms, 0: off); `name` gives a member's interface name from its LACP port id
+    /// (the daemon uses member indices as port ids).
+    pub fn from_snapshot(
+        l: &LacpSnapshot,
+        lacp_fallback_ms: u32,
+        name: impl Fn(LacpPortId) -> String,
+    ) -> Self {
         Self {
             lacp_active: l.lacp_active,
             lacp_rate: l.lacp_rate.as_str().to_owned(),
@@ -302,6 +310,7 @@ impl LacpStatus {
                 partner_mac: a.partner_system.to_string(),
             }),
             fallback_member: l.fallback_active.map(name),
+            lacp_fallback_ms,
         }
     }
 }
@@ -381,6 +390,9 @@ impl Status {
             "TX Dropped (no usable member): {}",
             self.tx_dropped_no_member
         );
+        if let Some(l) = &self.lacp {
+            self.render_lacp(&mut s, l);
+        }
         if let Some(st) = &self.stripe {
             let _ = writeln!(s, "Stripe peer: {}", st.peer);
             if let Some(e) = &st.error {
@@ -492,6 +504,55 @@ impl Status {
 }
 
 impl Status {
+    /// The `802.3ad info` section, line for line as `/proc/net/bonding` prints it (the
+    /// CAP_NET_ADMIN variant, with the system and the active aggregator), then lagd's fallback.
+    fn render_lacp(&self, s: &mut String, l: &LacpStatus) {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "802.3ad info");
+        let _ = writeln!(
+            s,
+            "LACP active: {}",
+            if l.lacp_active { "on" } else { "off" }
+        );
+        let _ = writeln!(s, "LACP rate: {}", l.lacp_rate);
+        let _ = writeln!(s, "Min links: {}", l.min_links);
+        let _ = writeln!(
+            s,
+            "Aggregator selection policy (ad_select): {}",
+            l.ad_select
+        );
+        let _ = writeln!(s, "System priority: {}", l.system_priority);
+        let _ = writeln!(s, "System MAC address: {}", l.system_mac);
+        match &l.active_aggregator {
+            Some(a) => {
+                let _ = writeln!(s, "Active Aggregator Info:");
+                let _ = writeln!(s, "\tAggregator ID: {}", a.id);
+                let _ = writeln!(s, "\tNumber of ports: {}", a.number_of_ports);
+                let _ = writeln!(s, "\tActor Key: {}", a.actor_key);
+                let _ = writeln!(s, "\tPartner Key: {}", a.partner_key);
+                let _ = writeln!(s, "\tPartner Mac Address: {}", a.partner_mac);
+            }
+            None => {
+                let _ = writeln!(s, "bond {} has no active aggregator", self.bond);
+            }
+        }
+        match (&l.fallback_member, l.lacp_fallback_ms) {
+            (Some(m), ms) => {
+                let _ = writeln!(
+                    s,
+                    "LACP Fallback (lacp_fallback {ms} ms): active, {m} carries traffic as in \
+                     active-backup"
+                );
+            }
+            (None, 0) => {
+                let _ = writeln!(s, "LACP Fallback (lacp_fallback): off");
+            }
+            (None, ms) => {
+                let _ = writeln!(s, "LACP Fallback (lacp_fallback {ms} ms): inactive");
+            }
+        }
+    }
+
     /// The bucket table in the shape of Open vSwitch's `bond/show`: per member its buckets with
     /// load, then the rebalancer's recent moves.
     fn render_buckets(&self, s: &mut String, b: &BucketsStatus) {
@@ -635,6 +696,144 @@ mod test {
         assert!(!text.contains("Transmit Hash Policy"));
     }
 
+    /// An 802.3ad bond with one member in an aggregator of two ports.
+    fn lacp_sample() -> Status {
+        let info = |sys: &str, port| LacpInfoStatus {
+            system_priority: 65535,
+            system_mac: sys.into(),
+            key: 15,
+            port_priority: 255,
+            port,
+            state: 63,
+            state_names: vec!["activity".into(), "timeout".into()],
+        };
+        let mut s = sample();
+        s.mode = "802.3ad".into();
+        s.mode_description = "IEEE 802.3ad Dynamic link aggregation".into();
+        s.xmit_hash_policy = Some("layer3+4".into());
+        s.xmit_hash_policy_number = Some(1);
+        s.primary = None;
+        s.primary_reselect = None;
+        s.active = None;
+        s.lacp = Some(LacpStatus {
+            lacp_active: true,
+            lacp_rate: "fast".into(),
+            min_links: 2,
+            ad_select: "bandwidth".into(),
+            system_priority: 100,
+            system_mac: "02:aa:00:00:00:01".into(),
+            active_aggregator: Some(AggregatorStatus {
+                id: 3,
+                number_of_ports: 2,
+                actor_key: 15,
+                partner_key: 9,
+                partner_mac: "02:bb:00:00:00:01".into(),
+            }),
+            fallback_member: None,
+            lacp_fallback_ms: 0,
+        });
+        s.members[0].lacp = Some(MemberLacp {
+            aggregator_id: Some(3),
+            collecting: true,
+            distributing: true,
+            rx_state: "CURRENT".into(),
+            mux_state: "COLLECTING_DISTRIBUTING".into(),
+            selected: "SELECTED".into(),
+            actor_churn_state: "none".into(),
+            partner_churn_state: "none".into(),
+            actor_churned_count: 0,
+            partner_churned_count: 0,
+            actor: info("02:aa:00:00:00:01", 1),
+            partner: info("02:bb:00:00:00:01", 7),
+            lacpdu_rx: 4,
+            lacpdu_tx: 5,
+            marker_rx: 0,
+            marker_response_tx: 0,
+            illegal_rx: 0,
+            unknown_rx: 0,
+        });
+        s
+    }
+
+    /// `n` lines of `text` from the one equal to `first`.
+    fn block<'a>(text: &'a str, first: &str, n: usize) -> Vec<&'a str> {
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| *l == first)
+            .unwrap_or_else(|| panic!("no {first:?} in\n{text}"));
+        lines[at..(at + n).min(lines.len())].to_vec()
+    }
+
+    #[test]
+    fn renders_the_802_3ad_info_section_as_the_kernel_does() {
+        let text = lacp_sample().render();
+        let want = [
+            "802.3ad info",
+            "LACP active: on",
+            "LACP rate: fast",
+            "Min links: 2",
+            "Aggregator selection policy (ad_select): bandwidth",
+            "System priority: 100",
+            "System MAC address: 02:aa:00:00:00:01",
+            "Active Aggregator Info:",
+            "\tAggregator ID: 3",
+            "\tNumber of ports: 2",
+            "\tActor Key: 15",
+            "\tPartner Key: 9",
+            "\tPartner Mac Address: 02:bb:00:00:00:01",
+            "LACP Fallback (lacp_fallback): off",
+        ];
+        assert_eq!(block(&text, "802.3ad info", want.len()), want, "{text}");
+        // A blank line before it, and it is part of the bond section (before any member).
+        let lines: Vec<&str> = text.lines().collect();
+        let info = lines.iter().position(|l| *l == "802.3ad info").unwrap();
+        assert_eq!(lines[info - 1], "");
+        let slave = lines
+            .iter()
+            .position(|l| l.starts_with("Slave Interface:"))
+            .unwrap();
+        assert!(info < slave, "{text}");
+        // The member's own 802.3ad lines are still there.
+        assert!(text.lines().any(|l| l == "Aggregator ID: 3"), "{text}");
+        // Other modes have no such section.
+        assert!(!sample().render().contains("802.3ad info"));
+    }
+
+    #[test]
+    fn renders_no_active_aggregator_passive_and_fallback_states() {
+        let mut s = lacp_sample();
+        let l = s.lacp.as_mut().unwrap();
+        l.lacp_active = false;
+        l.lacp_rate = "slow".into();
+        l.active_aggregator = None;
+        l.lacp_fallback_ms = 5000;
+        let text = s.render();
+        assert_eq!(
+            block(&text, "LACP active: off", 8),
+            [
+                "LACP active: off",
+                "LACP rate: slow",
+                "Min links: 2",
+                "Aggregator selection policy (ad_select): bandwidth",
+                "System priority: 100",
+                "System MAC address: 02:aa:00:00:00:01",
+                "bond bond0 has no active aggregator",
+                "LACP Fallback (lacp_fallback 5000 ms): inactive",
+            ],
+            "{text}"
+        );
+        assert!(!text.contains("Active Aggregator Info"), "{text}");
+        s.lacp.as_mut().unwrap().fallback_member = Some("eth1".into());
+        let text = s.render();
+        assert!(
+            text.lines().any(|l| l
+                == "LACP Fallback (lacp_fallback 5000 ms): active, eth1 carries traffic as in \
+                    active-backup"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn json_round_trip() {
         let s = sample();
@@ -642,5 +841,13 @@ mod test {
         assert!(json.contains("\"mii_status\":\"up\""));
         let back: Status = serde_json::from_str(&json).unwrap();
         assert_eq!(back, s);
+        let s = lacp_sample();
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains("\"lacp_fallback_ms\":0"), "{json}");
+        let back: Status = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, s);
+        // A status from a lagd without the newer fields still reads.
+        let old = json.replace(",\"lacp_fallback_ms\":0", "");
+        assert_eq!(serde_json::from_str::<Status>(&old).unwrap(), s);
     }
 }

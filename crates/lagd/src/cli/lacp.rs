@@ -434,6 +434,7 @@ mod test {
                     partner_mac: "02:bb:00:00:00:01".into(),
                 }),
                 fallback_member: None,
+                lacp_fallback_ms: 0,
             }),
             members,
         }
