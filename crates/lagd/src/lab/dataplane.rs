@@ -135,12 +135,7 @@ pub fn bring_up(
 /// The bare relay at both ends, each over all of its host's link ends; ready once its TAP
 /// exists.
 fn relay(topo: &mut Topology, ctl: &Ctl, binary: &Path) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
-    let members = topo
-        .links()
-        .iter()
-        .map(|l| l.name.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
+    let members = member_list(topo);
     let mut taps = Vec::new();
     for side in [Side::A, Side::B] {
         let tap = format!("{}r{}", topo.tag(), side.letter());
@@ -195,6 +190,13 @@ fn direct(topo: &mut Topology) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
     Ok(pairs)
 }
 
+/// Every link end of a host (the ends have the same names in both hosts), comma-separated, as
+/// `--members` takes them.
+fn member_list(topo: &Topology) -> String {
+    let names: Vec<&str> = topo.links().iter().map(|l| l.name.as_str()).collect();
+    names.join(",")
+}
+
 /// Puts `host/24` on `dev` in a host and brings it up.
 fn address_bond(topo: &Topology, side: Side, dev: &str, host: u8) -> Result<Ipv4Addr> {
     let addr = topo.address(host);
@@ -231,12 +233,7 @@ fn lagd(
     bond: &BondConfig,
 ) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
     fs::create_dir_all(CONTROL_DIR).with_context(|| format!("creating {CONTROL_DIR}"))?;
-    let members = topo
-        .links()
-        .iter()
-        .map(|l| l.name.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
+    let members = member_list(topo);
     let opts = bond.lagd_opts();
     let mut daemons = Vec::new();
     // balance-tlb/alb need a switch: host B is one (a bridge over its link ends, its address
