@@ -238,10 +238,12 @@ pub fn diagnose(s: &Status) -> Vec<Finding> {
             });
         }
     }
-    // Rate mismatch: what we ask for vs what the partner asks for.
+    // Rate mismatch: what we ask for vs what the partner asks for. Only a CURRENT receive
+    // machine holds the partner's own word: EXPIRED forces the partner's timeout bit to short
+    // and DEFAULTED loads the administrative default (long), whatever the partner asked.
     let mismatch: Vec<String> = up
         .iter()
-        .filter(|m| m.lacp.as_ref().is_some_and(|l| l.lacpdu_rx > 0))
+        .filter(|m| m.lacp.as_ref().is_some_and(|l| l.rx_state == "CURRENT"))
         .filter(|m| has_bit(m, false, "timeout") != has_bit(m, true, "timeout"))
         .map(|m| m.name.clone())
         .collect();
@@ -517,6 +519,56 @@ mod test {
         let mut s = status(vec![member("eth0", "00:00:00:00:00:00", 1, 0, "DEFAULTED")]);
         s.lacp.as_mut().unwrap().fallback_member = Some("eth0".into());
         assert_eq!(causes(&s), ["no-partner", "fallback"]);
+    }
+
+    /// `m` with the timeout bit of its actor (ours) or partner information cleared (long).
+    fn long_timeout(mut m: MemberStatus, partner: bool) -> MemberStatus {
+        let l = m.lacp.as_mut().unwrap();
+        let info = if partner {
+            &mut l.partner
+        } else {
+            &mut l.actor
+        };
+        info.state_names.retain(|n| n != "timeout");
+        m
+    }
+
+    #[test]
+    fn rate_mismatch_only_on_members_whose_partner_information_is_current() {
+        // A slow bond whose partner is slow too: an expired member's partner timeout bit is
+        // forced to short by the receive machine, which says nothing about the partner's rate.
+        let slow = |name, rx, state| {
+            long_timeout(long_timeout(member(name, P1, 1, rx, state), false), true)
+        };
+        let mut expired = slow("eth1", 40, "EXPIRED");
+        expired.lacp.as_mut().unwrap().partner.state_names =
+            FULL.iter().map(|b| (*b).to_owned()).collect();
+        let mut s = status(vec![slow("eth0", 5, "CURRENT"), expired]);
+        s.lacp.as_mut().unwrap().lacp_rate = "slow".into();
+        assert_eq!(causes(&s), ["lacpdus-lost"]);
+        // A fast bond with a defaulted member: the partner admin default is long (state 0).
+        let mut defaulted = member("eth1", "00:00:00:00:00:00", 2, 40, "DEFAULTED");
+        defaulted.lacp.as_mut().unwrap().partner.state_names.clear();
+        let s = status(vec![member("eth0", P1, 1, 5, "CURRENT"), defaulted]);
+        assert_eq!(causes(&s), ["lacpdus-lost"]);
+        // A partner that really asks for the other rate, on a CURRENT member, is reported.
+        for (ours_long, name) in [(false, "eth1"), (true, "eth0")] {
+            let (a, b) = if ours_long {
+                (
+                    long_timeout(member("eth0", P1, 1, 5, "CURRENT"), false),
+                    slow("eth1", 5, "CURRENT"),
+                )
+            } else {
+                (
+                    member("eth0", P1, 1, 5, "CURRENT"),
+                    long_timeout(member("eth1", P1, 1, 5, "CURRENT"), true),
+                )
+            };
+            let s = status(vec![a, b]);
+            let f = diagnose(&s);
+            assert_eq!(causes(&s), ["rate-mismatch", "healthy"]);
+            assert_eq!(f[0].members, [name]);
+        }
     }
 
     #[test]
