@@ -26,10 +26,15 @@
 //!   table, rebalanced by load and weighted by member speed) run the daemon's own
 //!   [`crate::balance::Buckets`] frame by frame at the capture's timestamps; see [`buckets`]
 //!   for how captures, flow lists, the sweep and failures are modelled.
-//! - `balance-rr` sends packet `i` (in input order) on member `i % n`. A packet leaving on
-//!   another member than the previous packet of its flow may overtake it or be overtaken: the
-//!   planner counts those as at risk of reordering. For a flow list, where packet order is
-//!   unknown, each flow's packets are taken to be back to back.
+//! - `balance-rr` sends packet `i` (in input order) on member `i % n`, as the daemon's and the
+//!   kernel's counter does (IGMP excepted: it leaves on the first member without taking a
+//!   turn). A packet leaving on another member than the previous packet of its flow may
+//!   overtake it or be overtaken: the planner counts those as at risk of reordering. For a
+//!   flow list, where packet order is unknown, each flow's packets are taken to be back to
+//!   back. When a member fails the counter still runs over all `n` members and a turn that
+//!   falls on the failed one goes to the next usable member (the daemon's `rr_choice`, the
+//!   kernel's `bond_get_slave_by_id`), so the member after it carries a double share; the
+//!   flows that move are those with a packet on the failed member, and none other.
 //! - Bytes are whole frames as on the wire (a capture's original length, not the captured
 //!   part). Frames of other link types are given an Ethernet header first: raw IP gets zero
 //!   MACs, Linux cooked captures get their source MAC and a zero destination; the report says
@@ -405,6 +410,13 @@ struct RrAcc {
     groups: Vec<RrGroup>,
     /// Flow-list rows (bursts of known size): per member count, loads and reordering.
     bursts: Vec<(usize, Vec<Load>, (u64, u64))>,
+    /// IGMP frames: they leave on the first usable member and do not advance the counter.
+    igmp: Load,
+    /// The configured member count when it is at most 64, so a flow's members fit in a `u64`
+    /// ([`Entry::rr_mask`]); 0 otherwise (no masks kept).
+    mask_n: usize,
+    /// The next packet's position modulo `mask_n`.
+    mask_pos: usize,
 }
 
 /// The largest period of one round-robin group.
@@ -427,7 +439,8 @@ fn gcd(a: usize, b: usize) -> usize {
 }
 
 impl RrAcc {
-    fn new(counts: &[usize]) -> Self {
+    /// Round-robin over each of `counts` members; `n` is the configured count.
+    fn new(counts: &[usize], n: usize) -> Self {
         let mut sorted = counts.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
@@ -457,11 +470,16 @@ impl RrAcc {
                 .iter()
                 .map(|&n| (n, vec![Load::default(); n], (0, 0)))
                 .collect(),
+            igmp: Load::default(),
+            mask_n: if n <= 64 { n } else { 0 },
+            mask_pos: 0,
         }
     }
 
+    /// The next packet (not IGMP): counted at its position. Returns its member's bit for
+    /// [`Entry::rr_mask`] (0 when no masks are kept).
     #[inline(always)]
-    fn packet(&mut self, bytes: u64) {
+    fn packet(&mut self, bytes: u64) -> u64 {
         for g in &mut self.groups {
             g.cells[g.pos].add(1, bytes);
             g.pos += 1;
@@ -469,6 +487,38 @@ impl RrAcc {
                 g.pos = 0;
             }
         }
+        if self.mask_n == 0 {
+            return 0;
+        }
+        let bit = 1u64 << self.mask_pos;
+        self.mask_pos += 1;
+        if self.mask_pos == self.mask_n {
+            self.mask_pos = 0;
+        }
+        bit
+    }
+
+    /// `packets` IGMP packets of `bytes` in all: on member 0 (the first usable), the counter
+    /// left alone, as the daemon and the kernel do. Returns member 0's bit.
+    fn igmp(&mut self, packets: u64, bytes: u64) -> u64 {
+        self.igmp.add(packets, bytes);
+        u64::from(self.mask_n != 0)
+    }
+
+    /// The members (as [`Entry::rr_mask`] bits) of `packets` packets back to back from the
+    /// current position, which it advances past them.
+    fn burst_mask(&mut self, packets: u64) -> u64 {
+        let n = self.mask_n;
+        if n == 0 || packets == 0 {
+            return 0;
+        }
+        let k = packets.min(n as u64) as usize;
+        let mut mask = 0u64;
+        for j in 0..k {
+            mask |= 1 << ((self.mask_pos + j) % n);
+        }
+        self.mask_pos = ((self.mask_pos as u64 + packets % n as u64) % n as u64) as usize;
+        mask
     }
 
     /// `packets` packets of `bytes` in all, back to back from input position `position`.
@@ -519,6 +569,7 @@ impl RrAcc {
             .find(|b| b.0 == n)
             .expect("round-robin is kept for every count asked for");
         let mut loads = burst.clone();
+        loads[0].add(self.igmp.packets, self.igmp.bytes);
         let mut reorder = *re;
         if let Some(g) = self.groups.iter().find(|g| g.counts.contains(&n)) {
             for (i, c) in g.cells.iter().enumerate() {
@@ -533,6 +584,17 @@ impl RrAcc {
         }
         (loads, reorder)
     }
+}
+
+/// Whether `balance-rr` sends the frame on the first usable member without taking a turn:
+/// IPv4 IGMP after at most one VLAN tag, as the daemon's `is_igmp` (`bond/mod.rs`) and the
+/// kernel's `bond_xmit_roundrobin` test it.
+fn is_igmp(frame: &[u8]) -> bool {
+    let (ty, l3) = match frame.get(12..14) {
+        Some([0x81, 0x00] | [0x88, 0xa8]) => (frame.get(16..18), 18),
+        _ => (frame.get(12..14), 14),
+    };
+    ty == Some(&[0x08, 0x00]) && frame.get(l3 + 9) == Some(&2)
 }
 
 /// A policy's hash function, as [`hasher`] gives it.
@@ -551,6 +613,9 @@ struct Entry {
     deferred: Load,
     /// Input position of the flow's last packet (for `balance-rr`).
     last: u64,
+    /// `balance-rr` with the configured member count (at most 64): bit `i` when some packet
+    /// of the flow leaves on member `i`.
+    rr_mask: u64,
     /// Bit `slot` per hash policy: some frame of the flow left on another member than the
     /// first; bit `8 + slot`: some frame fell in another bucket than the first.
     split: u16,
@@ -630,6 +695,8 @@ struct Run {
     position: u64,
     /// The frames after it.
     load: Load,
+    /// Their `balance-rr` members, as [`Entry::rr_mask`].
+    rr_mask: u64,
 }
 
 impl Planner {
@@ -697,13 +764,7 @@ impl Planner {
             .iter()
             .map(|_| HashAcc::new(&[n], None))
             .collect();
-        let rr = rr.then(|| {
-            let mut c = counts.clone();
-            if n > 1 && !c.contains(&(n - 1)) {
-                c.push(n - 1);
-            }
-            RrAcc::new(&c)
-        });
+        let rr = rr.then(|| RrAcc::new(&counts, n));
         Ok(Self {
             main_mod: MemberMod::new(n).expect("checked"),
             hash_policies,
@@ -799,20 +860,29 @@ impl Planner {
         let bytes = u64::from(wire_len.max(frame.len() as u32));
         self.stats.packets += 1;
         self.stats.bytes += bytes;
-        let position = self.position;
-        self.position += 1;
         let ex = extract(frame);
         if let (Some(inner), Some(t)) = (ex.inner, ex.key.tunnel()) {
             self.tunnel(t, inner, bytes);
         }
         let tcp = ex.key.protocol() == 6;
+        // balance-rr: IGMP leaves on the first member without taking a turn.
+        let mut igmp = false;
+        let mut rr_bit = 0;
         if let Some(rr) = &mut self.rr {
-            rr.packet(bytes);
+            igmp = is_igmp(frame);
+            rr_bit = if igmp {
+                rr.igmp(1, bytes)
+            } else {
+                rr.packet(bytes)
+            };
         }
+        let position = self.position;
+        self.position += u64::from(!igmp);
         let reuse_ok = self.config.reuse_hashes && ex.simple;
         // A frame of the flow the previous frame belonged to: add it to the run.
         if reuse_ok && self.run.active && self.run.key == ex.key {
             self.run.load.add(1, bytes);
+            self.run.rr_mask |= rr_bit;
             if let Some(rr) = &mut self.rr {
                 rr.gap(1, tcp);
             }
@@ -828,10 +898,12 @@ impl Planner {
         }
         if let Some(e) = self.table.get_mut(&ex.key) {
             e.total.add(1, bytes);
-            let gap = position - e.last;
-            e.last = position;
-            if let Some(rr) = &mut self.rr {
-                rr.gap(gap, tcp);
+            e.rr_mask |= rr_bit;
+            if !igmp {
+                if let Some(rr) = &mut self.rr {
+                    rr.gap(position - e.last, tcp);
+                }
+                e.last = position;
             }
             if reuse_ok && e.reuse {
                 e.deferred.add(1, bytes);
@@ -881,6 +953,7 @@ impl Planner {
                 total: Load { packets: 1, bytes },
                 deferred: Load::default(),
                 last: position,
+                rr_mask: rr_bit,
                 split: 0,
                 reuse: reuse_ok,
             };
@@ -908,6 +981,7 @@ impl Planner {
         }
         self.run.active = false;
         let load = core::mem::take(&mut self.run.load);
+        let rr_mask = core::mem::take(&mut self.run.rr_mask);
         if load.packets == 0 {
             return;
         }
@@ -915,6 +989,7 @@ impl Planner {
             e.total.add(load.packets, load.bytes);
             e.deferred.add(load.packets, load.bytes);
             e.last = self.run.position + load.packets;
+            e.rr_mask |= rr_mask;
         }
     }
 
@@ -994,11 +1069,21 @@ impl Planner {
         let h = self.hash_all(&buf);
         self.scratch = buf;
         let tcp = rec.protocol == 6;
+        let mut rr_mask = 0;
+        let mut igmp = false;
         if let Some(rr) = &mut self.rr {
-            rr.burst(self.position, packets, bytes, tcp);
+            igmp = is_igmp(&self.scratch);
+            if igmp {
+                rr_mask = rr.igmp(packets, bytes);
+            } else {
+                rr.burst(self.position, packets, bytes, tcp);
+                rr_mask = rr.burst_mask(packets);
+            }
         }
         let position = self.position;
-        self.position = self.position.saturating_add(packets);
+        if !igmp {
+            self.position = self.position.saturating_add(packets);
+        }
         let new_flow =
             !self.table.contains_key(&ex.key) && self.table.len() < self.config.max_flows;
         for (_, acc) in &mut self.bucket_accs {
@@ -1007,6 +1092,7 @@ impl Planner {
         if let Some(e) = self.table.get_mut(&ex.key) {
             e.total.add(packets, bytes);
             e.last = position;
+            e.rr_mask |= rr_mask;
             // The frame is built from the key, so it hashes as the entry's first row did.
             e.deferred.add(packets, bytes);
         } else if self.table.len() < self.config.max_flows {
@@ -1017,6 +1103,7 @@ impl Planner {
                     total: Load { packets, bytes },
                     deferred: Load { packets, bytes },
                     last: position,
+                    rr_mask,
                     split: 0,
                     reuse: true,
                 },

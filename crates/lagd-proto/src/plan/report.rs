@@ -387,7 +387,7 @@ pub(super) fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher
                     .expect("every hash policy has a slot");
                 hash_plan(pl, table, policy, slot, &elephants, &is_elephant)
             }
-            PlanPolicy::RoundRobin => rr_plan(pl, table),
+            PlanPolicy::RoundRobin => rr_plan(pl, table, &elephants),
             PlanPolicy::Buckets(h) => {
                 let acc = &pl
                     .bucket_accs
@@ -765,7 +765,11 @@ fn failures(
         .collect()
 }
 
-fn rr_plan(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> PolicyPlan {
+fn rr_plan(
+    pl: &Planner,
+    table: &HashMap<FlowKey, Entry, BuildKeyHasher>,
+    elephants: &[FlowSummary],
+) -> PolicyPlan {
     let cfg = &pl.config;
     let n = cfg.members();
     let speeds = &cfg.speeds_gbps;
@@ -774,12 +778,27 @@ fn rr_plan(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Pol
         .as_ref()
         .expect("round-robin state exists when evaluated");
     let find = |c: usize| rr.for_count(c);
-    // A flow uses min(packets, n) members.
+    // Flows per member: those with a packet on it. `next_too[i]`: flows on member i and on
+    // the member after it (where i's turns go when i fails).
+    let masks = rr.mask_n == n;
     let mut flows = vec![0u64; n];
+    let mut next_too = vec![0u64; n];
     for e in table.values() {
-        let used = e.total.packets.min(n as u64) as usize;
-        for f in flows.iter_mut().take(used) {
-            *f += 1;
+        if masks {
+            let mut bits = e.rr_mask;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                flows[i] += 1;
+                next_too[i] += (e.rr_mask >> ((i + 1) % n)) & 1;
+            }
+        } else {
+            // More than 64 members: no masks; a flow counts on as many members as it has
+            // packets, from the first.
+            let used = e.total.packets.min(n as u64) as usize;
+            for f in flows.iter_mut().take(used) {
+                *f += 1;
+            }
         }
     }
     let (cells, (re, re_tcp)) = find(n);
@@ -797,30 +816,47 @@ fn rr_plan(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Pol
             }
         })
         .collect();
-    let failures = if (2..=super::MAX_FAILURE_MEMBERS).contains(&n) {
-        let (cells, _) = find(n - 1);
+    let failures = if masks && (2..=super::MAX_FAILURE_MEMBERS).contains(&n) {
         (0..n)
             .map(|failed| {
-                let survivors: Vec<usize> = (0..n).filter(|&i| i != failed).collect();
-                let members = survivors
-                    .iter()
-                    .zip(&cells)
-                    .map(|(&i, l)| MemberLoad {
-                        index: i,
-                        packets: l.packets,
-                        bytes: l.bytes,
-                        flows: 0,
-                        speed_gbps: speed_for(speeds, i),
+                // The failed member's turns go to the next member (the walk to a usable one).
+                let to = (failed + 1) % n;
+                let members = (0..n)
+                    .filter(|&i| i != failed)
+                    .map(|i| {
+                        let mut l = cells[i];
+                        let mut f = flows[i];
+                        if i == to {
+                            l.add(cells[failed].packets, cells[failed].bytes);
+                            f += flows[failed] - next_too[failed];
+                        }
+                        MemberLoad {
+                            index: i,
+                            packets: l.packets,
+                            bytes: l.bytes,
+                            flows: f,
+                            speed_gbps: speed_for(speeds, i),
+                        }
                     })
+                    .collect();
+                let elephants_moved = elephants
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, el)| {
+                        table
+                            .get(&el.key)
+                            .is_some_and(|e| (e.rr_mask >> failed) & 1 != 0)
+                    })
+                    .map(|(i, _)| i)
                     .collect();
                 Failure {
                     failed,
                     dist: Distribution::new(members),
-                    flows_moved: 0,
-                    bytes_moved: 0,
+                    flows_moved: flows[failed],
+                    bytes_moved: cells[failed].bytes,
                     collateral_flows: 0,
                     collateral_bytes: 0,
-                    elephants_moved: Vec::new(),
+                    elephants_moved,
                 }
             })
             .collect()

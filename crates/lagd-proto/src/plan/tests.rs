@@ -1245,3 +1245,168 @@ fn long_idle_stretches_and_huge_flow_lists_stay_cheap() {
         assert_eq!(d.bytes(), 300 * (1 << 40) + 100, "{p}");
     }
 }
+
+// balance-rr with a member down, against the daemon's own `Bond`.
+
+/// A balance-rr bond of `n` 10G members with member `down` (if any) failed, as the daemon
+/// runs it.
+fn rr_bond(n: usize, down: Option<usize>) -> crate::bond::Bond {
+    use crate::bond::{Bond, BondOptions, PortId, PortInfo};
+    let (opts, _) = BondOptions::parse_opts("mode=balance-rr miimon=100").unwrap();
+    let mut b = Bond::new(opts, EthernetAddress([2, 0xb0, 0, 0, 0, 1]));
+    let t0 = Instant::ZERO;
+    for i in 0..n {
+        let info = PortInfo {
+            name: format!("eth{i}"),
+            perm_mac: EthernetAddress([2, 0, 0, 0, 0, i as u8 + 1]),
+            speed_mbps: Some(10_000),
+            full_duplex: Some(true),
+        };
+        b.add_port(t0, info, true);
+    }
+    if let Some(d) = down {
+        b.handle_carrier(Instant::from_millis(5), PortId(d as u16), false);
+    }
+    while b.poll_event().is_some() {}
+    b
+}
+
+/// Per member: (packets, bytes, distinct flows) as the daemon's `Bond` sends `frames`.
+fn rr_by_bond(frames: &[Vec<u8>], n: usize, down: Option<usize>) -> Vec<(u64, u64, u64)> {
+    use crate::bond::TxChoice;
+    let mut b = rr_bond(n, down);
+    let mut out = vec![(0u64, 0u64, 0u64); n];
+    let mut seen: Vec<Vec<FlowKey>> = vec![Vec::new(); n];
+    for f in frames {
+        let TxChoice::Port(p) = b.tx_choice(Instant::ZERO, f) else {
+            panic!("balance-rr always has a member here");
+        };
+        let m = p.index();
+        out[m].0 += 1;
+        out[m].1 += f.len() as u64;
+        let k = extract(f).key;
+        if !seen[m].contains(&k) {
+            seen[m].push(k);
+            out[m].2 += 1;
+        }
+    }
+    out
+}
+
+/// An IGMP membership report (IPv4 protocol 2) from `src`.
+fn igmp_frame(src: u8) -> Vec<u8> {
+    let mut f = vec![0x01, 0x00, 0x5e, 0, 0, 0x16, 2, 0, 0, 0, 0, src, 0x08, 0x00];
+    f.extend_from_slice(&[0x46, 0, 0, 32, 0, 0, 0x40, 0, 1, 2, 0, 0, 10, 0, 0, src]);
+    f.extend_from_slice(&[
+        224, 0, 0, 22, 0x94, 4, 0, 0, 0x22, 0, 0xf9, 0x01, 0, 0, 0, 0,
+    ]);
+    f
+}
+
+#[test]
+fn round_robin_failures_follow_the_daemons_walk_to_the_next_member() {
+    // The mixed capture, with IGMP reports that leave on the first usable member.
+    let mut frames = mixed_frames(17, 3000);
+    for i in 0..40 {
+        frames.insert(i * 70 + 3, igmp_frame(i as u8 % 3));
+    }
+    for n in [2usize, 3, 4, 5] {
+        let plan = plan_of(
+            &frames,
+            PlanConfig {
+                policies: vec![PlanPolicy::RoundRobin],
+                ..PlanConfig::new(n)
+            },
+        );
+        let p = &plan.policies[0];
+        let healthy = rr_by_bond(&frames, n, None);
+        let got: Vec<(u64, u64, u64)> = p
+            .dist
+            .members
+            .iter()
+            .map(|m| (m.packets, m.bytes, m.flows))
+            .collect();
+        assert_eq!(got, healthy, "{n} members, none down");
+        assert_eq!(p.failures.len(), n);
+        for f in &p.failures {
+            let want = rr_by_bond(&frames, n, Some(f.failed));
+            assert_eq!(want[f.failed], (0, 0, 0), "the bond left m{} out", f.failed);
+            let got: Vec<(usize, u64, u64, u64)> = f
+                .dist
+                .members
+                .iter()
+                .map(|m| (m.index, m.packets, m.bytes, m.flows))
+                .collect();
+            let want: Vec<(usize, u64, u64, u64)> = (0..n)
+                .filter(|&i| i != f.failed)
+                .map(|i| (i, want[i].0, want[i].1, want[i].2))
+                .collect();
+            assert_eq!(got, want, "{n} members, m{} down", f.failed);
+            // What moves is exactly what the healthy bond sent on the failed member.
+            assert_eq!(f.bytes_moved, healthy[f.failed].1);
+            assert_eq!(f.flows_moved, healthy[f.failed].2);
+            assert_eq!((f.collateral_flows, f.collateral_bytes), (0, 0));
+        }
+    }
+    // Three members of equal frames, m0 down: m1 takes its own turns and m0's, m2 only its
+    // own: 2/3 against a mean of 1/2, imbalance 1.33 (not the 1.0 of `i % 2` over survivors).
+    let frames: Vec<Vec<u8>> = (0..3000u16)
+        .map(|i| frame_of(&format!("tcp 10.0.0.1:{} > 10.0.0.2:80", 1000 + i % 50)))
+        .collect();
+    let plan = plan_of(
+        &frames,
+        PlanConfig {
+            policies: vec![PlanPolicy::RoundRobin],
+            ..PlanConfig::new(3)
+        },
+    );
+    let f0 = &plan.policies[0].failures[0];
+    assert!(
+        (1.33..=1.37).contains(&f0.dist.imbalance),
+        "{}",
+        f0.dist.imbalance
+    );
+    assert_eq!(
+        f0.dist
+            .members
+            .iter()
+            .map(|m| m.packets)
+            .collect::<Vec<_>>(),
+        [2000, 1000]
+    );
+    // Every flow had packets on m0 (50 flows of 60 packets each, 3 members): all 50 move.
+    assert_eq!(f0.flows_moved, 50);
+    assert!(!f0.elephants_moved.is_empty());
+}
+
+#[test]
+fn round_robin_flow_lists_record_each_rows_members() {
+    // Rows are bursts back to back: 2 packets from position 0 (members 0, 1 of 3), then 1
+    // packet at position 2 (member 2), then 4 at 3..7 (all).
+    let text = "src_ip,dst_ip,proto,src_port,dst_port,packets,bytes\n\
+                10.0.0.1,10.0.0.2,tcp,1000,80,2,2000\n\
+                10.0.0.1,10.0.0.2,tcp,1001,80,1,1000\n\
+                10.0.0.1,10.0.0.2,udp,1002,53,4,400\n";
+    let plan = plan_flows(
+        text.as_bytes(),
+        PlanConfig {
+            policies: vec![PlanPolicy::RoundRobin],
+            ..PlanConfig::new(3)
+        },
+    )
+    .unwrap();
+    let p = &plan.policies[0];
+    let flows: Vec<u64> = p.dist.members.iter().map(|m| m.flows).collect();
+    assert_eq!(flows, [2, 2, 2]);
+    // m2 down: its turns go to m0. Flows on m2: the second and the third row.
+    let f2 = &p.failures[2];
+    assert_eq!(f2.flows_moved, 2);
+    let got: Vec<(usize, u64, u64)> = f2
+        .dist
+        .members
+        .iter()
+        .map(|m| (m.index, m.packets, m.flows))
+        .collect();
+    // m0: rows 1 and 3, plus row 2 (on m2 only, moving); m1: rows 1 and 3.
+    assert_eq!(got, [(0, 7 - 2, 3), (1, 2, 2)]);
+}
