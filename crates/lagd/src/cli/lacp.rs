@@ -1,7 +1,9 @@
 //! `lagctl lacp doctor [BOND]`: LACP state turned into plain-language causes.
 //!
 //! The diagnosis is a pure function of the status document ([`diagnose`]), so every rule is
-//! tested on hand-built states; the command asks the running lagd for its status.
+//! tested on hand-built states, and on the states of real LACP engines (bonds wired together in
+//! memory, in virtual time) converted as the daemon converts them; the command asks the running
+//! lagd for its status.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -578,5 +580,374 @@ mod test {
         s.mode = "balance-xor".into();
         assert_eq!(causes(&s), ["not-802.3ad"]);
         assert!(render("bond0", &diagnose(&s)).contains("[warning]"));
+    }
+
+    /// The doctor on real LACP engines: `Bond`s wired port to port in memory, driven in
+    /// virtual time as the daemon drives its bond, their state converted to a [`Status`]
+    /// through the daemon's conversion ([`LacpStatus::from_snapshot`],
+    /// [`MemberLacp::from_snapshot`]).
+    mod engines {
+        use lagd_proto::bond::{Bond, BondOptions, PortId, PortInfo};
+        use lagd_proto::time::Instant;
+        use lagd_proto::wire::EthernetAddress;
+
+        use super::super::*;
+        use super::causes;
+        use crate::status::{LacpStatus, MemberLacp};
+
+        /// Time step: as often as the daemon wakes at the least.
+        const TICK_MS: u64 = 10;
+
+        struct Wire {
+            ends: [(usize, PortId); 2],
+            /// Frames sent either way are lost.
+            lossy: bool,
+        }
+
+        struct Net {
+            now: u64,
+            bonds: Vec<Bond>,
+            wires: Vec<Wire>,
+        }
+
+        /// The system id (bond MAC) of bond `i`.
+        fn system(i: usize) -> EthernetAddress {
+            EthernetAddress([2, 0xa0 + i as u8, 0, 0, 0, 1])
+        }
+
+        impl Net {
+            fn new() -> Self {
+                Self {
+                    now: 0,
+                    bonds: Vec::new(),
+                    wires: Vec::new(),
+                }
+            }
+
+            /// A bond with `opts` and one member `ethN` per speed (Mb/s, full duplex, carrier).
+            fn bond(&mut self, opts: &str, speeds: &[u32]) -> usize {
+                let i = self.bonds.len();
+                let (o, _) = BondOptions::parse_opts(opts).unwrap();
+                let mut b = Bond::new(o, system(i));
+                for (n, speed) in speeds.iter().enumerate() {
+                    let info = PortInfo {
+                        name: format!("eth{n}"),
+                        perm_mac: EthernetAddress([2, 0xa0 + i as u8, 0, 0, 1, n as u8]),
+                        speed_mbps: Some(*speed),
+                        full_duplex: Some(true),
+                    };
+                    b.add_port(Instant::from_millis(self.now), info, true);
+                }
+                self.bonds.push(b);
+                i
+            }
+
+            /// A cable between member `a.1` of bond `a.0` and member `b.1` of bond `b.0`.
+            fn wire(&mut self, a: (usize, u16), b: (usize, u16)) -> usize {
+                self.wires.push(Wire {
+                    ends: [(a.0, PortId(a.1)), (b.0, PortId(b.1))],
+                    lossy: false,
+                });
+                self.wires.len() - 1
+            }
+
+            /// Where a frame sent on `port` of `bond` arrives, unless it is lost.
+            fn peer(&self, bond: usize, port: PortId) -> Option<(usize, PortId)> {
+                let w = self.wires.iter().find(|w| w.ends.contains(&(bond, port)))?;
+                let other = if w.ends[0] == (bond, port) { 1 } else { 0 };
+                (!w.lossy).then_some(w.ends[other])
+            }
+
+            /// One tick: timers, then frames until nobody has anything to send (no latency).
+            fn step(&mut self) {
+                self.now += TICK_MS;
+                let t = Instant::from_millis(self.now);
+                for b in &mut self.bonds {
+                    b.handle_timeout(t);
+                }
+                let mut buf = [0u8; 1600];
+                for _ in 0..32 {
+                    let mut frames = Vec::new();
+                    for (i, b) in self.bonds.iter_mut().enumerate() {
+                        // As the daemon: transmit only when the bond says something is due.
+                        if b.poll_timeout().is_none_or(|d| d > t) {
+                            continue;
+                        }
+                        while let Some(tx) = b.poll_transmit(t, &mut buf) {
+                            frames.push((i, tx.port, buf[..tx.len].to_vec()));
+                        }
+                    }
+                    if frames.is_empty() {
+                        break;
+                    }
+                    for (i, port, frame) in frames {
+                        if let Some((to, to_port)) = self.peer(i, port) {
+                            self.bonds[to].handle_frame(t, to_port, &frame);
+                        }
+                    }
+                }
+                for b in &mut self.bonds {
+                    while b.poll_event().is_some() {}
+                }
+            }
+
+            fn run_until(&mut self, ms: u64) {
+                while self.now < ms {
+                    self.step();
+                }
+            }
+
+            /// Runs until `cond` holds (returns the time) or `limit_ms` passes (panics).
+            fn run_until_cond(&mut self, limit_ms: u64, cond: impl Fn(&Self) -> bool) -> u64 {
+                while !cond(self) {
+                    assert!(
+                        self.now < limit_ms,
+                        "condition not reached by {limit_ms} ms"
+                    );
+                    self.step();
+                }
+                self.now
+            }
+
+            /// Bond `i`'s status, its LACP parts converted as the daemon converts them.
+            fn status(&self, i: usize) -> Status {
+                let b = &self.bonds[i];
+                let snap = b.snapshot();
+                Status {
+                    version: "test".into(),
+                    bond: format!("bond{i}"),
+                    mac: b.mac().to_string(),
+                    mode: snap.mode.name().to_owned(),
+                    mode_description: snap.mode.description().to_owned(),
+                    xmit_hash_policy: snap.xmit_hash_policy.map(|p| p.name().to_owned()),
+                    xmit_hash_policy_number: snap.xmit_hash_policy.and_then(|p| p.kernel_value()),
+                    mii_status: if snap.carrier { "up" } else { "down" }.to_owned(),
+                    miimon: snap.miimon,
+                    carrier_poll_ms: 10,
+                    updelay: snap.updelay,
+                    downdelay: snap.downdelay,
+                    peer_notif_delay: snap.peer_notif_delay,
+                    primary: snap.primary.clone(),
+                    primary_reselect: snap.primary_reselect.map(|r| r.name().to_owned()),
+                    active: snap.active.clone(),
+                    tx_dropped_no_member: 0,
+                    buckets: None,
+                    stripe: None,
+                    lacp: snap.lacp.as_ref().map(|l| {
+                        LacpStatus::from_snapshot(l, b.options().lacp_fallback, |p| {
+                            snap.ports[usize::from(p.0)].name.clone()
+                        })
+                    }),
+                    members: snap
+                        .ports
+                        .iter()
+                        .enumerate()
+                        .map(|(n, p)| MemberStatus {
+                            name: p.name.clone(),
+                            mii_status: p.mii.as_str().to_owned(),
+                            speed_mbps: p.speed_mbps,
+                            duplex: "full".into(),
+                            link_failure_count: p.link_failures,
+                            perm_hw_addr: p.perm_mac.to_string(),
+                            active: p.active,
+                            rx_packets: 0,
+                            rx_bytes: 0,
+                            tx_packets: 0,
+                            tx_bytes: 0,
+                            rx_dropped: Vec::new(),
+                            tx_dropped: 0,
+                            rx_socket_drops: 0,
+                            lacp: snap
+                                .lacp
+                                .as_ref()
+                                .and_then(|l| l.ports.get(n))
+                                .map(MemberLacp::from_snapshot),
+                        })
+                        .collect(),
+                }
+            }
+
+            fn rx_state(&self, bond: usize, member: usize) -> String {
+                let s = self.status(bond);
+                s.members[member].lacp.as_ref().unwrap().rx_state.clone()
+            }
+        }
+
+        const FAST: &str = "mode=802.3ad lacp_rate=fast";
+        const SLOW: &str = "mode=802.3ad lacp_rate=slow";
+
+        /// Two bonds with `opts_a` and `opts_b`, wired member i to member i, 10G each.
+        fn pair(opts_a: &str, opts_b: &str, links: usize) -> Net {
+            let mut net = Net::new();
+            let a = net.bond(opts_a, &vec![10_000; links]);
+            let b = net.bond(opts_b, &vec![10_000; links]);
+            for i in 0..links as u16 {
+                net.wire((a, i), (b, i));
+            }
+            net
+        }
+
+        fn finding<'a>(f: &'a [Finding], cause: &str) -> &'a Finding {
+            f.iter()
+                .find(|f| f.cause == cause)
+                .unwrap_or_else(|| panic!("no {cause} in {f:#?}"))
+        }
+
+        #[test]
+        fn a_formed_pair_is_healthy() {
+            let mut net = pair(FAST, FAST, 2);
+            net.run_until(5_000);
+            for b in 0..2 {
+                let s = net.status(b);
+                assert_eq!(causes(&s), ["healthy"], "bond {b}: {:#?}", diagnose(&s));
+                let f = diagnose(&s);
+                assert!(f[0].text.contains("2 of 2"), "{}", f[0].text);
+                let partner = system(1 - b).to_string();
+                assert!(f[0].text.contains(&partner), "{}", f[0].text);
+            }
+        }
+
+        #[test]
+        fn split_partners_from_members_cabled_to_two_systems() {
+            let mut net = Net::new();
+            let a = net.bond(FAST, &[10_000, 10_000]);
+            let b = net.bond(FAST, &[10_000]);
+            let c = net.bond(FAST, &[10_000]);
+            net.wire((a, 0), (b, 0));
+            net.wire((a, 1), (c, 0));
+            net.run_until(10_000);
+            let s = net.status(a);
+            let f = diagnose(&s);
+            assert_eq!(causes(&s), ["split-partners"], "{f:#?}");
+            assert_eq!(f[0].members, ["eth0", "eth1"]);
+            let (sb, sc) = (system(b).to_string(), system(c).to_string());
+            assert!(
+                f[0].text.contains(&format!("eth0 to {sb}"))
+                    && f[0].text.contains(&format!("eth1 to {sc}")),
+                "{}",
+                f[0].text
+            );
+        }
+
+        #[test]
+        fn key_mismatch_then_churn_from_members_of_different_speeds() {
+            // eth1 is 1G at both ends: key 9 against eth0's 15, so it cannot join eth0's
+            // aggregator, waits as standby and never gets in sync.
+            let mut net = Net::new();
+            let a = net.bond(FAST, &[10_000, 1_000]);
+            let b = net.bond(FAST, &[10_000, 1_000]);
+            net.wire((a, 0), (b, 0));
+            net.wire((a, 1), (b, 1));
+            net.run_until(10_000);
+            let s = net.status(a);
+            let f = diagnose(&s);
+            assert_eq!(causes(&s), ["key-mismatch"], "{f:#?}");
+            assert_eq!(f[0].members, ["eth0", "eth1"]);
+            assert!(
+                f[0].text.contains("eth0 (our key 15, partner key 15)")
+                    && f[0].text.contains("eth1 (our key 9, partner key 9)"),
+                "{}",
+                f[0].text
+            );
+            // 60 s out of sync: churn, on eth1 only.
+            net.run_until(65_000);
+            let s = net.status(a);
+            let f = diagnose(&s);
+            assert_eq!(causes(&s), ["key-mismatch", "churn"], "{f:#?}");
+            let churn = finding(&f, "churn");
+            assert_eq!(churn.members, ["eth1"]);
+            assert!(churn.text.contains("actor churn"), "{}", churn.text);
+        }
+
+        #[test]
+        fn passive_passive_and_no_partner_and_fallback() {
+            let passive = "mode=802.3ad lacp_active=off lacp_rate=fast";
+            let mut net = pair(passive, passive, 2);
+            net.run_until(10_000);
+            let s = net.status(0);
+            assert_eq!(causes(&s), ["passive-passive"], "{:#?}", diagnose(&s));
+            assert_eq!(diagnose(&s)[0].members, ["eth0", "eth1"]);
+            // Passive against active forms.
+            let mut net = pair(passive, FAST, 2);
+            net.run_until(10_000);
+            assert_eq!(causes(&net.status(0)), ["healthy"]);
+            // An active bond facing a port without LACP (a static bond), with and without
+            // the fallback.
+            let mut net = pair(FAST, "mode=balance-xor", 2);
+            net.run_until(10_000);
+            let s = net.status(0);
+            assert_eq!(causes(&s), ["no-partner"], "{:#?}", diagnose(&s));
+            let mut net = pair(
+                "mode=802.3ad lacp_rate=fast lacp_fallback=3000",
+                "mode=balance-xor",
+                2,
+            );
+            net.run_until(10_000);
+            let s = net.status(0);
+            assert_eq!(
+                causes(&s),
+                ["no-partner", "fallback"],
+                "{:#?}",
+                diagnose(&s)
+            );
+            assert_eq!(s.lacp.as_ref().unwrap().lacp_fallback_ms, 3000);
+            assert_eq!(finding(&diagnose(&s), "fallback").members, ["eth0"]);
+        }
+
+        #[test]
+        fn rate_mismatch_between_a_fast_and_a_slow_bond() {
+            let mut net = pair(FAST, SLOW, 2);
+            net.run_until(10_000);
+            for (b, ours) in [(0, "fast"), (1, "slow")] {
+                let s = net.status(b);
+                let f = diagnose(&s);
+                assert_eq!(causes(&s), ["rate-mismatch", "healthy"], "bond {b}: {f:#?}");
+                assert_eq!(f[0].members, ["eth0", "eth1"]);
+                assert!(
+                    f[0].text.contains(&format!("the {ours} LACP rate")),
+                    "{}",
+                    f[0].text
+                );
+            }
+        }
+
+        #[test]
+        fn an_expired_member_of_a_slow_bond_is_no_rate_mismatch() {
+            let mut net = pair(SLOW, SLOW, 2);
+            net.run_until(10_000);
+            assert_eq!(causes(&net.status(0)), ["healthy"]);
+            net.wires[1].lossy = true;
+            net.run_until_cond(200_000, |n| n.rx_state(0, 1) == "EXPIRED");
+            let s = net.status(0);
+            // The receive machine forced the partner's timeout bit to short...
+            let partner = &s.members[1].lacp.as_ref().unwrap().partner;
+            assert!(
+                partner.state_names.iter().any(|n| n == "timeout"),
+                "{partner:?}"
+            );
+            // ... which is not the partner asking for the fast rate.
+            let f = diagnose(&s);
+            assert_eq!(causes(&s), ["lacpdus-lost"], "{f:#?}");
+            assert_eq!(f[0].members, ["eth1"]);
+        }
+
+        #[test]
+        fn a_defaulted_member_of_a_fast_bond_is_no_rate_mismatch() {
+            let mut net = pair(FAST, FAST, 2);
+            net.run_until(10_000);
+            net.wires[1].lossy = true;
+            net.run_until_cond(30_000, |n| n.rx_state(0, 1) == "DEFAULTED");
+            let s = net.status(0);
+            // The admin default the receive machine loaded asks for the long timeout...
+            let partner = &s.members[1].lacp.as_ref().unwrap().partner;
+            assert!(
+                !partner.state_names.iter().any(|n| n == "timeout"),
+                "{partner:?}"
+            );
+            // ... which is not the partner asking for the slow rate.
+            let f = diagnose(&s);
+            assert_eq!(causes(&s), ["lacpdus-lost"], "{f:#?}");
+            assert_eq!(f[0].members, ["eth1"]);
+        }
     }
 }
