@@ -38,6 +38,9 @@ pub const ETH_P_ALL: u16 = 0x0003;
 pub const ETH_P_SLOW: u16 = 0x8809;
 /// The slow-protocols multicast address LACPDUs are sent to, `01:80:c2:00:00:02`.
 pub const SLOW_PROTOCOLS_MULTICAST: [u8; 6] = [0x01, 0x80, 0xc2, 0x00, 0x00, 0x02];
+/// `TC_PRIO_CONTROL`: the [`PacketOptions::priority`] of protocol frames (LACPDUs), which the
+/// default qdisc (`pfifo_fast`) sends from its first band, ahead of bulk traffic.
+pub const TC_PRIO_CONTROL: u32 = 7;
 /// Most frames moved by one [`PacketSocket::recv_batch`] or [`PacketSocket::send_batch`]
 /// (one syscall each). 64 is where `sendmmsg`/`recvmmsg` stopped gaining on veth.
 pub const BATCH_MAX: usize = 64;
@@ -61,6 +64,10 @@ pub struct PacketOptions {
     pub rcvbuf: Option<usize>,
     /// `SO_SNDBUF` in bytes (forced past `wmem_max` when running as root); kernel default if `None`.
     pub sndbuf: Option<usize>,
+    /// `SO_PRIORITY` of the frames sent (their `skb->priority`, which picks the qdisc band or
+    /// traffic class), such as [`TC_PRIO_CONTROL`]; 0 if `None`. Values above 6 need
+    /// `CAP_NET_RAW` or `CAP_NET_ADMIN`, which an `AF_PACKET` socket needs anyway.
+    pub priority: Option<u32>,
 }
 
 impl Default for PacketOptions {
@@ -72,6 +79,7 @@ impl Default for PacketOptions {
             qdisc_bypass: false,
             rcvbuf: None,
             sndbuf: None,
+            priority: None,
         }
     }
 }
@@ -192,6 +200,18 @@ impl PacketSocket {
         }
         if let Some(bytes) = options.sndbuf {
             socket::set_buffer(sock.fd.as_fd(), false, bytes)?;
+        }
+        if let Some(priority) = options.priority {
+            let value = libc::c_int::try_from(priority).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "socket priority out of range")
+            })?;
+            socket::setsockopt(
+                sock.fd.as_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PRIORITY,
+                &value,
+                "setsockopt(SO_PRIORITY)",
+            )?;
         }
         let mut addr = zeroed_sockaddr_ll();
         addr.sll_family = libc::AF_PACKET as libc::c_ushort;
@@ -411,6 +431,17 @@ impl PacketSocket {
         socket::setsockopt(self.fd.as_fd(), libc::SOL_PACKET, name, value, call)
     }
 
+    /// The socket's `SO_PRIORITY`, as the kernel holds it.
+    pub fn priority(&self) -> io::Result<u32> {
+        let value: libc::c_int = socket::getsockopt(
+            self.fd.as_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PRIORITY,
+            "getsockopt(SO_PRIORITY)",
+        )?;
+        u32::try_from(value).map_err(|_| io::Error::other("negative socket priority"))
+    }
+
     /// The interface this socket is bound to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
@@ -457,5 +488,39 @@ fn send_error() -> io::Error {
         io::ErrorKind::WouldBlock.into()
     } else {
         err
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// Needs `CAP_NET_RAW` (root), as every `AF_PACKET` socket; uses the loopback interface of
+    /// the namespace it runs in and sends nothing.
+    #[test]
+    fn priority_reaches_the_socket() {
+        let lo = link::ifindex("lo").expect("loopback interface");
+        let control = PacketSocket::bind(
+            lo,
+            PacketOptions {
+                protocol: ETH_P_SLOW,
+                priority: Some(TC_PRIO_CONTROL),
+                ..PacketOptions::default()
+            },
+        )
+        .expect("AF_PACKET socket (needs root)");
+        assert_eq!(control.priority().unwrap(), TC_PRIO_CONTROL);
+        assert_eq!(control.options().priority, Some(TC_PRIO_CONTROL));
+        let plain = PacketSocket::bind(lo, PacketOptions::default()).unwrap();
+        assert_eq!(plain.priority().unwrap(), 0);
+        let e = PacketSocket::bind(
+            lo,
+            PacketOptions {
+                priority: Some(u32::MAX),
+                ..PacketOptions::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 }

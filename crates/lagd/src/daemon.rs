@@ -307,6 +307,10 @@ impl Daemon {
             PacketOptions {
                 protocol: lagd_sys::packet::ETH_P_SLOW,
                 ignore_outgoing: true,
+                // TC_PRIO_CONTROL, as the kernel sends LACPDUs: a priority-aware qdisc
+                // (pfifo_fast, prio, mqprio) sends them, and the bond's other own frames, ahead
+                // of the bulk data saturating the member.
+                priority: Some(lagd_sys::packet::TC_PRIO_CONTROL),
                 ..PacketOptions::default()
             },
         )
