@@ -40,8 +40,8 @@ use tracing::{debug, info, warn};
 
 use crate::config::Config;
 use crate::status::{
-    BucketMemberStatus, BucketStatus, BucketsStatus, LacpStatus, MemberLacp, MemberStatus, Status,
-    StripeStatus,
+    BucketMemberStatus, BucketStatus, BucketsStatus, FailureCount, LacpStatus, MemberLacp,
+    MemberStatus, Status, StripeStatus,
 };
 
 const VNET_HDR: usize = 10;
@@ -58,6 +58,8 @@ const TOKEN_LINK: u64 = 3;
 const TOKEN_MEMBER: u64 = 100;
 /// Member control sockets (slow protocols), serviced before anything else.
 const TOKEN_CONTROL_SOCKET: u64 = 10_000;
+/// At most one warning per member per interval about LACPDUs its socket refused.
+const LACPDU_WARN_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Why the daemon could not start: a configuration problem (exit code 2) or anything else.
 #[derive(Debug)]
@@ -89,6 +91,8 @@ struct Counters {
     rx_dropped: [u64; DropReason::ALL.len()],
     tx_dropped: u64,
     rx_socket_drops: u64,
+    /// LACPDUs the member's control socket refused (the engine counts them as sent).
+    lacpdu_tx_errors: FailureCount,
 }
 
 struct Member {
@@ -665,8 +669,24 @@ impl Daemon {
             .flatten()
         {
             let m = &mut self.members[tx.port.index()];
-            if let Some(Err(e)) = m.control.as_ref().map(|c| c.send(&frame[..tx.len])) {
+            let sent = match &m.control {
+                Some(c) => c.send(&frame[..tx.len]).map(drop),
+                None => Err(io::ErrorKind::NotConnected.into()),
+            };
+            let Err(e) = sent else { continue };
+            if !is_lacpdu(&frame[..tx.len]) {
                 debug!(member = %m.name, "control frame not sent: {e}");
+                continue;
+            }
+            // The engine counted it as sent: count the failure for `lagctl show`, and log it at
+            // most every LACPDU_WARN_INTERVAL per member, with how many failed since.
+            if let Some(failed) = m
+                .counters
+                .lacpdu_tx_errors
+                .record(now, LACPDU_WARN_INTERVAL)
+            {
+                let total = m.counters.lacpdu_tx_errors.total();
+                warn!(member = %m.name, failed, total, "LACPDU not sent: {e}");
             }
         }
         while let Some(ev) = self.bond.poll_event() {
@@ -906,12 +926,17 @@ impl Daemon {
                             .lacp
                             .as_ref()
                             .and_then(|l| l.ports.get(i))
-                            .map(MemberLacp::from_snapshot),
+                            .map(|l| MemberLacp::from_snapshot(l, c.lacpdu_tx_errors.total())),
                     }
                 })
                 .collect(),
         }
     }
+}
+
+/// Whether a frame the bond sends is a LACPDU (slow protocols, subtype 1).
+fn is_lacpdu(frame: &[u8]) -> bool {
+    frame.get(12..15) == Some(&[0x88, 0x09, 1][..])
 }
 
 fn duplex(d: Duplex) -> Option<bool> {

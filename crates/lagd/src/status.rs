@@ -2,8 +2,10 @@
 //! users know from `/proc/net/bonding/BOND` for people.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use lagd_proto::lacp::{LacpSnapshot, PortId as LacpPortId, PortSnapshot as LacpPortSnapshot};
+use lagd_proto::time::Instant;
 use lagd_proto::wire::slow::LacpInfo;
 use serde::{Deserialize, Serialize};
 
@@ -240,6 +242,10 @@ pub struct MemberLacp {
     pub lacpdu_rx: u64,
     /// LACPDUs sent.
     pub lacpdu_tx: u64,
+    /// LACPDUs the member's socket refused (queue full, link gone): not on the wire, though
+    /// counted in `lacpdu_tx`.
+    #[serde(default)]
+    pub lacpdu_tx_errors: u64,
     /// Marker PDUs received (information and responses).
     pub marker_rx: u64,
     /// Marker responses sent.
@@ -284,6 +290,37 @@ pub struct MemberStatus {
     /// 802.3ad: the member's LACP state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lacp: Option<MemberLacp>,
+}
+
+/// A failure counter for the status document, with a limit on how often it is logged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FailureCount {
+    total: u64,
+    /// When the last report was due, and `total` then.
+    reported: Option<(Instant, u64)>,
+}
+
+impl FailureCount {
+    /// Counts one failure at `now`. Returns how many failures (this one included) happened
+    /// since the last report if a report is due: at the first failure, then at the first one
+    /// at least `every` after the last report; `None` otherwise.
+    pub fn record(&mut self, now: Instant, every: Duration) -> Option<u64> {
+        self.total += 1;
+        let (since, last) = match self.reported {
+            Some((at, n)) => (self.total - n, Some(at)),
+            None => (self.total, None),
+        };
+        if last.is_some_and(|at| now < at + every) {
+            return None;
+        }
+        self.reported = Some((now, self.total));
+        Some(since)
+    }
+
+    /// Failures counted so far.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
 }
 
 impl LacpStatus {
@@ -331,8 +368,9 @@ impl LacpInfoStatus {
 }
 
 impl MemberLacp {
-    /// A member's 802.3ad status from the LACP engine's snapshot of its port.
-    pub fn from_snapshot(p: &LacpPortSnapshot) -> Self {
+    /// A member's 802.3ad status from the LACP engine's snapshot of its port, and the LACPDUs
+    /// its socket refused (the engine does not know).
+    pub fn from_snapshot(p: &LacpPortSnapshot, lacpdu_tx_errors: u64) -> Self {
         Self {
             aggregator_id: p.aggregator.map(|a| a.0),
             collecting: p.collecting,
@@ -348,6 +386,7 @@ impl MemberLacp {
             partner: LacpInfoStatus::from_info(&p.partner),
             lacpdu_rx: p.counters.lacpdu_rx,
             lacpdu_tx: p.counters.lacpdu_tx,
+            lacpdu_tx_errors,
             marker_rx: p.counters.marker_rx + p.counters.marker_response_rx,
             marker_response_tx: p.counters.marker_response_tx,
             illegal_rx: p.counters.illegal_rx,
@@ -489,9 +528,11 @@ impl Status {
                 );
                 let _ = writeln!(
                     s,
-                    "LACPDUs: rx {} tx {}, markers rx {} responses tx {}, illegal {}, unknown {}",
+                    "LACPDUs: rx {} tx {} ({} not sent), markers rx {} responses tx {}, \
+                     illegal {}, unknown {}",
                     l.lacpdu_rx,
                     l.lacpdu_tx,
+                    l.lacpdu_tx_errors,
                     l.marker_rx,
                     l.marker_response_tx,
                     l.illegal_rx,
@@ -747,6 +788,7 @@ mod test {
             partner: info("02:bb:00:00:00:01", 7),
             lacpdu_rx: 4,
             lacpdu_tx: 5,
+            lacpdu_tx_errors: 2,
             marker_rx: 0,
             marker_response_tx: 0,
             illegal_rx: 0,
@@ -794,8 +836,14 @@ mod test {
             .position(|l| l.starts_with("Slave Interface:"))
             .unwrap();
         assert!(info < slave, "{text}");
-        // The member's own 802.3ad lines are still there.
+        // The member's own 802.3ad lines are still there, with the LACPDUs not sent.
         assert!(text.lines().any(|l| l == "Aggregator ID: 3"), "{text}");
+        assert!(
+            text.lines().any(|l| l
+                == "LACPDUs: rx 4 tx 5 (2 not sent), markers rx 0 responses tx 0, illegal 0, \
+                    unknown 0"),
+            "{text}"
+        );
         // Other modes have no such section.
         assert!(!sample().render().contains("802.3ad info"));
     }
@@ -835,6 +883,25 @@ mod test {
     }
 
     #[test]
+    fn failures_are_reported_at_most_once_per_interval_with_the_count_since() {
+        let every = Duration::from_secs(10);
+        let at = Instant::from_millis;
+        let mut f = FailureCount::default();
+        assert_eq!(f.total(), 0);
+        assert_eq!(f.record(at(1_000), every), Some(1));
+        assert_eq!(f.record(at(1_001), every), None);
+        assert_eq!(f.record(at(10_999), every), None);
+        // Due again 10 s after the last report: the three failures since it.
+        assert_eq!(f.record(at(11_000), every), Some(3));
+        assert_eq!(f.record(at(12_000), every), None);
+        assert_eq!(f.total(), 5);
+        // A failure long after the last report is reported at once, alone.
+        assert_eq!(f.record(at(100_000), every), Some(2));
+        assert_eq!(f.record(at(200_000), every), Some(1));
+        assert_eq!(f.total(), 7);
+    }
+
+    #[test]
     fn json_round_trip() {
         let s = sample();
         let json = serde_json::to_string(&s).unwrap();
@@ -846,8 +913,13 @@ mod test {
         assert!(json.contains("\"lacp_fallback_ms\":0"), "{json}");
         let back: Status = serde_json::from_str(&json).unwrap();
         assert_eq!(back, s);
-        // A status from a lagd without the newer fields still reads.
-        let old = json.replace(",\"lacp_fallback_ms\":0", "");
-        assert_eq!(serde_json::from_str::<Status>(&old).unwrap(), s);
+        assert!(json.contains("\"lacpdu_tx_errors\":2"), "{json}");
+        // A status from a lagd without the newer fields still reads (as zero).
+        let old = json
+            .replace(",\"lacp_fallback_ms\":0", "")
+            .replace(",\"lacpdu_tx_errors\":2", "");
+        let mut want = s.clone();
+        want.members[0].lacp.as_mut().unwrap().lacpdu_tx_errors = 0;
+        assert_eq!(serde_json::from_str::<Status>(&old).unwrap(), want);
     }
 }

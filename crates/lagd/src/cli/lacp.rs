@@ -394,6 +394,7 @@ mod test {
                 partner: info(partner, 15, FULL),
                 lacpdu_rx: rx,
                 lacpdu_tx: 10,
+                lacpdu_tx_errors: 0,
                 marker_rx: 0,
                 marker_response_tx: 0,
                 illegal_rx: 0,
@@ -761,7 +762,7 @@ mod test {
                                 .lacp
                                 .as_ref()
                                 .and_then(|l| l.ports.get(n))
-                                .map(MemberLacp::from_snapshot),
+                                .map(|l| MemberLacp::from_snapshot(l, 0)),
                         })
                         .collect(),
                 }
