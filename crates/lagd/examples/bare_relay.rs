@@ -16,18 +16,17 @@
 use std::io;
 
 use anyhow::{Context, Result, bail};
+use lagd::daemon::member_data_socket;
 use lagd_proto::hash::{HashPolicy, MemberMod, xmit_hash};
 use lagd_sys::isolate::{IngressDrop, quiet_stack};
 use lagd_sys::link::LinkControl;
-use lagd_sys::packet::{PacketOptions, PacketSocket};
+use lagd_sys::packet::PacketSocket;
 use lagd_sys::poll::{Events, Interest, Poller, Signal, SignalFd};
 use lagd_sys::tap::{Tap, TapOptions};
 use lagd_sys::vnet::VirtioNetHdr;
 
 /// Frames moved per readiness event and socket before looking at the others (as lagd).
 const BATCH: usize = 64;
-/// Socket buffers, as lagd's.
-const SOCKET_BUFFER: usize = 4 << 20;
 /// A 64 KiB GSO frame behind its `virtio_net_hdr`.
 const BUF_LEN: usize = 65536 + 64;
 const TOKEN_TAP: u64 = 0;
@@ -75,17 +74,8 @@ fn main() -> Result<()> {
         quiet_stack(name).with_context(|| format!("sysctls of {name}"))?;
         isolation.push(IngressDrop::attach(ifindex).with_context(|| format!("tcx on {name}"))?);
         link.set_up(name, true)?;
-        let s = PacketSocket::bind(
-            ifindex,
-            PacketOptions {
-                vnet_hdr: true,
-                ignore_outgoing: true,
-                rcvbuf: Some(SOCKET_BUFFER),
-                sndbuf: Some(SOCKET_BUFFER),
-                ..PacketOptions::default()
-            },
-        )
-        .with_context(|| format!("packet socket on {name}"))?;
+        let s = PacketSocket::bind(ifindex, member_data_socket())
+            .with_context(|| format!("packet socket on {name}"))?;
         poller.add(&s, TOKEN_MEMBER + i as u64, Interest::READABLE)?;
         sockets.push(s);
     }

@@ -295,17 +295,8 @@ impl Daemon {
         };
         link.set_up(name, true)
             .with_context(|| format!("bringing member {name} up"))?;
-        let socket = PacketSocket::bind(
-            ifindex,
-            PacketOptions {
-                vnet_hdr: true,
-                ignore_outgoing: true,
-                rcvbuf: Some(SOCKET_BUFFER),
-                sndbuf: Some(SOCKET_BUFFER),
-                ..PacketOptions::default()
-            },
-        )
-        .with_context(|| format!("packet socket on member {name}"))?;
+        let socket = PacketSocket::bind(ifindex, member_data_socket())
+            .with_context(|| format!("packet socket on member {name}"))?;
         let control = PacketSocket::bind(
             ifindex,
             PacketOptions {
@@ -954,6 +945,20 @@ fn now_since(epoch: StdInstant) -> Instant {
 /// Where a host frame sits in a stripe-mode buffer: after room for the stripe header and the
 /// `virtio_net_hdr` the TAP wrote.
 const FRAME: usize = STRIPE_HEADER + VNET_HDR;
+
+/// How a member's data socket is opened: 64 KiB GSO frames behind a `virtio_net_hdr` pass
+/// through untouched, lagd's own transmissions are not received back, and 4 MiB buffers absorb
+/// bursts while the loop serves the other sockets. The dataplane benchmark's bare relay
+/// (`examples/bare_relay.rs`) opens its members with these options too.
+pub fn member_data_socket() -> PacketOptions {
+    PacketOptions {
+        vnet_hdr: true,
+        ignore_outgoing: true,
+        rcvbuf: Some(SOCKET_BUFFER),
+        sndbuf: Some(SOCKET_BUFFER),
+        ..PacketOptions::default()
+    }
+}
 
 /// One frame from the TAP into `buf`; `None` when there is nothing more to read now.
 fn read_tap(tap: &Tap, buf: &mut [u8]) -> Option<usize> {
