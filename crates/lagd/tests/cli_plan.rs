@@ -1061,3 +1061,108 @@ fn bucket_policies_show_rebalancing() {
         "{out}"
     );
 }
+
+#[test]
+fn return_path_with_a_chosen_switch_hash() {
+    use lagd_proto::plan::flow::extract;
+    use lagd_proto::plan::switch::SwitchHash;
+    // A client fetching from 24 servers behind a router, and 8 clients of one server: each
+    // flow as captured and as its reply (source and destination swapped).
+    let client = [2, 0, 0, 0, 0, 1];
+    let router = [2, 0, 0, 0, 0, 0xfe];
+    let mut flows: Vec<(Vec<u8>, Vec<u8>, usize)> = Vec::new();
+    for i in 0..24u16 {
+        let (sp, server) = (40000 + i * 3, 1 + i);
+        flows.push((
+            frame(
+                &format!("tcp 10.0.0.1:{sp} > 198.51.100.{server}:443"),
+                client,
+                router,
+                300,
+            ),
+            frame(
+                &format!("tcp 198.51.100.{server}:443 > 10.0.0.1:{sp}"),
+                router,
+                client,
+                300,
+            ),
+            2 + usize::from(i % 3),
+        ));
+    }
+    for c in 0..8u8 {
+        let mac = [2, 0, 0, 0, 1, c];
+        flows.push((
+            frame(
+                &format!("udp 10.2.0.{c}:5000 > 10.3.0.1:53"),
+                mac,
+                router,
+                120,
+            ),
+            frame(
+                &format!("udp 10.3.0.1:53 > 10.2.0.{c}:5000"),
+                router,
+                mac,
+                120,
+            ),
+            3,
+        ));
+    }
+    let mut frames = Vec::new();
+    let mut replies = Vec::new();
+    for round in 0..5 {
+        for (f, r, count) in &flows {
+            if round < *count {
+                frames.push(f.clone());
+                replies.push(r.clone());
+            }
+        }
+    }
+    let dir = TempDir::new("switch-hash");
+    let path = dir.path("fetch.pcap");
+    write_pcap(&path, &frames);
+    let p = path.to_str().unwrap();
+    let v = json_of(&lagctl(&[
+        "plan",
+        "--pcap",
+        p,
+        "--members",
+        "3",
+        "--switch-hash",
+        "src-ip",
+        "--json",
+    ]));
+    let rp = &v["return_path"];
+    assert_eq!(rp["switch_hash"], "src-ip");
+    let hashes = rp["hashes"].as_array().unwrap();
+    assert_eq!(hashes.len(), 7);
+    assert_eq!(hashes[0]["hash"], "src-ip", "the chosen hash first");
+    for h in hashes {
+        let sh: SwitchHash = h["hash"].as_str().unwrap().parse().unwrap();
+        let mut want = vec![(0u64, 0u64); 3];
+        for r in &replies {
+            let link = sh.hash(&extract(r).key) as usize % 3;
+            want[link].0 += 1;
+            want[link].1 += r.len() as u64;
+        }
+        assert_eq!(members_of(h), want, "{sh}");
+    }
+    // The replies come from 25 servers' addresses: src-ip spreads them over all three links.
+    assert!(members_of(&hashes[0]).iter().all(|m| m.0 > 0), "{rp}");
+    // The table marks the chosen hash; a bad name is a usage error.
+    let table = ok_stdout(&lagctl(&[
+        "plan",
+        "--pcap",
+        p,
+        "--members",
+        "3",
+        "--switch-hash",
+        "dst-mac",
+    ]));
+    let line = table
+        .lines()
+        .find(|l| l.contains("<- yours"))
+        .unwrap_or_else(|| panic!("no chosen switch hash:\n{table}"));
+    assert!(line.trim_start().starts_with("dst-mac "), "{line}");
+    let out = lagctl(&["plan", "--pcap", p, "--switch-hash", "src-dst-vlan"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -306,6 +306,25 @@ impl FlowKey {
         self.w[2] |= u64::from(proto) << 32;
     }
 
+    /// The key of the flow's return traffic: source and destination swapped for the MACs,
+    /// the IP addresses and the ports (an ICMP type, code and identifier stay as they are).
+    /// The VLAN tag, EtherType, protocol and tunnel kind are the same both ways.
+    pub fn reversed(&self) -> Self {
+        const MAC: u64 = (1 << 48) - 1;
+        let mut r = *self;
+        r.w[0] = (self.w[0] & !MAC) | (self.w[1] & MAC);
+        r.w[1] = (self.w[1] & !MAC) | (self.w[0] & MAC);
+        r.w[3] = self.w[5];
+        r.w[4] = self.w[6];
+        r.w[5] = self.w[3];
+        r.w[6] = self.w[4];
+        if self.flags() & F_PORTS != 0 {
+            let (sp, dp) = (self.w[2] & 0xffff, (self.w[2] >> 16) & 0xffff);
+            r.w[2] = (self.w[2] & !0xffff_ffff) | dp | sp << 16;
+        }
+        r
+    }
+
     /// A 64-bit digest of the key (for sets of keys where only distinctness matters).
     pub fn digest(&self) -> u64 {
         mix_words(&self.w)

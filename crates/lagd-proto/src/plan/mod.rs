@@ -828,9 +828,11 @@ impl Planner {
         }
     }
 
+    /// The switch's return path: the flow's replies, hashed by each switch hash.
     fn account_switch(&mut self, key: &FlowKey, packets: u64, bytes: u64) {
+        let back = key.reversed();
         for (acc, sh) in self.switch_accs.iter_mut().zip(SwitchHash::ALL) {
-            acc.account(sh.hash(key), packets, bytes);
+            acc.account(sh.hash(&back), packets, bytes);
         }
     }
 

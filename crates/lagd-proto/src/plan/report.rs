@@ -426,7 +426,7 @@ pub(super) fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher
             let hist = acc.hist(n);
             let mut flows = vec![0u64; n];
             for key in table.keys() {
-                flows[hist.m.index(hash.hash(key))] += 1;
+                flows[hist.m.index(hash.hash_return(key))] += 1;
             }
             ReturnPath {
                 hash,

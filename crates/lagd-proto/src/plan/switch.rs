@@ -15,6 +15,18 @@
 //! low byte; the link is that byte modulo the number of links. Frames without the field the
 //! option names (non-IP frames under an IP option) fall back to source and destination MAC, as
 //! switches do; frames without ports use the addresses alone under `src-dst-port`.
+//!
+//! # Return traffic
+//! The switch hashes the frames it sends *to* the bond: the replies to the captured traffic,
+//! whose source and destination (MACs, addresses, ports) are the captured frames' swapped.
+//! The planner hashes each flow's reversed key ([`SwitchHash::hash_return`],
+//! [`FlowKey::reversed`]), so the one-sided options come out the right way round: under
+//! `src-ip` the return path spreads by the captured traffic's *destination* addresses (a
+//! client talking to many servers spreads, many clients of one server do not), and under
+//! `dst-mac` by the captured source MACs. The symmetric options (`src-dst-*`) give the same
+//! link both ways. Like the host's policies, the model takes the input to be what the bond
+//! sends, and weighs each reply flow with its captured flow's packets and bytes (a capture of
+//! one direction does not show the replies' volume).
 
 use core::fmt;
 use core::str::FromStr;
@@ -104,6 +116,14 @@ impl SwitchHash {
     }
 }
 
+impl SwitchHash {
+    /// The 8-bit folded hash of the flow's return traffic, the frames the switch sends to the
+    /// bond: [`SwitchHash::hash`] of `key` with source and destination swapped.
+    pub fn hash_return(self, key: &FlowKey) -> u32 {
+        self.hash(&key.reversed())
+    }
+}
+
 impl fmt::Display for SwitchHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -146,6 +166,46 @@ mod tests {
         let mut f = Vec::new();
         parse_flow_spec(spec).unwrap().write_frame(&mut f);
         extract(&f).key
+    }
+
+    #[test]
+    fn reversed_keys_are_the_replies_keys() {
+        for (fwd, back) in [
+            (
+                "tcp 10.0.0.1:1000 > 10.0.0.2:80 src-mac 02:00:00:00:00:01 dst-mac 02:00:00:00:00:02",
+                "tcp 10.0.0.2:80 > 10.0.0.1:1000 src-mac 02:00:00:00:00:02 dst-mac 02:00:00:00:00:01",
+            ),
+            (
+                "udp [2001:db8::1]:5353 > [2001:db8:1::9]:53 vlan 7 src-mac 02:00:00:00:00:0a dst-mac 0e:00:00:00:00:0b",
+                "udp [2001:db8:1::9]:53 > [2001:db8::1]:5353 vlan 7 src-mac 0e:00:00:00:00:0b dst-mac 02:00:00:00:00:0a",
+            ),
+            // ICMP: the addresses swap, the type and identifier stay.
+            (
+                "icmp 10.0.0.1 > 10.0.0.9 id 7 src-mac 02:00:00:00:00:01 dst-mac 02:00:00:00:00:09",
+                "icmp 10.0.0.9 > 10.0.0.1 id 7 src-mac 02:00:00:00:00:09 dst-mac 02:00:00:00:00:01",
+            ),
+        ] {
+            let (k, r) = (key(fwd), key(back));
+            assert_eq!(k.reversed(), r, "{fwd}");
+            assert_eq!(r.reversed(), k, "{back}");
+            for h in SwitchHash::ALL {
+                assert_eq!(h.hash_return(&k), h.hash(&r), "{h}: {fwd}");
+            }
+        }
+        // The one-sided options read the other end on the way back.
+        let k = key("tcp 10.0.0.1:1000 > 10.0.0.2:80");
+        assert_eq!(
+            SwitchHash::SrcIp.hash_return(&k),
+            SwitchHash::DstIp.hash(&k)
+        );
+        assert_eq!(
+            SwitchHash::DstIp.hash_return(&k),
+            SwitchHash::SrcIp.hash(&k)
+        );
+        assert_eq!(
+            SwitchHash::SrcDstIp.hash_return(&k),
+            SwitchHash::SrcDstIp.hash(&k)
+        );
     }
 
     #[test]

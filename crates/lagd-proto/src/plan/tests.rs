@@ -1410,3 +1410,105 @@ fn round_robin_flow_lists_record_each_rows_members() {
     // m0: rows 1 and 3, plus row 2 (on m2 only, moving); m1: rows 1 and 3.
     assert_eq!(got, [(0, 7 - 2, 3), (1, 2, 2)]);
 }
+
+// The switch's return path: the replies to the captured frames.
+
+/// The reply to `f`, built from its bytes: MACs swapped; after at most one VLAN tag, the IPv4
+/// or IPv6 addresses swapped, and the ports too for TCP, UDP, SCTP, DCCP and UDP-Lite (IPv4:
+/// not in a later fragment).
+fn mirror(f: &[u8]) -> Vec<u8> {
+    let mut r = f.to_vec();
+    if r.len() < 14 {
+        // A runt: whatever MAC bytes there are (the key reads them zero-padded).
+        r.resize(12, 0);
+        r.rotate_left(6);
+        return r;
+    }
+    r[..6].copy_from_slice(&f[6..12]);
+    r[6..12].copy_from_slice(&f[..6]);
+    let (ty, nh) = match [f[12], f[13]] {
+        [0x81, 0x00] | [0x88, 0xa8] if f.len() >= 18 => ([f[16], f[17]], 18),
+        t => (t, 14),
+    };
+    let swap = |r: &mut Vec<u8>, a: usize, b: usize, len: usize| {
+        if b + len <= r.len() {
+            for i in 0..len {
+                r.swap(a + i, b + i);
+            }
+        }
+    };
+    let ports = |p: u8| matches!(p, 6 | 17 | 33 | 132 | 136);
+    match ty {
+        [0x08, 0x00] if f.len() >= nh + 20 => {
+            swap(&mut r, nh + 12, nh + 16, 4);
+            let l4 = nh + usize::from(f[nh] & 0x0f) * 4;
+            let later = u16::from_be_bytes([f[nh + 6], f[nh + 7]]) & 0x1fff != 0;
+            if ports(f[nh + 9]) && !later {
+                swap(&mut r, l4, l4 + 2, 2);
+            }
+        }
+        [0x86, 0xdd] if f.len() >= nh + 40 => {
+            swap(&mut r, nh + 8, nh + 24, 16);
+            if ports(f[nh + 6]) {
+                swap(&mut r, nh + 40, nh + 42, 2);
+            }
+        }
+        _ => {}
+    }
+    r
+}
+
+#[test]
+fn return_path_hashes_the_replies_under_every_switch_hash() {
+    let frames = mixed_frames(29, 3000);
+    for n in [2usize, 3, 4] {
+        for chosen in SwitchHash::ALL {
+            let plan = plan_of(
+                &frames,
+                PlanConfig {
+                    switch_hash: chosen,
+                    ..PlanConfig::new(n)
+                },
+            );
+            assert_eq!(plan.return_path.len(), 7);
+            assert_eq!(plan.return_path[0].hash, chosen);
+            for r in &plan.return_path {
+                let mut want = vec![(0u64, 0u64); n];
+                let mut first: Vec<(FlowKey, usize)> = Vec::new();
+                for f in &frames {
+                    let link = r.hash.hash(&extract(&mirror(f)).key) as usize % n;
+                    want[link].0 += 1;
+                    want[link].1 += f.len() as u64;
+                    let k = extract(f).key;
+                    if !first.iter().any(|(x, _)| *x == k) {
+                        first.push((k, link));
+                    }
+                }
+                assert_eq!(loads(&r.dist), want, "{} over {n} links", r.hash);
+                let mut flows = vec![0u64; n];
+                for (_, l) in &first {
+                    flows[*l] += 1;
+                }
+                let got: Vec<u64> = r.dist.members.iter().map(|m| m.flows).collect();
+                assert_eq!(got, flows, "{} flows over {n} links", r.hash);
+            }
+        }
+    }
+    // One client fetching from 64 servers: the replies come from 64 addresses, so src-ip
+    // spreads them and dst-ip (the one client) does not; the captured frames would say the
+    // opposite.
+    let frames: Vec<Vec<u8>> = (0..64u16)
+        .map(|i| frame_of(&format!("tcp 10.0.0.1:{} > 10.1.0.{}:443", 40000 + i, i)))
+        .collect();
+    let plan = plan_of(&frames, PlanConfig::new(2));
+    let path = |h: SwitchHash| {
+        &plan
+            .return_path
+            .iter()
+            .find(|r| r.hash == h)
+            .expect("every switch hash")
+            .dist
+    };
+    assert!((path(SwitchHash::SrcIp).imbalance - 1.0).abs() < 1e-9);
+    assert!((path(SwitchHash::DstIp).imbalance - 2.0).abs() < 1e-9);
+}
