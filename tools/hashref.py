@@ -7,14 +7,28 @@ the team's notes (shared/research/linux-bonding.md, section 2) and the kernel so
 describe.  It was written without looking at lagd's own implementation, so that the vectors it
 produces are an independent check of ``lagd_proto::hash::xmit_hash``.
 
+It also models Open vSwitch 3.1's two bond hashes (``ovs-slb``: ``hash_mac()`` of the source MAC
+and VLAN; ``ovs-tcp``: the RSS hash the userspace datapath gives a packet, which balance-tcp's
+``lb-output-action`` masks with 0xff), written from OVS's C sources (lib/hash.h, lib/packets.h,
+lib/flow.c ``miniflow_extract()`` / ``miniflow_hash_5tuple()``, lib/dp-packet.h
+``dp_packet_update_rss_hash_ipv{4,6}_tcp_udp()``) and checked against a running ovs-vswitchd
+(crates/lagd/tests/ovs_hash.rs does that on every CI run).
+
 It is run by hand (never by CI) to regenerate the golden files:
 
     tools/hashref.py pcap2hex CAPTURE.pcap            # one hex frame per line
     tools/hashref.py golden FRAMES.txt                # "HEX # desc" lines -> golden lines
+    tools/hashref.py refresh GOLDEN.txt               # recompute a golden file in place
+    tools/hashref.py prefixes GOLDEN.txt > PREFIXES   # every frame cut at every length
     tools/hashref.py members --policy layer3+4 --members 4 FRAMES.hex
     tools/hashref.py hash layer3+4 HEX                # one frame, one policy
     tools/hashref.py check GOLDEN.txt                 # recompute a golden file, report diffs
     tools/hashref.py selftest                         # properties stated in the notes
+
+The golden files in use:
+
+    crates/lagd-proto/src/hash/testdata/real-frames.txt      (refresh)
+    crates/lagd-proto/src/hash/testdata/prefixes.txt         (prefixes real-frames.txt)
 
 Standard library only.
 
@@ -40,7 +54,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-POLICIES = ("layer2", "layer2+3", "layer3+4", "encap2+3", "encap3+4", "vlan+srcmac")
+KERNEL_POLICIES = ("layer2", "layer2+3", "layer3+4", "encap2+3", "encap3+4", "vlan+srcmac")
+OVS_POLICIES = ("ovs-slb", "ovs-tcp")
+POLICIES = KERNEL_POLICIES + OVS_POLICIES
 
 # EtherTypes
 ETH_P_IP = 0x0800
@@ -552,11 +568,211 @@ def xmit_hash_skb(policy: str, skb: Skb) -> int:
 
 
 def xmit_hash(policy: str, frame: bytes) -> int:
+    if policy == "ovs-slb":
+        return ovs_slb(frame)
+    if policy == "ovs-tcp":
+        return ovs_tcp(frame)
     return xmit_hash_skb(policy, skb_from_frame(frame)) & M32
 
 
 def all_hashes(frame: bytes) -> dict:
     return {p: xmit_hash(p, frame) for p in POLICIES}
+
+
+# --------------------------------------------------------------------------------------------
+# Open vSwitch 3.1 (generic x86-64 build: the portable murmur3 steps of lib/hash.h, no CRC32)
+# --------------------------------------------------------------------------------------------
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & M32
+
+
+def ovs_hash_add(h: int, data: int) -> int:
+    """hash_add() / mhash_add(): one MurmurHash3 block step."""
+    data = (data * 0xCC9E2D51) & M32
+    data = _rotl(data, 15)
+    data = (data * 0x1B873593) & M32
+    h ^= data
+    h = _rotl(h, 13)
+    return (h * 5 + 0xE6546B64) & M32
+
+
+def ovs_hash_finish(h: int, final: int) -> int:
+    """hash_finish(): MurmurHash3's finaliser after xoring in ``final``."""
+    h ^= final
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & M32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & M32
+    return h ^ (h >> 16)
+
+
+def ovs_hash_mac(mac: bytes, vlan: int, basis: int = 0) -> int:
+    """hash_mac(): hash_uint64_basis(vlan << 48 | mac, basis), the 64-bit value low word first."""
+    x = (vlan & 0xFFFF) << 48 | int.from_bytes(mac, "big")
+    h = ovs_hash_add(ovs_hash_add(basis, x & M32), x >> 32)
+    return ovs_hash_finish(h, 8)
+
+
+def ovs_slb(frame: bytes) -> int:
+    """balance-slb: the source MAC and the VID of the outer tag (0 untagged)."""
+    if len(frame) < 14:
+        return ovs_hash_mac(bytes(6), 0)
+    vid = 0
+    if len(frame) >= 18 and be16(frame, 12) in (ETH_P_8021Q, ETH_P_8021AD):
+        vid = be16(frame, 14) & 0x0FFF
+    return ovs_hash_mac(frame[6:12], vid)
+
+
+@dataclass
+class OvsFlow:
+    """The fields of OVS's struct flow that the 5-tuple hashes read (unset fields read 0)."""
+    dl_type: Optional[int] = None     # None: shorter than an Ethernet header
+    nw: tuple = (0, 0)                # nw_src, nw_dst as native loads (IPv4 and ARP)
+    ipv6: tuple = (0,) * 8            # ipv6_src, ipv6_dst as eight native 32-bit words
+    nw_proto: int = 0
+    ports: int = 0                    # tp_src, tp_dst as one native load
+    rss_proto: Optional[int] = None   # set when miniflow_extract() computed the RSS hash
+
+
+OVS_VLAN_LIMIT = 1          # other_config:vlan-limit, default 1
+
+
+def ovs_miniflow_extract(d: bytes) -> OvsFlow:
+    """miniflow_extract() (lib/flow.c, OVS 3.1) reduced to the fields the hashes read."""
+    fl = OvsFlow()
+    size = len(d)
+    if size < 14:
+        return fl
+    off = 12
+    n = 0
+    # parse_vlan(): at most vlan-limit tags, each needing 6 bytes (tag + next type) left.
+    while n < OVS_VLAN_LIMIT and be16(d, off) in (ETH_P_8021Q, ETH_P_8021AD) and size - off >= 6:
+        off += 4
+        n += 1
+    # parse_ethertype(): a value below 0x600 is an 802.3 length; only LLC/SNAP with OUI 0 and a
+    # type >= 0x600 yields an EtherType, anything else is FLOW_DL_TYPE_NONE (0x5ff).
+    dl_type = be16(d, off)
+    off += 2
+    if dl_type < 0x600:
+        if have(d, off, 8) and d[off:off + 6] == b"\xaa\xaa\x03\x00\x00\x00" \
+                and be16(d, off + 6) >= 0x600:
+            dl_type = be16(d, off + 6)
+            off += 8
+        else:
+            dl_type = 0x5FF
+    fl.dl_type = dl_type
+    if dl_type == ETH_P_IP:
+        # ipv4_sanity_check(); then the packet is trimmed to the total length.
+        if size - off < 20:
+            return fl
+        ihl = (d[off] & 0x0F) * 4
+        if ihl < 20 or size - off < ihl:
+            return fl
+        tot = be16(d, off + 2)
+        if tot > size - off or ihl > tot:
+            return fl
+        end = off + tot
+        fl.nw = (le32(d, off + 12), le32(d, off + 16))
+        fl.nw_proto = d[off + 9]
+        later = (be16(d, off + 6) & 0x1FFF) != 0
+        nxt = fl.nw_proto
+        l4 = off + ihl
+    elif dl_type == ETH_P_IPV6:
+        # ipv6_sanity_check(); then the packet is trimmed to the payload length.
+        if size - off < 40:
+            return fl
+        plen = be16(d, off + 4)
+        if plen + 40 > size - off:
+            return fl
+        fl.ipv6 = tuple(le32(d, off + 8 + 4 * i) for i in range(8))
+        nxt = d[off + 6]
+        end = off + 40 + plen
+        l4 = off + 40
+        proto = nxt
+        later = False
+        # parse_ipv6_ext_hdrs__(): a failure leaves nw_proto unset (0).
+        while proto in (IPPROTO_HOPOPTS, IPPROTO_ROUTING, IPPROTO_DSTOPTS, IPPROTO_AH,
+                        IPPROTO_FRAGMENT):
+            if end - l4 < 8:
+                return fl
+            if proto == IPPROTO_FRAGMENT:
+                proto = d[l4]
+                offlg = be16(d, l4 + 2)
+                l4 += 8
+                if offlg & 0xFFF8:
+                    proto = IPPROTO_FRAGMENT      # a later fragment: nw_proto 44, no L4
+                    later = True
+                    break
+                continue
+            hlen = (d[l4 + 1] + 2) * 4 if proto == IPPROTO_AH else (d[l4 + 1] + 1) * 8
+            proto = d[l4]
+            if end - l4 < hlen:
+                return fl
+            l4 += hlen
+        fl.nw_proto = proto
+    elif dl_type == ETH_P_ARP:
+        if not have(d, off, 28):
+            return fl
+        if be16(d, off) != 1 or be16(d, off + 2) != ETH_P_IP or d[off + 4] != 6 or d[off + 5] != 4:
+            return fl
+        fl.nw = (le32(d, off + 14), le32(d, off + 24))
+        op = be16(d, off + 6)
+        if op <= 0xFF:
+            fl.nw_proto = op
+        return fl
+    else:
+        return fl
+    if later:
+        return fl
+    left = end - l4
+    p = fl.nw_proto
+    if p == IPPROTO_TCP:
+        # The TCP data offset must cover the fixed header and fit.
+        ok = left >= 20 and 20 <= (d[l4 + 12] >> 4) * 4 <= left
+    elif p in (IPPROTO_UDP, IPPROTO_ICMP, IPPROTO_ICMPV6):
+        ok = left >= 8
+    elif p == IPPROTO_SCTP:
+        ok = left >= 12
+    else:
+        ok = False
+    if not ok:
+        return fl
+    if p in (IPPROTO_ICMP, IPPROTO_ICMPV6):
+        fl.ports = d[l4] << 8 | d[l4 + 1] << 24     # htons(type), htons(code) in memory
+    else:
+        fl.ports = le32(d, l4)
+    if p in (IPPROTO_TCP, IPPROTO_UDP):
+        # dp_packet_update_rss_hash_ipv4/ipv6_tcp_udp(): addresses, the protocol byte of the
+        # IP header itself (for IPv6 the fixed header's next header) and the ports.
+        fl.rss_proto = nxt
+    return fl
+
+
+def ovs_tcp(frame: bytes) -> int:
+    """balance-tcp: the packet's RSS hash in OVS's userspace datapath."""
+    fl = ovs_miniflow_extract(frame)
+    h = 0
+    if fl.dl_type == ETH_P_IPV6:
+        for w in fl.ipv6:
+            h = ovs_hash_add(h, w)
+    elif fl.dl_type in (ETH_P_IP, ETH_P_ARP):
+        h = ovs_hash_add(ovs_hash_add(h, fl.nw[0]), fl.nw[1])
+    else:
+        return ovs_hash_finish(h, 42)
+    if fl.rss_proto is not None:
+        h = ovs_hash_add(ovs_hash_add(h, fl.rss_proto), fl.ports)
+        return ovs_hash_finish(h, 42)
+    # miniflow_hash_5tuple()
+    h = ovs_hash_add(h, fl.nw_proto)
+    if fl.nw_proto in (IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP, IPPROTO_ICMP, IPPROTO_ICMPV6):
+        h = ovs_hash_add(h, fl.ports)
+    return ovs_hash_finish(h, 42)
+
+
+def ovs_hash_int(x: int, basis: int = 0) -> int:
+    """hash_int(): what the datapath's hash action makes of an RSS hash (dp_hash)."""
+    return ovs_hash_finish(ovs_hash_add(ovs_hash_add(x, 0), basis), 8)
 
 
 # --------------------------------------------------------------------------------------------
@@ -606,6 +822,48 @@ def cmd_golden(args):
     src = open(args[0]) if args else sys.stdin
     for hexstr, comment in parse_frame_lines(src):
         print(golden_line(hexstr.lower(), comment))
+
+
+def cmd_refresh(args):
+    """Recomputes every vector line of a golden file in place, comments and blank lines kept."""
+    path = args[0]
+    out = []
+    for raw in open(path):
+        line = raw.rstrip("\n")
+        if not line.strip() or line.lstrip().startswith("#"):
+            out.append(line)
+            continue
+        body, _, comment = line.partition("#")
+        out.append(golden_line(body.split()[0].lower(), comment.strip()))
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def cmd_prefixes(args):
+    """Every vector of a golden file cut at every length 0..len, for every policy.
+
+    One line per (frame, policy): "LINE LENGTH POLICY FROM:HASH ...", where LINE is the frame's
+    line in the golden file, LENGTH its full length, and each FROM:HASH says that the prefixes
+    of FROM bytes and more (up to the next FROM) hash to HASH.
+    """
+    path = args[0]
+    print("# Every frame of %s cut at every length, hashed by tools/hashref.py." % path)
+    print("# Regenerate: tools/hashref.py prefixes %s > THIS_FILE" % path)
+    print("# LINE LENGTH POLICY FROM:HASH...  (prefixes of FROM bytes up to the next FROM hash to HASH)")
+    for n, raw in enumerate(open(path), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        frame = bytes.fromhex(line.partition("#")[0].split()[0])
+        for pol in POLICIES:
+            runs = []
+            last = None
+            for cut in range(len(frame) + 1):
+                h = xmit_hash(pol, frame[:cut])
+                if h != last:
+                    runs.append("%d:0x%08x" % (cut, h))
+                    last = h
+            print("%d %d %s %s" % (n, len(frame), pol, " ".join(runs)))
 
 
 def cmd_check(args):
@@ -689,11 +947,17 @@ def cmd_selftest(_args):
     untagged = mac + bytes.fromhex("0800") + ip
     for p in ("layer2", "layer2+3", "layer3+4", "encap2+3", "encap3+4"):
         assert xmit_hash(p, t0) == xmit_hash(p, untagged), p
+    # OVS: hash_add/hash_finish are MurmurHash3_x86_32's block step and finaliser (the
+    # published vector for the key 0x87654321 with seed 0), and the 5-tuple hash ignores MACs.
+    assert ovs_hash_finish(ovs_hash_add(0, 0x87654321), 4) == 0xF55B516B
+    other_macs = bytes.fromhex("0a000000000b0a000000000c") + t0[12:]
+    assert ovs_tcp(t0) == ovs_tcp(other_macs) and ovs_slb(t0) != ovs_slb(other_macs)
     print("selftest ok")
 
 
 def main(argv):
     cmds = {"golden": cmd_golden, "check": cmd_check, "members": cmd_members,
+            "refresh": cmd_refresh, "prefixes": cmd_prefixes,
             "pcap2hex": cmd_pcap2hex, "hash": cmd_hash, "selftest": cmd_selftest}
     if len(argv) < 2 or argv[1] not in cmds:
         print(__doc__)

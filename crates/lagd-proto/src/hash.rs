@@ -7,7 +7,8 @@
 //! and `net/core/flow_dissector.c`). lagd hashes frames as the bond device would see them:
 //!
 //! - The **outermost VLAN tag** (802.1Q or 802.1ad) is treated as a hardware-accelerated tag,
-//!   which is what a VLAN interface stacked on a kernel bond produces: it is metadata, not data.
+//!   which is what a VLAN interface stacked on a kernel bond produces: it is metadata, not data
+//!   (a whole tag is lifted even when the frame ends before the EtherType after it).
 //!   `layer2`, `layer2+3` and `layer3+4` ignore it; `vlan+srcmac` uses its full TCI (priority
 //!   bits included); the encap policies start at the inner EtherType. A second, in-band tag
 //!   (QinQ) makes `skb->protocol` a TPID, so the bond's own parser falls back to the layer2
@@ -31,12 +32,26 @@
 //! `h ^= dst ^ src; h ^= h >> 16; h ^= h >> 8`, then `>> 1` for the 3+4 policies only.
 //!
 //! # Open vSwitch
+//! Both hashes are those of Open vSwitch 3.1 (Debian's build), checked against a running
+//! ovs-vswitchd by `crates/lagd/tests/ovs_hash.rs`, and modelled independently in
+//! `tools/hashref.py`.
 //! - `ovs-slb`: `hash_mac(src_mac, vid, 0)` from OVS `lib/packets.h` / `lib/hash.h`
 //!   (`bond_hash_src()` in `ofproto/bond.c`): the 64-bit value `vid << 48 | src_mac` through
-//!   OVS's murmur-style `hash_uint64_basis`.
-//! - `ovs-tcp`: `flow_hash_5tuple(flow, 0)` from OVS `lib/flow.c` (the hash the userspace
-//!   datapath computes for a packet that has no NIC RSS hash; `lb-output-action` picks the bucket
-//!   `hash & 0xff` from it). Addresses, protocol, and the ports word (for ICMP: type and code).
+//!   OVS's murmur-style `hash_uint64_basis`. `ovs-appctl bond/hash MAC VLAN BASIS` prints its
+//!   low 8 bits (the bucket); [`ovs_hash_mac`] takes a basis.
+//! - `ovs-tcp`: the hash the userspace datapath keeps as a packet's RSS hash when the NIC gave
+//!   none, which a balance-tcp bond with `lb-output-action` masks with `0xff` to pick the bucket
+//!   (without it, the datapath's hash action makes `hash_int(rss, basis)` of it). OVS computes
+//!   it while parsing the packet (`miniflow_extract()` in `lib/flow.c`): for TCP (data offset
+//!   valid) and UDP, `dp_packet_update_rss_hash_ipv4/ipv6_tcp_udp()` of `lib/dp-packet.h` hashes
+//!   the addresses, the protocol byte of the IP header itself (for IPv6 the fixed header's
+//!   next-header field, so a hop-by-hop header hashes as protocol 0) and the ports; for
+//!   everything else `miniflow_hash_5tuple(flow, 0)` hashes the addresses, the protocol found
+//!   after the extension headers and, for TCP/UDP/SCTP/ICMP/ICMPv6, the ports word (ICMP: type
+//!   and code). OVS parses one VLAN tag (`other_config:vlan-limit` defaults to 1), LLC/SNAP,
+//!   IPv4 and IPv6 only when their length fields fit the frame (otherwise addresses and
+//!   protocol count as 0), ARP (sender and target addresses, the opcode as protocol), and no
+//!   tunnels.
 //!
 //! Both follow OVS's portable `hash_add`/`hash_finish` (murmur3 steps), which is what a generic
 //! x86-64 build (Debian's) uses; a build with `-msse4.2` uses CRC32 steps instead and gives
@@ -238,6 +253,14 @@ pub fn hasher(policy: HashPolicy) -> fn(&[u8]) -> u32 {
     }
 }
 
+/// Open vSwitch's source-MAC hash with a basis: `hash_mac(mac, vid, basis)` of OVS
+/// `lib/packets.h`, what a `balance-slb` bond computes with `other_config:bond-hash-basis`
+/// (`ovs-appctl bond/hash MAC VLAN BASIS` prints its low 8 bits, the bucket). With basis 0 it
+/// is [`xmit_hash`] under [`HashPolicy::OvsSlb`] for a frame from `mac` on VLAN `vid`.
+pub fn ovs_hash_mac(mac: [u8; 6], vid: u16, basis: u32) -> u32 {
+    ovs::hash_mac(mac, vid, basis)
+}
+
 /// `hash % members` without a divide, for a member count that changes rarely (the dataplane
 /// builds one per distribution change). Exact for every 32-bit hash: it uses the precomputed
 /// 64-bit reciprocal of the divisor (Lemire, Kaser and Kurz, "Faster remainder by direct
@@ -360,13 +383,15 @@ struct KernelView<'a> {
 impl<'a> KernelView<'a> {
     #[inline(always)]
     fn new(b: &'a [u8]) -> Self {
-        if b.len() >= 18 {
+        if b.len() >= 16 {
             let t = be16(b, 12);
             if t == ETH_P_8021Q || t == ETH_P_8021AD {
+                // A whole tag is lifted even when the EtherType after it is cut: what remains
+                // is then shorter than an Ethernet header.
                 return Self {
                     b,
                     tci: Some(be16(b, 14)),
-                    proto: be16(b, 16),
+                    proto: if b.len() >= 18 { be16(b, 16) } else { 0 },
                     nhoff: 18,
                 };
             }
@@ -383,7 +408,8 @@ impl<'a> KernelView<'a> {
     /// `bond_eth_hash()`.
     #[inline(always)]
     fn eth_hash<T: Trace>(&self, t: &mut T) -> u32 {
-        if self.b.len() < 14 {
+        // The MAC header ends at `nhoff` (the accelerated tag lifted out of it).
+        if self.b.len() < self.nhoff {
             note!(t, "eth", "frame shorter than an Ethernet header: hash 0");
             return 0;
         }
@@ -400,7 +426,8 @@ impl<'a> KernelView<'a> {
 
     /// `bond_vlan_srcmac_hash()`.
     fn vlan_srcmac_hash<T: Trace>(&self, t: &mut T) -> u32 {
-        if self.b.len() < 14 {
+        // The MAC header ends at `nhoff` (the accelerated tag lifted out of it).
+        if self.b.len() < self.nhoff {
             note!(t, "eth", "frame shorter than an Ethernet header: hash 0");
             return 0;
         }
@@ -945,7 +972,7 @@ mod ovs {
 
     /// `mhash_add()` of OVS `lib/hash.h` (a murmur3 step).
     #[inline(always)]
-    fn hash_add(hash: u32, data: u32) -> u32 {
+    pub(super) fn hash_add(hash: u32, data: u32) -> u32 {
         let d = data
             .wrapping_mul(0xcc9e_2d51)
             .rotate_left(15)
@@ -973,6 +1000,13 @@ mod ovs {
         h ^ (h >> 16)
     }
 
+    /// `hash_mac(mac, vid, basis)` of OVS `lib/packets.h`: `vid << 48 | mac` through
+    /// `hash_uint64_basis()`.
+    pub(super) fn hash_mac(mac: [u8; 6], vid: u16, basis: u32) -> u32 {
+        let x = u64::from(vid) << 48 | mac.iter().fold(0u64, |a, &m| a << 8 | u64::from(m));
+        hash_finish(hash_add64(basis, x), 8)
+    }
+
     /// `hash_mac(src, vid, 0)`.
     pub(super) fn slb_hash<T: Trace>(b: &[u8], t: &mut T) -> u32 {
         let mut mac = [0u8; 6];
@@ -983,10 +1017,6 @@ mod ovs {
                 vid = be16(b, 14) & 0x0fff;
             }
         }
-        let x = u64::from(vid) << 48
-            | mac
-                .iter()
-                .fold(0u64, |acc, &byte| acc << 8 | u64::from(byte));
         note!(
             t,
             "ovs-slb",
@@ -999,7 +1029,7 @@ mod ovs {
             mac[5],
             vid
         );
-        hash_finish(hash_add64(0, x), 8)
+        hash_mac(mac, vid, 0)
     }
 
     const TCP: u8 = 6;
@@ -1008,146 +1038,296 @@ mod ovs {
     const ICMP: u8 = 1;
     const ICMPV6: u8 = 58;
 
-    /// The L4 word OVS's flow holds (`tp_src`, `tp_dst` in memory order): ports, or ICMP
-    /// type and code as 16-bit values; 0 when the header is cut short.
-    fn l4_word(b: &[u8], at: usize, end: usize, proto: u8) -> u32 {
-        let need = match proto {
-            TCP => 20,
-            UDP | ICMP | ICMPV6 => 8,
-            SCTP => 12,
-            _ => return 0,
-        };
-        if at + need > end.min(b.len()) {
-            return 0;
-        }
-        match proto {
-            ICMP | ICMPV6 => u32::from(b[at]) << 8 | u32::from(b[at + 1]) << 24,
-            _ => le32(b, at),
-        }
+    /// What `miniflow_extract()` leaves in the fields the 5-tuple hash reads. A field OVS does
+    /// not fill reads as 0.
+    #[derive(Default)]
+    struct Flow {
+        /// `dl_type`, or `None` for a frame shorter than an Ethernet header.
+        dl_type: Option<u16>,
+        /// `nw_src`, `nw_dst` (IPv4 or ARP), little-endian loads.
+        v4: [u32; 2],
+        /// `ipv6_src`, `ipv6_dst` as eight little-endian words.
+        v6: [u32; 8],
+        /// `nw_proto`.
+        proto: u8,
+        /// `tp_src` and `tp_dst` as one little-endian word.
+        ports: u32,
+        /// Set when `miniflow_extract()` computed the packet's RSS hash itself
+        /// (`dp_packet_update_rss_hash_ipv{4,6}_tcp_udp()`, for TCP and UDP): the protocol word
+        /// it hashes, the IPv4 protocol or the IPv6 header's own next-header field.
+        rss_proto: Option<u8>,
     }
 
-    /// `flow_hash_5tuple(flow, 0)` over the flow OVS extracts from `b`.
-    pub(super) fn tcp_hash<T: Trace>(b: &[u8], t: &mut T) -> u32 {
-        let fin = |h| hash_finish(h, 42);
+    /// `miniflow_extract()` of OVS 3.1 (`lib/flow.c`), as far as the 5-tuple hash reads it.
+    fn extract<T: Trace>(b: &[u8], t: &mut T) -> Flow {
+        let mut f = Flow::default();
         if b.len() < 14 {
-            return fin(0);
+            note!(
+                t,
+                "ovs-tcp",
+                "frame shorter than an Ethernet header: constant hash"
+            );
+            return f;
         }
-        // OVS parses at most two VLAN headers.
+        // parse_vlan(): one tag, as `other_config:vlan-limit` defaults to 1, if 6 bytes remain.
         let mut at = 12;
-        let mut dl_type = be16(b, at);
-        for _ in 0..2 {
-            if !matches!(dl_type, 0x8100 | 0x88a8) || at + 6 > b.len() {
-                break;
-            }
+        if matches!(be16(b, at), 0x8100 | 0x88a8) && b.len() >= at + 6 {
+            note!(
+                t,
+                "vlan",
+                "tag 0x{:04x} skipped (OVS parses one tag)",
+                be16(b, at + 2)
+            );
             at += 4;
-            dl_type = be16(b, at);
         }
-        let nh = at + 2;
-        let mut hash = 0u32;
-        // OVS trims an IPv4 packet to its total length before reading L4.
-        let mut end = b.len();
-        let (proto, l4) = match dl_type {
-            0x0800 => {
-                // ipv4_sanity_check(): a broken header leaves the addresses and protocol 0.
-                let ok = nh + 20 <= b.len() && {
-                    let hl = usize::from(b[nh] & 0x0f) * 4;
-                    let tot = usize::from(be16(b, nh + 2));
-                    hl >= 20 && nh + hl <= b.len() && tot >= hl && nh + tot <= b.len()
-                };
-                if !ok {
-                    hash = hash_add(hash_add(hash_add(hash, 0), 0), 0);
-                    return fin(hash);
+        // parse_ethertype(): a length field means LLC, and only SNAP with OUI 0 carries a type.
+        let mut dl_type = be16(b, at);
+        at += 2;
+        if dl_type < 0x600 {
+            let snap = b
+                .get(at..at + 8)
+                .filter(|h| h[..6] == [0xaa, 0xaa, 0x03, 0, 0, 0]);
+            dl_type = match snap {
+                Some(h) if u16::from_be_bytes([h[6], h[7]]) >= 0x600 => {
+                    at += 8;
+                    note!(t, "llc", "SNAP header, EtherType 0x{:04x}", be16(h, 6));
+                    be16(h, 6)
                 }
-                end = nh + usize::from(be16(b, nh + 2));
-                hash = hash_add(hash, le32(b, nh + 12));
-                hash = hash_add(hash, le32(b, nh + 16));
-                let later_fragment = be16(b, nh + 6) & 0x1fff != 0;
-                let l4 = if later_fragment {
-                    None
+                _ => 0x05ff,
+            };
+        }
+        f.dl_type = Some(dl_type);
+        let (l4, end, later) = match dl_type {
+            0x0800 => {
+                // ipv4_sanity_check(): a broken header leaves addresses and protocol unset.
+                let hl = b.get(at).map_or(0, |v| usize::from(v & 0x0f) * 4);
+                let tot = if at + 4 <= b.len() {
+                    usize::from(be16(b, at + 2))
                 } else {
-                    Some(nh + usize::from(b[nh] & 0x0f) * 4)
+                    0
                 };
-                (b[nh + 9], l4)
+                if at + 20 > b.len() || hl < 20 || at + hl > b.len() || tot < hl {
+                    note!(t, "ipv4", "header cut or IHL < 5: addresses and protocol 0");
+                    return f;
+                }
+                if at + tot > b.len() {
+                    note!(
+                        t,
+                        "ipv4",
+                        "total length {tot} beyond the frame: addresses and protocol 0"
+                    );
+                    return f;
+                }
+                f.v4 = [le32(b, at + 12), le32(b, at + 16)];
+                f.proto = b[at + 9];
+                let later = be16(b, at + 6) & 0x1fff != 0;
+                note!(
+                    t,
+                    "ipv4",
+                    "{}.{}.{}.{} > {}.{}.{}.{} proto {}{}",
+                    b[at + 12],
+                    b[at + 13],
+                    b[at + 14],
+                    b[at + 15],
+                    b[at + 16],
+                    b[at + 17],
+                    b[at + 18],
+                    b[at + 19],
+                    f.proto,
+                    if later {
+                        " (later fragment: no ports)"
+                    } else {
+                        ""
+                    }
+                );
+                (at + hl, at + tot, later)
             }
             0x86dd => {
-                if nh + 40 > b.len() {
-                    return fin(hash);
+                // ipv6_sanity_check(): the header and its payload length must fit.
+                if at + 40 > b.len() || at + 40 + usize::from(be16(b, at + 4)) > b.len() {
+                    note!(
+                        t,
+                        "ipv6",
+                        "header cut or payload length beyond the frame: addresses and protocol 0"
+                    );
+                    return f;
                 }
-                for w in 0..8 {
-                    hash = hash_add(hash, le32(b, nh + 8 + 4 * w));
+                for (w, v) in f.v6.iter_mut().enumerate() {
+                    *v = le32(b, at + 8 + 4 * w);
                 }
-                match ipv6_upper(b, nh) {
-                    Some((p, l4)) => (p, l4),
-                    None => return fin(hash_add(hash, 0)),
+                let end = at + 40 + usize::from(be16(b, at + 4));
+                let nxt = b[at + 6];
+                note!(
+                    t,
+                    "ipv6",
+                    "{} > {} next-header {nxt}",
+                    super::v6_text(b, at + 8),
+                    super::v6_text(b, at + 24)
+                );
+                match ipv6_upper(b, at + 40, end, nxt) {
+                    Some((p, l4, later)) => {
+                        f.proto = p;
+                        if p != nxt {
+                            note!(t, "ipv6", "extension headers walked to protocol {p}");
+                        }
+                        if later {
+                            note!(t, "ipv6", "later fragment: protocol 44, no ports");
+                        }
+                        (l4, end, later)
+                    }
+                    None => {
+                        note!(t, "ipv6", "extension header cut: protocol 0");
+                        return f;
+                    }
                 }
             }
             0x0806 => {
                 // Ethernet/IPv4 ARP: sender and target protocol addresses, opcode as protocol.
-                let ok = nh + 28 <= b.len()
-                    && be16(b, nh) == 1
-                    && be16(b, nh + 2) == 0x0800
-                    && b[nh + 4] == 6
-                    && b[nh + 5] == 4;
+                let ok = at + 28 <= b.len()
+                    && be16(b, at) == 1
+                    && be16(b, at + 2) == 0x0800
+                    && b[at + 4] == 6
+                    && b[at + 5] == 4;
                 if !ok {
-                    return fin(hash_add(hash_add(hash_add(hash, 0), 0), 0));
+                    note!(t, "arp", "not Ethernet/IPv4 ARP: addresses and protocol 0");
+                    return f;
                 }
-                hash = hash_add(hash, le32(b, nh + 14));
-                hash = hash_add(hash, le32(b, nh + 24));
-                let op = be16(b, nh + 6);
-                (if op <= 0xff { op as u8 } else { 0 }, None)
+                f.v4 = [le32(b, at + 14), le32(b, at + 24)];
+                let op = be16(b, at + 6);
+                f.proto = if op <= 0xff { op as u8 } else { 0 };
+                note!(
+                    t,
+                    "arp",
+                    "{}.{}.{}.{} > {}.{}.{}.{} opcode {op} as protocol",
+                    b[at + 14],
+                    b[at + 15],
+                    b[at + 16],
+                    b[at + 17],
+                    b[at + 24],
+                    b[at + 25],
+                    b[at + 26],
+                    b[at + 27]
+                );
+                return f;
             }
-            _ => {
-                note!(t, "ovs-tcp", "not IP or ARP: constant hash");
-                return fin(hash);
+            other => {
+                note!(
+                    t,
+                    "ovs-tcp",
+                    "EtherType 0x{other:04x} is not IP or ARP: constant hash"
+                );
+                return f;
             }
         };
-        hash = hash_add(hash, u32::from(proto));
-        note!(t, "ovs-tcp", "protocol {proto}");
-        if !matches!(proto, TCP | UDP | SCTP | ICMP | ICMPV6) {
-            return fin(hash);
+        if later {
+            return f;
         }
-        let word = l4.map_or(0, |at| l4_word(b, at, end, proto));
-        note!(t, "ovs-tcp", "l4 word 0x{word:08x}");
-        fin(hash_add(hash, word))
-    }
-
-    /// Walks IPv6 extension headers as OVS does: returns the upper protocol and, unless a
-    /// later fragment, the offset of its header. `None` when an extension header is cut.
-    fn ipv6_upper(b: &[u8], nh: usize) -> Option<(u8, Option<usize>)> {
-        let mut proto = b[nh + 6];
-        let mut at = nh + 40;
-        loop {
-            match proto {
-                0 | 43 | 60 | 51 => {
-                    if at + 8 > b.len() {
-                        return None;
-                    }
-                    let len = if proto == 51 {
-                        (usize::from(b[at + 1]) + 2) * 4
-                    } else {
-                        (usize::from(b[at + 1]) + 1) * 8
-                    };
-                    proto = b[at];
-                    at += len;
-                }
-                44 => {
-                    if at + 8 > b.len() {
-                        return None;
-                    }
-                    proto = b[at];
-                    let later = be16(b, at + 2) & 0xfff8 != 0;
-                    at += 8;
-                    return Some((proto, if later { None } else { Some(at) }));
-                }
-                _ => return Some((proto, Some(at))),
+        let avail = end.saturating_sub(l4);
+        let ok = match f.proto {
+            // parse_tcp(): the data offset must cover the 20-byte header and fit.
+            TCP => avail >= 20 && (20..=avail).contains(&(usize::from(b[l4 + 12] >> 4) * 4)),
+            UDP | ICMP | ICMPV6 => avail >= 8,
+            SCTP => avail >= 12,
+            _ => false,
+        };
+        if !ok {
+            if matches!(f.proto, TCP | UDP | ICMP | ICMPV6 | SCTP) {
+                note!(t, "l4", "protocol {} header cut: ports 0", f.proto);
             }
+            return f;
+        }
+        f.ports = match f.proto {
+            ICMP | ICMPV6 => u32::from(b[l4]) << 8 | u32::from(b[l4 + 1]) << 24,
+            _ => le32(b, l4),
+        };
+        if matches!(f.proto, TCP | UDP) {
+            f.rss_proto = Some(if dl_type == 0x86dd {
+                b[at + 6]
+            } else {
+                f.proto
+            });
+        }
+        f
+    }
+
+    /// `parse_ipv6_ext_hdrs__()`: walks extension headers from `at` up to the payload's `end`.
+    /// Returns the upper protocol (44 for a later fragment), the offset of its header and
+    /// whether the packet is a later fragment; `None` when an extension header is cut.
+    fn ipv6_upper(b: &[u8], mut at: usize, end: usize, nxt: u8) -> Option<(u8, usize, bool)> {
+        let mut proto = nxt;
+        loop {
+            if !matches!(proto, 0 | 43 | 60 | 51 | 44) {
+                return Some((proto, at, false));
+            }
+            if at + 8 > end {
+                return None;
+            }
+            let len = match proto {
+                51 => (usize::from(b[at + 1]) + 2) * 4,
+                44 => 8,
+                _ => (usize::from(b[at + 1]) + 1) * 8,
+            };
+            let next = b[at];
+            if proto == 44 && be16(b, at + 2) & 0xfff8 != 0 {
+                return Some((44, at + 8, true));
+            }
+            proto = next;
+            if at + len > end {
+                return None;
+            }
+            at += len;
         }
     }
 
-    #[cfg(test)]
-    pub(super) fn hash_mac(mac: [u8; 6], vid: u16) -> u32 {
-        let x = u64::from(vid) << 48 | mac.iter().fold(0u64, |a, &m| a << 8 | u64::from(m));
-        hash_finish(hash_add64(0, x), 8)
+    /// The hash OVS 3.1's userspace datapath keeps as the packet's RSS hash (what
+    /// `lb-output-action` reads): `dp_packet_update_rss_hash_ipv{4,6}_tcp_udp()` for TCP and
+    /// UDP, `miniflow_hash_5tuple(flow, 0)` for everything else.
+    pub(super) fn tcp_hash<T: Trace>(b: &[u8], t: &mut T) -> u32 {
+        let f = extract(b, t);
+        let mut hash = 0u32;
+        match f.dl_type {
+            Some(0x86dd) => {
+                for w in f.v6 {
+                    hash = hash_add(hash, w);
+                }
+            }
+            Some(0x0800 | 0x0806) => {
+                hash = hash_add(hash_add(hash, f.v4[0]), f.v4[1]);
+            }
+            _ => return hash_finish(hash, 42),
+        }
+        if let Some(p) = f.rss_proto {
+            note!(
+                t,
+                "protocol",
+                "{p}{}",
+                if p == f.proto {
+                    ""
+                } else {
+                    " (the IPv6 header's next-header field, as OVS's TCP/UDP RSS hash reads it)"
+                }
+            );
+            note!(t, "ports", "{}", super::PortsText(f.ports, f.proto));
+            return hash_finish(hash_add(hash_add(hash, u32::from(p)), f.ports), 42);
+        }
+        note!(t, "protocol", "{}", f.proto);
+        hash = hash_add(hash, u32::from(f.proto));
+        if !matches!(f.proto, TCP | UDP | SCTP | ICMP | ICMPV6) {
+            return hash_finish(hash, 42);
+        }
+        if matches!(f.proto, ICMP | ICMPV6) {
+            note!(
+                t,
+                "l4",
+                "type {} code {} (word 0x{:08x})",
+                (f.ports >> 8) as u8,
+                (f.ports >> 24) as u8,
+                f.ports
+            );
+        } else {
+            note!(t, "ports", "{}", super::PortsText(f.ports, f.proto));
+        }
+        hash_finish(hash_add(hash, f.ports), 42)
     }
 }
 

@@ -425,14 +425,17 @@ fn mhash_add_ref(seed: u32, key: u32) -> u32 {
 fn ovs_slb_uses_source_mac_and_vid_only() {
     let f = tcp_frame();
     let h = xmit_hash(HashPolicy::OvsSlb, &f);
-    assert_eq!(h, ovs::hash_mac(SRC, 0));
+    assert_eq!(h, ovs::hash_mac(SRC, 0, 0));
     // Destination and L3 do not matter.
     let other = eth(0x86dd, &[0u8; 40]);
     assert_eq!(xmit_hash(HashPolicy::OvsSlb, &other), h);
     // VID matters, priority bits do not.
     let t = tagged(tcp_frame(), 0x8100, 0x0064);
     let tp = tagged(tcp_frame(), 0x8100, 0xe064);
-    assert_eq!(xmit_hash(HashPolicy::OvsSlb, &t), ovs::hash_mac(SRC, 100));
+    assert_eq!(
+        xmit_hash(HashPolicy::OvsSlb, &t),
+        ovs::hash_mac(SRC, 100, 0)
+    );
     assert_eq!(
         xmit_hash(HashPolicy::OvsSlb, &t),
         xmit_hash(HashPolicy::OvsSlb, &tp)
@@ -440,27 +443,120 @@ fn ovs_slb_uses_source_mac_and_vid_only() {
     assert_ne!(xmit_hash(HashPolicy::OvsSlb, &t), h);
 }
 
+/// A TCP header with a valid data offset (5 words): OVS reads no ports from one without.
+fn tcp_hdr(sport: u16, dport: u16) -> Vec<u8> {
+    let mut h = l4(sport, dport, 20);
+    h[12] = 0x50;
+    h
+}
+
 #[test]
 fn ovs_tcp_uses_the_five_tuple() {
-    let f = tcp_frame();
+    let f = eth(0x0800, &ipv4(A, B, 6, 0, &tcp_hdr(1234, 80)));
     let h = xmit_hash(HashPolicy::OvsTcp, &f);
-    // MACs and VLAN do not matter.
-    let mut g = tagged(tcp_frame(), 0x8100, 7);
+    // MACs and one VLAN tag do not matter.
+    let mut g = tagged(f.clone(), 0x8100, 7);
     g[5] = 0x99;
     assert_eq!(xmit_hash(HashPolicy::OvsTcp, &g), h);
     // Each of proto, addresses and ports does.
-    let other_port = eth(0x0800, &ipv4(A, B, 6, 0, &l4(1235, 80, 20)));
-    let other_proto = eth(0x0800, &ipv4(A, B, 17, 0, &l4(1234, 80, 20)));
-    let other_addr = eth(0x0800, &ipv4(A, [10, 0, 0, 3], 6, 0, &l4(1234, 80, 20)));
+    let other_port = eth(0x0800, &ipv4(A, B, 6, 0, &tcp_hdr(1235, 80)));
+    let other_proto = eth(0x0800, &ipv4(A, B, 17, 0, &tcp_hdr(1234, 80)));
+    let other_addr = eth(0x0800, &ipv4(A, [10, 0, 0, 3], 6, 0, &tcp_hdr(1234, 80)));
     for o in [other_port, other_proto, other_addr] {
         assert_ne!(xmit_hash(HashPolicy::OvsTcp, &o), h);
     }
-    // Later fragments have no ports; a cut TCP header has none either.
-    let later = eth(0x0800, &ipv4(A, B, 6, 0x0010, &l4(1234, 80, 20)));
+    // Later fragments have no ports; a cut TCP header, or one whose data offset is below 5
+    // words, has none either.
+    let later = eth(0x0800, &ipv4(A, B, 6, 0x0010, &tcp_hdr(1234, 80)));
     let cut = eth(0x0800, &ipv4(A, B, 6, 0, &l4(1234, 80, 12)));
+    let no_offset = eth(0x0800, &ipv4(A, B, 6, 0, &l4(1234, 80, 20)));
     assert_eq!(
         xmit_hash(HashPolicy::OvsTcp, &later),
         xmit_hash(HashPolicy::OvsTcp, &cut)
+    );
+    assert_eq!(
+        xmit_hash(HashPolicy::OvsTcp, &no_offset),
+        xmit_hash(HashPolicy::OvsTcp, &cut)
+    );
+    assert_ne!(xmit_hash(HashPolicy::OvsTcp, &cut), h);
+}
+
+/// What a running Open vSwitch 3.1 showed (crates/lagd/tests/ovs_hash.rs checks it on every
+/// run), written out with OVS's hash steps.
+#[test]
+fn ovs_tcp_follows_open_vswitch_quirks() {
+    let words = |f: &[u8], at: usize, n: usize| -> Vec<u32> {
+        (0..n).map(|i| le32(f, at + 4 * i)).collect::<Vec<_>>()
+    };
+    let five = |addrs: &[u32], proto: u8, ports: Option<u32>| {
+        let mut h = 0;
+        for &w in addrs {
+            h = ovs::hash_add(h, w);
+        }
+        h = ovs::hash_add(h, u32::from(proto));
+        if let Some(p) = ports {
+            h = ovs::hash_add(h, p);
+        }
+        ovs::hash_finish(h, 42)
+    };
+    let udp = l4(4000, 5000, 8);
+    let ports = le32(&udp, 0);
+    // IPv6 UDP behind a hop-by-hop header: the RSS hash OVS computes for TCP and UDP reads the
+    // fixed header's next-header field (0), with the UDP ports.
+    let mut hbh = vec![17, 0, 1, 4, 0, 0, 0, 0];
+    hbh.extend_from_slice(&udp);
+    let f = eth(0x86dd, &ipv6("2001:db8::1", "2001:db8::2", 0, &hbh));
+    let addrs = words(&f, 22, 8);
+    assert_eq!(
+        xmit_hash(HashPolicy::OvsTcp, &f),
+        five(&addrs, 0, Some(ports))
+    );
+    // ICMPv6 behind the same header: miniflow_hash_5tuple(), the walked protocol (58).
+    let mut hbh6 = vec![58, 0, 1, 4, 0, 0, 0, 0];
+    hbh6.extend_from_slice(&[128, 0, 0, 0, 0, 7, 0, 1]);
+    let f = eth(0x86dd, &ipv6("2001:db8::1", "2001:db8::2", 0, &hbh6));
+    assert_eq!(
+        xmit_hash(HashPolicy::OvsTcp, &f),
+        five(&addrs, 58, Some(128 << 8))
+    );
+    // A later IPv6 fragment: protocol 44, no ports.
+    let mut frag = vec![17, 0, 0x05, 0xa8, 0, 0, 0, 1];
+    frag.extend_from_slice(&udp);
+    let f = eth(0x86dd, &ipv6("2001:db8::1", "2001:db8::2", 44, &frag));
+    assert_eq!(xmit_hash(HashPolicy::OvsTcp, &f), five(&addrs, 44, None));
+    // A payload length beyond the frame: OVS refuses the header (eight zero address words,
+    // protocol 0), like a header cut short.
+    let mut f = eth(0x86dd, &ipv6("2001:db8::1", "2001:db8::2", 17, &udp));
+    f[19] += 1;
+    assert_eq!(xmit_hash(HashPolicy::OvsTcp, &f), five(&[0; 8], 0, None));
+    assert_eq!(
+        xmit_hash(HashPolicy::OvsTcp, &f[..14 + 39]),
+        five(&[0; 8], 0, None)
+    );
+    // Only one VLAN tag is parsed (vlan-limit 1): QinQ is not IP to OVS.
+    let qinq = tagged(
+        tagged(eth(0x0800, &ipv4(A, B, 17, 0, &udp)), 0x8100, 5),
+        0x88a8,
+        100,
+    );
+    assert_eq!(
+        xmit_hash(HashPolicy::OvsTcp, &qinq),
+        ovs::hash_finish(0, 42)
+    );
+    // LLC/SNAP with OUI 0 carries an EtherType: the same hash as Ethernet II.
+    let ip = ipv4(A, B, 17, 0, &udp);
+    let mut snap = DST.to_vec();
+    snap.extend_from_slice(&SRC);
+    snap.extend_from_slice(&(8 + ip.len() as u16).to_be_bytes());
+    snap.extend_from_slice(&[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]);
+    snap.extend_from_slice(&ip);
+    assert_eq!(
+        xmit_hash(HashPolicy::OvsTcp, &snap),
+        xmit_hash(HashPolicy::OvsTcp, &eth(0x0800, &ip))
+    );
+    assert_eq!(
+        xmit_hash(HashPolicy::OvsTcp, &snap),
+        five(&[le(A), le(B)], 17, Some(ports))
     );
 }
 
