@@ -350,10 +350,11 @@ impl Daemon {
         let mut next_poll = self.now();
         loop {
             let now = self.now();
-            let mut wake = next_poll;
-            if let Some(t) = self.bond.poll_timeout() {
-                wake = wake.min(t);
-            }
+            let stripe_due = self.bond.stripe().and_then(Stripe::poll_timeout);
+            let wake = [self.bond.poll_timeout(), stripe_due]
+                .into_iter()
+                .flatten()
+                .fold(next_poll, Instant::min);
             self.poller
                 .wait(&mut ready, Some(wake.saturating_since(now)))
                 .context("epoll_wait")?;
@@ -394,11 +395,12 @@ impl Daemon {
             }
             if self.bond.poll_timeout().is_some_and(|t| t <= now) {
                 self.bond.handle_timeout(now);
-                // Stripe gaps time out only once every member has been read dry: a frame still
-                // in a socket is not lost.
-                if self.stripe && !backlog {
-                    self.poll_stripe(now);
-                }
+            }
+            // Stripe's reorder gaps and peer liveness, on their own deadline. A gap times out
+            // only once every member has been read dry: a frame still in a socket is not lost.
+            let stripe_due = self.bond.stripe().and_then(Stripe::poll_timeout);
+            if !backlog && stripe_due.is_some_and(|t| t <= now) {
+                self.poll_stripe(now);
             }
             self.handle_bond_events();
         }

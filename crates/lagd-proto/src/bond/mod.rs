@@ -636,10 +636,16 @@ impl Bond {
         }
     }
 
-    /// Stripe mode's engine: the driver stripes host frames with it and hands it the stripe
-    /// frames members receive (and its `poll` when [`Bond::poll_timeout`] is due).
+    /// Stripe mode's engine: the driver stripes host frames with it, hands it the stripe
+    /// frames members receive, and calls its `poll` when [`Stripe::poll_timeout`] is due (the
+    /// bond's own [`Bond::poll_timeout`] covers only stripe's hellos).
     pub fn stripe_mut(&mut self) -> Option<&mut Stripe> {
         self.stripe.as_mut()
+    }
+
+    /// Stripe mode's engine, to read its deadlines ([`Stripe::poll_timeout`]).
+    pub fn stripe(&self) -> Option<&Stripe> {
+        self.stripe.as_ref()
     }
 
     /// Marks a member as gone (its interface was deleted): it stays in the table, `down`.
@@ -840,7 +846,9 @@ impl Bond {
             .chain(self.lp_next)
             .chain(self.igmp_port.and_then(|_| self.igmp.poll_timeout()))
             .chain(self.buckets.as_ref().and_then(Buckets::poll_timeout))
-            .chain(self.stripe.as_ref().and_then(Stripe::poll_timeout))
+            // Only stripe's hellos: its reorder and liveness deadlines are the driver's to poll
+            // ([`Stripe::poll_timeout`], [`Stripe::poll`]), without the bond's machines.
+            .chain(self.stripe.as_ref().and_then(Stripe::transmit_timeout))
             .chain(
                 (!self.arp_queue.is_empty()
                     || !self.notify_queue.is_empty()

@@ -1008,3 +1008,61 @@ fn resend_igmp_replays_the_hosts_reports_on_the_new_active_member() {
     x.handle_carrier(at(1000), PortId(0), false);
     assert!(sent_at(&mut x, at(1000)).is_empty());
 }
+
+/// In stripe mode the bond wakes for stripe's hellos only: a reorder hole, due within
+/// milliseconds, is the driver's to poll on the stripe engine, without the bond's machines.
+#[test]
+fn stripe_bond_times_out_for_hellos_only() {
+    use crate::stripe::{Stripe, StripeConfig, header::HELLO_FRAME_LEN};
+    let peer_mac = EthernetAddress([2, 0, 0, 0, 0, 0x99]);
+    let mut b = bond("mode=stripe miimon=100", 2);
+    let mut peer = Stripe::new(StripeConfig::default(), peer_mac, 7, Instant::ZERO);
+    let ports = [(PortId(0), 10_000), (PortId(1), 10_000)];
+    peer.set_members(Instant::ZERO, &ports);
+    let mut buf = [0u8; 1600];
+    // Hellos both ways for 300 ms: both ends two-way.
+    for ms in (0..300).step_by(10) {
+        let t = at(ms);
+        b.handle_timeout(t);
+        while let Some(tx) = b.poll_transmit(t, &mut buf) {
+            peer.handle_frame(t, tx.port, &mut buf[..tx.len], &mut |_| ())
+                .unwrap();
+        }
+        while let Some((port, h)) = peer.poll_transmit(t) {
+            let mut f = vec![0u8; HELLO_FRAME_LEN];
+            h.emit_frame(peer_mac, &mut f).unwrap();
+            let s = b.stripe_mut().unwrap();
+            s.handle_frame(t, port, &mut f, &mut |_| ()).unwrap();
+        }
+    }
+    assert!(peer.is_striping() && b.stripe().unwrap().is_striping());
+    // Three frames from the peer; the second is lost, so the third waits behind a hole.
+    let t = at(300);
+    let mut frames = Vec::new();
+    for n in 0..3u8 {
+        let mut f = vec![0u8; 8 + 60];
+        f[8..14].copy_from_slice(&BOND_MAC.0);
+        f[14..20].copy_from_slice(&peer_mac.0);
+        f[20..22].copy_from_slice(&[0x08, 0x00]);
+        f[22] = n;
+        let (port, start) = peer.transmit(&mut f, 8, 60).unwrap();
+        frames.push((port, f[start..].to_vec()));
+    }
+    let mut up = Vec::new();
+    for i in [0, 2] {
+        let (port, f) = &mut frames[i];
+        let s = b.stripe_mut().unwrap();
+        s.handle_frame(t, *port, f, &mut |g| up.push(g[14]))
+            .unwrap();
+    }
+    assert_eq!(up, vec![0], "frame 2 waits for frame 1");
+    let stripe = b.stripe().unwrap();
+    let hole = stripe.poll_timeout().unwrap();
+    let hello = stripe.transmit_timeout().unwrap();
+    assert!(hole < hello, "hole {hole:?}, hello {hello:?}");
+    assert_eq!(
+        b.poll_timeout(),
+        Some(hello),
+        "the bond wakes for the hello only"
+    );
+}

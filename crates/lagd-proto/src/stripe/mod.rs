@@ -247,6 +247,12 @@ impl Stripe {
         self.peers.poll_transmit(now)
     }
 
+    /// When the next hello is due ([`Stripe::poll_transmit`]); the reorder and liveness
+    /// deadlines are not included (see [`Stripe::poll_timeout`]).
+    pub fn transmit_timeout(&self) -> Option<Instant> {
+        self.peers.transmit_timeout()
+    }
+
     /// When [`poll`](Self::poll) or [`poll_transmit`](Self::poll_transmit) next has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match (self.rx.poll_timeout(), self.peers.poll_timeout()) {

@@ -242,6 +242,11 @@ impl Peers {
         ))
     }
 
+    /// When the next hello is due (the transmit side only: no liveness deadline).
+    pub fn transmit_timeout(&self) -> Option<Instant> {
+        self.members.iter().map(|m| m.next_hello).min()
+    }
+
     /// The next time something is due: a hello to send ([`poll_transmit`](Self::poll_transmit)),
     /// or a peer to declare dead ([`handle_timeout`](Self::handle_timeout)).
     pub fn poll_timeout(&self) -> Option<Instant> {

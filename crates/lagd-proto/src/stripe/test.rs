@@ -248,3 +248,49 @@ fn transmit_errors_use_no_sequence_number() {
         Err(wire::Error::Unsupported)
     );
 }
+
+/// The deadlines a driver polls: a reorder hole is due within milliseconds, on its own
+/// deadline ([`Stripe::poll_timeout`]); the transmit deadline ([`Stripe::transmit_timeout`], all
+/// a bond needs to wake its own machines for) stays the next hello.
+#[test]
+fn a_reorder_hole_has_its_own_deadline_apart_from_hellos() {
+    let mut sim = Sim::new(0x0202_0202);
+    sim.run(10_000, 1_000);
+    assert!(sim.a.is_striping() && sim.b.is_striping() && !sim.got_b.is_empty());
+    // Let what is in flight arrive, then send two frames and lose the first.
+    sim.run(12_000, 1_000_000);
+    assert!(
+        sim.flights.iter().all(|f| f.3.len() <= 60),
+        "only hellos in flight"
+    );
+    let t = Instant::from_micros(sim.now);
+    let hello = sim.b.transmit_timeout().unwrap();
+    assert!(hello > t, "a hello is due later, not now");
+    assert_eq!(sim.b.poll_timeout().map(|p| p >= t), Some(true));
+    let mut frames = Vec::new();
+    for _ in 0..2 {
+        let mut buf = host_frame(sim.next_host);
+        sim.next_host += 1;
+        let (port, start) = sim.a.transmit(&mut buf, 8, 1514).unwrap();
+        frames.push((port, buf[start..].to_vec()));
+    }
+    let (port, mut second) = frames.pop().unwrap();
+    let mut got = Vec::new();
+    sim.b
+        .handle_frame(t, port, &mut second, &mut |f| got.push(f.len()))
+        .unwrap();
+    assert!(got.is_empty(), "held behind the hole");
+    let hole = sim.b.poll_timeout().unwrap();
+    assert!(
+        hole < hello,
+        "the hole ({hole:?}) is due before the hello ({hello:?})"
+    );
+    assert_eq!(
+        sim.b.transmit_timeout(),
+        Some(hello),
+        "hellos are not moved"
+    );
+    // Polled at its deadline, the hole gives up and the held frame goes up.
+    sim.b.poll(hole, &mut |f| got.push(f.len()));
+    assert_eq!(got, vec![1514]);
+}
