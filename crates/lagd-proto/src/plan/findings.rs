@@ -17,7 +17,8 @@
 //! - **`ip-bits`** (`layer2+3`, `layer3+4`, encap policies): many address pairs behind one MAC
 //!   pair (or port pair) all on one member, because the addresses differ only in ways the XOR
 //!   fold cancels.
-//! - **`tunnel`**: tunnels hiding many inner flows in few outer ones.
+//! - **`tunnel`**: tunnels hiding many inner flows in few outer ones, for the policies that
+//!   read only outer headers (all hashing policies; for GRE and IP-in-IP not the encap ones).
 //! - **`elephant`**: one flow larger than a member's fair share, which no hash can split.
 //! - **`no-macs`**: frames or flow-list rows without MACs, where MAC-based results mean little.
 
@@ -498,6 +499,22 @@ pub(super) fn find(plan: &Plan, pl: &Planner, table: &Table) -> Vec<Finding> {
         if (t.bytes as f64) < 0.2 * total as f64 || t.inner_flows < 2 * t.outer_flows.max(1) {
             continue;
         }
+        // The evaluated policies that read only the outer headers: every hashing policy, but
+        // the encap ones (and their bucket forms) look inside GRE and IP-in-IP.
+        let mut hidden: Vec<PlanPolicy> = Vec::new();
+        for &p in &pl.config.policies {
+            let blind = match p.hash() {
+                Some(HashPolicy::Encap23 | HashPolicy::Encap34) => !t.tunnel.kernel_dissects(),
+                Some(_) => true,
+                None => false,
+            };
+            if blind && !hidden.contains(&p) {
+                hidden.push(p);
+            }
+        }
+        if hidden.is_empty() {
+            continue;
+        }
         let name = t.tunnel.name();
         let advice = if t.tunnel.has_outer_ports() {
             if t.outer_flows >= 2 * n as u64 {
@@ -516,7 +533,7 @@ pub(super) fn find(plan: &Plan, pl: &Planner, table: &Table) -> Vec<Finding> {
         out.push(Finding {
             kind: "tunnel",
             field: format!("{name} outer headers"),
-            policies: Vec::new(),
+            policies: hidden,
             message: format!(
                 "{:.0}% of the bytes are {name}: {} outer flows carry {}{} inner flows, which policies that read only outer headers cannot tell apart.",
                 pct(t.bytes),

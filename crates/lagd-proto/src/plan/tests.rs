@@ -652,6 +652,32 @@ fn tunnels_hiding_flows_and_single_elephants_are_flagged() {
     assert_eq!(plan.tunnels[0].outer_flows, 1);
     let t = plan.findings.iter().find(|f| f.kind == "tunnel").unwrap();
     assert!(t.advice.contains("encap"), "{}", t.advice);
+    // The encap policies see inside GRE: the finding names the others, not them.
+    let blind: Vec<PlanPolicy> = [
+        HashPolicy::Layer2,
+        HashPolicy::Layer23,
+        HashPolicy::Layer34,
+        HashPolicy::VlanSrcMac,
+        HashPolicy::OvsSlb,
+        HashPolicy::OvsTcp,
+    ]
+    .into_iter()
+    .map(PlanPolicy::Hash)
+    .collect();
+    assert_eq!(t.policies, blind);
+    // Planned under the encap policies (and balance-rr) alone, the tunnel hides nothing.
+    let only_encap = plan_of(
+        &frames,
+        PlanConfig {
+            policies: vec![
+                PlanPolicy::Hash(HashPolicy::Encap23),
+                PlanPolicy::Hash(HashPolicy::Encap34),
+                PlanPolicy::RoundRobin,
+            ],
+            ..PlanConfig::new(2)
+        },
+    );
+    assert!(!only_encap.findings.iter().any(|f| f.kind == "tunnel"));
     // encap3+4 sees the inner ports; layer3+4 sees one flow.
     let l34 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer34)).unwrap();
     let e34 = plan.policy(PlanPolicy::Hash(HashPolicy::Encap34)).unwrap();
@@ -1511,4 +1537,215 @@ fn return_path_hashes_the_replies_under_every_switch_hash() {
     };
     assert!((path(SwitchHash::SrcIp).imbalance - 1.0).abs() < 1e-9);
     assert!((path(SwitchHash::DstIp).imbalance - 2.0).abs() < 1e-9);
+}
+
+// Pathologies: addresses that differ only in bits the fold cancels; UDP tunnels.
+
+#[test]
+fn addresses_that_differ_only_in_cancelled_bits_are_flagged() {
+    // 24 client/server pairs whose addresses move together (10.0.0.i > 10.0.1.i): the XOR of
+    // source and destination is the same for every pair, so layer2+3 and layer3+4 (and the
+    // encap forms) put all of them on one member, behind one MAC pair and one port pair alike.
+    let recs: Vec<FlowRecord> = (1..=24u8)
+        .map(|i| {
+            rec(
+                [2, 0, 0, 0, 0, 1],
+                [2, 0, 0, 0, 0, 2],
+                &format!("tcp 10.0.0.{i}:5000 > 10.0.1.{i}:80"),
+                1_000_000,
+            )
+        })
+        .collect();
+    let plan = plan_recs(&recs, 2);
+    for (h, group) in [
+        (HashPolicy::Layer23, "MACs"),
+        (HashPolicy::Layer34, "ports"),
+        (HashPolicy::Encap23, "MACs"),
+        (HashPolicy::Encap34, "ports"),
+    ] {
+        let p = plan.policy(PlanPolicy::Hash(h)).unwrap();
+        assert_eq!(
+            p.dist.members.iter().filter(|m| m.bytes > 0).count(),
+            1,
+            "{h} collapses"
+        );
+        let f = plan
+            .findings
+            .iter()
+            .find(|f| f.kind == "ip-bits" && f.policies == [PlanPolicy::Hash(h)])
+            .unwrap_or_else(|| panic!("no ip-bits finding for {h}: {:#?}", plan.findings));
+        assert_eq!(f.field, "IP addresses");
+        assert!(
+            f.message
+                .starts_with(&format!("In 1 of 1 groups of flows with the same {group}")),
+            "{}",
+            f.message
+        );
+        assert!(f.message.contains("(100% of the bytes)"), "{}", f.message);
+        assert!(f.message.contains("its XOR fold cancels"), "{}", f.message);
+        assert!(f.advice.contains("ovs-tcp"), "{}", f.advice);
+    }
+    // ovs-tcp mixes its input: it spreads the same pairs and is not flagged.
+    let ovs = plan.policy(PlanPolicy::Hash(HashPolicy::OvsTcp)).unwrap();
+    assert!(
+        ovs.dist.members.iter().all(|m| m.bytes > 0),
+        "{:?}",
+        ovs.dist
+    );
+    assert!(
+        !plan
+            .findings
+            .iter()
+            .any(|f| f.kind == "ip-bits"
+                && f.policies.contains(&PlanPolicy::Hash(HashPolicy::OvsTcp)))
+    );
+    // Addresses that vary independently spread under layer2+3: no finding.
+    let mut rng = Rng(99);
+    let recs: Vec<FlowRecord> = (0..24)
+        .map(|_| {
+            let (a, b) = (rng.below(250) + 1, rng.below(250) + 1);
+            let (c, d) = (rng.below(250) + 1, rng.below(250) + 1);
+            rec(
+                [2, 0, 0, 0, 0, 1],
+                [2, 0, 0, 0, 0, 2],
+                &format!("tcp 10.0.{a}.{b}:5000 > 10.9.{c}.{d}:80"),
+                1_000_000,
+            )
+        })
+        .collect();
+    let plan = plan_recs(&recs, 2);
+    assert!(
+        !plan.findings.iter().any(|f| f.kind == "ip-bits"),
+        "{:#?}",
+        plan.findings
+    );
+}
+
+/// A UDP tunnel frame: outer `udp SRC:sport > DST:port` around an 8-byte VXLAN or Geneve
+/// header (`inner_type` 0x6558: Ethernet) and the inner flow's frame.
+fn udp_tunnel(outer: &str, header: [u8; 8], inner: &str) -> Vec<u8> {
+    let mut f = frame_of(outer);
+    f.extend_from_slice(&header);
+    f.extend_from_slice(&frame_of(inner));
+    let ip_len = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    f
+}
+
+const VXLAN: [u8; 8] = [0x08, 0, 0, 0, 0, 0, 7, 0];
+const GENEVE: [u8; 8] = [0, 0, 0x65, 0x58, 0, 0, 7, 0];
+
+#[test]
+fn udp_tunnels_get_advice_about_outer_port_entropy() {
+    let tunnel_finding = |plan: &Plan| {
+        plan.findings
+            .iter()
+            .find(|f| f.kind == "tunnel")
+            .cloned()
+            .unwrap_or_else(|| panic!("no tunnel finding: {:#?}", plan.findings))
+    };
+    // VXLAN whose encapsulator uses one outer source port for 40 inner flows: nothing but
+    // the inner flows varies, and no policy sees them.
+    let frames: Vec<Vec<u8>> = (0..40u16)
+        .map(|i| {
+            udp_tunnel(
+                "udp 192.0.2.1:49152 > 192.0.2.2:4789",
+                VXLAN,
+                &format!("tcp 10.200.0.1:{} > 10.200.0.2:22", 30000 + i),
+            )
+        })
+        .collect();
+    let plan = plan_of(&frames, PlanConfig::new(2));
+    assert_eq!(plan.tunnels[0].tunnel, Tunnel::Vxlan);
+    assert_eq!(
+        (plan.tunnels[0].outer_flows, plan.tunnels[0].inner_flows),
+        (1, 40)
+    );
+    let t = tunnel_finding(&plan);
+    assert_eq!(t.field, "VXLAN outer headers");
+    assert!(
+        t.advice.starts_with(
+            "Make the encapsulator derive the outer UDP source port from the inner flow"
+        ),
+        "{}",
+        t.advice
+    );
+    assert!(
+        t.advice
+            .contains("encap policies do not look inside UDP tunnels")
+    );
+    // Every hashing policy is blind to the inner flows, the encap ones included (the kernel's
+    // dissector does not enter UDP tunnels); balance-rr does not hash.
+    let hashing: Vec<PlanPolicy> = HashPolicy::ALL.into_iter().map(PlanPolicy::Hash).collect();
+    assert_eq!(t.policies, hashing);
+    for h in HashPolicy::ALL {
+        let p = plan.policy(PlanPolicy::Hash(h)).unwrap();
+        assert!((p.dist.imbalance - 2.0).abs() < 1e-9, "{h} sees one flow");
+    }
+
+    // The same inner flows over 8 outer source ports (as Linux derives them): layer3+4 can
+    // use that entropy, and the advice says so.
+    let frames: Vec<Vec<u8>> = (0..40u16)
+        .map(|i| {
+            udp_tunnel(
+                &format!("udp 192.0.2.1:{} > 192.0.2.2:4789", 49152 + 7 * (i % 8)),
+                VXLAN,
+                &format!("tcp 10.200.0.1:{} > 10.200.0.2:22", 30000 + i),
+            )
+        })
+        .collect();
+    let plan = plan_of(&frames, PlanConfig::new(2));
+    assert_eq!(
+        (plan.tunnels[0].outer_flows, plan.tunnels[0].inner_flows),
+        (8, 40)
+    );
+    let t = tunnel_finding(&plan);
+    assert!(
+        t.advice.starts_with(
+            "The encapsulator already varies the outer UDP source port over 8 outer flows: use layer3+4"
+        ),
+        "{}",
+        t.advice
+    );
+    let l34 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer34)).unwrap();
+    assert!(l34.dist.members.iter().all(|m| m.bytes > 0));
+
+    // Geneve with a fixed outer port: the same advice as VXLAN, named Geneve.
+    let frames: Vec<Vec<u8>> = (0..40u16)
+        .map(|i| {
+            udp_tunnel(
+                "udp 192.0.2.1:50000 > 192.0.2.2:6081",
+                GENEVE,
+                &format!("udp 10.7.0.{}:4000 > 10.7.1.1:53", i + 1),
+            )
+        })
+        .collect();
+    let plan = plan_of(
+        &frames,
+        PlanConfig {
+            policies: vec![
+                PlanPolicy::Hash(HashPolicy::Layer34),
+                PlanPolicy::Hash(HashPolicy::Encap34),
+                PlanPolicy::RoundRobin,
+            ],
+            ..PlanConfig::new(2)
+        },
+    );
+    assert_eq!(plan.tunnels[0].tunnel, Tunnel::Geneve);
+    assert_eq!(plan.tunnels[0].inner_flows, 40);
+    let t = tunnel_finding(&plan);
+    assert_eq!(t.field, "Geneve outer headers");
+    assert!(
+        t.advice.contains("(Linux Geneve does by default)"),
+        "{}",
+        t.advice
+    );
+    assert_eq!(
+        t.policies,
+        [
+            PlanPolicy::Hash(HashPolicy::Layer34),
+            PlanPolicy::Hash(HashPolicy::Encap34)
+        ]
+    );
 }
