@@ -585,7 +585,23 @@ fn truncated_and_corrupt_files_fail_with_the_offset() {
     std::fs::write(&p, &bad).unwrap();
     let out = lagctl(&["plan", "--pcap", p.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("at byte 24"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at byte 24: corrupt packet record"), "{err}");
+    // Above the 262144-byte maximum and the file's snaplen (262144 as written): corrupt too,
+    // naming the record's own offset (the fourth record here).
+    let mut bad = bytes.clone();
+    let fourth = at;
+    bad[fourth + 8..fourth + 12].copy_from_slice(&262_145u32.to_le_bytes());
+    std::fs::write(&p, &bad).unwrap();
+    let out = lagctl(&["plan", "--pcap", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "at byte {fourth}: corrupt packet record: captured length 262145"
+        )),
+        "{err}"
+    );
 
     // Not a capture; empty; a pcapng block whose trailing length disagrees.
     for (name, content, want) in [

@@ -36,20 +36,28 @@ pub const LINKTYPE_LINUX_SLL: u32 = 113;
 /// `LINKTYPE_LINUX_SLL2`: Linux "cooked" capture, version 2.
 pub const LINKTYPE_LINUX_SLL2: u32 = 276;
 
-/// The largest classic pcap record payload, and the largest pcapng block, the reader accepts
-/// (256 MiB).
+/// The largest pcapng block the reader accepts, and the most a classic pcap file's snaplen can
+/// raise its record limit to (256 MiB).
 ///
-/// The snapshot length in a file header is deliberately *not* used as a bound, because some
-/// writers produce records longer than the snaplen they declared. 256 MiB is far above the
-/// packets real capture tools write, yet still catches a corrupt length field. The buffer only grows as data actually arrives, so a bogus
-/// length in a short file does not allocate the full amount.
+/// 256 MiB is far above the packets real capture tools write, yet still catches a corrupt
+/// length field. The buffer only grows as data actually arrives, so a bogus length in a short
+/// file does not allocate the full amount.
 pub const MAX_RECORD_LEN: u32 = 256 << 20;
+
+/// The captured length up to which a classic pcap record is accepted whatever the file's
+/// snaplen (262144, libpcap's `MAXIMUM_SNAPLEN` and Wireshark's `WTAP_MAX_PACKET_SIZE_STANDARD`).
+///
+/// A record is corrupt, as libpcap and Wireshark judge it, when its captured length exceeds
+/// both this and the snaplen of the file header: some writers produce records longer than the
+/// snaplen they declared, but never beyond the tools' maximum, so a longer one means the
+/// record header is damaged (and the rest of the file cannot be framed).
+pub const MAX_SNAPLEN: u32 = 262_144;
 
 /// The most pcapng interfaces (summed over all sections) the reader keeps track of.
 pub const MAX_INTERFACES: usize = 65_536;
 
 /// The snapshot length [`PcapWriter`] declares in the file header.
-pub const WRITER_SNAPLEN: u32 = 262_144;
+pub const WRITER_SNAPLEN: u32 = MAX_SNAPLEN;
 
 /// `if_name` values longer than this many bytes are cut short.
 const MAX_NAME_LEN: usize = 1024;
@@ -313,7 +321,15 @@ pub enum CaptureErrorKind {
         /// How many bytes of the block were present.
         available: usize,
     },
-    /// A record or block longer than [`MAX_RECORD_LEN`].
+    /// A classic pcap record whose captured length exceeds both the file's snaplen and
+    /// [`MAX_SNAPLEN`]: a damaged record header.
+    BadRecordLength {
+        /// The captured length the record header announced.
+        len: u32,
+        /// The file header's snaplen.
+        snaplen: u32,
+    },
+    /// A pcapng block longer than [`MAX_RECORD_LEN`].
     TooLarge {
         /// "packet record" or "pcapng block".
         what: &'static str,
@@ -394,6 +410,10 @@ impl fmt::Display for CaptureErrorKind {
             Self::TruncatedBlock { len, available } => write!(
                 f,
                 "truncated pcapng block (header says {len} bytes, {available} left)"
+            ),
+            Self::BadRecordLength { len, snaplen } => write!(
+                f,
+                "corrupt packet record: captured length {len} is above the file's snaplen {snaplen} and the {MAX_SNAPLEN}-byte maximum"
             ),
             Self::TooLarge { what, len, max } => {
                 write!(f, "{what} of {len} bytes exceeds the {max}-byte limit")
@@ -507,6 +527,8 @@ pub struct CaptureReader<R: io::Read> {
     pcap_nanos: bool,
     /// Classic pcap: the file's link type.
     pcap_linktype: u32,
+    /// Classic pcap: the file header's snaplen.
+    pcap_snaplen: u32,
 }
 
 impl<R: io::Read> fmt::Debug for CaptureReader<R> {
@@ -537,6 +559,7 @@ impl<R: io::Read> CaptureReader<R> {
             sections: 0,
             pcap_nanos: false,
             pcap_linktype: 0,
+            pcap_snaplen: 0,
         };
         let avail = r.fill(4)?;
         if avail == 0 {
@@ -664,6 +687,7 @@ impl<R: io::Read> CaptureReader<R> {
         self.big_endian = big_endian;
         self.pcap_nanos = nanos;
         self.pcap_linktype = linktype;
+        self.pcap_snaplen = snaplen;
         self.interfaces.push(InterfaceInfo {
             linktype,
             snaplen,
@@ -703,11 +727,10 @@ impl<R: io::Read> CaptureReader<R> {
         let frac = rd32(h, 4, be);
         let caplen = rd32(h, 8, be);
         let orig_len = rd32(h, 12, be);
-        if caplen > MAX_RECORD_LEN {
-            let kind = CaptureErrorKind::TooLarge {
-                what: "packet record",
+        if caplen > MAX_SNAPLEN && caplen > self.pcap_snaplen.min(MAX_RECORD_LEN) {
+            let kind = CaptureErrorKind::BadRecordLength {
                 len: caplen,
-                max: MAX_RECORD_LEN,
+                snaplen: self.pcap_snaplen,
             };
             return Err(cerr(at, kind));
         }
@@ -1042,8 +1065,10 @@ impl<'a> Iterator for Options<'a> {
 
 /// Writes a classic pcap file: little-endian, nanosecond timestamps, snaplen 262144.
 ///
-/// Packets are written whole (captured length = original length). The writer does no buffering
-/// of its own; wrap `W` in an [`io::BufWriter`] for large captures.
+/// Packets are written whole (captured length = original length) up to the snaplen; a longer
+/// one is cut to it and keeps its original length, as capture tools do, so every file it
+/// writes is one [`CaptureReader`] (and libpcap) accepts. The writer does no buffering of its
+/// own; wrap `W` in an [`io::BufWriter`] for large captures.
 #[derive(Debug)]
 pub struct PcapWriter<W: io::Write> {
     inner: W,
@@ -1063,7 +1088,8 @@ impl<W: io::Write> PcapWriter<W> {
         Ok(Self { inner: writer })
     }
 
-    /// Appends one packet captured at `ts_nanos` nanoseconds since the Unix epoch.
+    /// Appends one packet captured at `ts_nanos` nanoseconds since the Unix epoch (its first
+    /// [`WRITER_SNAPLEN`] bytes if it is longer).
     ///
     /// Fails with [`io::ErrorKind::InvalidInput`] if `data` is longer than `u32::MAX` bytes or
     /// the timestamp's seconds do not fit the format's 32-bit field (after year 2106).
@@ -1072,13 +1098,14 @@ impl<W: io::Write> PcapWriter<W> {
             .map_err(|_| invalid_input("timestamp after 2106"))?;
         let frac = (ts_nanos % NANOS_PER_SEC) as u32;
         let len = u32::try_from(data.len()).map_err(|_| invalid_input("packet over 4 GiB"))?;
+        let caplen = len.min(WRITER_SNAPLEN);
         let mut h = [0u8; PCAP_RECORD_HEADER_LEN];
         h[0..4].copy_from_slice(&secs.to_le_bytes());
         h[4..8].copy_from_slice(&frac.to_le_bytes());
-        h[8..12].copy_from_slice(&len.to_le_bytes());
+        h[8..12].copy_from_slice(&caplen.to_le_bytes());
         h[12..16].copy_from_slice(&len.to_le_bytes());
         self.inner.write_all(&h)?;
-        self.inner.write_all(data)
+        self.inner.write_all(&data[..caplen as usize])
     }
 
     /// Returns the underlying writer (not flushed; flush it if it buffers).
@@ -1839,38 +1866,75 @@ mod tests {
         );
     }
 
+    /// A classic pcap file header with `snaplen`, then one good 60-byte record.
+    fn pcap_with_snaplen(snaplen: u32) -> B {
+        let mut b = B::new(false);
+        b.u32(PCAP_MAGIC_MICROS)
+            .u16(2)
+            .u16(4)
+            .u32(0)
+            .u32(0)
+            .u32(snaplen)
+            .u32(1);
+        b.u32(0).u32(0).u32(60).u32(60).bytes(&[0; 60]);
+        b
+    }
+
     #[test]
-    fn oversized_pcap_record_is_rejected_without_allocating_it() {
-        let mut b = B::new(false);
-        b.u32(PCAP_MAGIC_MICROS)
-            .u16(2)
-            .u16(4)
-            .u32(0)
-            .u32(0)
-            .u32(65535)
-            .u32(1);
-        b.u32(0).u32(0).u32(MAX_RECORD_LEN + 1).u32(60);
-        let e = read_err(&b.v);
-        assert_eq!(e.offset, 24);
-        assert!(
-            matches!(e.kind, CaptureErrorKind::TooLarge { len, .. } if len == MAX_RECORD_LEN + 1)
+    fn record_lengths_beyond_snaplen_and_the_maximum_are_corrupt() {
+        // The second record starts after the 24-byte header and the first 16 + 60 bytes.
+        const AT: u64 = 24 + 16 + 60;
+        for (snaplen, limit) in [
+            (65_535, MAX_SNAPLEN),
+            (0, MAX_SNAPLEN),
+            (MAX_SNAPLEN, MAX_SNAPLEN),
+            (1_000_000, 1_000_000),
+            // A bogus snaplen raises the limit only as far as the pcapng block limit.
+            (u32::MAX, MAX_RECORD_LEN),
+        ] {
+            let mut b = pcap_with_snaplen(snaplen);
+            b.u32(0).u32(0).u32(limit + 1).u32(60).bytes(&[0; 100]);
+            let (packets, e) = read_all(&b.v[..]);
+            assert_eq!(packets.len(), 1, "snaplen {snaplen}: the good record first");
+            let e = e.expect("a corrupt record");
+            assert_eq!(e.offset, AT, "snaplen {snaplen}");
+            assert!(
+                matches!(e.kind, CaptureErrorKind::BadRecordLength { len, snaplen: s } if len == limit + 1 && s == snaplen),
+                "snaplen {snaplen}: {e}"
+            );
+            // Up to the limit the record is accepted, and a short file is merely truncated.
+            let mut b = pcap_with_snaplen(snaplen);
+            b.u32(0).u32(0).u32(limit).u32(60).bytes(&[0; 100]);
+            let e = read_err(&b.v);
+            assert_eq!(e.offset, AT);
+            assert!(
+                matches!(e.kind, CaptureErrorKind::TruncatedRecord { len, available: 100 } if len == limit),
+                "snaplen {snaplen}: {e}"
+            );
+        }
+        // The message names the offset and both bounds, as libpcap's and Wireshark's do.
+        let mut b = pcap_with_snaplen(65_535);
+        b.u32(0).u32(0).u32(0xffff_fff0).u32(60);
+        assert_eq!(
+            read_err(&b.v).to_string(),
+            "at byte 100: corrupt packet record: captured length 4294967280 is above the file's snaplen 65535 and the 262144-byte maximum"
         );
-        // Exactly the maximum is allowed, and a short file claiming it is merely truncated.
-        let mut b = B::new(false);
-        b.u32(PCAP_MAGIC_MICROS)
-            .u16(2)
-            .u16(4)
-            .u32(0)
-            .u32(0)
-            .u32(65535)
-            .u32(1);
-        b.u32(0).u32(0).u32(MAX_RECORD_LEN).u32(60).bytes(&[0; 100]);
-        let e = read_err(&b.v);
-        assert_eq!(e.offset, 24);
-        assert!(matches!(
-            e.kind,
-            CaptureErrorKind::TruncatedRecord { available: 100, .. }
-        ));
+        // A record longer than a small snaplen but within the maximum is read (some writers
+        // do this).
+        let mut b = pcap_with_snaplen(64);
+        b.u32(0).u32(0).u32(1514).u32(1514).bytes(&[7; 1514]);
+        let (packets, e) = read_all(&b.v[..]);
+        assert!(e.is_none(), "{e:?}");
+        assert_eq!(packets.len(), 2);
+        // The writer cuts a longer packet at its snaplen, so its files always read back.
+        let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+        w.write_packet(1, &vec![9; 300_000]).unwrap();
+        w.write_packet(2, &[8; 60]).unwrap();
+        let (packets, e) = read_all(&w.into_inner()[..]);
+        assert!(e.is_none(), "{e:?}");
+        assert_eq!(packets[0].data.len(), WRITER_SNAPLEN as usize);
+        assert_eq!(packets[0].orig_len, 300_000);
+        assert_eq!(packets[1].data, [8; 60]);
     }
 
     /// SHB + IDB + one EPB whose length fields a test then corrupts; returns the EPB offset.
@@ -2058,21 +2122,30 @@ mod tests {
 
     #[test]
     fn small_reads_and_buffer_growth_and_compaction() {
-        let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
-        let mut want = Vec::new();
         // Enough 64..127-byte packets to refill the 1 MiB buffer several times, with a 3 MiB
-        // packet (bigger than the initial buffer) in the middle.
+        // packet (bigger than the initial buffer) in the middle, in a file whose snaplen admits
+        // it (the writer cuts at 256 KiB, so that record is written by hand).
+        let mut want = Vec::new();
+        let mut file = Vec::new();
+        let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
         for i in 0..40_000u64 {
-            let len = if i == 20_000 {
-                3 << 20
-            } else {
-                64 + (i % 64) as usize
-            };
-            let d = vec![i as u8; len];
+            if i == 20_000 {
+                file = w.into_inner();
+                file[16..20].copy_from_slice(&(4u32 << 20).to_le_bytes());
+                let d = vec![i as u8; 3 << 20];
+                for x in [0, i as u32, 3 << 20, 3 << 20] {
+                    file.extend_from_slice(&x.to_le_bytes());
+                }
+                file.extend_from_slice(&d);
+                want.push((i, d));
+                w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+                continue;
+            }
+            let d = vec![i as u8; 64 + (i % 64) as usize];
             w.write_packet(i, &d).unwrap();
             want.push((i, d));
         }
-        let file = w.into_inner();
+        file.extend_from_slice(&w.into_inner()[PCAP_HEADER_LEN..]);
         for chunk in [usize::MAX, 4093, 1] {
             if chunk == 1 {
                 // Byte-at-a-time on a prefix only, to keep the test fast.
