@@ -17,6 +17,10 @@
 //!   file, no `tc`, no `clsact` qdisc, no bpffs. The program stays attached exactly as long as the
 //!   value lives: dropping it closes the link and detaches the program, and if lagd dies the
 //!   kernel closes the link for it, so a crash never leaves a member black-holed.
+//! * [`SlowProtocolsEgressDrop`] is a fault injector for tests and the lab, not part of member
+//!   isolation: a ten-instruction program at tcx egress (`BPF_TCX_EGRESS`) that drops only
+//!   frames whose EtherType is 0x8809 (LACPDUs, Marker PDUs) and passes everything else, so a
+//!   link loses its LACPDUs while data still crosses it. Same loader, same lifetime rule.
 //! * [`quiet_stack`] sets `disable_ipv6=1` (no router solicitations, DAD or MLD originated by the
 //!   member) and `arp_ignore=8` (never answer ARP) on the member, a second guard that also works
 //!   where tcx does not.
@@ -58,6 +62,8 @@ const BPF_LINK_CREATE: libc::c_int = 28;
 const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 /// `BPF_TCX_INGRESS` in `enum bpf_attach_type` (Linux 6.6+).
 const BPF_TCX_INGRESS: u32 = 46;
+/// `BPF_TCX_EGRESS` in `enum bpf_attach_type` (Linux 6.6+).
+const BPF_TCX_EGRESS: u32 = 47;
 /// `BPF_F_BEFORE`: with no relative program, attach in front of every program already there, so
 /// that no earlier program's `TCX_PASS` lets a frame through to the stack.
 const BPF_F_BEFORE: u32 = 1 << 3;
@@ -67,13 +73,16 @@ const TCX_DROP: i32 = 2;
 const TCX_PASS: i32 = 0;
 /// Verifier log level 1: the error and the statistics line, not a trace of every instruction.
 const LOG_LEVEL: u32 = 1;
-/// Bytes of verifier log to ask for; plenty for two instructions (the kernel minimum is 128).
+/// Bytes of verifier log to ask for; plenty for programs of ten instructions (the kernel minimum
+/// is 128).
 const LOG_SIZE: usize = 16 * 1024;
 /// The program's license. The program calls no helpers, so any string would load; this one is
 /// GPL-compatible, the crate's own licence being MIT OR Apache-2.0.
 const LICENSE: &std::ffi::CStr = c"Dual MIT/GPL";
 /// The program's name as `bpftool prog` shows it (at most 15 bytes: letters, digits, `_`, `.`).
 const PROG_NAME: &[u8] = b"lagd_ingr_drop";
+/// [`SLOW_DROP_PROGRAM`]'s name, under the same rules.
+const SLOW_DROP_NAME: &[u8] = b"lagd_slow_drop";
 /// `IFNAMSIZ` minus the terminating NUL.
 const IFNAME_MAX: usize = 15;
 
@@ -138,6 +147,113 @@ static DROP_PROGRAM: [BpfInsn; 5] = [
         regs: 0,
         off: 0,
         imm: TCX_PASS,
+    },
+    // BPF_JMP | BPF_EXIT: return r0.
+    BpfInsn {
+        code: 0x05 | 0x90,
+        regs: 0,
+        off: 0,
+        imm: 0,
+    },
+];
+
+/// The EtherType 0x8809 as the slow-drop program reads it from the frame: the two big-endian
+/// header bytes `88 09` loaded as a little-endian half-word.
+const SLOW_PROTOCOLS_HALFWORD: i32 = 0x0988;
+/// Length of an Ethernet header without VLAN tags: destination, source, EtherType.
+const ETH_HLEN: i32 = 14;
+/// Offset of the EtherType in an untagged Ethernet header.
+const ETH_TYPE_OFFSET: i16 = 12;
+/// `offsetof(struct __sk_buff, data)`: the verifier turns a 32-bit load of it into a packet
+/// pointer.
+const SKB_DATA: i16 = 76;
+/// `offsetof(struct __sk_buff, data_end)`: the end of the linear packet data.
+const SKB_DATA_END: i16 = 80;
+
+/// Drop slow-protocol frames only, pass everything else (for [`SlowProtocolsEgressDrop`]):
+///
+/// ```text
+/// 0: r2 = *(u32 *)(r1 + 76)      ; __sk_buff.data: at tc egress, the Ethernet header
+/// 1: r3 = *(u32 *)(r1 + 80)      ; __sk_buff.data_end
+/// 2: r0 = TCX_PASS
+/// 3: r4 = r2
+/// 4: r4 += 14
+/// 5: if r4 > r3 goto +3          ; no whole Ethernet header in the linear data: pass (to 9)
+/// 6: r4 = *(u16 *)(r2 + 12)      ; the EtherType, as it is on the wire
+/// 7: if r4 != 0x0988 goto +1     ; not 0x8809: keep TCX_PASS
+/// 8: r0 = TCX_DROP
+/// 9: exit
+/// ```
+///
+/// It reads the EtherType from the frame, not `__sk_buff.protocol`: for a frame sent on a
+/// packet socket, `skb->protocol` is what the socket declared (its bound protocol or
+/// `sll_protocol`), which need not be the frame's EtherType; the frame's own header is what
+/// "an 0x8809 frame" means. The bounds check (instructions 3 to 5) is what the verifier needs
+/// before any direct packet read. Slow-protocol frames are never VLAN-tagged (IEEE 802.3 Annex
+/// 57A), so only the untagged EtherType is looked at.
+static SLOW_DROP_PROGRAM: [BpfInsn; 10] = [
+    // BPF_LDX | BPF_MEM | BPF_W: r2 = *(u32 *)(r1 + 76); src r1 high nibble, dst r2 low.
+    BpfInsn {
+        code: 0x01 | 0x60,
+        regs: 0x12,
+        off: SKB_DATA,
+        imm: 0,
+    },
+    // BPF_LDX | BPF_MEM | BPF_W: r3 = *(u32 *)(r1 + 80).
+    BpfInsn {
+        code: 0x01 | 0x60,
+        regs: 0x13,
+        off: SKB_DATA_END,
+        imm: 0,
+    },
+    // BPF_ALU64 | BPF_MOV | BPF_K: r0 = TCX_PASS.
+    BpfInsn {
+        code: 0x07 | 0xb0,
+        regs: 0,
+        off: 0,
+        imm: TCX_PASS,
+    },
+    // BPF_ALU64 | BPF_MOV | BPF_X: r4 = r2 (src r2, dst r4).
+    BpfInsn {
+        code: 0x07 | 0xb0 | 0x08,
+        regs: 0x24,
+        off: 0,
+        imm: 0,
+    },
+    // BPF_ALU64 | BPF_ADD | BPF_K: r4 += 14.
+    BpfInsn {
+        code: 0x07,
+        regs: 0x04,
+        off: 0,
+        imm: ETH_HLEN,
+    },
+    // BPF_JMP | BPF_JGT | BPF_X: if r4 > r3 (src r3, dst r4), skip three instructions.
+    BpfInsn {
+        code: 0x05 | 0x20 | 0x08,
+        regs: 0x34,
+        off: 3,
+        imm: 0,
+    },
+    // BPF_LDX | BPF_MEM | BPF_H: r4 = *(u16 *)(r2 + 12) (src r2, dst r4).
+    BpfInsn {
+        code: 0x01 | 0x60 | 0x08,
+        regs: 0x24,
+        off: ETH_TYPE_OFFSET,
+        imm: 0,
+    },
+    // BPF_JMP | BPF_JNE | BPF_K: if r4 != 0x0988, skip one instruction.
+    BpfInsn {
+        code: 0x05 | 0x50,
+        regs: 0x04,
+        off: 1,
+        imm: SLOW_PROTOCOLS_HALFWORD,
+    },
+    // BPF_ALU64 | BPF_MOV | BPF_K: r0 = TCX_DROP.
+    BpfInsn {
+        code: 0x07 | 0xb0,
+        regs: 0,
+        off: 0,
+        imm: TCX_DROP,
     },
     // BPF_JMP | BPF_EXIT: return r0.
     BpfInsn {
@@ -264,25 +380,31 @@ unsafe fn sys_bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Loads `r0 = TCX_DROP; exit` as a tc classifier expected at tcx ingress.
-fn load_drop_program(subject: &str) -> io::Result<OwnedFd> {
+/// Loads `program` (from a `static`, so it outlives the call) as a tc classifier expected at
+/// the tcx hook `attach_type`, named `name` for `bpftool prog`.
+fn load_program(
+    program: &'static [BpfInsn],
+    name: &[u8],
+    attach_type: u32,
+    subject: &str,
+) -> io::Result<OwnedFd> {
     let mut log = vec![0u8; LOG_SIZE];
     let mut prog_name = [0u8; 16];
-    prog_name[..PROG_NAME.len()].copy_from_slice(PROG_NAME);
+    prog_name[..name.len()].copy_from_slice(name);
     let mut attr = ProgLoadAttr {
         prog_type: BPF_PROG_TYPE_SCHED_CLS,
-        insn_cnt: DROP_PROGRAM.len() as u32,
-        insns: addr(DROP_PROGRAM.as_ptr()),
+        insn_cnt: program.len() as u32,
+        insns: addr(program.as_ptr()),
         license: addr(LICENSE.as_ptr()),
         log_level: LOG_LEVEL,
         log_size: LOG_SIZE as u32,
         log_buf: addr(log.as_mut_ptr()),
         prog_name,
-        expected_attach_type: BPF_TCX_INGRESS,
+        expected_attach_type: attach_type,
         ..ProgLoadAttr::default()
     };
     // SAFETY: `attr` is a `ProgLoadAttr` for BPF_PROG_LOAD. `insns` points to the `insn_cnt`
-    // instructions of the `static` array, `license` to a NUL-terminated static string, and
+    // instructions of a `static` array, `license` to a NUL-terminated static string, and
     // `log_buf` to `log_size` writable bytes of `log`, which outlives the call.
     let loaded = unsafe { sys_bpf(BPF_PROG_LOAD, &mut attr) };
     loaded.map_err(|os| {
@@ -303,6 +425,40 @@ fn load_drop_program(subject: &str) -> io::Result<OwnedFd> {
         };
         error::annotate(os, "bpf(BPF_PROG_LOAD)", Some(&detail))
     })
+}
+
+/// Loads `program` and attaches it to interface `ifindex`'s tcx hook `attach_type` with a tcx
+/// link (`flags`: 0 to append, [`BPF_F_BEFORE`] to go first); returns the link's descriptor.
+fn attach_program(
+    program: &'static [BpfInsn],
+    name: &[u8],
+    ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
+    let subject = format!("ifindex {ifindex}");
+    let prog = load_program(program, name, attach_type, &subject)?;
+    let prog_fd =
+        u32::try_from(prog.as_raw_fd()).map_err(|_| io::Error::other("negative program fd"))?;
+    let mut attr = LinkCreateAttr {
+        prog_fd,
+        target_ifindex: ifindex,
+        attach_type,
+        flags,
+        ..LinkCreateAttr::default()
+    };
+    // SAFETY: `attr` is a `LinkCreateAttr` for BPF_LINK_CREATE and holds no user addresses;
+    // `prog_fd` is open (`prog` lives until the end of this function).
+    let link =
+        unsafe { sys_bpf(BPF_LINK_CREATE, &mut attr) }.map_err(|os| match os.raw_os_error() {
+            Some(libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS) => {
+                TcxUnavailable::error(os, "bpf(BPF_LINK_CREATE)", &subject)
+            }
+            _ => error::annotate(os, "bpf(BPF_LINK_CREATE)", Some(&subject)),
+        })?;
+    // The link holds its own reference to the program; `prog` is closed here.
+    drop(prog);
+    Ok(link)
 }
 
 /// A drop-everything program on an interface's tcx ingress hook: the interface's own stack sees
@@ -332,29 +488,13 @@ impl IngressDrop {
     /// * `bpf(BPF_LINK_CREATE)` errors such as `ENODEV` (no such interface) or `EPERM` (no
     ///   `CAP_NET_ADMIN`).
     pub fn attach(ifindex: u32) -> io::Result<Self> {
-        let subject = format!("ifindex {ifindex}");
-        let prog = load_drop_program(&subject)?;
-        let prog_fd =
-            u32::try_from(prog.as_raw_fd()).map_err(|_| io::Error::other("negative program fd"))?;
-        let mut attr = LinkCreateAttr {
-            prog_fd,
-            target_ifindex: ifindex,
-            attach_type: BPF_TCX_INGRESS,
-            flags: BPF_F_BEFORE,
-            ..LinkCreateAttr::default()
-        };
-        // SAFETY: `attr` is a `LinkCreateAttr` for BPF_LINK_CREATE and holds no user addresses;
-        // `prog_fd` is open (`prog` lives until the end of this function).
-        let link = unsafe { sys_bpf(BPF_LINK_CREATE, &mut attr) }.map_err(|os| {
-            match os.raw_os_error() {
-                Some(libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS) => {
-                    TcxUnavailable::error(os, "bpf(BPF_LINK_CREATE)", &subject)
-                }
-                _ => error::annotate(os, "bpf(BPF_LINK_CREATE)", Some(&subject)),
-            }
-        })?;
-        // The link holds its own reference to the program; `prog` is closed here.
-        drop(prog);
+        let link = attach_program(
+            &DROP_PROGRAM,
+            PROG_NAME,
+            ifindex,
+            BPF_TCX_INGRESS,
+            BPF_F_BEFORE,
+        )?;
         Ok(Self {
             _link: link,
             ifindex,
@@ -362,6 +502,62 @@ impl IngressDrop {
     }
 
     /// [`IngressDrop::attach`] to the interface called `name` (looked up with [`link::ifindex`]).
+    pub fn attach_name(name: &str) -> io::Result<Self> {
+        Self::attach(link::ifindex(name)?)
+    }
+
+    /// The index of the interface the program is attached to (in the namespace it was attached
+    /// in).
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+}
+
+/// A program on an interface's tcx egress hook that drops every frame with EtherType 0x8809
+/// (slow protocols: LACPDUs and Marker PDUs) and passes every other frame: a link that loses
+/// its LACPDUs while data still crosses it. A fault injector for tests and the lab (an
+/// `act_gact` drop or nftables would do the same where the kernel has them); lagd itself never
+/// attaches it.
+///
+/// On egress the frame is dropped before it reaches the wire and before packet taps (tcpdump)
+/// see it. A sender whose frame is dropped gets `ENOBUFS` from `send` (tcx reports
+/// `NET_XMIT_DROP`), as for a full device queue; lagd counts and logs that and carries on, and
+/// so does Open vSwitch. Put one on each end of a link to drop the slow-protocol frames of both directions.
+///
+/// It is appended after any program already on the hook. Dropping the value closes the tcx
+/// link and detaches the program; so does the process's exit, or the interface's removal.
+#[derive(Debug)]
+pub struct SlowProtocolsEgressDrop {
+    /// Held only to be closed on drop, which detaches the program.
+    _link: OwnedFd,
+    ifindex: u32,
+}
+
+impl SlowProtocolsEgressDrop {
+    /// Loads the slow-protocol drop program and attaches it at tcx egress of interface
+    /// `ifindex` in the calling thread's network namespace.
+    ///
+    /// # Errors
+    ///
+    /// As [`IngressDrop::attach`]: [`io::ErrorKind::Unsupported`] with a [`TcxUnavailable`]
+    /// without tcx or `bpf()`, the verifier's log with a `BPF_PROG_LOAD` error, `ENODEV` or
+    /// `EPERM` from `BPF_LINK_CREATE`.
+    pub fn attach(ifindex: u32) -> io::Result<Self> {
+        let link = attach_program(
+            &SLOW_DROP_PROGRAM,
+            SLOW_DROP_NAME,
+            ifindex,
+            BPF_TCX_EGRESS,
+            0,
+        )?;
+        Ok(Self {
+            _link: link,
+            ifindex,
+        })
+    }
+
+    /// [`SlowProtocolsEgressDrop::attach`] to the interface called `name` (looked up with
+    /// [`link::ifindex`]).
     pub fn attach_name(name: &str) -> io::Result<Self> {
         Self::attach(link::ifindex(name)?)
     }
@@ -510,6 +706,37 @@ mod test {
         assert_eq!(DROP_PROGRAM[4].code, 0x95);
         assert_eq!(PROG_NAME.len(), 14);
         assert!(PROG_NAME.len() < 16);
+    }
+
+    #[test]
+    fn slow_drop_program_encoding() {
+        let p = &SLOW_DROP_PROGRAM;
+        let raw: Vec<(u8, u8, i16, i32)> =
+            p.iter().map(|i| (i.code, i.regs, i.off, i.imm)).collect();
+        assert_eq!(
+            raw,
+            [
+                (0x61, 0x12, 76, 0),     // r2 = *(u32 *)(r1 + 76)
+                (0x61, 0x13, 80, 0),     // r3 = *(u32 *)(r1 + 80)
+                (0xb7, 0x00, 0, 0),      // r0 = 0 (TCX_PASS)
+                (0xbf, 0x24, 0, 0),      // r4 = r2
+                (0x07, 0x04, 0, 14),     // r4 += 14
+                (0x2d, 0x34, 3, 0),      // if r4 > r3 goto +3
+                (0x69, 0x24, 12, 0),     // r4 = *(u16 *)(r2 + 12)
+                (0x55, 0x04, 1, 0x0988), // if r4 != 0x0988 goto +1
+                (0xb7, 0x00, 0, 2),      // r0 = 2 (TCX_DROP)
+                (0x95, 0x00, 0, 0),      // exit
+            ]
+        );
+        // Both jumps land on the exit.
+        assert_eq!(5 + 1 + 3, p.len() - 1);
+        assert_eq!(7 + 1 + 1, p.len() - 1);
+        // The EtherType bytes 88 09, read by a little-endian half-word load.
+        assert_eq!(
+            i32::from(u16::from_le_bytes([0x88, 0x09])),
+            SLOW_PROTOCOLS_HALFWORD
+        );
+        assert_eq!(SLOW_DROP_NAME.len(), 14);
     }
 
     #[test]
