@@ -130,3 +130,63 @@ fn every_policy_name_is_accepted() {
         );
     }
 }
+
+#[test]
+fn a_line_that_is_not_utf8_names_the_line_and_exits_2() {
+    // Line 3 holds a Latin-1 byte (0xe9): an error naming line 3, after line 2's answer.
+    let input = b"# frames\n020000000002020000000001 0800\n02 00 \xe9\n020000000002\n";
+    let out = lagctl(&["hash", "--policy", "layer2"], input);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("line 3") && err.contains("UTF-8") && err.contains("0xe9"),
+        "{err}"
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "0x00000803 1\n");
+}
+
+/// `--explain` under ovs-tcp names every field that fed the hash, and says why fields count as
+/// zero when Open vSwitch would refuse a header.
+#[test]
+fn explain_ovs_tcp_names_addresses_protocol_ports_and_fallbacks() {
+    // 10.0.0.1:1234 > 10.0.0.2:80, TCP with a valid data offset.
+    let tcp = "020000000002020000000001080045000028000000004006000\
+               00a0000010a00000204d200500000000000000000500000000000000000";
+    let ipv6 = "02000000000202000000000186dd60000000000811402001\
+                0db8000000000000000000000001\
+                20010db8000000000000000000000002\
+                9c40003500080000";
+    let input = format!(
+        "{tcp}\n{}\n{}\n02000000000202000000000188cc\n",
+        &tcp[..60],
+        &ipv6[..100]
+    );
+    let out = lagctl(
+        &["hash", "--policy", "ovs-tcp", "--members", "2", "--explain"],
+        input.as_bytes(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let frames: Vec<&str> = text.split("  member:").collect();
+    assert_eq!(frames.len(), 5, "{text}");
+    // Whole frame: the addresses, the protocol and the ports.
+    assert!(frames[0].contains("10.0.0.1 > 10.0.0.2"), "{text}");
+    assert!(frames[0].contains("protocol: 6"), "{text}");
+    assert!(frames[0].contains("1234 > 80"), "{text}");
+    // IPv4 cut inside its header: why the addresses and protocol are 0.
+    assert!(
+        frames[1].contains("ipv4:") && frames[1].contains("addresses and protocol 0"),
+        "{text}"
+    );
+    // IPv6 cut inside its fixed header: the same, for IPv6.
+    assert!(
+        frames[2].contains("ipv6:") && frames[2].contains("addresses and protocol 0"),
+        "{text}"
+    );
+    // LLDP: not IP, a constant hash.
+    assert!(frames[3].contains("not IP or ARP"), "{text}");
+}

@@ -601,13 +601,77 @@ fn explain_names_the_fields() {
     assert!(ex.notes.iter().any(|(k, _)| *k == "fallback"), "{ex:?}");
 }
 
+fn explain_text(p: HashPolicy, f: &[u8]) -> String {
+    let mut ex = Explain::default();
+    xmit_hash_traced(p, f, &mut ex);
+    let text: Vec<String> = ex.notes.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    text.join("\n")
+}
+
+/// ovs-tcp's explanation names every field that fed the hash, and each fallback says why a
+/// field counts as zero.
+#[test]
+fn explain_ovs_tcp_names_every_field_and_fallback() {
+    let f = eth(0x0800, &ipv4(A, B, 6, 0, &tcp_hdr(1234, 80)));
+    let text = explain_text(HashPolicy::OvsTcp, &f);
+    for want in ["10.0.0.1 > 10.0.0.2", "protocol: 6", "1234 > 80"] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
+    // IPv6 UDP, and behind a hop-by-hop header (the protocol word OVS hashes is then 0).
+    let udp = l4(40000, 53, 8);
+    let v6 = eth(0x86dd, &ipv6("2001:db8::1", "2001:db8::2", 17, &udp));
+    let text = explain_text(HashPolicy::OvsTcp, &v6);
+    for want in ["2001:db8::1 > 2001:db8::2", "protocol: 17", "40000 > 53"] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
+    let mut hbh = vec![17, 0, 1, 4, 0, 0, 0, 0];
+    hbh.extend_from_slice(&udp);
+    let text = explain_text(
+        HashPolicy::OvsTcp,
+        &eth(0x86dd, &ipv6("2001:db8::1", "2001:db8::2", 0, &hbh)),
+    );
+    assert!(
+        text.contains("protocol: 0 (the IPv6 header's next-header"),
+        "{text}"
+    );
+    assert!(text.contains("40000 > 53"), "{text}");
+    // Each early return says what happened.
+    let cases: [(&[u8], &str); 7] = [
+        (&f[..10], "shorter than an Ethernet header"),
+        (&f[..30], "addresses and protocol 0"),
+        (&v6[..14 + 39], "addresses and protocol 0"),
+        (&f[..14 + 20 + 10], "total length 40 beyond the frame"),
+        (&v6[..14 + 40 + 4], "payload length beyond the frame"),
+        (&eth(0x88cc, &[0; 20]), "not IP or ARP"),
+        (&eth(0x0806, &[0; 28]), "not Ethernet/IPv4 ARP"),
+    ];
+    for (frame, want) in cases {
+        let text = explain_text(HashPolicy::OvsTcp, frame);
+        assert!(
+            text.contains(want),
+            "{} bytes: {want:?} missing from:\n{text}",
+            frame.len()
+        );
+    }
+    // A cut transport header: the protocol, and why there are no ports.
+    let cut = eth(0x0800, &ipv4(A, B, 17, 0, &udp[..6]));
+    let text = explain_text(HashPolicy::OvsTcp, &cut);
+    assert!(
+        text.contains("10.0.0.1 > 10.0.0.2") && text.contains("header cut: ports 0"),
+        "{text}"
+    );
+}
+
 proptest! {
+    /// Every policy hashes alike with and without a trace, and explains something whatever
+    /// the bytes (an early return that forgets its note leaves `--explain` empty).
     #[test]
     fn no_policy_panics_on_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         for p in HashPolicy::ALL {
             let h = xmit_hash(p, &bytes);
             let mut ex = Explain::default();
             prop_assert_eq!(xmit_hash_traced(p, &bytes, &mut ex), h);
+            prop_assert!(!ex.notes.is_empty(), "{} explained nothing", p);
         }
     }
 

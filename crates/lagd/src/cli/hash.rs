@@ -38,7 +38,7 @@ pub fn main(args: HashArgs) -> Result<(), CliError> {
 /// Why `lagctl hash` stopped.
 #[derive(Debug)]
 pub enum HashError {
-    /// An input line is not even-length hex.
+    /// An input line is not UTF-8 text, or not even-length hex.
     BadLine {
         /// 1-based line number.
         line: usize,
@@ -101,16 +101,28 @@ pub fn run(args: HashArgs, input: impl BufRead, mut out: impl Write) -> Result<(
         return Err(HashError::NoMembers);
     }
     let mut frame = Vec::with_capacity(2048);
-    for (n, line) in input.lines().enumerate() {
-        let line = line?;
+    let mut raw = Vec::with_capacity(4096);
+    let mut input = input;
+    for n in 1.. {
+        // Bytes up to each newline, so that a line that is not UTF-8 is an error naming it.
+        raw.clear();
+        if input.read_until(b'\n', &mut raw)? == 0 {
+            break;
+        }
+        let line = std::str::from_utf8(&raw).map_err(|e| HashError::BadLine {
+            line: n,
+            reason: format!(
+                "not UTF-8 text (byte 0x{:02x} at byte {} of the line)",
+                raw[e.valid_up_to()],
+                e.valid_up_to() + 1
+            ),
+        })?;
         let trimmed = line.trim();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        parse_hex_line(trimmed, &mut frame).map_err(|reason| HashError::BadLine {
-            line: n + 1,
-            reason,
-        })?;
+        parse_hex_line(trimmed, &mut frame)
+            .map_err(|reason| HashError::BadLine { line: n, reason })?;
         let mut explain = Explain::default();
         let hash = if args.explain {
             xmit_hash_traced(args.policy, &frame, &mut explain)
@@ -165,6 +177,27 @@ mod test {
         assert_eq!(out, "0x00000803 1\n");
         let e = run_str(ARGS, "# c\n0200\nxyz\n").unwrap_err();
         assert!(matches!(e, HashError::BadLine { line: 3, .. }), "{e}");
+        // A line that is not UTF-8 names its line, after answering the lines before it.
+        let mut out = Vec::new();
+        let e = run(
+            ARGS,
+            &b"020000000002020000000001 0800\n\xff\xfe00\n"[..],
+            &mut out,
+        )
+        .unwrap_err();
+        assert!(matches!(e, HashError::BadLine { line: 2, .. }), "{e}");
+        assert!(
+            e.to_string().contains("UTF-8") && e.to_string().contains("0xff"),
+            "{e}"
+        );
+        assert_eq!(out, b"0x00000803 1\n");
+        // No newline at the end, and CRLF line ends, still work.
+        let out = run_str(
+            ARGS,
+            "020000000002020000000001 0800\r\n020000000002020000000001 0800",
+        )
+        .unwrap();
+        assert_eq!(out, "0x00000803 1\n0x00000803 1\n");
         let zero = HashArgs { members: 0, ..ARGS };
         assert!(matches!(run_str(zero, ""), Err(HashError::NoMembers)));
     }
