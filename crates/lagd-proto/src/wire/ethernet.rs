@@ -295,6 +295,7 @@ impl EthernetRepr {
 #[cfg(test)]
 mod test {
     use super::*;
+    use proptest::prelude::*;
 
     // A real ARP request as captured on a Linux host (broadcast, 42 bytes).
     const ARP_REQ: [u8; 42] = [
@@ -362,5 +363,121 @@ mod test {
         assert!("02:aa:00:00:00".parse::<EthernetAddress>().is_err());
         assert!("02:aa:00:00:00:01:02".parse::<EthernetAddress>().is_err());
         assert!("zz:aa:00:00:00:01".parse::<EthernetAddress>().is_err());
+    }
+
+    /// The tag walk written out independently: `(tpid, tci)` pairs before `inner`.
+    fn build(tags: &[(u16, u16)], inner: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01];
+        for &(tpid, tci) in tags {
+            f.extend_from_slice(&tpid.to_be_bytes());
+            f.extend_from_slice(&tci.to_be_bytes());
+        }
+        f.extend_from_slice(&inner.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// What a walk over `tags` must find in the frame cut to `len` bytes: `None` when a tag is
+    /// cut (tag `i` ends with the type after it, at byte `18 + 4 * i`).
+    fn expected_walk<const N: usize>(
+        tags: &[(u16, u16)],
+        inner: u16,
+        len: usize,
+    ) -> Option<TagWalk<N>> {
+        if (0..tags.len()).any(|i| len < 18 + 4 * i) {
+            return None;
+        }
+        let mut out = [None; N];
+        for (slot, &(tpid, tci)) in out.iter_mut().zip(tags) {
+            *slot = Some(VlanTag {
+                tpid: EtherType::from(tpid),
+                tci,
+            });
+        }
+        Some(TagWalk {
+            tags: out,
+            ethertype: EtherType::from(inner),
+            network_offset: 14 + 4 * tags.len(),
+        })
+    }
+
+    fn tags() -> impl Strategy<Value = Vec<(u16, u16)>> {
+        proptest::collection::vec(
+            (prop_oneof![Just(0x8100u16), Just(0x88a8u16)], any::<u16>()),
+            0..6,
+        )
+    }
+
+    fn inner_type() -> impl Strategy<Value = u16> {
+        any::<u16>().prop_filter("not a TPID", |t| *t != 0x8100 && *t != 0x88a8)
+    }
+
+    proptest! {
+        /// Any bytes: a checked view answers every accessor, and walks tags without panicking.
+        #[test]
+        fn accessors_and_walk_never_panic(data in proptest::collection::vec(any::<u8>(), 0..80)) {
+            match EthernetFrame::new_checked(&data[..]) {
+                Err(e) => prop_assert!(data.len() < HEADER_LEN && e == Error::Truncated),
+                Ok(f) => {
+                    prop_assert_eq!(&f.dst_addr().0[..], &data[..6]);
+                    prop_assert_eq!(&f.src_addr().0[..], &data[6..12]);
+                    prop_assert_eq!(u16::from(f.ethertype()), u16::from_be_bytes([data[12], data[13]]));
+                    prop_assert_eq!(f.payload(), &data[14..]);
+                    let _ = f.walk_tags::<0>();
+                    let two = f.walk_tags::<2>();
+                    let eight = f.walk_tags::<8>();
+                    // How many tags are returned does not change what the walk finds.
+                    prop_assert_eq!(two.is_ok(), eight.is_ok());
+                    if let (Ok(a), Ok(b)) = (two, eight) {
+                        prop_assert_eq!((a.ethertype, a.network_offset), (b.ethertype, b.network_offset));
+                        prop_assert_eq!(&a.tags[..], &b.tags[..2]);
+                        prop_assert!(a.network_offset <= data.len());
+                    }
+                    prop_assert!(EthernetRepr::parse(&f).is_ok());
+                }
+            }
+        }
+
+        /// Generated frames with up to five 802.1Q/802.1ad tags, whole or cut anywhere: the
+        /// walk finds what the independent walk above finds.
+        #[test]
+        fn walk_tags_agrees_with_an_independent_walk(
+            tags in tags(),
+            inner in inner_type(),
+            payload in proptest::collection::vec(any::<u8>(), 0..40),
+            cut in any::<proptest::sample::Index>(),
+        ) {
+            let f = build(&tags, inner, &payload);
+            let frame = EthernetFrame::new_checked(&f[..]).unwrap();
+            prop_assert_eq!(frame.walk_tags::<8>().ok(), expected_walk::<8>(&tags, inner, f.len()));
+            prop_assert_eq!(frame.walk_tags::<2>().ok(), expected_walk::<2>(&tags, inner, f.len()));
+            let w = frame.walk_tags::<8>().unwrap();
+            prop_assert_eq!(&f[w.network_offset..], &payload[..]);
+            // Cut anywhere from the end of the MAC header on.
+            let len = HEADER_LEN + cut.index(f.len() - HEADER_LEN + 1);
+            let short = EthernetFrame::new_checked(&f[..len]).unwrap();
+            let want = expected_walk::<2>(&tags, inner, len);
+            prop_assert_eq!(short.walk_tags::<2>().ok(), want);
+            if want.is_none() {
+                prop_assert_eq!(short.walk_tags::<2>(), Err(Error::Truncated));
+            }
+        }
+
+        /// Parsing and emitting a header is the identity on its 14 bytes.
+        #[test]
+        fn repr_round_trip(header in any::<[u8; 14]>()) {
+            let r = EthernetRepr::parse(&EthernetFrame::new_checked(&header[..]).unwrap()).unwrap();
+            let mut out = [0u8; 14];
+            r.emit(&mut EthernetFrame::new_unchecked(&mut out[..]));
+            prop_assert_eq!(out, header);
+        }
+
+        /// A MAC address prints and parses back to itself.
+        #[test]
+        fn mac_display_parse_round_trip(mac in any::<[u8; 6]>()) {
+            let m = EthernetAddress(mac);
+            prop_assert_eq!(m.to_string().parse::<EthernetAddress>(), Ok(m));
+            prop_assert_eq!(m.is_multicast(), mac[0] & 1 == 1);
+        }
     }
 }
