@@ -1182,3 +1182,77 @@ fn return_path_with_a_chosen_switch_hash() {
     let out = lagctl(&["plan", "--pcap", p, "--switch-hash", "src-dst-vlan"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn stripe_policy_and_what_explain_accepts() {
+    use lagd_proto::bond::PortId;
+    use lagd_proto::stripe::StripeTx;
+    let frames = mixed_frames();
+    let dir = TempDir::new("stripe");
+    let path = dir.path("mixed.pcap");
+    write_pcap(&path, &frames);
+    let v = json_of(&lagctl(&[
+        "plan",
+        "--pcap",
+        path.to_str().unwrap(),
+        "--speeds",
+        "10G,25G",
+        "--policy",
+        "stripe",
+        "--json",
+    ]));
+    // The daemon's striping sender, frame by frame: each frame's length plus the 8-byte
+    // stripe header picks the member.
+    let mut tx = StripeTx::new(0);
+    tx.set_members(&[(PortId(0), 10_000), (PortId(1), 25_000)]);
+    let mut want = vec![(0u64, 0u64); 2];
+    for f in &frames {
+        let m = tx.choose(f.len() + 8).unwrap().index();
+        want[m].0 += 1;
+        want[m].1 += f.len() as u64;
+    }
+    let p = policy(&v, "stripe");
+    assert_eq!(members_of(p), want);
+    assert_eq!(p["needs"], "needs lagd mode=stripe at both ends");
+    assert!(p["reorder"].is_null());
+    assert_eq!(v["recommendation"]["policy"], "stripe");
+    let reason = v["recommendation"]["reason"].as_str().unwrap();
+    assert!(
+        reason.ends_with("; it needs lagd mode=stripe at both ends."),
+        "{reason}"
+    );
+    // In the default set, ranked, but a hash policy is recommended.
+    let v = json_of(&lagctl(&[
+        "plan",
+        "--pcap",
+        path.to_str().unwrap(),
+        "--json",
+    ]));
+    assert!(policy(&v, "stripe")["rank"].as_u64().unwrap() >= 1);
+    assert_ne!(v["recommendation"]["policy"], "stripe");
+    // `explain --help` lists every policy it takes, bucket policies included.
+    let help = ok_stdout(&lagctl(&["explain", "--help"]));
+    for name in [
+        "layer3+4",
+        "ovs-tcp",
+        "balance-rr",
+        "stripe",
+        "balance-tcp",
+        "balance-slb",
+        "+buckets",
+    ] {
+        assert!(help.contains(name), "{name} missing from:\n{help}");
+    }
+    let out = ok_stdout(&lagctl(&[
+        "explain",
+        "--policy",
+        "stripe,layer3+4+buckets",
+        "--flow",
+        "tcp 10.0.0.1:1234 > 10.0.0.2:80",
+    ]));
+    assert!(
+        out.contains("stripe: no fixed member") && out.contains("lagd mode=stripe at both ends"),
+        "{out}"
+    );
+    assert!(out.contains("layer3+4+buckets: bucket "), "{out}");
+}

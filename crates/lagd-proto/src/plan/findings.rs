@@ -489,7 +489,7 @@ pub(super) fn find(plan: &Plan, pl: &Planner, table: &Table) -> Vec<Finding> {
                     human_bytes(e.bytes),
                     100.0 / n as f64
                 ),
-                advice: "Split it over several connections (parallel streams), or use balance-rr and accept reordering.".into(),
+                advice: "Split it over several connections (parallel streams), stripe it (lagd mode=stripe at both ends), or use balance-rr and accept reordering.".into(),
             });
         }
     }

@@ -236,6 +236,9 @@ fn write_page(plan: &Plan, title: &str, o: &mut String) -> fmt::Result {
                 r.share * 100.0
             ));
         }
+        if let Some(need) = p.policy.needs() {
+            risk.push(need.to_owned());
+        }
         if p.split_flows > 0 {
             risk.push(format!("{} flows split over members", p.split_flows));
         }

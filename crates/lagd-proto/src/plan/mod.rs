@@ -35,6 +35,15 @@
 //!   falls on the failed one goes to the next usable member (the daemon's `rr_choice`, the
 //!   kernel's `bond_get_slave_by_id`), so the member after it carries a double share; the
 //!   flows that move are those with a packet on the failed member, and none other.
+//! - `stripe` (lagd's `mode=stripe`, which needs lagd at both ends) runs the daemon's own
+//!   striping sender ([`crate::stripe::StripeTx`]: frames over the members by bytes, weighted
+//!   by speed) over the input; the receiving lagd puts frames back in order, so it has no
+//!   reordering risk. It ranks with the others but is recommended only when no policy that
+//!   works against any peer was evaluated; otherwise the recommendation notes what it would
+//!   deliver. See [`stripe`].
+//! - Not modelled as such: `balance-tlb`/`balance-alb`. Dynamic `balance-tlb` spreads unicast
+//!   IP through the same bucket table as `HASH+buckets` (whose figures then apply to that
+//!   traffic) and sends the rest on its active member, which the planner does not model.
 //! - Bytes are whole frames as on the wire (a capture's original length, not the captured
 //!   part). Frames of other link types are given an Ethernet header first: raw IP gets zero
 //!   MACs, Linux cooked captures get their source MAC and a zero destination; the report says
@@ -61,6 +70,7 @@ pub mod findings;
 pub mod flow;
 pub mod html;
 pub mod report;
+mod stripe;
 pub mod switch;
 
 use core::fmt;
@@ -77,6 +87,7 @@ use crate::wire::pcap::{
 };
 use buckets::BucketAcc;
 use flow::{BuildKeyHasher, FlowKey, FlowRecord, Tunnel, extract};
+use stripe::StripeAcc;
 use switch::SwitchHash;
 
 /// A way to spread frames over members that the planner evaluates.
@@ -86,6 +97,9 @@ pub enum PlanPolicy {
     Hash(HashPolicy),
     /// `balance-rr`: packet `i` on member `i % n`.
     RoundRobin,
+    /// lagd's `mode=stripe`: every frame over the members by bytes, weighted by speed, put back
+    /// in order by the lagd at the other end (so it needs lagd in `mode=stripe` at both ends).
+    Stripe,
     /// The transmit hash through lagd's 256-bucket table, rebalanced by load and weighted by
     /// member speed ([`crate::balance`]): `balance-tcp` (ovs-tcp), `balance-slb` (ovs-slb), or
     /// balance-xor and 802.3ad with `distribution=buckets` (any hash).
@@ -93,9 +107,10 @@ pub enum PlanPolicy {
 }
 
 impl PlanPolicy {
-    /// The policies with a fixed member per hash or position: the eight hash policies, then
-    /// `balance-rr`.
-    pub const ALL: [Self; 9] = [
+    /// The default set (`lagctl plan --policy all`): the eight hash policies, then
+    /// `balance-rr` and `stripe` (cheap enough: one run of the daemon's striping sender per
+    /// frame with equal members; see [`stripe`]).
+    pub const ALL: [Self; 10] = [
         Self::Hash(HashPolicy::Layer2),
         Self::Hash(HashPolicy::Layer23),
         Self::Hash(HashPolicy::Layer34),
@@ -105,6 +120,7 @@ impl PlanPolicy {
         Self::Hash(HashPolicy::OvsSlb),
         Self::Hash(HashPolicy::OvsTcp),
         Self::RoundRobin,
+        Self::Stripe,
     ];
 
     /// The usual bucket policies: layer3+4 through buckets (balance-xor or 802.3ad with
@@ -118,7 +134,7 @@ impl PlanPolicy {
     /// `lagctl plan --policy all+buckets`: [`PlanPolicy::ALL`], then [`PlanPolicy::BUCKETED`].
     /// Not the default: each bucket policy runs a table per frame for every what-if (member
     /// count, failure), which takes the planner from 16 to about 7 million frames a second.
-    pub const ALL_WITH_BUCKETS: [Self; 12] = [
+    pub const ALL_WITH_BUCKETS: [Self; 13] = [
         Self::ALL[0],
         Self::ALL[1],
         Self::ALL[2],
@@ -128,6 +144,7 @@ impl PlanPolicy {
         Self::ALL[6],
         Self::ALL[7],
         Self::ALL[8],
+        Self::ALL[9],
         Self::BUCKETED[0],
         Self::BUCKETED[1],
         Self::BUCKETED[2],
@@ -139,6 +156,7 @@ impl PlanPolicy {
         match self {
             Self::Hash(p) => p.name(),
             Self::RoundRobin => "balance-rr",
+            Self::Stripe => "stripe",
             Self::Buckets(p) => match p {
                 HashPolicy::OvsTcp => "balance-tcp",
                 HashPolicy::OvsSlb => "balance-slb",
@@ -152,11 +170,20 @@ impl PlanPolicy {
         }
     }
 
-    /// The transmit hash the policy uses, if any (`None` for `balance-rr`).
+    /// The transmit hash the policy uses, if any (`None` for `balance-rr` and `stripe`).
     pub const fn hash(self) -> Option<HashPolicy> {
         match self {
             Self::Hash(p) | Self::Buckets(p) => Some(p),
-            Self::RoundRobin => None,
+            Self::RoundRobin | Self::Stripe => None,
+        }
+    }
+
+    /// What the policy needs beyond a bond against any peer (a switch, a kernel bond): for
+    /// `stripe`, lagd in `mode=stripe` at both ends.
+    pub const fn needs(self) -> Option<&'static str> {
+        match self {
+            Self::Stripe => Some("needs lagd mode=stripe at both ends"),
+            _ => None,
         }
     }
 }
@@ -170,13 +197,14 @@ impl fmt::Display for PlanPolicy {
 impl FromStr for PlanPolicy {
     type Err = String;
 
-    /// A hash policy name, `balance-rr` (also `rr`, `round-robin`), `balance-tcp`,
+    /// A hash policy name, `balance-rr` (also `rr`, `round-robin`), `stripe`, `balance-tcp`,
     /// `balance-slb`, or a hash policy name followed by `+buckets` (`ovs-tcp+buckets` is
     /// `balance-tcp`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bucketed = s.strip_suffix("+buckets").map(str::parse::<HashPolicy>);
         match s {
             "balance-rr" | "rr" | "round-robin" => Ok(Self::RoundRobin),
+            "stripe" => Ok(Self::Stripe),
             "balance-tcp" => Ok(Self::Buckets(HashPolicy::OvsTcp)),
             "balance-slb" => Ok(Self::Buckets(HashPolicy::OvsSlb)),
             _ => match bucketed {
@@ -228,7 +256,7 @@ pub const DEFAULT_MAX_FLOWS: usize = 1_000_000;
 const MAX_INNER_FLOWS: usize = 1 << 16;
 
 impl PlanConfig {
-    /// Every hash policy and balance-rr ([`PlanPolicy::ALL`]), `members` members of 10 Gbit/s, the
+    /// Every hash policy, balance-rr and stripe ([`PlanPolicy::ALL`]), `members` members of 10 Gbit/s, the
     /// default sweep, caps and bucket table.
     pub fn new(members: usize) -> Self {
         Self {
@@ -616,6 +644,8 @@ struct Entry {
     /// `balance-rr` with the configured member count (at most 64): bit `i` when some packet
     /// of the flow leaves on member `i`.
     rr_mask: u64,
+    /// The same for `stripe`.
+    stripe_mask: u64,
     /// Bit `slot` per hash policy: some frame of the flow left on another member than the
     /// first; bit `8 + slot`: some frame fell in another bucket than the first.
     split: u16,
@@ -661,6 +691,7 @@ pub struct Planner {
     hash_accs: Vec<HashAcc>,
     switch_accs: Vec<HashAcc>,
     rr: Option<RrAcc>,
+    stripe: Option<StripeAcc>,
     /// The bucket policies evaluated, in `config.policies` order, and their tables.
     bucket_accs: Vec<(HashPolicy, BucketAcc)>,
     /// The capture's clock for the bucket tables.
@@ -697,6 +728,8 @@ struct Run {
     load: Load,
     /// Their `balance-rr` members, as [`Entry::rr_mask`].
     rr_mask: u64,
+    /// Their `stripe` members, as [`Entry::stripe_mask`].
+    stripe_mask: u64,
 }
 
 impl Planner {
@@ -712,6 +745,7 @@ impl Planner {
         }
         let mut hash_policies: Vec<(HashPolicy, HashFn)> = Vec::new();
         let mut rr = false;
+        let mut striped = false;
         let mut bucketed = Vec::new();
         for p in &config.policies {
             match *p {
@@ -721,6 +755,7 @@ impl Planner {
                     }
                 }
                 PlanPolicy::RoundRobin => rr = true,
+                PlanPolicy::Stripe => striped = true,
                 PlanPolicy::Buckets(h) => {
                     if !bucketed.contains(&h) {
                         bucketed.push(h);
@@ -765,12 +800,17 @@ impl Planner {
             .map(|_| HashAcc::new(&[n], None))
             .collect();
         let rr = rr.then(|| RrAcc::new(&counts, n));
+        let stripe = striped.then(|| {
+            let failures = (2..=MAX_FAILURE_MEMBERS).contains(&n);
+            StripeAcc::new(&config.speeds_gbps, failures)
+        });
         Ok(Self {
             main_mod: MemberMod::new(n).expect("checked"),
             hash_policies,
             hash_accs,
             switch_accs,
             rr,
+            stripe,
             bucket_accs,
             clock: Clock::default(),
             table: HashMap::default(),
@@ -878,6 +918,7 @@ impl Planner {
                 rr.packet(bytes)
             };
         }
+        let stripe_bit = self.stripe.as_mut().map_or(0, |s| s.frame(bytes));
         let position = self.position;
         self.position += u64::from(!igmp);
         let reuse_ok = self.config.reuse_hashes && ex.simple;
@@ -885,6 +926,7 @@ impl Planner {
         if reuse_ok && self.run.active && self.run.key == ex.key {
             self.run.load.add(1, bytes);
             self.run.rr_mask |= rr_bit;
+            self.run.stripe_mask |= stripe_bit;
             if let Some(rr) = &mut self.rr {
                 rr.gap(1, tcp);
             }
@@ -901,6 +943,7 @@ impl Planner {
         if let Some(e) = self.table.get_mut(&ex.key) {
             e.total.add(1, bytes);
             e.rr_mask |= rr_bit;
+            e.stripe_mask |= stripe_bit;
             if !igmp {
                 if let Some(rr) = &mut self.rr {
                     rr.gap(position - e.last, tcp);
@@ -956,6 +999,7 @@ impl Planner {
                 deferred: Load::default(),
                 last: position,
                 rr_mask: rr_bit,
+                stripe_mask: stripe_bit,
                 split: 0,
                 reuse: reuse_ok,
             };
@@ -984,6 +1028,7 @@ impl Planner {
         self.run.active = false;
         let load = core::mem::take(&mut self.run.load);
         let rr_mask = core::mem::take(&mut self.run.rr_mask);
+        let stripe_mask = core::mem::take(&mut self.run.stripe_mask);
         if load.packets == 0 {
             return;
         }
@@ -992,6 +1037,7 @@ impl Planner {
             e.deferred.add(load.packets, load.bytes);
             e.last = self.run.position + load.packets;
             e.rr_mask |= rr_mask;
+            e.stripe_mask |= stripe_mask;
         }
     }
 
@@ -1082,6 +1128,7 @@ impl Planner {
                 rr_mask = rr.burst_mask(packets);
             }
         }
+        let stripe_mask = self.stripe.as_mut().map_or(0, |s| s.row(packets, bytes));
         let position = self.position;
         if !igmp {
             self.position = self.position.saturating_add(packets);
@@ -1095,6 +1142,7 @@ impl Planner {
             e.total.add(packets, bytes);
             e.last = position;
             e.rr_mask |= rr_mask;
+            e.stripe_mask |= stripe_mask;
             // The frame is built from the key, so it hashes as the entry's first row did.
             e.deferred.add(packets, bytes);
         } else if self.table.len() < self.config.max_flows {
@@ -1106,6 +1154,7 @@ impl Planner {
                     deferred: Load { packets, bytes },
                     last: position,
                     rr_mask,
+                    stripe_mask,
                     split: 0,
                     reuse: true,
                 },

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use super::buckets::{BucketAcc, Run};
 use super::findings::{self, Finding};
 use super::flow::{BuildKeyHasher, FlowKey, Tunnel};
+use super::stripe::StripeAcc;
 use super::switch::SwitchHash;
 use super::{Entry, InputStats, Load, PlanPolicy, Planner};
 use crate::balance::BalanceCounters;
@@ -22,7 +23,8 @@ pub struct MemberLoad {
     pub packets: u64,
     /// Bytes.
     pub bytes: u64,
-    /// Tracked flows whose first frame uses this member (round-robin: flows with a packet on it).
+    /// Tracked flows whose first frame uses this member (`balance-rr` and `stripe`: flows with
+    /// a packet on it; 0 for `stripe`'s survivors of a failure, whose flows are not kept).
     pub flows: u64,
     /// The member's speed.
     pub speed_gbps: f64,
@@ -341,7 +343,8 @@ fn preference(p: PlanPolicy) -> usize {
         PlanPolicy::Buckets(HashPolicy::Encap23) => 13,
         PlanPolicy::Buckets(HashPolicy::Encap34) => 14,
         PlanPolicy::Buckets(HashPolicy::VlanSrcMac) => 15,
-        PlanPolicy::RoundRobin => 16,
+        PlanPolicy::Stripe => 16,
+        PlanPolicy::RoundRobin => 17,
     }
 }
 
@@ -388,6 +391,7 @@ pub(super) fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher
                 hash_plan(pl, table, policy, slot, &elephants, &is_elephant)
             }
             PlanPolicy::RoundRobin => rr_plan(pl, table, &elephants),
+            PlanPolicy::Stripe => stripe_plan(pl, table, &elephants),
             PlanPolicy::Buckets(h) => {
                 let acc = &pl
                     .bucket_accs
@@ -885,6 +889,101 @@ fn rr_plan(
     }
 }
 
+/// `stripe`: the daemon's byte-weighted round robin ([`super::stripe`]).
+fn stripe_plan(
+    pl: &Planner,
+    table: &HashMap<FlowKey, Entry, BuildKeyHasher>,
+    elephants: &[FlowSummary],
+) -> PolicyPlan {
+    let cfg = &pl.config;
+    let n = cfg.members();
+    let speeds = &cfg.speeds_gbps;
+    let acc = pl
+        .stripe
+        .as_ref()
+        .expect("stripe state exists when evaluated");
+    // Flows per member: those with a packet on it.
+    let mut flows = vec![0u64; n];
+    if acc.masks {
+        for e in table.values() {
+            let mut bits = e.stripe_mask;
+            while bits != 0 {
+                flows[bits.trailing_zeros() as usize] += 1;
+                bits &= bits - 1;
+            }
+        }
+    }
+    let main = acc.main();
+    let dist = Distribution::new(loads_to_members(main, &flows, speeds));
+    let sweep = cfg
+        .sweep
+        .iter()
+        .map(|&c| {
+            let loads = StripeAcc::sweep(c, speeds, pl.stats.packets, pl.stats.bytes);
+            let d = Distribution::new(loads_to_members(&loads, &[], speeds));
+            SweepPoint {
+                members: c,
+                imbalance: d.imbalance,
+                throughput_bound_gbps: d.throughput_bound_gbps,
+            }
+        })
+        .collect();
+    let failures = (0..n)
+        .map_while(|failed| acc.failure(failed).map(|loads| (failed, loads)))
+        .map(|(failed, loads)| {
+            // Every flow keeps being striped over the survivors; those with frames on the
+            // failed member move (none is reordered at the host). The survivors' runs keep
+            // no per-flow members, so their flow counts are left at 0.
+            let moved_flows = table
+                .values()
+                .filter(|e| (e.stripe_mask >> failed) & 1 != 0)
+                .count() as u64;
+            let members = (0..n)
+                .filter(|&i| i != failed)
+                .zip(loads)
+                .map(|(i, l)| MemberLoad {
+                    index: i,
+                    packets: l.packets,
+                    bytes: l.bytes,
+                    flows: 0,
+                    speed_gbps: speed_for(speeds, i),
+                })
+                .collect();
+            let elephants_moved = elephants
+                .iter()
+                .enumerate()
+                .filter(|(_, el)| {
+                    table
+                        .get(&el.key)
+                        .is_some_and(|e| (e.stripe_mask >> failed) & 1 != 0)
+                })
+                .map(|(i, _)| i)
+                .collect();
+            Failure {
+                failed,
+                dist: Distribution::new(members),
+                flows_moved: if acc.masks { moved_flows } else { 0 },
+                bytes_moved: main[failed].bytes,
+                collateral_flows: 0,
+                collateral_bytes: 0,
+                elephants_moved,
+            }
+        })
+        .collect();
+    PolicyPlan {
+        policy: PlanPolicy::Stripe,
+        rank: 0,
+        dist,
+        reorder: None,
+        split_flows: 0,
+        split_bytes: 0,
+        collisions: Vec::new(),
+        sweep,
+        failures,
+        rebalancing: None,
+    }
+}
+
 fn recommend(
     policies: &[PolicyPlan],
     elephants: &[FlowSummary],
@@ -894,9 +993,12 @@ fn recommend(
     if total == 0 {
         return None;
     }
+    // The best policy without reordering that works against any peer; `stripe` (lagd at both
+    // ends) only when nothing else without reordering was evaluated.
     let best = policies
         .iter()
-        .find(|p| p.reorder.is_none())
+        .find(|p| p.reorder.is_none() && p.policy.needs().is_none())
+        .or_else(|| policies.iter().find(|p| p.reorder.is_none()))
         .or_else(|| policies.first())?;
     let d = &best.dist;
     let busiest = d.members[d.busiest()].bytes as f64 / total as f64 * 100.0;
@@ -905,7 +1007,7 @@ fn recommend(
     let top = elephants
         .first()
         .map_or(0.0, |e| e.bytes as f64 / total as f64);
-    let reason = if n == 1 {
+    let mut reason = if n == 1 {
         format!(
             "With one member every policy sends all traffic over it; {name} is the simplest choice."
         )
@@ -914,7 +1016,7 @@ fn recommend(
             "{name} spreads this traffic evenly over all {n} members (imbalance {:.2}), so the bond can deliver {:.1} of {:.1} Gbit/s.",
             d.imbalance, d.throughput_bound_gbps, speed
         )
-    } else if top > 1.0 / n as f64 && best.reorder.is_none() {
+    } else if top > 1.0 / n as f64 && best.policy.hash().is_some() {
         format!(
             "No hash policy can split the largest flow ({:.0}% of the bytes), and {name} does best around it: its busiest member carries {busiest:.0}% of the bytes, so the bond can deliver {:.1} of {:.1} Gbit/s.",
             top * 100.0,
@@ -927,7 +1029,22 @@ fn recommend(
             d.imbalance, d.throughput_bound_gbps, speed
         )
     };
-    let note = policies
+    if let Some(need) = best.policy.needs() {
+        reason.pop();
+        write!(reason, "; it {need}.").expect("a String");
+    }
+    // Stripe, when evaluated and clearly better: it needs lagd at both ends, so it is a note.
+    let stripe_note = policies
+        .iter()
+        .find(|p| p.policy.needs().is_some() && p.policy != best.policy)
+        .filter(|s| s.dist.throughput_bound_gbps > d.throughput_bound_gbps * 1.1)
+        .map(|s| {
+            format!(
+                "With lagd in mode=stripe at both ends, {} would deliver {:.1} Gbit/s, and its receiver puts every frame back in order.",
+                s.policy, s.dist.throughput_bound_gbps
+            )
+        });
+    let rr_note = policies
         .iter()
         .find(|p| p.reorder.is_some())
         .filter(|rr| rr.dist.throughput_bound_gbps > d.throughput_bound_gbps * 1.1)
@@ -946,6 +1063,10 @@ fn recommend(
                 )
             })
         });
+    let note = match (stripe_note, rr_note) {
+        (Some(a), Some(b)) => Some(format!("{a} {b}")),
+        (a, b) => a.or(b),
+    };
     Some(Recommendation {
         policy: best.policy,
         reason,
@@ -1050,6 +1171,9 @@ impl Plan {
             let mut risk = Vec::new();
             if let Some(r) = p.reorder.filter(|r| r.packets > 0) {
                 risk.push(format!("reorders {:.0}% of packets", r.share * 100.0));
+            }
+            if let Some(need) = p.policy.needs() {
+                risk.push(need.to_owned());
             }
             if p.split_flows > 0 {
                 risk.push(format!("{} split flows", p.split_flows));

@@ -1749,3 +1749,242 @@ fn udp_tunnels_get_advice_about_outer_port_entropy() {
         ]
     );
 }
+
+// Stripe: the daemon's striping sender.
+
+/// A daemon `Stripe` end on members of `speeds` (Mb/s), two-way with a peer (hellos
+/// exchanged both ways, as in `crate::stripe`'s example), ready to transmit.
+fn striping(speeds: &[u32]) -> crate::stripe::Stripe {
+    use crate::stripe::{Stripe, StripeConfig};
+    let now = Instant::ZERO;
+    let members: Vec<(crate::bond::PortId, u32)> = speeds
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| (crate::bond::PortId(i as u16), s))
+        .collect();
+    let mut a = Stripe::new(StripeConfig::default(), mac([2, 0, 0, 0, 0, 1]), 11, now);
+    let mut b = Stripe::new(StripeConfig::default(), mac([2, 0, 0, 0, 0, 2]), 22, now);
+    a.set_members(now, &members);
+    b.set_members(now, &members);
+    let hellos = |from: &mut Stripe, to: &mut Stripe| {
+        let mut frame = [0u8; 64];
+        while let Some((port, hello)) = from.poll_transmit(now) {
+            let len = hello
+                .emit_frame(mac([2, 0, 0, 0, 0, 9]), &mut frame)
+                .unwrap();
+            to.handle_frame(now, port, &mut frame[..len], &mut |_| ())
+                .unwrap();
+        }
+    };
+    for _ in 0..2 {
+        hellos(&mut a, &mut b);
+        hellos(&mut b, &mut a);
+    }
+    assert!(a.is_striping());
+    a
+}
+
+/// Per member (packets, bytes, distinct flows) as the daemon's `Stripe::transmit` sends
+/// `frames` over members of `speeds` (Mb/s).
+fn striped_by_daemon(frames: &[Vec<u8>], speeds: &[u32]) -> Vec<(u64, u64, u64)> {
+    let mut s = striping(speeds);
+    let mut out = vec![(0u64, 0u64, 0u64); speeds.len()];
+    let mut seen: Vec<Vec<FlowKey>> = vec![Vec::new(); speeds.len()];
+    let mut buf = vec![0u8; 8 + 4096];
+    for f in frames {
+        // The daemon reads a host frame 8 bytes into its buffer and encapsulates it in place.
+        let mut frame = f.clone();
+        frame.resize(frame.len().max(14), 0);
+        buf[8..8 + frame.len()].copy_from_slice(&frame);
+        let (port, _) = s.transmit(&mut buf, 8, frame.len()).unwrap();
+        let m = port.index();
+        out[m].0 += 1;
+        out[m].1 += f.len() as u64;
+        let k = extract(f).key;
+        if !seen[m].contains(&k) {
+            seen[m].push(k);
+            out[m].2 += 1;
+        }
+    }
+    out
+}
+
+fn stripe_config(speeds: Vec<f64>) -> PlanConfig {
+    PlanConfig {
+        policies: vec![PlanPolicy::Stripe],
+        speeds_gbps: speeds,
+        ..PlanConfig::new(1)
+    }
+}
+
+#[test]
+fn stripe_follows_the_daemons_striping_sender() {
+    // No runts: the daemon refuses frames shorter than an Ethernet header.
+    let frames: Vec<Vec<u8>> = mixed_frames(31, 3000)
+        .into_iter()
+        .filter(|f| f.len() >= 14)
+        .collect();
+    for speeds in [
+        vec![10.0, 10.0],
+        vec![10.0, 25.0, 1.0],
+        vec![10.0, 10.0, 10.0, 10.0],
+        vec![40.0, 10.0, 10.0, 2.5, 100.0],
+    ] {
+        let mbps: Vec<u32> = speeds.iter().map(|s| (s * 1000.0) as u32).collect();
+        let n = speeds.len();
+        let plan = plan_of(&frames, stripe_config(speeds.clone()));
+        let p = &plan.policies[0];
+        assert_eq!(p.policy, PlanPolicy::Stripe);
+        let want = striped_by_daemon(&frames, &mbps);
+        let got: Vec<(u64, u64, u64)> = p
+            .dist
+            .members
+            .iter()
+            .map(|m| (m.packets, m.bytes, m.flows))
+            .collect();
+        assert_eq!(got, want, "{speeds:?}");
+        // Bytes on the wire (each frame with its 8-byte header) follow the speeds to within
+        // one frame per member.
+        let wire = |m: &report::MemberLoad| (m.bytes + 8 * m.packets) as f64;
+        let total: f64 = p.dist.members.iter().map(wire).sum();
+        let speed: f64 = speeds.iter().sum();
+        let max_frame = frames.iter().map(|f| f.len() + 8).max().unwrap() as f64;
+        for (m, s) in p.dist.members.iter().zip(&speeds) {
+            let ideal = total * s / speed;
+            assert!((wire(m) - ideal).abs() <= max_frame, "{speeds:?}: {m:?}");
+        }
+        assert!(p.reorder.is_none() && !p.has_reorder_risk());
+        // Each member failing: the daemon striping over the survivors.
+        assert_eq!(p.failures.len(), n);
+        for f in &p.failures {
+            let survivors: Vec<usize> = (0..n).filter(|&i| i != f.failed).collect();
+            let s_mbps: Vec<u32> = survivors.iter().map(|&i| mbps[i]).collect();
+            let by_daemon = striped_by_daemon(&frames, &s_mbps);
+            let got: Vec<(usize, u64, u64)> = f
+                .dist
+                .members
+                .iter()
+                .map(|m| (m.index, m.packets, m.bytes))
+                .collect();
+            let after: Vec<(usize, u64, u64)> = survivors
+                .iter()
+                .zip(&by_daemon)
+                .map(|(&i, w)| (i, w.0, w.1))
+                .collect();
+            assert_eq!(got, after, "{speeds:?}, m{} down", f.failed);
+            // What moves: the frames and flows the failed member carried.
+            assert_eq!(f.bytes_moved, want[f.failed].1);
+            assert_eq!(f.flows_moved, want[f.failed].2);
+            assert_eq!((f.collateral_flows, f.collateral_bytes), (0, 0));
+        }
+        // The sweep: each count's members get bytes by speed (the round robin's share).
+        for s in &p.sweep {
+            let c = s.members;
+            let w: Vec<f64> = (0..c)
+                .map(|i| *speeds.get(i).unwrap_or(&speeds[0]))
+                .collect();
+            let max_ratio =
+                w.iter().cloned().fold(0.0, f64::max) / (w.iter().sum::<f64>() / c as f64);
+            assert!(
+                (s.imbalance - max_ratio).abs() < 1e-3,
+                "{speeds:?} x{c}: {}",
+                s.imbalance
+            );
+            assert!(
+                (s.throughput_bound_gbps - w.iter().sum::<f64>()).abs()
+                    < 1e-3 * w.iter().sum::<f64>()
+            );
+        }
+    }
+}
+
+#[test]
+fn stripe_splits_one_elephant_but_is_recommended_only_without_other_choices() {
+    // One big TCP stream and a few mice: no hash policy can split the stream; stripe can.
+    let mut frames = vec![frame_of("tcp 10.0.0.1:40000 > 10.0.0.2:5201"); 400];
+    for f in &mut frames {
+        f.resize(1514, 0);
+    }
+    for i in 0..20u16 {
+        frames.insert(
+            usize::from(i) * 19,
+            frame_of(&format!("udp 10.0.0.1:{} > 10.0.0.3:53", 5000 + i)),
+        );
+    }
+    let plan = plan_of(&frames, PlanConfig::new(2));
+    let stripe = plan.policy(PlanPolicy::Stripe).unwrap();
+    assert!(
+        (stripe.dist.imbalance - 1.0).abs() < 0.01,
+        "{}",
+        stripe.dist.imbalance
+    );
+    assert!(stripe.dist.throughput_bound_gbps > 19.8);
+    assert_eq!(stripe.rank, 1, "the best bound, without reordering");
+    // Recommended: a policy that works against any peer; stripe in the note.
+    let r = plan.recommendation.as_ref().unwrap();
+    assert!(r.policy.hash().is_some(), "{r:?}");
+    let note = r.note.as_deref().unwrap();
+    assert!(
+        note.starts_with("With lagd in mode=stripe at both ends, stripe would deliver 20.0 Gbit/s"),
+        "{note}"
+    );
+    let mut text = String::new();
+    plan.write_table("elephant", &mut text).unwrap();
+    let row = text.lines().find(|l| l.contains(" stripe ")).unwrap();
+    assert!(
+        row.ends_with("needs lagd mode=stripe at both ends"),
+        "{row}"
+    );
+    let html = html::render(&plan, "elephant");
+    assert!(html.contains("needs lagd mode=stripe at both ends"));
+    // The elephant finding offers striping.
+    let e = plan.findings.iter().find(|f| f.kind == "elephant").unwrap();
+    assert!(
+        e.advice.contains("lagd mode=stripe at both ends"),
+        "{}",
+        e.advice
+    );
+    // Asked about stripe (and balance-rr) alone, stripe is recommended, saying what it needs.
+    let plan = plan_of(
+        &frames,
+        PlanConfig {
+            policies: vec![PlanPolicy::RoundRobin, PlanPolicy::Stripe],
+            ..PlanConfig::new(2)
+        },
+    );
+    let r = plan.recommendation.unwrap();
+    assert_eq!(r.policy, PlanPolicy::Stripe);
+    assert!(
+        r.reason
+            .starts_with("stripe spreads this traffic evenly over all 2 members"),
+        "{}",
+        r.reason
+    );
+    assert!(
+        r.reason
+            .ends_with("; it needs lagd mode=stripe at both ends."),
+        "{}",
+        r.reason
+    );
+}
+
+#[test]
+fn stripe_splits_flow_list_rows_by_speed() {
+    let text = "src_ip,dst_ip,proto,src_port,dst_port,packets,bytes\n\
+                10.0.0.1,10.0.0.2,tcp,1000,80,7,7000\n\
+                10.0.0.1,10.0.0.2,tcp,1001,80,1,100\n";
+    let plan = plan_flows(text.as_bytes(), stripe_config(vec![10.0, 25.0])).unwrap();
+    let p = &plan.policies[0];
+    // 7 packets 2:5 -> 2 and 5; 7000 bytes -> 2000 and 5000. The 1-packet row goes to the
+    // faster member (the larger remainder), its bytes split 28:71 (+1 to m0).
+    let got: Vec<(u64, u64, u64)> = p
+        .dist
+        .members
+        .iter()
+        .map(|m| (m.packets, m.bytes, m.flows))
+        .collect();
+    assert_eq!(got, [(2, 2000 + 29, 1), (5 + 1, 5000 + 71, 2)]);
+    assert_eq!("stripe".parse::<PlanPolicy>(), Ok(PlanPolicy::Stripe));
+    assert_eq!(PlanPolicy::Stripe.to_string(), "stripe");
+    assert!(PlanPolicy::ALL.contains(&PlanPolicy::Stripe));
+}

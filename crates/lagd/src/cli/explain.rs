@@ -4,7 +4,8 @@
 //! `--flow 'tcp 10.0.0.1:5000 > 10.0.0.2:80'` (see `lagd_proto::plan::flow::parse_flow_spec`:
 //! MACs, VLAN and ICMP fields may follow). For each policy asked for, the output names the
 //! fields that fed the hash (the daemon's own tracing, `xmit_hash_traced`), the hash, and the
-//! member `hash % members`.
+//! member `hash % members`; for a bucket policy, the bucket and its member as the daemon's
+//! table is first assigned.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -20,8 +21,10 @@ use lagd_proto::plan::flow::{extract, parse_flow_spec};
 /// What `lagctl explain` was asked to do.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExplainArgs {
-    /// Policy: `all`, a hash policy (layer2, layer2+3, layer3+4, encap2+3, encap3+4,
-    /// vlan+srcmac, ovs-slb, ovs-tcp) or balance-rr; comma-separated lists work too.
+    /// Policy: `all` (the hash policies, balance-rr and stripe), a hash policy (layer2,
+    /// layer2+3, layer3+4, encap2+3, encap3+4, vlan+srcmac, ovs-slb, ovs-tcp), balance-rr,
+    /// stripe, or a bucket policy: balance-tcp, balance-slb, or a hash policy followed by
+    /// +buckets (e.g. layer3+4+buckets); comma-separated lists work too.
     #[arg(long, default_value = "all")]
     pub policy: String,
     /// Number of bond members.
@@ -97,6 +100,12 @@ pub fn run(args: &ExplainArgs) -> Result<String, String> {
                 let _ = writeln!(
                     out,
                     "balance-rr: no fixed member: packet i of the bond leaves on member i % {n}, so this flow's packets take turns over all {n} members (and may be reordered)"
+                );
+            }
+            PlanPolicy::Stripe => {
+                let _ = writeln!(
+                    out,
+                    "stripe: no fixed member: frames go over all {n} members by bytes, weighted by speed, and the lagd at the other end puts them back in order (needs lagd mode=stripe at both ends)"
                 );
             }
             PlanPolicy::Buckets(h) => {
@@ -177,6 +186,7 @@ mod test {
         );
         let all = run(&args("all", Some("udp 1.1.1.1:1 > 2.2.2.2:2"), &[])).unwrap();
         assert!(all.contains("balance-rr: no fixed member"));
+        assert!(all.contains("stripe: no fixed member"));
         assert_eq!(all.matches(": member ").count(), 8);
     }
 }

@@ -6,7 +6,8 @@
 //! (`--html FILE`). A progress bar goes to stderr when stderr is a terminal, or with
 //! `--progress`. The work itself is `lagd_proto::plan`, which runs the daemon's hash code and,
 //! for the bucket policies (`balance-tcp`, `balance-slb`, `layer3+4+buckets`...), the daemon's
-//! bucket table (`lagd_proto::balance`), rebalanced every `--rebalance-interval`.
+//! bucket table (`lagd_proto::balance`), rebalanced every `--rebalance-interval`, and for
+//! `stripe` the daemon's striping sender (`lagd_proto::stripe::StripeTx`).
 
 use std::fs::File;
 use std::io::{self, BufReader, IsTerminal, Read, Write};
@@ -40,9 +41,10 @@ pub struct PlanArgs {
     #[arg(long, value_name = "SPEEDS")]
     pub speeds: Option<String>,
     /// Policies to evaluate: `all` or a comma-separated list of layer2, layer2+3, layer3+4,
-    /// encap2+3, encap3+4, vlan+srcmac, ovs-slb, ovs-tcp, balance-rr, and the bucket policies
-    /// balance-tcp, balance-slb and HASH+buckets (e.g. layer3+4+buckets: balance-xor or 802.3ad
-    /// with distribution=buckets). `all` is every hash policy and balance-rr; `all+buckets`
+    /// encap2+3, encap3+4, vlan+srcmac, ovs-slb, ovs-tcp, balance-rr, stripe (lagd's
+    /// mode=stripe: needs lagd at both ends), and the bucket policies balance-tcp, balance-slb
+    /// and HASH+buckets (e.g. layer3+4+buckets: balance-xor or 802.3ad with
+    /// distribution=buckets). `all` is every hash policy, balance-rr and stripe; `all+buckets`
     /// adds layer3+4+buckets, balance-tcp and balance-slb (about half as fast).
     #[arg(long, default_value = "all")]
     pub policy: String,
@@ -349,6 +351,9 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
             let mut o = serde_json::Map::new();
             o.insert("policy".into(), json!(p.policy.name()));
             o.insert("rank".into(), json!(p.rank));
+            if let Some(need) = p.policy.needs() {
+                o.insert("needs".into(), json!(need));
+            }
             dist_fields(&p.dist, &mut o);
             o.insert(
                 "reorder".into(),
