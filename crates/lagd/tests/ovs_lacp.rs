@@ -9,20 +9,33 @@ use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
 use lagd::lab::dataplane::{OvsInstance, start_ovs};
-use lagd::lab::topology::{Side, Topology, check_lacpdus_with_tshark, is_root};
+use lagd::lab::topology::{
+    LacpduExpectation, ProcessId, Side, SlowCapture, Topology, check_lacpdus_with_tshark, is_root,
+};
 use lagd::lab::traffic::checked_transfer;
-use lagd::status::Status;
+use lagd::status::{LacpInfoStatus, Status};
+use lagd_proto::lacp::{
+    AGGREGATE_WAIT_TIME, FAST_PERIODIC_TIME, MAX_TX_PER_FAST_PERIODIC, SHORT_TIMEOUT_TIME,
+    SLOW_PERIODIC_TIME,
+};
+use lagd_proto::wire::EthernetAddress;
+use lagd_proto::wire::pcap::PcapWriter;
+use lagd_proto::wire::slow::{LacpInfo, LacpRepr, PortState};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
+
+/// How long the tests sleep between two status queries while they wait for a member to leave
+/// or rejoin.
+const STATUS_POLL: Duration = Duration::from_millis(20);
 
 struct Interop {
     topo: Topology,
     ovs: OvsInstance,
     control: PathBuf,
-    /// tcpdump of slow-protocol frames on host A's first member.
-    capture: PathBuf,
-    tcpdump: lagd::lab::topology::ProcessId,
+    /// tcpdump of slow-protocol frames on host A's end of every link, from before lagd started.
+    capture: SlowCapture,
+    lagd: ProcessId,
     started: Instant,
 }
 
@@ -67,49 +80,33 @@ impl Interop {
             .unwrap();
         topo.ip(Side::B, &["link", "set", &bridge, "up"]).unwrap();
 
-        let capture = topo.dir().join("lacp.pcap");
-        let capture_s = capture.to_string_lossy().into_owned();
-        let tcpdump = topo
-            .spawn(
-                Side::A,
-                "tcpdump",
-                Path::new("tcpdump"),
-                &[
-                    "-i",
-                    &members[0],
-                    "-U",
-                    "-w",
-                    &capture_s,
-                    "ether",
-                    "proto",
-                    "0x8809",
-                ],
-            )
-            .expect("tcpdump");
-        thread::sleep(Duration::from_millis(500));
+        let capture = topo
+            .capture_slow_protocols(Side::A)
+            .expect("tcpdump on every member (CI installs it)");
         let bond = format!("{}ba", topo.tag());
         let control = topo.dir().join(format!("{bond}.sock"));
         let opts = format!("mode=802.3ad xmit_hash_policy=layer3+4 {lagd_opts}");
         let member_list = members.join(",");
         let control_s = control.to_string_lossy().into_owned();
-        topo.spawn(
-            Side::A,
-            "lagd-a",
-            Path::new(LAGD),
-            &[
-                "--bond",
-                &bond,
-                "--members",
-                &member_list,
-                "--opts",
-                &opts,
-                "--control",
-                &control_s,
-                "--log-level",
-                "debug",
-            ],
-        )
-        .expect("start lagd");
+        let lagd = topo
+            .spawn(
+                Side::A,
+                "lagd-a",
+                Path::new(LAGD),
+                &[
+                    "--bond",
+                    &bond,
+                    "--members",
+                    &member_list,
+                    "--opts",
+                    &opts,
+                    "--control",
+                    &control_s,
+                    "--log-level",
+                    "debug",
+                ],
+            )
+            .expect("start lagd");
         let started = Instant::now();
         let t = Instant::now();
         while query_status(&control).is_err() {
@@ -125,7 +122,7 @@ impl Interop {
             ovs,
             control,
             capture,
-            tcpdump,
+            lagd,
             started,
         }
     }
@@ -188,10 +185,27 @@ impl Interop {
         (t.sent.0, t.received.0)
     }
 
-    /// Stops the capture and checks every LACPDU lagd sent decodes in tshark without warnings.
-    fn check_capture(&mut self, lagd_mac: &str) -> usize {
-        self.topo.stop(self.tcpdump);
-        check_lacpdus_with_tshark(&self.capture, lagd_mac).expect("LACPDUs decode cleanly")
+    /// Stops the captures and checks, member by member, that every LACPDU lagd sent decodes in
+    /// `tshark -V` without a malformed mark or expert information and carries what lagd's
+    /// status reports (actor identity; for the last one also the actor state and partner
+    /// identity). Returns how many LACPDUs each member sent.
+    fn check_capture(&mut self) -> Vec<usize> {
+        self.topo.stop_capture(&self.capture);
+        let s = self.status();
+        s.members
+            .iter()
+            .zip(self.capture.files())
+            .map(|(m, file)| {
+                let expect = LacpduExpectation::of_member(m).unwrap();
+                check_lacpdus_with_tshark(file, &expect).unwrap_or_else(|e| {
+                    panic!(
+                        "{}'s LACPDUs: {e:#}\nlagd log:\n{}",
+                        m.name,
+                        self.topo.log_tail(self.lagd, 30)
+                    )
+                })
+            })
+            .collect()
     }
 
     fn status(&self) -> Status {
@@ -281,37 +295,199 @@ fn negotiates_with_open_vswitch() {
         let doctor = lab.doctor();
         assert_eq!(doctor.len(), 1, "{doctor:?}");
         assert_eq!(doctor[0].0, "healthy");
-        let first_member_mac = s.members[0].perm_hw_addr.clone();
-        let n = lab.check_capture(&first_member_mac);
-        assert!(n >= 2, "lagd's LACPDUs were captured ({n})");
+        let counts = lab.check_capture();
+        assert!(
+            counts.iter().all(|&n| n >= 2),
+            "lagd's LACPDUs were captured on every member: {counts:?}"
+        );
     }
 }
 
-/// Dropping every frame on one link (carrier stays up) takes just that member out of both ends
-/// within 3 s at the fast rate, and it rejoins when the drop is lifted.
+/// Polls `status` every [`STATUS_POLL`] until member `leaving` stops distributing, checking on
+/// every poll that every other member still distributes. Returns when the first query that saw
+/// it out started, counted from `since`, and the longest status query.
+fn wait_member_leaves(
+    status: impl Fn() -> Status,
+    leaving: usize,
+    since: Instant,
+    within: Duration,
+) -> (Duration, Duration) {
+    let mut longest_query = Duration::ZERO;
+    loop {
+        let asked = since.elapsed();
+        let q = Instant::now();
+        let s = status();
+        longest_query = longest_query.max(q.elapsed());
+        for (i, m) in s.members.iter().enumerate() {
+            let l = m.lacp.as_ref().unwrap();
+            if i == leaving {
+                if !l.distributing {
+                    return (asked, longest_query);
+                }
+            } else {
+                assert!(
+                    l.distributing,
+                    "{} left distribution too:\n{}",
+                    m.name,
+                    s.render()
+                );
+            }
+        }
+        assert!(
+            asked < within,
+            "{} kept distributing for {within:?}:\n{}",
+            s.members[leaving].name,
+            s.render()
+        );
+        thread::sleep(STATUS_POLL);
+    }
+}
+
+/// The latest a member whose LACPDUs are all dropped from `t` on can still be seen
+/// distributing, counted from `t`: the member's partner information times out
+/// (`current_while`, [`SHORT_TIMEOUT_TIME`] = 3 × the fast periodic time) 3 s after the last
+/// LACPDU it received, and that one arrived before `t`, so it leaves by `t` + 3 s; the poll
+/// that sees it starts at most one [`STATUS_POLL`] plus one status query later.
+fn leave_bound(longest_query: Duration) -> Duration {
+    SHORT_TIMEOUT_TIME + STATUS_POLL + longest_query
+}
+
+/// The earliest such a member may leave, counted from `t`, if the drop took `attach` to put in
+/// place: the partner sends a LACPDU every [`FAST_PERIODIC_TIME`], so the last one arrived at
+/// most 1 s before the drop began, and `current_while` runs 3 s from it.
+fn leave_floor(attach: Duration) -> Duration {
+    SHORT_TIMEOUT_TIME
+        .saturating_sub(FAST_PERIODIC_TIME)
+        .saturating_sub(attach)
+}
+
+/// The latest a member can rejoin after its LACPDUs flow again, counted from the lift.
+///
+/// Lifted while lagd has the member EXPIRED (`defaulted` false), the port is still selected and
+/// attached, only out of sync: the partner's next periodic LACPDU (within
+/// [`FAST_PERIODIC_TIME`], the rate both ends use while EXPIRED) and the LACPDUs that bring
+/// both ends in sync, which the transmit limit ([`MAX_TX_PER_FAST_PERIODIC`] per second) may
+/// hold back for up to one more second. Once both ends have DEFAULTED it, the default partner
+/// asks for the long timeout, so the next LACPDU comes within [`SLOW_PERIODIC_TIME`], and the
+/// port, unselected by the defaults, also waits [`AGGREGATE_WAIT_TIME`] (2 s) in WAITING. Then
+/// one poll and one status query.
+fn rejoin_bound(defaulted: bool, longest_query: Duration) -> Duration {
+    assert_eq!(MAX_TX_PER_FAST_PERIODIC, 3);
+    let first_lacpdu = if defaulted {
+        SLOW_PERIODIC_TIME + AGGREGATE_WAIT_TIME
+    } else {
+        FAST_PERIODIC_TIME
+    };
+    first_lacpdu + FAST_PERIODIC_TIME + STATUS_POLL + longest_query
+}
+
+impl Interop {
+    /// LACPDU counts received per member, from lagd's status.
+    fn lacpdu_rx(&self) -> Vec<u64> {
+        self.status()
+            .members
+            .iter()
+            .map(|m| m.lacp.as_ref().unwrap().lacpdu_rx)
+            .collect()
+    }
+
+    /// Waits until OVS has just one member attached; returns when, counted from `since`.
+    fn wait_ovs_drops_a_member(&self, since: Instant, within: Duration) -> Duration {
+        loop {
+            let show = self.ovs.appctl(&["lacp/show", "bond0"]).unwrap();
+            if show.matches(": current attached").count() == 1 {
+                return since.elapsed();
+            }
+            assert!(
+                since.elapsed() < within,
+                "OVS kept the member whose LACPDUs are dropped:\n{show}"
+            );
+            thread::sleep(STATUS_POLL);
+        }
+    }
+
+    /// Polls until member 1 distributes again, checking member 0 never stops; returns how long
+    /// after `since` and the longest status query.
+    fn wait_member_rejoins(&self, since: Instant, within: Duration) -> (Duration, Duration) {
+        let mut longest_query = Duration::ZERO;
+        loop {
+            let q = Instant::now();
+            let s = self.status();
+            longest_query = longest_query.max(q.elapsed());
+            let l = |i: usize| s.members[i].lacp.as_ref().unwrap();
+            assert!(l(0).distributing, "{}", s.render());
+            if l(1).distributing {
+                return (since.elapsed(), longest_query);
+            }
+            assert!(
+                since.elapsed() < within,
+                "member never rejoined:\n{}",
+                s.render()
+            );
+            thread::sleep(STATUS_POLL);
+        }
+    }
+}
+
+/// Dropping only the LACPDUs of one link (an eBPF drop of EtherType 0x8809 at tcx egress on both
+/// ends: carrier stays up and every other frame still crosses) takes just that member out of
+/// both ends within 3 s at the fast rate, while the other member keeps distributing and TCP
+/// keeps flowing; it rejoins when the drop is lifted: within about a second if lagd had the
+/// member EXPIRED, within a slow periodic time (30 s) and the aggregate wait if both ends had
+/// DEFAULTED it.
 #[test]
-fn silent_member_leaves_and_rejoins() {
-    let lab = Interop::new("active", "fast", "fast");
+fn member_losing_lacpdus_leaves_and_rejoins() {
+    let mut lab = Interop::new("active", "fast", "fast");
     lab.wait_aggregated(Duration::from_secs(15));
     let link1 = lab.topo.links()[1].name.clone();
-    lab.topo.drop_link_traffic(&link1, true).unwrap();
+
+    // Phase 1: lifted while the member is EXPIRED.
+    let t0 = Instant::now();
+    let lacp_drop = lab.topo.drop_slow_protocols(&link1).unwrap();
     let t = Instant::now();
-    while lab.status().members[1].lacp.as_ref().unwrap().distributing {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "silent member kept distributing"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-    let out = t.elapsed();
-    println!(
-        "silent member out of lagd's distribution after {} ms",
-        out.as_millis()
+    let attach = t - t0;
+    // Data still crosses the link while its LACPDUs are dropped (and the member is still in).
+    assert_eq!(
+        lab.topo.probe_link(&link1, 20).unwrap(),
+        20,
+        "data frames cross {link1}"
     );
-    assert!(out <= Duration::from_millis(3500), "{out:?}");
+    let rx_at_drop = lab.lacpdu_rx();
+    let (out, longest_query) = wait_member_leaves(|| lab.status(), 1, t, Duration::from_secs(10));
+    println!(
+        "member without LACPDUs out of lagd's distribution {} ms after the drop began \
+         (drop attached in {} ms, longest status query {} ms)",
+        out.as_millis(),
+        attach.as_millis(),
+        longest_query.as_millis()
+    );
+    assert!(
+        out <= leave_bound(longest_query),
+        "left after {out:?}, bound {:?}",
+        leave_bound(longest_query)
+    );
+    assert!(
+        out >= leave_floor(attach),
+        "left after {out:?}: earlier than current_while allows ({:?})",
+        leave_floor(attach)
+    );
     let s = lab.status();
-    assert!(s.members[0].lacp.as_ref().unwrap().distributing);
     assert_eq!(s.mii_status, "up", "{}", s.render());
+    assert_eq!(s.members[1].mii_status, "up", "carrier is still up");
+    // OVS also stops using it: its own current_while, 3 s from the last LACPDU it heard.
+    let ovs_out = lab.wait_ovs_drops_a_member(t, SHORT_TIMEOUT_TIME + Duration::from_secs(1));
+    println!(
+        "OVS took the member out {} ms after the drop began",
+        ovs_out.as_millis()
+    );
+    // LACP alone took it out: the link still carries data, and TCP crosses on the other member.
+    assert_eq!(
+        lab.topo.probe_link(&link1, 20).unwrap(),
+        20,
+        "data frames cross {link1}"
+    );
+    let (sent, got) = lab.transfer(Side::A, 2 << 20);
+    assert_eq!(sent, got, "traffic continues on the other member");
     let doctor = lab.doctor();
     assert!(
         doctor
@@ -319,28 +495,84 @@ fn silent_member_leaves_and_rejoins() {
             .any(|(c, m)| c == "lacpdus-lost" && m == &[s.members[1].name.clone()]),
         "{doctor:?}"
     );
-    // OVS also stops using it.
+    // Not one LACPDU crossed the link during the drop; the other member kept receiving them.
+    let rx = lab.lacpdu_rx();
+    assert_eq!(
+        rx[1], rx_at_drop[1],
+        "LACPDUs crossed {link1} during the drop"
+    );
+    assert!(rx[0] > rx_at_drop[0], "{rx_at_drop:?} -> {rx:?}");
+    let s = lab.status();
+    assert_eq!(
+        s.members[1].lacp.as_ref().unwrap().rx_state,
+        "EXPIRED",
+        "the test took too long to lift the drop while the member is EXPIRED ({:?})",
+        t.elapsed()
+    );
+    drop(lacp_drop);
+    let lifted = Instant::now();
+    let (back, longest_query) = lab.wait_member_rejoins(lifted, Duration::from_secs(15));
+    lab.wait_aggregated(lab.started.elapsed() + Duration::from_secs(5));
+    println!(
+        "lifted while EXPIRED: rejoined lagd's distribution {} ms after the lift, OVS agreeing \
+         {} ms after",
+        back.as_millis(),
+        lifted.elapsed().as_millis()
+    );
+    let bound = rejoin_bound(false, longest_query);
+    assert!(back <= bound, "{back:?}, bound {bound:?}");
+
+    // Phase 2: lifted once both ends have DEFAULTED the member.
+    let lacp_drop = lab.topo.drop_slow_protocols(&link1).unwrap();
     let t = Instant::now();
+    let mut longest_query = Duration::ZERO;
     loop {
-        let show = lab.ovs.appctl(&["lacp/show", "bond0"]).unwrap();
-        if show.matches(": current attached").count() == 1 {
+        let q = Instant::now();
+        let s = lab.status();
+        longest_query = longest_query.max(q.elapsed());
+        assert!(
+            s.members[0].lacp.as_ref().unwrap().distributing,
+            "{}",
+            s.render()
+        );
+        if s.members[1].lacp.as_ref().unwrap().rx_state == "DEFAULTED" {
             break;
         }
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "OVS kept the silent member:\n{show}"
-        );
-        thread::sleep(Duration::from_millis(50));
+        assert!(t.elapsed() < Duration::from_secs(10), "{}", s.render());
+        thread::sleep(STATUS_POLL);
     }
-    let (sent, got) = lab.transfer(Side::A, 2 << 20);
-    assert_eq!(sent, got, "traffic continues on the other member");
-    lab.topo.drop_link_traffic(&link1, false).unwrap();
-    let t = Instant::now();
-    lab.wait_aggregated(Duration::from_secs(60) + lab.started.elapsed());
+    let defaulted = t.elapsed();
     println!(
-        "rejoined {} ms after the drop was lifted",
-        t.elapsed().as_millis()
+        "member defaulted {} ms after the drop began",
+        defaulted.as_millis()
     );
+    // EXPIRED 3 s after the last LACPDU, DEFAULTED another short timeout later.
+    let bound = 2 * SHORT_TIMEOUT_TIME + STATUS_POLL + longest_query;
+    assert!(defaulted <= bound, "{defaulted:?}, bound {bound:?}");
+    // OVS defaults it too (`member: NAME: defaulted detached` in lacp/show).
+    loop {
+        let show = lab.ovs.appctl(&["lacp/show", "bond0"]).unwrap();
+        if show.contains(": defaulted") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{show}");
+        thread::sleep(STATUS_POLL);
+    }
+    drop(lacp_drop);
+    let lifted = Instant::now();
+    let (back, longest_query) =
+        lab.wait_member_rejoins(lifted, SLOW_PERIODIC_TIME + Duration::from_secs(10));
+    println!(
+        "lifted once DEFAULTED: rejoined lagd's distribution {} ms after the lift",
+        back.as_millis()
+    );
+    let bound = rejoin_bound(true, longest_query);
+    assert!(back <= bound, "{back:?}, bound {bound:?}");
+    lab.wait_aggregated(lab.started.elapsed() + Duration::from_secs(5));
+    let (sent, got) = lab.transfer(Side::A, 2 << 20);
+    assert_eq!(sent, got);
+    let counts = lab.check_capture();
+    assert!(counts.iter().all(|&n| n >= 5), "{counts:?}");
 }
 
 /// A partner that does not speak LACP (an OVS active-backup bond with LACP off): lagd never
@@ -358,6 +590,9 @@ fn doctor_names_a_partner_without_lacp() {
     let doctor = lab.doctor();
     assert_eq!(doctor[0].0, "no-partner", "{doctor:?}");
     assert_eq!(doctor[0].1.len(), 2);
+    let mut lab = lab;
+    let counts = lab.check_capture();
+    assert!(counts.iter().all(|&n| n >= 2), "{counts:?}");
 }
 
 /// One LACP end in a benchmark: lagd or Open vSwitch.
@@ -498,12 +733,10 @@ fn bench_lacp() {
         let lab = Interop::new("active", "fast", "fast");
         lab.wait_aggregated(Duration::from_secs(15));
         let link1 = lab.topo.links()[1].name.clone();
-        lab.topo.drop_link_traffic(&link1, true).unwrap();
+        let _lacp_drop = lab.topo.drop_slow_protocols(&link1).unwrap();
         let t = Instant::now();
-        while lab.status().members[1].lacp.as_ref().unwrap().distributing {
-            thread::sleep(Duration::from_millis(10));
-        }
-        silent.push(t.elapsed());
+        let (out, _) = wait_member_leaves(|| lab.status(), 1, t, Duration::from_secs(10));
+        silent.push(out);
     }
     let silent_ms: Vec<String> = silent.iter().map(|d| d.as_millis().to_string()).collect();
     let kernel = String::from_utf8_lossy(&Command::new("uname").arg("-r").output().unwrap().stdout)
@@ -589,4 +822,134 @@ fn fallback_to_active_backup_without_a_partner() {
     );
     let doctor = lab.doctor();
     assert!(doctor.iter().any(|(c, _)| c == "fallback"), "{doctor:?}");
+    let mut lab = lab;
+    let counts = lab.check_capture();
+    assert!(counts.iter().all(|&n| n >= 1), "{counts:?}");
+}
+
+/// A LACPDU frame from `src` with the given actor and partner.
+fn lacpdu_frame(src: EthernetAddress, actor: LacpInfo, partner: LacpInfo) -> Vec<u8> {
+    let pdu = LacpRepr {
+        actor,
+        partner,
+        ..LacpRepr::default()
+    };
+    let mut f = vec![0; pdu.frame_len()];
+    pdu.emit_frame(src, &mut f);
+    f
+}
+
+fn info_status(i: &LacpInfo) -> LacpInfoStatus {
+    LacpInfoStatus {
+        system_priority: i.system_priority,
+        system_mac: i.system.to_string(),
+        key: i.key,
+        port_priority: i.port_priority,
+        port: i.port,
+        state: i.state.0,
+        state_names: Vec::new(),
+    }
+}
+
+/// The negative control of the capture check: [`check_lacpdus_with_tshark`] accepts a sound
+/// LACPDU that matches lagd's status, and fails on a damaged one (a TLV length that tshark
+/// flags, a truncated frame tshark calls malformed, a frame from the member that is not a
+/// LACPDU) and on a sound one whose fields differ from the status (actor key, actor state or
+/// partner port of the last LACPDU), so a passing check means something.
+#[test]
+fn tshark_check_fails_on_damaged_lacpdus() {
+    let src = EthernetAddress([0x02, 0x6c, 0x61, 0x67, 0x64, 0x01]);
+    let actor = LacpInfo {
+        system_priority: 65535,
+        system: EthernetAddress([0x02, 0x6c, 0x61, 0x67, 0x64, 0x00]),
+        key: 15,
+        port_priority: 255,
+        port: 1,
+        state: PortState(0x3f),
+    };
+    let partner = LacpInfo {
+        system: EthernetAddress([0x02, 0x6c, 0x61, 0x67, 0x64, 0x80]),
+        port: 2,
+        ..actor
+    };
+    let expect = LacpduExpectation {
+        src_mac: src.to_string(),
+        actor: info_status(&actor),
+        partner: info_status(&partner),
+    };
+    let good = lacpdu_frame(src, actor, partner);
+    let dir = std::env::temp_dir().join(format!("lagd-lacpdu-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct RemoveDir(PathBuf);
+    impl Drop for RemoveDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = RemoveDir(dir.clone());
+    let check = |name: &str, frames: &[Vec<u8>]| {
+        let path = dir.join(format!("{name}.pcap"));
+        let mut w = PcapWriter::new(std::fs::File::create(&path).unwrap(), 1).unwrap();
+        for (i, f) in frames.iter().enumerate() {
+            w.write_packet(i as u64 * 1_000_000, f).unwrap();
+        }
+        drop(w.into_inner());
+        check_lacpdus_with_tshark(&path, &expect)
+    };
+    // The positive control: two sound LACPDUs (the first in an earlier state) pass.
+    let earlier = lacpdu_frame(
+        src,
+        LacpInfo {
+            state: PortState(0x07),
+            ..actor
+        },
+        LacpInfo::default(),
+    );
+    assert_eq!(check("good", &[earlier.clone(), good.clone()]).unwrap(), 2);
+    let fails = |name: &str, frames: &[Vec<u8>], why: &str| {
+        let err = format!("{:#}", check(name, frames).expect_err(name));
+        assert!(err.contains(why), "{name}: expected {why:?} in: {err}");
+    };
+    // Actor Information length 19 instead of 20: tshark's expert info flags it.
+    let mut bad_len = good.clone();
+    bad_len[14 + 3] = 19;
+    fails("tlv-length", &[bad_len], "Expert Info");
+    // Cut in the middle of the Partner Information: malformed.
+    fails("truncated", &[good[..50].to_vec()], "Malformed");
+    // A frame from the member that is not a LACPDU (a Marker PDU's subtype).
+    let mut marker = good.clone();
+    marker[14] = 2;
+    fails("not-lacp", &[marker], "not a LACPDU");
+    // Sound LACPDUs whose fields are not what lagd reports.
+    let other_key = lacpdu_frame(src, LacpInfo { key: 16, ..actor }, partner);
+    fails("actor-key", &[other_key, good.clone()], "actor key 16");
+    let stale_state = lacpdu_frame(
+        src,
+        LacpInfo {
+            state: PortState(0x0f),
+            ..actor
+        },
+        partner,
+    );
+    fails(
+        "actor-state",
+        &[good.clone(), stale_state],
+        "actor state 0x0f",
+    );
+    let other_partner = lacpdu_frame(src, actor, LacpInfo { port: 3, ..partner });
+    fails("partner-port", &[other_partner], "partner port 3");
+    // Expired set in the last LACPDU and cleared since is not a difference: 802.1AX does not
+    // announce that bit (see `ANNOUNCED_STATE_BITS`).
+    let expired = lacpdu_frame(
+        src,
+        LacpInfo {
+            state: PortState(0xbf),
+            ..actor
+        },
+        partner,
+    );
+    assert_eq!(check("expired-bit", &[expired]).unwrap(), 1);
+    // Frames from another source are not the member's: nothing to check.
+    let from_other = lacpdu_frame(EthernetAddress([0x02, 0, 0, 0, 0, 9]), actor, partner);
+    assert_eq!(check("other-source", &[from_other]).unwrap(), 0);
 }

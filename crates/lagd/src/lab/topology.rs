@@ -18,9 +18,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
+use lagd_sys::isolate::SlowProtocolsEgressDrop;
 use lagd_sys::netns::NetNs;
+use lagd_sys::packet::{PacketOptions, PacketSocket};
 use serde::Deserialize;
+
+use crate::status::{LacpInfoStatus, MemberStatus};
 
 /// The start of every lab namespace name: `lagdlab-<pid>-<tag>-a` and `…-b`.
 pub const NAMESPACE_PREFIX: &str = "lagdlab-";
@@ -349,7 +353,8 @@ impl Topology {
     }
 
     /// Drops every frame on both ends of link `link` (tc `pfifo limit 0` as the root qdisc; the
-    /// kernel here has no netem or drop action) while carrier stays up, or lifts that.
+    /// kernel here has no netem or drop action) while carrier stays up, or lifts that. For a
+    /// link that loses only its LACPDUs, see [`Topology::drop_slow_protocols`].
     pub fn drop_link_traffic(&self, link: &str, on: bool) -> Result<()> {
         for side in [Side::A, Side::B] {
             let ns = self.ns(side);
@@ -362,6 +367,165 @@ impl Topology {
             run("tc", &args)?;
         }
         Ok(())
+    }
+
+    /// Drops only slow-protocol frames (EtherType 0x8809: LACPDUs, Marker PDUs) in both
+    /// directions of link `link`, while every other frame still crosses it and carrier stays up:
+    /// a [`SlowProtocolsEgressDrop`] (an eBPF program at tcx egress) on each end. The kernel here
+    /// has no `act_gact` drop action and no nftables, hence the eBPF program.
+    ///
+    /// The drop lasts as long as the returned value: drop it to lift the drop. A frame dropped
+    /// at egress never reaches the wire, so a capture on either end does not show it, and its
+    /// sender's `send` fails with `ENOBUFS`.
+    pub fn drop_slow_protocols(&self, link: &str) -> Result<SlowProtocolsDrop> {
+        let mut ends = Vec::with_capacity(2);
+        for side in [Side::A, Side::B] {
+            let end = self
+                .in_ns(side, || SlowProtocolsEgressDrop::attach_name(link))?
+                .with_context(|| {
+                    format!(
+                        "attaching the slow-protocols drop to {link} in {}",
+                        self.ns(side)
+                    )
+                })?;
+            ends.push(end);
+        }
+        Ok(SlowProtocolsDrop {
+            link: link.to_owned(),
+            _ends: ends,
+        })
+    }
+
+    /// Sends `count` probe frames (EtherType 0x88b6, IEEE 802's local experimental EtherType 2,
+    /// with a random tag) from host A's end of `link` on a packet socket and returns how many
+    /// arrive at host B's end, read with an `ETH_P_ALL` packet socket there. Such a socket sees
+    /// a frame before tc ingress, so lagd's own ingress drop on a member does not hide it. Shows
+    /// whether a link still carries data, whatever the bonds at its ends make of it.
+    pub fn probe_link(&self, link: &str, count: u32) -> Result<u32> {
+        const PROBE_TYPE: [u8; 2] = [0x88, 0xb6];
+        let receiver = self
+            .in_ns(Side::B, || {
+                PacketSocket::bind_name(link, PacketOptions::default())
+            })?
+            .with_context(|| format!("probe receiver on {link} in {}", self.ns(Side::B)))?;
+        let sender = self
+            .in_ns(Side::A, || {
+                PacketSocket::bind_name(
+                    link,
+                    PacketOptions {
+                        ignore_outgoing: true,
+                        ..PacketOptions::default()
+                    },
+                )
+            })?
+            .with_context(|| format!("probe sender on {link} in {}", self.ns(Side::A)))?;
+        let tag = random_u64().to_be_bytes();
+        let frame = |seq: u32| {
+            // Locally administered unicast addresses no lab interface has.
+            let mut f = vec![0x02, 0x6c, 0x61, 0x67, 0x64, 0xfe];
+            f.extend_from_slice(&[0x02, 0x6c, 0x61, 0x67, 0x64, 0xff]);
+            f.extend_from_slice(&PROBE_TYPE);
+            f.extend_from_slice(&tag);
+            f.extend_from_slice(&seq.to_be_bytes());
+            f.resize(60, 0);
+            f
+        };
+        let mut seen = vec![false; count as usize];
+        let mut buf = vec![0u8; 65536];
+        let mut drain = |seen: &mut [bool]| -> Result<()> {
+            loop {
+                match receiver.recv(&mut buf) {
+                    Ok(n) => {
+                        let f = &buf[..n];
+                        if n >= 26 && f[12..14] == PROBE_TYPE && f[14..22] == tag {
+                            let seq = u32::from_be_bytes([f[22], f[23], f[24], f[25]]);
+                            if let Some(s) = seen.get_mut(seq as usize) {
+                                *s = true;
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e).context("probe receive"),
+                }
+            }
+        };
+        for seq in 0..count {
+            sender
+                .send(&frame(seq))
+                .with_context(|| format!("sending probe {seq} on {link}"))?;
+            thread::sleep(Duration::from_millis(2));
+            drain(&mut seen)?;
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while seen.iter().any(|s| !s) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+            drain(&mut seen)?;
+        }
+        Ok(seen.iter().filter(|s| **s).count() as u32)
+    }
+
+    /// Starts a tcpdump of slow-protocol frames (EtherType 0x8809) on host `side`'s end of every
+    /// link, one capture file per link, and waits until each is listening. A capture on one end
+    /// holds what that end sent and what it received. Stop it with
+    /// [`Topology::stop_capture`] before reading the files; the files go with the lab.
+    pub fn capture_slow_protocols(&mut self, side: Side) -> Result<SlowCapture> {
+        let mut capture = SlowCapture {
+            side,
+            files: Vec::new(),
+            processes: Vec::new(),
+        };
+        let links: Vec<String> = self.links.iter().map(|l| l.name.clone()).collect();
+        for (i, link) in links.iter().enumerate() {
+            let file = self.dir.join(format!("slow-{}-{i}.pcap", side.letter()));
+            let file_s = file.to_string_lossy().into_owned();
+            let id = self.spawn(
+                side,
+                &format!("tcpdump-slow-{}-{i}", side.letter()),
+                Path::new("tcpdump"),
+                // Immediate mode: each frame is handed over (and, with -U, written) as it
+                // arrives, so stopping tcpdump loses none still waiting in a capture block.
+                &[
+                    "-i",
+                    link,
+                    "-n",
+                    "--immediate-mode",
+                    "-U",
+                    "-w",
+                    &file_s,
+                    "ether",
+                    "proto",
+                    "0x8809",
+                ],
+            )?;
+            capture.files.push(file);
+            capture.processes.push(id);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for &id in &capture.processes {
+            while !self.log_tail(id, 5).contains("listening on") {
+                if let Some(status) = self.try_wait(id)? {
+                    bail!(
+                        "tcpdump exited ({status}) before listening: {}",
+                        self.log_tail(id, 5)
+                    );
+                }
+                ensure!(
+                    Instant::now() < deadline,
+                    "tcpdump did not start listening within 10 s: {}",
+                    self.log_tail(id, 5)
+                );
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(capture)
+    }
+
+    /// Stops a capture's tcpdumps (SIGTERM: each writes out what it holds and exits).
+    pub fn stop_capture(&mut self, capture: &SlowCapture) {
+        for &id in &capture.processes {
+            self.stop(id);
+        }
     }
 
     /// Takes one end of a link down (the other end then loses carrier).
@@ -508,6 +672,43 @@ impl Topology {
     }
 }
 
+/// LACPDU loss on one link, made by [`Topology::drop_slow_protocols`]; dropping the value lifts
+/// it (both eBPF programs are detached).
+#[derive(Debug)]
+pub struct SlowProtocolsDrop {
+    link: String,
+    /// Held only to be closed on drop, which detaches the programs.
+    _ends: Vec<SlowProtocolsEgressDrop>,
+}
+
+impl SlowProtocolsDrop {
+    /// The link whose slow-protocol frames are dropped.
+    pub fn link(&self) -> &str {
+        &self.link
+    }
+}
+
+/// Slow-protocol captures on one host's end of every link, made by
+/// [`Topology::capture_slow_protocols`].
+#[derive(Debug)]
+pub struct SlowCapture {
+    side: Side,
+    files: Vec<PathBuf>,
+    processes: Vec<ProcessId>,
+}
+
+impl SlowCapture {
+    /// The host whose link ends are captured.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The capture files, in link order.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+}
+
 impl Drop for Topology {
     fn drop(&mut self) {
         for p in self.cleanup() {
@@ -623,43 +824,209 @@ pub fn unblock_signals() -> &'static [&'static str] {
     })
 }
 
-/// Decodes every LACPDU sent from `src_mac` in the capture file `capture` with tshark and
-/// checks each is a LACPv1 PDU with no malformed mark and no expert warning; returns how many
-/// there were. Used to check lagd's LACPDUs against a real dissector after a run.
-pub fn check_lacpdus_with_tshark(capture: &Path, src_mac: &str) -> Result<usize> {
-    let filter = format!("eth.src == {src_mac}");
-    let capture = capture.to_string_lossy().into_owned();
-    let text = run(
-        "tshark",
-        &[
-            "-r",
-            &capture,
-            "-Y",
-            &filter,
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-            "-e",
-            "lacp.version",
-            "-e",
-            "_ws.malformed",
-            "-e",
-            "_ws.expert.severity",
-        ],
-    )?;
-    let mut n = 0;
-    for row in text.lines() {
-        let f: Vec<&str> = row.split('\t').collect();
-        if !matches!(f.get(1).copied(), Some("1" | "0x01")) {
-            bail!("frame not decoded as LACPv1: {row}");
-        }
-        if f.get(2).is_some_and(|x| !x.is_empty()) || f.get(3).is_some_and(|x| !x.is_empty()) {
-            bail!("malformed or with expert warnings: {row}");
-        }
-        n += 1;
+/// What the LACPDUs one bond member sent must carry, taken from lagd's status (what
+/// `lagctl show --json` prints): every one its source MAC and the actor's identity (system
+/// priority and MAC, key, port priority and number); the last one also the actor's current
+/// state bits Activity to Distributing ([`ANNOUNCED_STATE_BITS`]) and the partner's identity.
+///
+/// Not compared, because 802.1AX does not send a LACPDU when they change, so the last LACPDU
+/// may carry older values: the actor's Defaulted and Expired bits (set and cleared by the
+/// receive machine, which does not set NTT; a member that goes from EXPIRED to DEFAULTED with a
+/// silent partner keeps Expired set in its last LACPDU until the next periodic one, 30 s on),
+/// and the partner's state (a partner's own state change does not make lagd send; only a change
+/// in how the partner sees lagd does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LacpduExpectation {
+    /// The member's permanent MAC: the LACPDUs' source address.
+    pub src_mac: String,
+    /// The actor information lagd reports for the member.
+    pub actor: LacpInfoStatus,
+    /// The partner information lagd reports for the member.
+    pub partner: LacpInfoStatus,
+}
+
+impl LacpduExpectation {
+    /// The expectation for one member of an 802.3ad bond's status.
+    pub fn of_member(member: &MemberStatus) -> Result<Self> {
+        let lacp = member
+            .lacp
+            .as_ref()
+            .with_context(|| format!("member {} has no LACP status", member.name))?;
+        Ok(Self {
+            src_mac: member.perm_hw_addr.clone(),
+            actor: lacp.actor.clone(),
+            partner: lacp.partner.clone(),
+        })
     }
-    Ok(n)
+}
+
+/// The actor state bits the last LACPDU always carries as they are now: Synchronization,
+/// Collecting and Distributing, whose every change (by the mux machine) makes lagd send at once
+/// (802.1AX's NTT), and Activity, Timeout and Aggregation, which come from lagd's configuration
+/// and do not change while it runs.
+pub const ANNOUNCED_STATE_BITS: u8 = 0x3f;
+
+/// One side's information in a LACPDU, as tshark prints it.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct DecodedInfo {
+    system_priority: u16,
+    system: String,
+    key: u16,
+    port_priority: u16,
+    port: u16,
+    state: u8,
+}
+
+impl DecodedInfo {
+    /// The identity fields that differ from `want`, named.
+    fn identity_mismatches(&self, want: &LacpInfoStatus) -> Vec<String> {
+        let mut bad = Vec::new();
+        let mut check = |name: &str, got: String, want: String| {
+            if !got.eq_ignore_ascii_case(&want) {
+                bad.push(format!("{name} {got} (lagd reports {want})"));
+            }
+        };
+        check(
+            "system priority",
+            self.system_priority.to_string(),
+            want.system_priority.to_string(),
+        );
+        check("system", self.system.clone(), want.system_mac.clone());
+        check("key", self.key.to_string(), want.key.to_string());
+        check(
+            "port priority",
+            self.port_priority.to_string(),
+            want.port_priority.to_string(),
+        );
+        check("port", self.port.to_string(), want.port.to_string());
+        bad
+    }
+}
+
+/// The value of the first line of `block` (one frame of `tshark -V` output) that reads
+/// `KEY: VALUE`, leading white space ignored.
+fn tshark_field<'a>(block: &'a str, key: &str) -> Result<&'a str> {
+    block
+        .lines()
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix(key)
+                .and_then(|rest| rest.strip_prefix(": "))
+        })
+        .with_context(|| format!("no `{key}` line"))
+}
+
+/// One side's information from a frame of `tshark -V` output; `who` is `Actor` or `Partner`.
+fn decode_info(block: &str, who: &str) -> Result<DecodedInfo> {
+    let number = |key: &str| -> Result<u16> {
+        let v = tshark_field(block, &format!("{who} {key}"))?;
+        v.trim()
+            .parse()
+            .with_context(|| format!("{who} {key}: {v:?} is not a number"))
+    };
+    // tshark names the system field differently for the two sides.
+    let system_key = if who == "Actor" {
+        "Actor System ID"
+    } else {
+        "Partner System"
+    };
+    let system = tshark_field(block, system_key)?;
+    // `02:00:00:00:00:01 (02:00:00:00:00:01)`, or `Vendor_00:00:01 (…)` with name resolution:
+    // the address in parentheses if there is one.
+    let system = match system.split_once('(') {
+        Some((_, rest)) => rest.trim_end_matches(')').to_owned(),
+        None => system.split_whitespace().next().unwrap_or("").to_owned(),
+    };
+    let state = tshark_field(block, &format!("{who} State"))?;
+    let state_hex = state.split(',').next().unwrap_or("").trim();
+    let state = u8::from_str_radix(state_hex.trim_start_matches("0x"), 16)
+        .with_context(|| format!("{who} State: {state:?}"))?;
+    Ok(DecodedInfo {
+        system_priority: number("System Priority")?,
+        system,
+        key: number("Key")?,
+        port_priority: number("Port Priority")?,
+        port: number("Port")?,
+        state,
+    })
+}
+
+/// Checks with Wireshark's dissector, in `tshark -V`, every frame sent from `expect.src_mac` in
+/// the capture `capture`: each must decode as a LACPv1 LACPDU (`eth:ethertype:slow:lacp`) with
+/// no malformed mark and no expert information of any severity, carry the actor identity lagd
+/// reports, and the last one the actor state (the bits lagd announces at once) and partner
+/// identity lagd reports (see [`LacpduExpectation`]). Returns how many frames there were (0 is
+/// not an error here).
+///
+/// The first problem is the error, with the frame's whole decode.
+pub fn check_lacpdus_with_tshark(capture: &Path, expect: &LacpduExpectation) -> Result<usize> {
+    let filter = format!("eth.src == {}", expect.src_mac);
+    let capture_s = capture.to_string_lossy().into_owned();
+    let text = run("tshark", &["-n", "-r", &capture_s, "-Y", &filter, "-V"])
+        .with_context(|| format!("decoding {}", capture.display()))?;
+    // A frame's decode starts with an unindented `Frame N: …` line.
+    let mut frames: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("Frame ") {
+            frames.push(String::new());
+        }
+        match frames.last_mut() {
+            Some(f) => {
+                f.push_str(line);
+                f.push('\n');
+            }
+            None if line.trim().is_empty() => {}
+            None => bail!("unexpected tshark output before the first frame: {line}"),
+        }
+    }
+    let count = frames.len();
+    for (i, block) in frames.iter().enumerate() {
+        let first = block.lines().next().unwrap_or("");
+        let problem =
+            |what: String| anyhow::anyhow!("{}: {first}: {what}\n{block}", capture.display());
+        let protocols = tshark_field(block.as_str(), "[Protocols in frame").unwrap_or("");
+        if protocols != "eth:ethertype:slow:lacp]" {
+            return Err(problem(format!("not a LACPDU (protocols {protocols:?})")));
+        }
+        if let Some(line) = block
+            .lines()
+            .find(|l| l.contains("Malformed") || l.contains("Expert Info"))
+        {
+            return Err(problem(format!("tshark flags it: {}", line.trim())));
+        }
+        let version = tshark_field(block, "LACP Version").map_err(|e| problem(e.to_string()))?;
+        if version != "0x01" {
+            return Err(problem(format!("LACP version {version}, not 1")));
+        }
+        let actor = decode_info(block, "Actor").map_err(|e| problem(format!("{e:#}")))?;
+        let partner = decode_info(block, "Partner").map_err(|e| problem(format!("{e:#}")))?;
+        let mut bad: Vec<String> = actor
+            .identity_mismatches(&expect.actor)
+            .into_iter()
+            .map(|m| format!("actor {m}"))
+            .collect();
+        if i + 1 == count {
+            if actor.state & ANNOUNCED_STATE_BITS != expect.actor.state & ANNOUNCED_STATE_BITS {
+                bad.push(format!(
+                    "last LACPDU's actor state 0x{:02x} (lagd reports 0x{:02x})",
+                    actor.state, expect.actor.state
+                ));
+            }
+            bad.extend(
+                partner
+                    .identity_mismatches(&expect.partner)
+                    .into_iter()
+                    .map(|m| format!("last LACPDU's partner {m}")),
+            );
+        }
+        if !bad.is_empty() {
+            return Err(problem(format!(
+                "fields differ from lagd's status: {}",
+                bad.join(", ")
+            )));
+        }
+    }
+    Ok(count)
 }
 
 /// Whether this process runs as root (effective uid 0, from `/proc/self/status`): the lab and
