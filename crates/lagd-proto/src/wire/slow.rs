@@ -986,6 +986,101 @@ mod test {
         b
     }
 
+    /// LACPDUs Open vSwitch 3.1 sent (bond `lacp=active`, `lacp-time=fast`,
+    /// `lacp-system-priority=100`, member 2 of a balance-tcp bond on a veth whose peer was
+    /// another OVS bond), captured with tcpdump on the member: whole frames as on the wire (no
+    /// FCS). The first is OVS's first LACPDU (partner unknown, actor state Expired); the second
+    /// one after negotiation. Field values as `tshark -V` decodes them.
+    const OVS_LACPDU_FIRST: &str = "0180c2000002020a000000008809010101140064e6e6efe4f6420001ffff0002bf0000\
+        0002140000000000000000000000000000020000000310000000000000000000000000000000000000000000\
+        0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000\
+        00";
+    const OVS_LACPDU_NEGOTIATED: &str = "0180c2000002020a000000008809010101140064e6e6efe4f6420001ffff00023f\
+        0000000214fffe8a23584455430001ffff00023f00000003100000000000000000000000000000000000000000\
+        0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000\
+        0000";
+
+    fn unhex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn open_vswitch_lacpdus_decode_and_re_emit_byte_for_byte() {
+        let ovs_system = EthernetAddress([0xe6, 0xe6, 0xef, 0xe4, 0xf6, 0x42]);
+        let actor = LacpInfo {
+            system_priority: 100,
+            system: ovs_system,
+            key: 1,
+            port_priority: 65535,
+            port: 2,
+            state: PortState(0xbf),
+        };
+        let first = unhex(OVS_LACPDU_FIRST);
+        let negotiated = unhex(OVS_LACPDU_NEGOTIATED);
+        let src = EthernetAddress([0x02, 0x0a, 0, 0, 0, 0]);
+        for f in [&first, &negotiated] {
+            assert_eq!(f.len(), 124);
+            assert!(is_slow_protocols_frame(f));
+            assert_eq!(&f[6..12], &src.0);
+        }
+
+        let r = LacpRepr::parse_frame(&first).unwrap();
+        assert_eq!(r.version, 1);
+        assert_eq!(r.actor, actor);
+        assert_eq!(
+            r.actor.state.to_string(),
+            "activity timeout aggregation synchronization collecting distributing expired"
+        );
+        // No partner yet: all zero but the Timeout bit (OVS's default partner is fast).
+        assert_eq!(
+            r.partner,
+            LacpInfo {
+                state: PortState(0x02),
+                ..LacpInfo::default()
+            }
+        );
+        assert_eq!(r.collector_max_delay, 0);
+        assert!(r.extra_tlvs.is_empty());
+
+        let n = LacpRepr::parse_frame(&negotiated).unwrap();
+        assert_eq!(
+            n.actor,
+            LacpInfo {
+                state: PortState(0x3f),
+                ..actor
+            }
+        );
+        assert_eq!(
+            n.partner,
+            LacpInfo {
+                system_priority: 65534,
+                system: EthernetAddress([0x8a, 0x23, 0x58, 0x44, 0x55, 0x43]),
+                key: 1,
+                port_priority: 65535,
+                port: 2,
+                state: PortState(0x3f),
+            }
+        );
+        assert_eq!(
+            SlowPdu::parse_frame(&negotiated),
+            Ok(SlowPdu::Lacp(n.clone()))
+        );
+
+        // emit(parse(x)) == x, for the PDU and for the whole frame.
+        for (f, r) in [(&first, r), (&negotiated, n)] {
+            let mut payload = vec![0xee; r.buffer_len()];
+            r.emit(&mut payload);
+            assert_eq!(&payload[..], &f[HEADER_LEN..]);
+            let mut frame = vec![0xee; r.frame_len()];
+            r.emit_frame(src, &mut frame);
+            assert_eq!(&frame, f);
+        }
+    }
+
     #[test]
     fn linux_lacpdu_parses() {
         let b = linux_lacpdu();
