@@ -76,31 +76,11 @@ struct Collapse {
     values: usize,
 }
 
-fn collapse(rows: &[Row], n: usize, min_values: usize) -> Collapse {
-    #[derive(Default)]
-    struct G {
-        values: HashSet<u64>,
-        member: Option<usize>,
-        mixed: bool,
-        bytes: u64,
-        first: Option<u64>,
-        varying: u64,
-    }
-    let mut groups: HashMap<u64, G> = HashMap::new();
-    for r in rows {
-        let g = groups.entry(r.ctx).or_default();
-        g.values.insert(r.value);
-        match g.member {
-            None => g.member = Some(r.member),
-            Some(m) if m != r.member => g.mixed = true,
-            _ => {}
-        }
-        g.bytes += r.bytes;
-        match g.first {
-            None => g.first = Some(r.raw),
-            Some(f) => g.varying |= f ^ r.raw,
-        }
-    }
+/// Groups `rows` by context (sorting them in place: no per-group sets, so a million flows
+/// cost nothing beyond the rows themselves) and sums up how the field's values reached the
+/// members.
+fn collapse(rows: &mut [Row], n: usize, min_values: usize) -> Collapse {
+    rows.sort_unstable_by_key(|r| (r.ctx, r.value));
     let mut c = Collapse {
         groups: 0,
         collapsed_groups: 0,
@@ -112,19 +92,24 @@ fn collapse(rows: &[Row], n: usize, min_values: usize) -> Collapse {
         values: 0,
     };
     let mut expected_bytes = 0.0;
-    for g in groups.values() {
-        let k = g.values.len();
+    for g in rows.chunk_by(|a, b| a.ctx == b.ctx) {
+        // Distinct values: the rows are sorted by value within the group.
+        let k = 1 + g.windows(2).filter(|w| w[0].value != w[1].value).count();
         if k < min_values {
             continue;
         }
+        let bytes: u64 = g.iter().map(|r| r.bytes).sum();
+        let mixed = g.iter().any(|r| r.member != g[0].member);
         c.groups += 1;
-        c.bytes += g.bytes;
-        expected_bytes += g.bytes as f64 * (n as f64).powi(1 - k.min(64) as i32);
-        if !g.mixed {
+        c.bytes += bytes;
+        expected_bytes += bytes as f64 * (n as f64).powi(1 - k.min(64) as i32);
+        if !mixed {
+            if c.collapsed_groups == 0 {
+                c.example_raw = g[0].raw;
+            }
             c.collapsed_groups += 1;
-            c.collapsed_bytes += g.bytes;
-            c.varying |= g.varying;
-            c.example_raw = g.first.unwrap_or(0);
+            c.collapsed_bytes += bytes;
+            c.varying |= g.iter().fold(0, |v, r| v | (r.raw ^ g[0].raw));
             c.values = c.values.max(k);
         }
     }
@@ -343,7 +328,7 @@ pub(super) fn find(plan: &Plan, pl: &Planner, table: &Table) -> Vec<Finding> {
         // Ports that vary only in bits the fold loses.
         for h in [HashPolicy::Layer34, HashPolicy::Encap34, HashPolicy::OvsTcp] {
             let Some(s) = slot(h) else { continue };
-            let rows: Vec<Row> = table
+            let mut rows: Vec<Row> = table
                 .iter()
                 .filter_map(|(k, e)| {
                     let (sp, dp) = k.ports()?;
@@ -364,7 +349,7 @@ pub(super) fn find(plan: &Plan, pl: &Planner, table: &Table) -> Vec<Finding> {
                     })
                 })
                 .collect();
-            let c = collapse(&rows, n, 4);
+            let c = collapse(&mut rows, n, 4);
             if c.is_pathological(total) {
                 // Which ports vary, and how many of their low bits never do.
                 let sp_vary = (c.varying >> 16) as u16;
@@ -428,7 +413,7 @@ pub(super) fn find(plan: &Plan, pl: &Planner, table: &Table) -> Vec<Finding> {
         ] {
             let Some(s) = slot(h) else { continue };
             let l34 = matches!(h, HashPolicy::Layer34 | HashPolicy::Encap34);
-            let rows: Vec<Row> = table
+            let mut rows: Vec<Row> = table
                 .iter()
                 .filter_map(|(k, e)| {
                     let (a, b) = k.addrs()?;
@@ -453,7 +438,7 @@ pub(super) fn find(plan: &Plan, pl: &Planner, table: &Table) -> Vec<Finding> {
                     })
                 })
                 .collect();
-            let c = collapse(&rows, n, 4);
+            let c = collapse(&mut rows, n, 4);
             if c.is_pathological(total)
                 && !out.iter().any(|f| {
                     f.policies.contains(&PlanPolicy::Hash(h)) && f.kind == "macs-follow-ips"

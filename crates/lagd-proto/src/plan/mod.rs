@@ -59,10 +59,19 @@
 //! Bucket policies cannot fold a flow's frames together (the member depends on when a frame
 //! is sent), so each frame goes through each of their tables; the hash comes from the flow's
 //! entry like the others', and nothing is allocated per frame.
-//! Flows are kept in a table of at most [`PlanConfig::max_flows`] entries (about 140 bytes
-//! each). Frames of flows beyond the cap are still hashed and counted exactly in every
-//! per-member figure; they only miss from the flow counts, elephants and flow moves, and the
-//! report gives their packets and bytes as "other flows". Nothing else grows with the input.
+//! Flows are kept in a table of at most [`PlanConfig::max_flows`] entries. Frames of flows
+//! beyond the cap are still hashed and counted exactly in every per-member figure; they only
+//! miss from the flow counts, elephants and flow moves, and the report gives their packets and
+//! bytes as "other flows". Nothing else grows with the input.
+//!
+//! A table slot is 153 bytes (a 56-byte key, a 96-byte entry, a control byte). The table
+//! (hashbrown) keeps between 1.14 and 2.3 slots per flow, doubling when it is 7/8 full, and
+//! holds the old and the new slots while it doubles; the pathology detectors then sort one
+//! 40-byte row per flow. So the peak is 300 to 600 bytes per flow, by where the flow count
+//! falls between powers of two: measured (peak RSS of `lagctl plan`, every default policy,
+//! `bench/plan.md`) 144 MB for 400,000 flows and 273 MB at the default cap,
+//! [`DEFAULT_MAX_FLOWS`] = 917,504 = 7/8 of 2^20, the most a table of 2^20 slots holds (a cap
+//! of 1,000,000 doubled the table for the last 8 % of flows: 494 MB).
 
 pub mod buckets;
 pub mod csv;
@@ -250,8 +259,9 @@ pub struct PlanConfig {
 pub const MAX_MEMBERS: usize = 1024;
 /// The most members for which each member's failure is evaluated.
 pub const MAX_FAILURE_MEMBERS: usize = 64;
-/// The default cap on tracked flows (about 140 MB of table at most).
-pub const DEFAULT_MAX_FLOWS: usize = 1_000_000;
+/// The default cap on tracked flows: 7/8 of 2^20, the most a 2^20-slot table holds (160 MB of
+/// table; a peak of about 275 MB while it grows and at the end, see the module documentation).
+pub const DEFAULT_MAX_FLOWS: usize = 917_504;
 /// Distinct inner flows counted per tunnel kind, at most.
 const MAX_INNER_FLOWS: usize = 1 << 16;
 

@@ -1988,3 +1988,16 @@ fn stripe_splits_flow_list_rows_by_speed() {
     assert_eq!(PlanPolicy::Stripe.to_string(), "stripe");
     assert!(PlanPolicy::ALL.contains(&PlanPolicy::Stripe));
 }
+
+#[test]
+fn table_slots_and_the_default_cap_are_as_documented() {
+    // The module documentation's memory figures rest on these sizes.
+    assert_eq!(size_of::<FlowKey>(), 56);
+    assert_eq!(size_of::<Entry>(), 96);
+    // The default cap is the most a 2^20-slot table holds (hashbrown: 7/8 full), so the
+    // table never doubles for the last few flows.
+    assert_eq!(DEFAULT_MAX_FLOWS, (1 << 20) / 8 * 7);
+    let mut t: HashMap<FlowKey, Entry, BuildKeyHasher> = HashMap::default();
+    t.reserve(DEFAULT_MAX_FLOWS);
+    assert!(t.capacity() >= DEFAULT_MAX_FLOWS && t.capacity() < 1 << 20);
+}
