@@ -79,7 +79,7 @@ pub mod findings;
 pub mod flow;
 pub mod html;
 pub mod report;
-mod stripe;
+pub mod stripe;
 pub mod switch;
 
 use core::fmt;
@@ -159,7 +159,7 @@ impl PlanPolicy {
         Self::BUCKETED[2],
     ];
 
-    /// The name users write: a hash policy's name, `balance-rr`, `balance-tcp`,
+    /// The name users write: a hash policy's name, `balance-rr`, `stripe`, `balance-tcp`,
     /// `balance-slb`, or a hash policy's name followed by `+buckets` (`layer3+4+buckets`).
     pub const fn name(self) -> &'static str {
         match self {
