@@ -11,7 +11,11 @@
 //! - IPv4 with a 20-byte header, not a fragment (MF clear, offset 0), TCP or UDP, a total
 //!   length that covers the full TCP (20-byte) or UDP (8-byte) header and fits in the
 //!   captured bytes; or
-//! - IPv6 whose next header is TCP or UDP with the full transport header captured.
+//! - IPv6 whose next header is TCP or UDP, with a payload length that fits in the captured
+//!   bytes and covers the full transport header;
+//!
+//! and for TCP a data offset that covers the 20-byte header and fits in the IP payload (Open
+//! vSwitch's parser, and so `ovs-tcp`, reads the ports only then).
 //!
 //! The keys the policies read from such a frame are: the MACs (all of `layer2`'s last bytes,
 //! `vlan+srcmac`'s and `ovs-slb`'s whole source MAC), the tag's TCI, the EtherType, the
@@ -498,12 +502,12 @@ fn l3(b: &[u8], nh: usize, ethertype: u16, key: &mut FlowKey) -> (bool, Option<(
             key.set_l4(0, 0, proto);
             let simple = ip[0] == 0x45
                 && frag == 0
+                && nh + tot <= b.len()
                 && match proto {
-                    TCP => tot >= 40,
+                    TCP => tot >= 40 && tcp_offset_fits(b, l4, tot - 20),
                     UDP => tot >= 28,
                     _ => false,
-                }
-                && nh + tot <= b.len();
+                };
             let tunnel = if later || ihl < 5 {
                 None
             } else {
@@ -527,11 +531,13 @@ fn l3(b: &[u8], nh: usize, ethertype: u16, key: &mut FlowKey) -> (bool, Option<(
             key.w[6] = w(32);
             let next = ip[6];
             let l4 = nh + 40;
-            let simple = match next {
-                TCP => l4 + 20 <= b.len(),
-                UDP => l4 + 8 <= b.len(),
-                _ => false,
-            };
+            let payload = usize::from(be16(ip, 4));
+            let simple = l4 + payload <= b.len()
+                && match next {
+                    TCP => payload >= 20 && tcp_offset_fits(b, l4, payload),
+                    UDP => payload >= 8,
+                    _ => false,
+                };
             key.set_l4(0, 0, next);
             if simple {
                 return (true, transport(b, l4, next, key));
@@ -553,6 +559,14 @@ fn l3(b: &[u8], nh: usize, ethertype: u16, key: &mut FlowKey) -> (bool, Option<(
         }
         _ => (false, None),
     }
+}
+
+/// Whether the TCP header at `l4` has a data offset of at least 20 bytes and at most `avail`,
+/// the IP payload's length.
+#[inline(always)]
+fn tcp_offset_fits(b: &[u8], l4: usize, avail: usize) -> bool {
+    let offset = b.get(l4 + 12).map_or(0, |v| usize::from(v >> 4) * 4);
+    (20..=avail).contains(&offset)
 }
 
 /// Fills ports or the ICMP fields at the transport header `at`; returns a tunnel it carries.
@@ -1004,7 +1018,10 @@ mod tests {
                 }
                 let l4len = if proto == 6 { 20 } else { 8 };
                 if v6 {
-                    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 0, proto, 64]);
+                    let payload = (l4len + extra) as u16;
+                    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+                    f.extend_from_slice(&payload.to_be_bytes());
+                    f.extend_from_slice(&[proto, 64]);
                     f.extend_from_slice(&addrs);
                 } else {
                     let tot = (20 + l4len + extra) as u16;
@@ -1013,8 +1030,14 @@ mod tests {
                     f.extend_from_slice(&[0, 0, 0x40, 0, 64, proto, 0, 0]);
                     f.extend_from_slice(&addrs[..8]);
                 }
+                let l4 = f.len();
                 f.extend_from_slice(&ports.to_be_bytes());
                 f.resize(f.len() + l4len - 4 + extra, 0);
+                if proto == 6 {
+                    // A data offset of 5 words up to what the payload holds.
+                    let words = 5 + macs[0] as usize % (1 + (extra / 4).min(10));
+                    f[l4 + 12] = (words as u8) << 4;
+                }
                 f
             })
     }
@@ -1030,19 +1053,24 @@ mod tests {
         ) {
             let e = extract(&f);
             prop_assert!(e.simple);
-            // Scramble every byte that is not a key field: IP TOS, length (kept valid), id,
-            // TTL, checksum, IPv6 flow label and payload length, the transport header past the
-            // ports, the payload; add trailing padding.
+            // Scramble every byte that is not a key field: IP TOS, id, TTL, checksum, IPv6 flow
+            // label, the transport header past the ports (but TCP's data offset), the payload;
+            // the IP lengths stay valid. Add trailing padding.
             let mut g = f.clone();
             let tagged = e.key.tci().is_some();
             let nh = if tagged { 18 } else { 14 };
             let v6 = g[nh - 2..nh] == [0x86, 0xdd];
-            let keep: Vec<core::ops::Range<usize>> = if v6 {
-                vec![0..nh, nh..nh + 1, nh + 6..nh + 7, nh + 8..nh + 44]
+            let l4 = nh + if v6 { 40 } else { 20 };
+            let tcp = g[nh + if v6 { 6 } else { 9 }] == 6;
+            let mut keep: Vec<core::ops::Range<usize>> = if v6 {
+                vec![0..nh, nh..nh + 1, nh + 4..nh + 7, nh + 8..nh + 44]
             } else {
                 vec![0..nh, nh..nh + 1, nh + 2..nh + 4, nh + 6..nh + 7, nh + 9..nh + 10,
                      nh + 12..nh + 24]
             };
+            if tcp {
+                keep.push(l4 + 12..l4 + 13);
+            }
             for (i, byte) in g.iter_mut().enumerate() {
                 if !keep.iter().any(|r| r.contains(&i)) {
                     *byte = noise[i % noise.len()] ^ (i as u8);
@@ -1059,6 +1087,25 @@ mod tests {
             prop_assert_eq!(e2.key, e.key);
             for p in HashPolicy::ALL {
                 prop_assert_eq!(xmit_hash(p, &f), xmit_hash(p, &g), "policy {}", p);
+            }
+            // A data offset under 20 bytes or past the payload, or an IPv6 payload length past
+            // the frame: not simple (ovs-tcp would hash the ports as 0), the same key.
+            let mut bad = g.clone();
+            let avail = if v6 {
+                usize::from(u16::from_be_bytes([g[nh + 4], g[nh + 5]]))
+            } else {
+                usize::from(u16::from_be_bytes([g[nh + 2], g[nh + 3]])) - 20
+            };
+            if tcp {
+                let words = if noise[0] & 1 == 0 || avail >= 60 { 4 } else { 15 };
+                bad[l4 + 12] = words << 4 | (bad[l4 + 12] & 0x0f);
+            } else if v6 {
+                bad[nh + 4..nh + 6].copy_from_slice(&0xfff0u16.to_be_bytes());
+            }
+            if tcp || v6 {
+                let e3 = extract(&bad);
+                prop_assert!(!e3.simple);
+                prop_assert_eq!(e3.key, e.key);
             }
         }
 
