@@ -522,7 +522,8 @@ impl IngressDrop {
 /// On egress the frame is dropped before it reaches the wire and before packet taps (tcpdump)
 /// see it. A sender whose frame is dropped gets `ENOBUFS` from `send` (tcx reports
 /// `NET_XMIT_DROP`), as for a full device queue; lagd counts and logs that and carries on, and
-/// so does Open vSwitch. Put one on each end of a link to drop the slow-protocol frames of both directions.
+/// so does Open vSwitch. Put one on each end of a link to drop the slow-protocol frames of both
+/// directions.
 ///
 /// It is appended after any program already on the hook. Dropping the value closes the tcx
 /// link and detaches the program; so does the process's exit, or the interface's removal.
