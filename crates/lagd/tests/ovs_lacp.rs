@@ -690,95 +690,167 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// Runs slower than their row's fastest by more than this are listed under the table.
+const BENCH_OUTLIER: Duration = Duration::from_millis(500);
+
 /// Writes `bench/lacp.md`: link-up to Distributing for lagd↔lagd, lagd↔OVS and OVS↔OVS at
-/// both rates (medians of 3, all in this run), and the time to take a silent member out.
+/// both rates (medians of 3, all in this run), whether the 1 s goal is met, the runs far from
+/// their median, and the time to take out a member whose LACPDUs are dropped.
 /// Run: `cargo test --release -p lagd --test ovs_lacp -- --ignored --nocapture bench_lacp`.
 #[test]
 #[ignore = "benchmark: writes bench/lacp.md"]
 fn bench_lacp() {
-    let mut rows = String::new();
+    const DEFAULT_LAGD: &str = "lagd ↔ lagd";
+    const DEFAULT_OVS: &str = "lagd ↔ OVS";
+    const SHORT_LAGD: &str = "lagd ↔ lagd, lacp_aggregate_wait=100";
+    const SHORT_OVS: &str = "lagd ↔ OVS, lacp_aggregate_wait=100";
+    let mut results: Vec<(&str, [Vec<Duration>; 2])> = Vec::new();
     for (label, a_ovs, b_ovs, extra) in [
-        ("lagd ↔ lagd", false, false, ""),
-        ("lagd ↔ OVS", false, true, ""),
+        (DEFAULT_LAGD, false, false, ""),
+        (DEFAULT_OVS, false, true, ""),
         ("OVS ↔ OVS", true, true, ""),
-        (
-            "lagd ↔ lagd, lacp_aggregate_wait=100",
-            false,
-            false,
-            "lacp_aggregate_wait=100",
-        ),
-        (
-            "lagd ↔ OVS, lacp_aggregate_wait=100",
-            false,
-            true,
-            "lacp_aggregate_wait=100",
-        ),
+        (SHORT_LAGD, false, false, "lacp_aggregate_wait=100"),
+        (SHORT_OVS, false, true, "lacp_aggregate_wait=100"),
     ] {
-        let mut cells = Vec::new();
-        for rate in ["fast", "slow"] {
-            let runs: Vec<Duration> = (0..3)
+        let runs = ["fast", "slow"].map(|rate| {
+            (0..3)
                 .map(|_| time_to_distributing(a_ovs, b_ovs, rate, extra))
-                .collect();
-            let ms: Vec<String> = runs.iter().map(|d| d.as_millis().to_string()).collect();
-            cells.push(format!(
-                "{} ms ({})",
-                median(runs).as_millis(),
-                ms.join(", ")
-            ));
-        }
-        rows.push_str(&format!("| {label} | {} | {} |\n", cells[0], cells[1]));
+                .collect::<Vec<Duration>>()
+        });
+        results.push((label, runs));
     }
+    let ms = |d: Duration| d.as_millis();
+    let mut rows = String::new();
+    let mut outliers = Vec::new();
+    for (label, runs) in &results {
+        let cells = [0, 1].map(|r| {
+            let list: Vec<String> = runs[r].iter().map(|d| ms(*d).to_string()).collect();
+            format!("{} ms ({})", ms(median(runs[r].clone())), list.join(", "))
+        });
+        rows.push_str(&format!("| {label} | {} | {} |\n", cells[0], cells[1]));
+        for (r, rate) in ["fast", "slow"].iter().enumerate() {
+            let fastest = runs[r].iter().min().copied().unwrap_or_default();
+            for d in &runs[r] {
+                if *d > fastest + BENCH_OUTLIER {
+                    outliers.push(format!("{label} at the {rate} rate: {} ms", ms(*d)));
+                }
+            }
+        }
+    }
+    let fast_median = |label: &str| {
+        let (_, runs) = results.iter().find(|(l, _)| *l == label).unwrap();
+        median(runs[0].clone())
+    };
+    let verdict = |a: Duration, b: Duration| {
+        let word = if a.max(b) <= Duration::from_secs(1) {
+            "met"
+        } else {
+            "not met"
+        };
+        format!(
+            "{word} ({} ms against lagd, {} ms against OVS)",
+            ms(a),
+            ms(b)
+        )
+    };
+    let goal = format!(
+        "**Goal: at most 1 s from member link-up to Distributing at the fast rate.** With default \
+         options: {}. With `lacp_aggregate_wait=100`: {}.",
+        verdict(fast_median(DEFAULT_LAGD), fast_median(DEFAULT_OVS)),
+        verdict(fast_median(SHORT_LAGD), fast_median(SHORT_OVS)),
+    );
+    let outliers = if outliers.is_empty() {
+        format!(
+            "No run was more than {} ms slower than its row's fastest.",
+            ms(BENCH_OUTLIER)
+        )
+    } else {
+        format!(
+            "Runs more than {} ms slower than their row's fastest: {}. In the runs diagnosed \
+             they came from an Open vSwitch glitch at link-up: OVS marks a just-enabled member \
+             EXPIRED a few ms after it came up (its LACPDUs then carry the Expired bit and a \
+             stale view of the partner, without Synchronization) and keeps it so until the \
+             partner's next LACPDU. Between two OVS bridges (at the fast rate, captured) that \
+             was the partner's next periodic LACPDU, 1 s later. Against lagd with \
+             `lacp_aggregate_wait=100`, lagd's status during such a run showed it CURRENT and \
+             COLLECTING_DISTRIBUTING while both OVS members were `expired attached`: lagd's \
+             answer to OVS's stale view was held back, most likely by the 802.1AX transmit limit \
+             (3 LACPDUs per second per member, already spent on the link-up LACPDU, the reply \
+             and the attach in the first ~100 ms). With the default 2 s wait the exchange is \
+             spread over 2 s and the glitch, when it happens, is over before the wait ends. A \
+             tcpdump on the members made the glitch rare enough that no capture of a lagd ↔ OVS \
+             run caught it.",
+            ms(BENCH_OUTLIER),
+            outliers.join("; ")
+        )
+    };
+    // The member whose LACPDUs are dropped: the drop starts at a random point of the 1 s
+    // periodic cycle, some time after aggregation, so the runs show the spread.
     let mut silent = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..5 {
         let lab = Interop::new("active", "fast", "fast");
         lab.wait_aggregated(Duration::from_secs(15));
+        thread::sleep(Duration::from_millis(
+            1000 + lagd::lab::topology::random_u64() % 1000,
+        ));
         let link1 = lab.topo.links()[1].name.clone();
         let _lacp_drop = lab.topo.drop_slow_protocols(&link1).unwrap();
         let t = Instant::now();
         let (out, _) = wait_member_leaves(|| lab.status(), 1, t, Duration::from_secs(10));
         silent.push(out);
     }
-    let silent_ms: Vec<String> = silent.iter().map(|d| d.as_millis().to_string()).collect();
-    let kernel = String::from_utf8_lossy(&Command::new("uname").arg("-r").output().unwrap().stdout)
-        .trim()
-        .to_owned();
-    let md = format!(
-        "# LACP timings\n\n\
-         Measured by `cargo test --release -p lagd --test ovs_lacp -- --ignored --nocapture bench_lacp` \
-         on {} (Linux {kernel}, 2 vCPUs, shared and noisy), two network namespaces joined by two veth \
-         links; Open vSwitch {} userspace datapath (balance-tcp, lacp=active). Medians of 3, every run \
-         listed; all rows from the same run.\n\n\
-         ## Member link-up to Distributing on both ends\n\n\
-         Both ends run with their links down; the links come up at once; the clock stops when both \
-         ends report every member collecting and distributing (lagd: `lagctl show --json`; OVS: \
-         `ovs-appctl lacp/show`).\n\n\
-         | pair | lacp_rate / lacp-time fast | slow |\n|---|---|---|\n{rows}\n\
-         By default lagd follows IEEE 802.1AX: a port waits `wait_while` (Aggregate_Wait_Time, 2 s) \
-         in WAITING before it attaches, so about 2 s is the standard's floor. Open vSwitch skips that \
-         wait. lagd's `lacp_aggregate_wait` option (ms) shortens it: with 100 ms lagd distributes \
-         within the 1 s goal, against lagd or OVS, at the cost the standard's wait exists to avoid \
-         (ports that come up together may attach one by one). The rate does not change \
-         formation time: LACPDUs that carry news are sent at once (need-to-transmit), the rate only \
-         spaces the periodic ones.\n\n\
-         ## A silent member (carrier up, every frame dropped by tc) leaves distribution\n\n\
-         lagd ↔ OVS, fast rate: {} ms median ({} ms). 802.1AX: 3 × the short timeout (1 s) after \
-         the last LACPDU heard.\n",
-        "2026-11-22",
-        String::from_utf8_lossy(
-            &Command::new("ovs-vswitchd")
-                .arg("--version")
-                .output()
-                .unwrap()
-                .stdout
-        )
+    let silent_ms: Vec<String> = silent.iter().map(|d| ms(*d).to_string()).collect();
+    let silent_max = silent.iter().max().copied().unwrap_or_default();
+    let text_of = |cmd: &str, args: &[&str]| {
+        String::from_utf8_lossy(&Command::new(cmd).args(args).output().unwrap().stdout)
+            .trim()
+            .to_owned()
+    };
+    let kernel = text_of("uname", &["-r"]);
+    let date = text_of("date", &["-u", "+%Y-%m-%d"]);
+    let ovs_version = text_of("ovs-vswitchd", &["--version"])
         .lines()
         .next()
         .unwrap_or("")
         .rsplit(' ')
         .next()
-        .unwrap_or(""),
-        median(silent).as_millis(),
+        .unwrap_or("")
+        .to_owned();
+    let md = format!(
+        "# LACP timings\n\n\
+         Measured by `cargo test --release -p lagd --test ovs_lacp -- --ignored --nocapture bench_lacp` \
+         on {date} (Linux {kernel}, 2 vCPUs, shared and noisy), two network namespaces joined by two veth \
+         links; Open vSwitch {ovs_version} userspace datapath (balance-tcp, lacp=active). Medians of 3, every run \
+         listed; all rows from the same run.\n\n\
+         ## Member link-up to Distributing on both ends\n\n\
+         Both ends run with their links down; the links come up at once; the clock stops when both \
+         ends report every member collecting and distributing (lagd: `lagctl show --json`; OVS: \
+         `ovs-appctl lacp/show`), polled every 10 ms.\n\n\
+         | pair | lacp_rate / lacp-time fast | slow |\n|---|---|---|\n{rows}\n\
+         {goal}\n\n\
+         Why the default is 2 s: lagd's `lacp_aggregate_wait` defaults to 2000 ms, IEEE 802.1AX's \
+         Aggregate_Wait_Time and the Linux bonding driver's (`AD_AGGREGATE_WAIT_TIME`, 2 s), so that \
+         lagd forms an aggregate as a kernel bond does: a port waits that long in WAITING before \
+         it attaches, so that ports that come up together attach together instead of one by one \
+         (each attach is a change the partner must follow). About 2 s is therefore the floor with \
+         default options, whatever the partner. Open vSwitch has no such wait (tens of ms). \
+         `lacp_aggregate_wait=100` trades the standard's wait for speed and meets the goal against \
+         lagd or OVS. The rate does not change formation time: LACPDUs that carry news are sent at \
+         once (need-to-transmit), the rate only spaces the periodic ones, and lagd sends on \
+         link-up, so the slow rate forms as fast as the fast one.\n\n\
+         {outliers}\n\n\
+         ## A member whose LACPDUs are dropped leaves distribution\n\n\
+         lagd ↔ OVS, fast rate; carrier stays up and data still crosses the link: only EtherType \
+         0x8809 is dropped, by an eBPF program at tcx egress on both ends (`Topology::drop_slow_protocols`). \
+         From the start of the drop to lagd's status showing the member out (polled every {} ms): \
+         {} ms median ({} ms; at most {} ms). 802.1AX: the partner's information times out \
+         (`current_while`, 3 × the 1 s fast periodic time) 3 s after the last LACPDU heard, which \
+         came up to 1 s before the drop began, so between 2 and 3 s after it; the drop starts at a \
+         random point of the periodic cycle. The tests assert at most 3 s plus one status poll.\n",
+        ms(STATUS_POLL),
+        ms(median(silent.clone())),
         silent_ms.join(", "),
+        ms(silent_max),
     );
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/lacp.md");
     std::fs::write(&path, &md).unwrap();
