@@ -199,27 +199,42 @@ fn one_stream_on_direct_links_uses_one_link() {
     assert!(shares[0] > 0.99 && shares[1] < 0.01, "{shares:?}");
 }
 
+/// 16 streams over 2 links shaped to 100 Mbit/s through `setup` (lagd or the relay): both
+/// links' capacity, spread over both members. The chance that layer3+4 puts all 16 streams on
+/// one member is 2^-15.
+fn sixteen_streams_over_two_links(setup: &[&str], name: &str) -> Value {
+    let args = [
+        setup,
+        &[
+            "--links",
+            "2",
+            "--rate",
+            "100mbit",
+            "--streams",
+            "16",
+            "--duration",
+            "3",
+        ],
+    ]
+    .concat();
+    let v = lab_json(&args);
+    assert_eq!(v["setup"], name);
+    assert_eq!(v["streams"], 16);
+    assert_near(
+        gbps(&v),
+        2.0 * LINK_GBPS,
+        0.1,
+        &format!("aggregate through {name}"),
+    );
+    assert_balanced(&v);
+    v
+}
+
 #[test]
 fn lagd_layer34_spreads_streams_over_both_members() {
-    // 16 streams: the chance that layer3+4 puts them all on one member is 2^-15.
-    let v = lab_json(&[
-        "--lagd",
-        lagd(),
-        "--links",
-        "2",
-        "--rate",
-        "100mbit",
-        "--streams",
-        "16",
-        "--duration",
-        "3",
-    ]);
-    assert_eq!(v["setup"], "lagd");
+    let v = sixteen_streams_over_two_links(&["--lagd", lagd()], "lagd");
     assert_eq!(v["mode"], "balance-xor");
     assert_eq!(v["policy"], "layer3+4");
-    assert_eq!(v["streams"], 16);
-    assert_near(gbps(&v), 2.0 * LINK_GBPS, 0.1, "aggregate through lagd");
-    assert_balanced(&v);
 }
 
 /// The dataplane benchmark's floor, `examples/bare_relay.rs` (built by `cargo test` beside the
@@ -234,24 +249,7 @@ fn bare_relay_carries_tcp_over_both_members() {
         "{} missing: `cargo test --workspace` builds the examples before the tests (or run `cargo build -p lagd --example bare_relay`)",
         relay.display()
     );
-    let v = lab_json(&[
-        "--relay",
-        relay.to_str().unwrap(),
-        "--rate",
-        "100mbit",
-        "--streams",
-        "16",
-        "--duration",
-        "3",
-    ]);
-    assert_eq!(v["setup"], "relay");
-    assert_near(
-        gbps(&v),
-        2.0 * LINK_GBPS,
-        0.1,
-        "aggregate through the relay",
-    );
-    assert_balanced(&v);
+    sixteen_streams_over_two_links(&["--relay", relay.to_str().unwrap()], "relay");
 }
 
 /// `lagctl lab --mode 802.3ad`: LACP forms between the two lagds and 16 streams use both
