@@ -477,15 +477,9 @@ impl<'a> KernelView<'a> {
             note!(
                 t,
                 "ipv4",
-                "{}.{}.{}.{} > {}.{}.{}.{} proto {}{}",
-                b[at + 12],
-                b[at + 13],
-                b[at + 14],
-                b[at + 15],
-                b[at + 16],
-                b[at + 17],
-                b[at + 18],
-                b[at + 19],
+                "{} > {} proto {}{}",
+                v4_text(b, at + 12),
+                v4_text(b, at + 16),
                 b[at + 9],
                 if frag { " (fragment: no ports)" } else { "" }
             );
@@ -582,15 +576,9 @@ impl<'a> KernelView<'a> {
                     note!(
                         t,
                         "ipv4",
-                        "{}.{}.{}.{} > {}.{}.{}.{} proto {}",
-                        b[at + 12],
-                        b[at + 13],
-                        b[at + 14],
-                        b[at + 15],
-                        b[at + 16],
-                        b[at + 17],
-                        b[at + 18],
-                        b[at + 19],
+                        "{} > {} proto {}",
+                        v4_text(b, at + 12),
+                        v4_text(b, at + 16),
                         ip_proto
                     );
                     if be16(b, at + 6) & 0x3fff != 0 {
@@ -936,6 +924,12 @@ fn gre(b: &[u8], nhoff: &mut usize) -> GreStep {
     GreStep::Again(proto)
 }
 
+/// The IPv4 address at `b[at..at + 4]`, for notes (dotted quad).
+fn v4_text(b: &[u8], at: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(b[at], b[at + 1], b[at + 2], b[at + 3])
+}
+
+/// The IPv6 address at `b[at..at + 16]`, for notes.
 fn v6_text(b: &[u8], at: usize) -> std::net::Ipv6Addr {
     let mut a = [0u8; 16];
     a.copy_from_slice(&b[at..at + 16]);
@@ -1124,15 +1118,9 @@ mod ovs {
                 note!(
                     t,
                     "ipv4",
-                    "{}.{}.{}.{} > {}.{}.{}.{} proto {}{}",
-                    b[at + 12],
-                    b[at + 13],
-                    b[at + 14],
-                    b[at + 15],
-                    b[at + 16],
-                    b[at + 17],
-                    b[at + 18],
-                    b[at + 19],
+                    "{} > {} proto {}{}",
+                    super::v4_text(b, at + 12),
+                    super::v4_text(b, at + 16),
                     f.proto,
                     if later {
                         " (later fragment: no ports)"

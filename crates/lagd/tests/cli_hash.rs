@@ -16,6 +16,27 @@ fn lagctl(args: &[&str], stdin: &[u8]) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Runs `lagctl` and returns its standard output, failing the test unless it succeeded.
+fn lagctl_ok(args: &[&str], stdin: &[u8]) -> String {
+    let out = lagctl(args, stdin);
+    assert!(
+        out.status.success(),
+        "lagctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs `lagctl`, expects a usage error (exit 2) and returns its standard output and error.
+fn lagctl_usage_error(args: &[&str], stdin: &[u8]) -> (String, String) {
+    let out = lagctl(args, stdin);
+    assert_eq!(out.status.code(), Some(2), "lagctl {args:?}");
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
@@ -26,37 +47,31 @@ fn data(name: &str) -> PathBuf {
 fn golden_layer34_four_members() {
     let input = std::fs::read(data("frames.hex")).unwrap();
     let want = std::fs::read_to_string(data("frames.layer3+4.4.golden")).unwrap();
-    let out = lagctl(&["hash", "--policy", "layer3+4", "--members", "4"], &input);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), want);
+    let out = lagctl_ok(&["hash", "--policy", "layer3+4", "--members", "4"], &input);
+    assert_eq!(out, want);
 }
 
 #[test]
 fn one_line_per_frame_with_hash_and_member() {
     // Worked by hand in lagd-proto's hash tests: 10.0.0.1:1234 > 10.0.0.2:80 under layer3+4.
     let frame = "02000000000202000000000108004500002800000000400600000a0000010a00000204d20050\n";
-    let out = lagctl(
+    let out = lagctl_ok(
         &["hash", "--policy", "layer3+4", "--members", "2"],
         frame.as_bytes(),
     );
-    assert!(out.status.success());
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), "0x29a9c0c2 0\n");
-    let out = lagctl(
+    assert_eq!(out, "0x29a9c0c2 0\n");
+    let out = lagctl_ok(
         &["hash", "--policy", "layer2", "--members", "3"],
         frame.as_bytes(),
     );
     // 0x803 = 2051 = 3 * 683 + 2
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), "0x00000803 2\n");
+    assert_eq!(out, "0x00000803 2\n");
 }
 
 #[test]
 fn explain_lists_fields_under_each_frame() {
     let frame = "02000000000202000000000108004500002800000000400600000a0000010a00000204d20050\n";
-    let out = lagctl(
+    let text = lagctl_ok(
         &[
             "hash",
             "--policy",
@@ -67,7 +82,6 @@ fn explain_lists_fields_under_each_frame() {
         ],
         frame.as_bytes(),
     );
-    let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "0x29a9c0c2 0");
     assert!(lines[1..].iter().all(|l| l.starts_with("  ")), "{text}");
@@ -79,24 +93,18 @@ fn explain_lists_fields_under_each_frame() {
 #[test]
 fn bad_hex_names_the_line_and_exits_2() {
     let input = b"# frames\n\n020000000002\n0200000000zz\n";
-    let out = lagctl(&["hash", "--policy", "layer2"], input);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8(out.stderr).unwrap();
+    let (out, err) = lagctl_usage_error(&["hash", "--policy", "layer2"], input);
     assert!(err.contains("line 4"), "{err}");
     // The frame before the bad line was still answered.
-    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
+    assert_eq!(out.lines().count(), 1);
 
-    let out = lagctl(&["hash", "--policy", "layer2"], b"abc\n");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8(out.stderr).unwrap();
+    let (_, err) = lagctl_usage_error(&["hash", "--policy", "layer2"], b"abc\n");
     assert!(err.contains("line 1") && err.contains("odd"), "{err}");
 }
 
 #[test]
 fn unknown_policy_exits_2_and_lists_the_names() {
-    let out = lagctl(&["hash", "--policy", "layer3-4"], b"");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8(out.stderr).unwrap();
+    let (_, err) = lagctl_usage_error(&["hash", "--policy", "layer3-4"], b"");
     assert!(
         err.contains("layer3-4") && err.contains("layer3+4"),
         "{err}"
@@ -105,8 +113,7 @@ fn unknown_policy_exits_2_and_lists_the_names() {
 
 #[test]
 fn zero_members_is_a_usage_error() {
-    let out = lagctl(&["hash", "--policy", "layer2", "--members", "0"], b"");
-    assert_eq!(out.status.code(), Some(2));
+    lagctl_usage_error(&["hash", "--policy", "layer2", "--members", "0"], b"");
 }
 
 #[test]
@@ -121,13 +128,8 @@ fn every_policy_name_is_accepted() {
         "ovs-slb",
         "ovs-tcp",
     ] {
-        let out = lagctl(&["hash", "--policy", p], b"00\n");
-        assert!(out.status.success(), "{p}");
-        assert_eq!(
-            String::from_utf8(out.stdout).unwrap().lines().count(),
-            1,
-            "{p}"
-        );
+        let out = lagctl_ok(&["hash", "--policy", p], b"00\n");
+        assert_eq!(out.lines().count(), 1, "{p}");
     }
 }
 
@@ -135,14 +137,12 @@ fn every_policy_name_is_accepted() {
 fn a_line_that_is_not_utf8_names_the_line_and_exits_2() {
     // Line 3 holds a Latin-1 byte (0xe9): an error naming line 3, after line 2's answer.
     let input = b"# frames\n020000000002020000000001 0800\n02 00 \xe9\n020000000002\n";
-    let out = lagctl(&["hash", "--policy", "layer2"], input);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8(out.stderr).unwrap();
+    let (out, err) = lagctl_usage_error(&["hash", "--policy", "layer2"], input);
     assert!(
         err.contains("line 3") && err.contains("UTF-8") && err.contains("0xe9"),
         "{err}"
     );
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), "0x00000803 1\n");
+    assert_eq!(out, "0x00000803 1\n");
 }
 
 /// `--explain` under ovs-tcp names every field that fed the hash, and says why fields count as
@@ -161,16 +161,10 @@ fn explain_ovs_tcp_names_addresses_protocol_ports_and_fallbacks() {
         &tcp[..60],
         &ipv6[..100]
     );
-    let out = lagctl(
+    let text = lagctl_ok(
         &["hash", "--policy", "ovs-tcp", "--members", "2", "--explain"],
         input.as_bytes(),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
     let frames: Vec<&str> = text.split("  member:").collect();
     assert_eq!(frames.len(), 5, "{text}");
     // Whole frame: the addresses, the protocol and the ports.

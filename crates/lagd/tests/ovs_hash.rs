@@ -44,7 +44,8 @@ fn ovs() -> (Topology, OvsInstance) {
     (topo, ovs)
 }
 
-/// A small deterministic generator (xorshift64*), so a failure names reproducible values.
+/// A small deterministic generator (xorshift64*), so a failure names reproducible values. The
+/// same as lagd-proto's planner tests use; that one is private to lagd-proto's unit tests.
 struct Rng(u64);
 
 impl Rng {
@@ -165,6 +166,11 @@ fn ovs_slb_matches_ovs_vswitchd_bond_hash() {
     topo.teardown().expect("remove the Open vSwitch namespaces");
 }
 
+// OVS's `hash_add()`/`hash_finish()` are written out again here on purpose, not taken from
+// lagd_proto: `hash_int` is a step of Open vSwitch's datapath (the oracle side of this test), not
+// of lagd's hash, so the test keeps its own model of it, checked against the published
+// MurmurHash3 vector below. lagd's copies are checked by lagd-proto's unit tests.
+
 /// OVS `hash_add()` (a MurmurHash3 block step), written here from `lib/hash.h` for `hash_int`.
 fn mhash_add(hash: u32, data: u32) -> u32 {
     let d = data
@@ -177,10 +183,9 @@ fn mhash_add(hash: u32, data: u32) -> u32 {
         .wrapping_add(0xe654_6b64)
 }
 
-/// OVS `hash_int(x, basis)`: `hash_finish(hash_add(hash_add(x, 0), basis), 8)`, what the
-/// datapath's hash action makes of a packet's RSS hash.
-fn hash_int(x: u32, basis: u32) -> u32 {
-    let mut h = mhash_add(mhash_add(x, 0), basis) ^ 8;
+/// OVS `hash_finish(hash, fin)`: MurmurHash3's finaliser after mixing in `fin`.
+fn mhash_finish(hash: u32, fin: u32) -> u32 {
+    let mut h = hash ^ fin;
     h ^= h >> 16;
     h = h.wrapping_mul(0x85eb_ca6b);
     h ^= h >> 13;
@@ -188,18 +193,17 @@ fn hash_int(x: u32, basis: u32) -> u32 {
     h ^ (h >> 16)
 }
 
+/// OVS `hash_int(x, basis)`: `hash_finish(hash_add(hash_add(x, 0), basis), 8)`, what the
+/// datapath's hash action makes of a packet's RSS hash.
+fn hash_int(x: u32, basis: u32) -> u32 {
+    mhash_finish(mhash_add(mhash_add(x, 0), basis), 8)
+}
+
 #[test]
 fn hash_int_matches_murmur3_reference_vector() {
     // MurmurHash3_x86_32 of the 4-byte key 0x87654321 with seed 0 is 0xf55b516b (the published
     // vector); hash_int(0, seed) is the same steps with a zero key and length word 8.
-    let murmur = |key: u32, seed: u32| {
-        let mut h = mhash_add(seed, key) ^ 4;
-        h ^= h >> 16;
-        h = h.wrapping_mul(0x85eb_ca6b);
-        h ^= h >> 13;
-        h = h.wrapping_mul(0xc2b2_ae35);
-        h ^ (h >> 16)
-    };
+    let murmur = |key: u32, seed: u32| mhash_finish(mhash_add(seed, key), 4);
     assert_eq!(murmur(0x8765_4321, 0), 0xf55b_516b);
 }
 
