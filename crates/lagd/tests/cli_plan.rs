@@ -171,6 +171,14 @@ fn json_of(out: &Output) -> Value {
     serde_json::from_str(&ok_stdout(out)).expect("valid JSON")
 }
 
+/// `lagctl plan --pcap <pcap> <args> --json`, its JSON.
+fn plan_json(pcap: &str, args: &[&str]) -> Value {
+    let mut all = vec!["plan", "--pcap", pcap];
+    all.extend_from_slice(args);
+    all.push("--json");
+    json_of(&lagctl(&all))
+}
+
 fn policy<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["policies"]
         .as_array()
@@ -230,14 +238,7 @@ fn generated_capture_with_known_distribution_matches_the_hash_code() {
     let path = dir.path("known.pcap");
     write_pcap(&path, &frames);
     for n in [2usize, 3, 4] {
-        let v = json_of(&lagctl(&[
-            "plan",
-            "--pcap",
-            path.to_str().unwrap(),
-            "--members",
-            &n.to_string(),
-            "--json",
-        ]));
+        let v = plan_json(path.to_str().unwrap(), &["--members", &n.to_string()]);
         assert_eq!(v["input"]["packets"].as_u64(), Some(frames.len() as u64));
         assert_eq!(v["members"], n);
         check_against_hash_code(&v, &frames, n);
@@ -267,16 +268,10 @@ fn generated_capture_with_known_distribution_matches_the_hash_code() {
     let known = &frames[..200];
     let path2 = dir.path("known-only.pcap");
     write_pcap(&path2, known);
-    let v = json_of(&lagctl(&[
-        "plan",
-        "--pcap",
+    let v = plan_json(
         path2.to_str().unwrap(),
-        "--members",
-        "2",
-        "--json",
-        "--policy",
-        "layer2",
-    ]));
+        &["--members", "2", "--policy", "layer2"],
+    );
     let l2 = policy(&v, "layer2");
     assert_eq!(members_of(l2), vec![(150, 15000), (50, 5000)]);
     assert_eq!(l2["members"][0]["flows"], 30);
@@ -319,12 +314,7 @@ fn pcapng_with_several_interfaces() {
     let dir = TempDir::new("ng");
     let path = dir.path("multi.pcapng");
     std::fs::write(&path, w.into_inner()).unwrap();
-    let v = json_of(&lagctl(&[
-        "plan",
-        "--pcap",
-        path.to_str().unwrap(),
-        "--json",
-    ]));
+    let v = plan_json(path.to_str().unwrap(), &[]);
     let mut all = frames.clone();
     all.push(frames[0].clone());
     let mut rebuilt = vec![0u8; 12];
@@ -507,14 +497,7 @@ fn live_capture_in_network_namespaces() {
         wire.push(u64::from(p.orig_len));
     }
     assert!(frames.len() > 20, "only {} frames captured", frames.len());
-    let v = json_of(&lagctl(&[
-        "plan",
-        "--pcap",
-        cap.to_str().unwrap(),
-        "--members",
-        "2",
-        "--json",
-    ]));
+    let v = plan_json(cap.to_str().unwrap(), &["--members", "2"]);
     assert_eq!(v["input"]["packets"].as_u64(), Some(frames.len() as u64));
     assert_eq!(v["input"]["bytes"].as_u64(), Some(wire.iter().sum::<u64>()));
     for h in HashPolicy::ALL {
@@ -1137,16 +1120,7 @@ fn return_path_with_a_chosen_switch_hash() {
     let path = dir.path("fetch.pcap");
     write_pcap(&path, &frames);
     let p = path.to_str().unwrap();
-    let v = json_of(&lagctl(&[
-        "plan",
-        "--pcap",
-        p,
-        "--members",
-        "3",
-        "--switch-hash",
-        "src-ip",
-        "--json",
-    ]));
+    let v = plan_json(p, &["--members", "3", "--switch-hash", "src-ip"]);
     let rp = &v["return_path"];
     assert_eq!(rp["switch_hash"], "src-ip");
     let hashes = rp["hashes"].as_array().unwrap();
@@ -1191,16 +1165,10 @@ fn stripe_policy_and_what_explain_accepts() {
     let dir = TempDir::new("stripe");
     let path = dir.path("mixed.pcap");
     write_pcap(&path, &frames);
-    let v = json_of(&lagctl(&[
-        "plan",
-        "--pcap",
+    let v = plan_json(
         path.to_str().unwrap(),
-        "--speeds",
-        "10G,25G",
-        "--policy",
-        "stripe",
-        "--json",
-    ]));
+        &["--speeds", "10G,25G", "--policy", "stripe"],
+    );
     // The daemon's striping sender, frame by frame: each frame's length plus the 8-byte
     // stripe header picks the member.
     let mut tx = StripeTx::new(0);
@@ -1222,12 +1190,7 @@ fn stripe_policy_and_what_explain_accepts() {
         "{reason}"
     );
     // In the default set, ranked, but a hash policy is recommended.
-    let v = json_of(&lagctl(&[
-        "plan",
-        "--pcap",
-        path.to_str().unwrap(),
-        "--json",
-    ]));
+    let v = plan_json(path.to_str().unwrap(), &[]);
     assert!(policy(&v, "stripe")["rank"].as_u64().unwrap() >= 1);
     assert_ne!(v["recommendation"]["policy"], "stripe");
     // `explain --help` lists every policy it takes, bucket policies included.

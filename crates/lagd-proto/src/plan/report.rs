@@ -304,18 +304,101 @@ fn speed_for(speeds: &[f64], i: usize) -> f64 {
     speeds.get(i).copied().unwrap_or(speeds[0])
 }
 
+/// Member `index`'s row: its load, its flows and its speed.
+fn member_load(index: usize, l: &Load, flows: u64, speeds: &[f64]) -> MemberLoad {
+    MemberLoad {
+        index,
+        packets: l.packets,
+        bytes: l.bytes,
+        flows,
+        speed_gbps: speed_for(speeds, index),
+    }
+}
+
 fn loads_to_members(loads: &[Load], flows: &[u64], speeds: &[f64]) -> Vec<MemberLoad> {
     loads
         .iter()
         .enumerate()
-        .map(|(i, l)| MemberLoad {
-            index: i,
-            packets: l.packets,
-            bytes: l.bytes,
-            flows: flows.get(i).copied().unwrap_or(0),
-            speed_gbps: speed_for(speeds, i),
-        })
+        .map(|(i, l)| member_load(i, l, flows.get(i).copied().unwrap_or(0), speeds))
         .collect()
+}
+
+/// The sweep's row for `members` members carrying `loads`.
+fn sweep_point(members: usize, loads: &[Load], speeds: &[f64]) -> SweepPoint {
+    let d = Distribution::new(loads_to_members(loads, &[], speeds));
+    SweepPoint {
+        members,
+        imbalance: d.imbalance,
+        throughput_bound_gbps: d.throughput_bound_gbps,
+    }
+}
+
+/// The indices of the `elephants` whose tracked entry `moves` says moves.
+fn elephants_moved(
+    elephants: &[FlowSummary],
+    table: &HashMap<FlowKey, Entry, BuildKeyHasher>,
+    moves: impl Fn(&Entry) -> bool,
+) -> Vec<usize> {
+    elephants
+        .iter()
+        .enumerate()
+        .filter(|(_, el)| table.get(&el.key).is_some_and(&moves))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// `policy`'s plan before ranking: no reordering, no split flows, no collisions, no
+/// rebalancing (the callers set what their policy has).
+fn unranked(
+    policy: PlanPolicy,
+    dist: Distribution,
+    sweep: Vec<SweepPoint>,
+    failures: Vec<Failure>,
+) -> PolicyPlan {
+    PolicyPlan {
+        policy,
+        rank: 0,
+        dist,
+        reorder: None,
+        split_flows: 0,
+        split_bytes: 0,
+        collisions: Vec::new(),
+        sweep,
+        failures,
+        rebalancing: None,
+    }
+}
+
+/// Member `failed` out when only its own traffic moves (no collateral): the survivors carry
+/// `members`.
+fn own_failure(
+    failed: usize,
+    members: Vec<MemberLoad>,
+    flows_moved: u64,
+    bytes_moved: u64,
+    elephants_moved: Vec<usize>,
+) -> Failure {
+    Failure {
+        failed,
+        dist: Distribution::new(members),
+        flows_moved,
+        bytes_moved,
+        collateral_flows: 0,
+        collateral_bytes: 0,
+        elephants_moved,
+    }
+}
+
+/// The members set in a member mask ([`Entry::rr_mask`], [`Entry::stripe_mask`]), lowest
+/// first.
+fn mask_members(mut bits: u64) -> impl Iterator<Item = usize> {
+    core::iter::from_fn(move || {
+        (bits != 0).then(|| {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            i
+        })
+    })
 }
 
 /// A figure as shown (two decimals), so ties the reader sees are ties in the ranking.
@@ -498,15 +581,7 @@ fn hash_plan(
     let sweep = cfg
         .sweep
         .iter()
-        .map(|&c| {
-            let h = acc.hist(c);
-            let d = Distribution::new(loads_to_members(&h.cells, &[], speeds));
-            SweepPoint {
-                members: c,
-                imbalance: d.imbalance,
-                throughput_bound_gbps: d.throughput_bound_gbps,
-            }
-        })
+        .map(|&c| sweep_point(c, &acc.hist(c).cells, speeds))
         .collect();
     let (mut split_flows, mut split_bytes) = (0, 0);
     for e in table.values() {
@@ -542,16 +617,10 @@ fn hash_plan(
         None => Vec::new(),
     };
     PolicyPlan {
-        policy,
-        rank: 0,
-        dist,
-        reorder: None,
         split_flows,
         split_bytes,
         collisions,
-        sweep,
-        failures,
-        rebalancing: None,
+        ..unranked(policy, dist, sweep, failures)
     }
 }
 
@@ -572,14 +641,7 @@ fn bucket_plan(
     let sweep = cfg
         .sweep
         .iter()
-        .map(|&c| {
-            let d = Distribution::new(loads_to_members(&acc.run(c).loads, &[], speeds));
-            SweepPoint {
-                members: c,
-                imbalance: d.imbalance,
-                throughput_bound_gbps: d.throughput_bound_gbps,
-            }
-        })
+        .map(|&c| sweep_point(c, &acc.run(c).loads, speeds))
         .collect();
     let (mut split_flows, mut split_bytes) = (0, 0);
     for e in table.values() {
@@ -618,15 +680,9 @@ fn bucket_plan(
     }
     let iv = &acc.intervals;
     PolicyPlan {
-        policy,
-        rank: 0,
-        dist,
-        reorder: None,
         split_flows,
         split_bytes,
         collisions,
-        sweep,
-        failures,
         rebalancing: Some(Rebalancing {
             interval: cfg.balance.rebalance_interval,
             counters: BalanceCounters {
@@ -639,6 +695,7 @@ fn bucket_plan(
             last_interval_imbalance: iv.last,
             replayed: acc.replayed,
         }),
+        ..unranked(policy, dist, sweep, failures)
     }
 }
 
@@ -659,35 +716,12 @@ fn bucket_failure(
         .zip(moved)
         .filter(|(_, m)| *m)
         .fold(0u64, |a, (l, _)| a.saturating_add(l.bytes));
-    let elephants_moved = elephants
-        .iter()
-        .enumerate()
-        .filter(|(_, el)| {
-            table
-                .get(&el.key)
-                .is_some_and(|e| moves(e.hashes[acc.slot]))
-        })
-        .map(|(i, _)| i)
-        .collect();
+    let elephants_moved = elephants_moved(elephants, table, |e| moves(e.hashes[acc.slot]));
     let members = (0..run.count)
         .filter(|&i| i != failed)
-        .map(|i| MemberLoad {
-            index: i,
-            packets: run.loads[i].packets,
-            bytes: run.loads[i].bytes,
-            flows: run.flows[i],
-            speed_gbps: speed_for(speeds, i),
-        })
+        .map(|i| member_load(i, &run.loads[i], run.flows[i], speeds))
         .collect();
-    Failure {
-        failed,
-        dist: Distribution::new(members),
-        flows_moved,
-        bytes_moved,
-        collateral_flows: 0,
-        collateral_bytes: 0,
-        elephants_moved,
-    }
+    own_failure(failed, members, flows_moved, bytes_moved, elephants_moved)
 }
 
 fn failures(
@@ -755,13 +789,7 @@ fn failures(
             }
             let members = survivors
                 .iter()
-                .map(|&i| MemberLoad {
-                    index: i,
-                    packets: loads[i].packets,
-                    bytes: loads[i].bytes,
-                    flows: flows[i],
-                    speed_gbps: speed_for(speeds, i),
-                })
+                .map(|&i| member_load(i, &loads[i], flows[i], speeds))
                 .collect();
             out.dist = Distribution::new(members);
             out
@@ -789,10 +817,7 @@ fn rr_plan(
     let mut next_too = vec![0u64; n];
     for e in table.values() {
         if masks {
-            let mut bits = e.rr_mask;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
+            for i in mask_members(e.rr_mask) {
                 flows[i] += 1;
                 next_too[i] += (e.rr_mask >> ((i + 1) % n)) & 1;
             }
@@ -811,14 +836,7 @@ fn rr_plan(
     let sweep = cfg
         .sweep
         .iter()
-        .map(|&c| {
-            let d = Distribution::new(loads_to_members(&find(c).0, &[], speeds));
-            SweepPoint {
-                members: c,
-                imbalance: d.imbalance,
-                throughput_bound_gbps: d.throughput_bound_gbps,
-            }
-        })
+        .map(|&c| sweep_point(c, &find(c).0, speeds))
         .collect();
     let failures = if masks && (2..=super::MAX_FAILURE_MEMBERS).contains(&n) {
         (0..n)
@@ -834,43 +852,24 @@ fn rr_plan(
                             l.add(cells[failed].packets, cells[failed].bytes);
                             f += flows[failed] - next_too[failed];
                         }
-                        MemberLoad {
-                            index: i,
-                            packets: l.packets,
-                            bytes: l.bytes,
-                            flows: f,
-                            speed_gbps: speed_for(speeds, i),
-                        }
+                        member_load(i, &l, f, speeds)
                     })
                     .collect();
-                let elephants_moved = elephants
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, el)| {
-                        table
-                            .get(&el.key)
-                            .is_some_and(|e| (e.rr_mask >> failed) & 1 != 0)
-                    })
-                    .map(|(i, _)| i)
-                    .collect();
-                Failure {
+                let elephants_moved =
+                    elephants_moved(elephants, table, |e| (e.rr_mask >> failed) & 1 != 0);
+                own_failure(
                     failed,
-                    dist: Distribution::new(members),
-                    flows_moved: flows[failed],
-                    bytes_moved: cells[failed].bytes,
-                    collateral_flows: 0,
-                    collateral_bytes: 0,
+                    members,
+                    flows[failed],
+                    cells[failed].bytes,
                     elephants_moved,
-                }
+                )
             })
             .collect()
     } else {
         Vec::new()
     };
     PolicyPlan {
-        policy: PlanPolicy::RoundRobin,
-        rank: 0,
-        dist,
         reorder: Some(Reorder {
             packets: re,
             tcp_packets: re_tcp,
@@ -880,12 +879,7 @@ fn rr_plan(
                 re as f64 / packets as f64
             },
         }),
-        split_flows: 0,
-        split_bytes: 0,
-        collisions: Vec::new(),
-        sweep,
-        failures,
-        rebalancing: None,
+        ..unranked(PlanPolicy::RoundRobin, dist, sweep, failures)
     }
 }
 
@@ -906,10 +900,8 @@ fn stripe_plan(
     let mut flows = vec![0u64; n];
     if acc.masks {
         for e in table.values() {
-            let mut bits = e.stripe_mask;
-            while bits != 0 {
-                flows[bits.trailing_zeros() as usize] += 1;
-                bits &= bits - 1;
+            for i in mask_members(e.stripe_mask) {
+                flows[i] += 1;
             }
         }
     }
@@ -920,12 +912,7 @@ fn stripe_plan(
         .iter()
         .map(|&c| {
             let loads = StripeAcc::sweep(c, speeds, pl.stats.packets, pl.stats.bytes);
-            let d = Distribution::new(loads_to_members(&loads, &[], speeds));
-            SweepPoint {
-                members: c,
-                imbalance: d.imbalance,
-                throughput_bound_gbps: d.throughput_bound_gbps,
-            }
+            sweep_point(c, &loads, speeds)
         })
         .collect();
     let failures = (0..n)
@@ -941,47 +928,20 @@ fn stripe_plan(
             let members = (0..n)
                 .filter(|&i| i != failed)
                 .zip(loads)
-                .map(|(i, l)| MemberLoad {
-                    index: i,
-                    packets: l.packets,
-                    bytes: l.bytes,
-                    flows: 0,
-                    speed_gbps: speed_for(speeds, i),
-                })
+                .map(|(i, l)| member_load(i, l, 0, speeds))
                 .collect();
-            let elephants_moved = elephants
-                .iter()
-                .enumerate()
-                .filter(|(_, el)| {
-                    table
-                        .get(&el.key)
-                        .is_some_and(|e| (e.stripe_mask >> failed) & 1 != 0)
-                })
-                .map(|(i, _)| i)
-                .collect();
-            Failure {
+            let elephants_moved =
+                elephants_moved(elephants, table, |e| (e.stripe_mask >> failed) & 1 != 0);
+            own_failure(
                 failed,
-                dist: Distribution::new(members),
-                flows_moved: if acc.masks { moved_flows } else { 0 },
-                bytes_moved: main[failed].bytes,
-                collateral_flows: 0,
-                collateral_bytes: 0,
+                members,
+                if acc.masks { moved_flows } else { 0 },
+                main[failed].bytes,
                 elephants_moved,
-            }
+            )
         })
         .collect();
-    PolicyPlan {
-        policy: PlanPolicy::Stripe,
-        rank: 0,
-        dist,
-        reorder: None,
-        split_flows: 0,
-        split_bytes: 0,
-        collisions: Vec::new(),
-        sweep,
-        failures,
-        rebalancing: None,
-    }
+    unranked(PlanPolicy::Stripe, dist, sweep, failures)
 }
 
 fn recommend(

@@ -144,6 +144,35 @@ fn loads(d: &report::Distribution) -> Vec<(u64, u64)> {
     d.members.iter().map(|m| (m.packets, m.bytes)).collect()
 }
 
+/// Per member (packets, bytes, flows).
+fn loads_and_flows(d: &report::Distribution) -> Vec<(u64, u64, u64)> {
+    d.members
+        .iter()
+        .map(|m| (m.packets, m.bytes, m.flows))
+        .collect()
+}
+
+/// Per member (index, packets, bytes): after a failure, the survivors keep their indices.
+fn indexed_loads(d: &report::Distribution) -> Vec<(usize, u64, u64)> {
+    d.members
+        .iter()
+        .map(|m| (m.index, m.packets, m.bytes))
+        .collect()
+}
+
+/// How many members carry any bytes.
+fn busy_members(d: &report::Distribution) -> usize {
+    d.members.iter().filter(|m| m.bytes > 0).count()
+}
+
+/// The default configuration for `n` members, evaluating only `policies`.
+fn config_for(policies: Vec<PlanPolicy>, n: usize) -> PlanConfig {
+    PlanConfig {
+        policies,
+        ..PlanConfig::new(n)
+    }
+}
+
 #[test]
 fn per_member_counts_match_the_hash_code_for_every_policy() {
     let frames = mixed_frames(7, 5000);
@@ -256,10 +285,7 @@ fn round_robin_stripes_packets_and_counts_reordering() {
         b.clone(),
         a.clone(),
     ];
-    let cfg = PlanConfig {
-        policies: vec![PlanPolicy::RoundRobin],
-        ..PlanConfig::new(2)
-    };
+    let cfg = config_for(vec![PlanPolicy::RoundRobin], 2);
     let plan = plan_of(&frames, cfg);
     let p = &plan.policies[0];
     assert_eq!(
@@ -310,12 +336,7 @@ fn failures_move_flows_as_the_kernel_and_ovs_do() {
                     }
                 }
             }
-            let got: Vec<(usize, u64, u64)> = f
-                .dist
-                .members
-                .iter()
-                .map(|m| (m.index, m.packets, m.bytes))
-                .collect();
+            let got = indexed_loads(&f.dist);
             let want: Vec<(usize, u64, u64)> = survivors
                 .iter()
                 .map(|&i| (i, want[i].0, want[i].1))
@@ -486,10 +507,7 @@ fn bad_configurations_are_refused() {
             sweep: vec![0],
             ..PlanConfig::new(2)
         },
-        PlanConfig {
-            policies: vec![],
-            ..PlanConfig::new(2)
-        },
+        config_for(vec![], 2),
         PlanConfig {
             max_flows: 0,
             ..PlanConfig::new(2)
@@ -521,6 +539,11 @@ fn rec(src_mac: [u8; 6], dst_mac: [u8; 6], spec: &str, bytes: u64) -> FlowRecord
     }
 }
 
+/// A 1 MB flow `spec` between the MACs 02:00:00:00:00:01 and 02:00:00:00:00:02.
+fn one_pair(spec: &str) -> FlowRecord {
+    rec([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], spec, 1_000_000)
+}
+
 fn plan_recs(recs: &[FlowRecord], n: usize) -> Plan {
     let mut p = Planner::new(PlanConfig::new(n)).unwrap();
     for r in recs {
@@ -546,7 +569,7 @@ fn predictable_macs_collapse_layer2_3() {
     let plan = plan_recs(&recs, 2);
     let l23 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer23)).unwrap();
     // Every flow on one member.
-    assert_eq!(l23.dist.members.iter().filter(|m| m.bytes > 0).count(), 1);
+    assert_eq!(busy_members(&l23.dist), 1);
     let f = plan
         .findings
         .iter()
@@ -606,17 +629,12 @@ fn ports_that_vary_only_in_dropped_bits_are_flagged() {
         // together, and the XOR of the four bytes stays put.
         let sp = 0x4000 + k * 0x0101;
         let dp = 0x1000 + k * 0x0101;
-        recs.push(rec(
-            [2, 0, 0, 0, 0, 1],
-            [2, 0, 0, 0, 0, 2],
-            &base(sp, dp),
-            1_000_000,
-        ));
+        recs.push(one_pair(&base(sp, dp)));
     }
     let plan = plan_recs(&recs, 2);
     let l34 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer34)).unwrap();
     assert_eq!(
-        l34.dist.members.iter().filter(|m| m.bytes > 0).count(),
+        busy_members(&l34.dist),
         1,
         "the chosen ports collapse under layer3+4"
     );
@@ -668,14 +686,14 @@ fn tunnels_hiding_flows_and_single_elephants_are_flagged() {
     // Planned under the encap policies (and balance-rr) alone, the tunnel hides nothing.
     let only_encap = plan_of(
         &frames,
-        PlanConfig {
-            policies: vec![
+        config_for(
+            vec![
                 PlanPolicy::Hash(HashPolicy::Encap23),
                 PlanPolicy::Hash(HashPolicy::Encap34),
                 PlanPolicy::RoundRobin,
             ],
-            ..PlanConfig::new(2)
-        },
+            2,
+        ),
     );
     assert!(!only_encap.findings.iter().any(|f| f.kind == "tunnel"));
     // encap3+4 sees the inner ports; layer3+4 sees one flow.
@@ -800,18 +818,11 @@ fn source_ports_in_strides_of_four_collapse_layer3_4() {
     // the port bytes with XOR and drops the lowest bit, so with two members the choice rests
     // on bit 1 of the low port byte, which never changes. Every connection takes one member.
     let recs: Vec<FlowRecord> = (0..32u16)
-        .map(|k| {
-            rec(
-                [2, 0, 0, 0, 0, 1],
-                [2, 0, 0, 0, 0, 2],
-                &format!("tcp 10.0.0.1:{} > 10.0.0.2:443", 40_000 + 4 * k),
-                1_000_000,
-            )
-        })
+        .map(|k| one_pair(&format!("tcp 10.0.0.1:{} > 10.0.0.2:443", 40_000 + 4 * k)))
         .collect();
     let plan = plan_recs(&recs, 2);
     let l34 = plan.policy(PlanPolicy::Hash(HashPolicy::Layer34)).unwrap();
-    assert_eq!(l34.dist.members.iter().filter(|m| m.bytes > 0).count(), 1);
+    assert_eq!(busy_members(&l34.dist), 1);
     let f = plan
         .findings
         .iter()
@@ -1297,17 +1308,17 @@ fn rr_bond(n: usize, down: Option<usize>) -> crate::bond::Bond {
     b
 }
 
-/// Per member: (packets, bytes, distinct flows) as the daemon's `Bond` sends `frames`.
-fn rr_by_bond(frames: &[Vec<u8>], n: usize, down: Option<usize>) -> Vec<(u64, u64, u64)> {
-    use crate::bond::TxChoice;
-    let mut b = rr_bond(n, down);
+/// Per member of `n`: (packets, bytes, distinct flows) of `frames`, each sent on the member
+/// `send` picks for it.
+fn tally(
+    frames: &[Vec<u8>],
+    n: usize,
+    mut send: impl FnMut(&[u8]) -> usize,
+) -> Vec<(u64, u64, u64)> {
     let mut out = vec![(0u64, 0u64, 0u64); n];
     let mut seen: Vec<Vec<FlowKey>> = vec![Vec::new(); n];
     for f in frames {
-        let TxChoice::Port(p) = b.tx_choice(Instant::ZERO, f) else {
-            panic!("balance-rr always has a member here");
-        };
-        let m = p.index();
+        let m = send(f);
         out[m].0 += 1;
         out[m].1 += f.len() as u64;
         let k = extract(f).key;
@@ -1317,6 +1328,18 @@ fn rr_by_bond(frames: &[Vec<u8>], n: usize, down: Option<usize>) -> Vec<(u64, u6
         }
     }
     out
+}
+
+/// Per member: (packets, bytes, distinct flows) as the daemon's `Bond` sends `frames`.
+fn rr_by_bond(frames: &[Vec<u8>], n: usize, down: Option<usize>) -> Vec<(u64, u64, u64)> {
+    use crate::bond::TxChoice;
+    let mut b = rr_bond(n, down);
+    tally(frames, n, |f| {
+        let TxChoice::Port(p) = b.tx_choice(Instant::ZERO, f) else {
+            panic!("balance-rr always has a member here");
+        };
+        p.index()
+    })
 }
 
 /// An IGMP membership report (IPv4 protocol 2) from `src`.
@@ -1337,22 +1360,10 @@ fn round_robin_failures_follow_the_daemons_walk_to_the_next_member() {
         frames.insert(i * 70 + 3, igmp_frame(i as u8 % 3));
     }
     for n in [2usize, 3, 4, 5] {
-        let plan = plan_of(
-            &frames,
-            PlanConfig {
-                policies: vec![PlanPolicy::RoundRobin],
-                ..PlanConfig::new(n)
-            },
-        );
+        let plan = plan_of(&frames, config_for(vec![PlanPolicy::RoundRobin], n));
         let p = &plan.policies[0];
         let healthy = rr_by_bond(&frames, n, None);
-        let got: Vec<(u64, u64, u64)> = p
-            .dist
-            .members
-            .iter()
-            .map(|m| (m.packets, m.bytes, m.flows))
-            .collect();
-        assert_eq!(got, healthy, "{n} members, none down");
+        assert_eq!(loads_and_flows(&p.dist), healthy, "{n} members, none down");
         assert_eq!(p.failures.len(), n);
         for f in &p.failures {
             let want = rr_by_bond(&frames, n, Some(f.failed));
@@ -1379,13 +1390,7 @@ fn round_robin_failures_follow_the_daemons_walk_to_the_next_member() {
     let frames: Vec<Vec<u8>> = (0..3000u16)
         .map(|i| frame_of(&format!("tcp 10.0.0.1:{} > 10.0.0.2:80", 1000 + i % 50)))
         .collect();
-    let plan = plan_of(
-        &frames,
-        PlanConfig {
-            policies: vec![PlanPolicy::RoundRobin],
-            ..PlanConfig::new(3)
-        },
-    );
+    let plan = plan_of(&frames, config_for(vec![PlanPolicy::RoundRobin], 3));
     let f0 = &plan.policies[0].failures[0];
     assert!(
         (1.33..=1.37).contains(&f0.dist.imbalance),
@@ -1413,14 +1418,7 @@ fn round_robin_flow_lists_record_each_rows_members() {
                 10.0.0.1,10.0.0.2,tcp,1000,80,2,2000\n\
                 10.0.0.1,10.0.0.2,tcp,1001,80,1,1000\n\
                 10.0.0.1,10.0.0.2,udp,1002,53,4,400\n";
-    let plan = plan_flows(
-        text.as_bytes(),
-        PlanConfig {
-            policies: vec![PlanPolicy::RoundRobin],
-            ..PlanConfig::new(3)
-        },
-    )
-    .unwrap();
+    let plan = plan_flows(text.as_bytes(), config_for(vec![PlanPolicy::RoundRobin], 3)).unwrap();
     let p = &plan.policies[0];
     let flows: Vec<u64> = p.dist.members.iter().map(|m| m.flows).collect();
     assert_eq!(flows, [2, 2, 2]);
@@ -1547,14 +1545,7 @@ fn addresses_that_differ_only_in_cancelled_bits_are_flagged() {
     // source and destination is the same for every pair, so layer2+3 and layer3+4 (and the
     // encap forms) put all of them on one member, behind one MAC pair and one port pair alike.
     let recs: Vec<FlowRecord> = (1..=24u8)
-        .map(|i| {
-            rec(
-                [2, 0, 0, 0, 0, 1],
-                [2, 0, 0, 0, 0, 2],
-                &format!("tcp 10.0.0.{i}:5000 > 10.0.1.{i}:80"),
-                1_000_000,
-            )
-        })
+        .map(|i| one_pair(&format!("tcp 10.0.0.{i}:5000 > 10.0.1.{i}:80")))
         .collect();
     let plan = plan_recs(&recs, 2);
     for (h, group) in [
@@ -1564,11 +1555,7 @@ fn addresses_that_differ_only_in_cancelled_bits_are_flagged() {
         (HashPolicy::Encap34, "ports"),
     ] {
         let p = plan.policy(PlanPolicy::Hash(h)).unwrap();
-        assert_eq!(
-            p.dist.members.iter().filter(|m| m.bytes > 0).count(),
-            1,
-            "{h} collapses"
-        );
+        assert_eq!(busy_members(&p.dist), 1, "{h} collapses");
         let f = plan
             .findings
             .iter()
@@ -1605,12 +1592,7 @@ fn addresses_that_differ_only_in_cancelled_bits_are_flagged() {
         .map(|_| {
             let (a, b) = (rng.below(250) + 1, rng.below(250) + 1);
             let (c, d) = (rng.below(250) + 1, rng.below(250) + 1);
-            rec(
-                [2, 0, 0, 0, 0, 1],
-                [2, 0, 0, 0, 0, 2],
-                &format!("tcp 10.0.{a}.{b}:5000 > 10.9.{c}.{d}:80"),
-                1_000_000,
-            )
+            one_pair(&format!("tcp 10.0.{a}.{b}:5000 > 10.9.{c}.{d}:80"))
         })
         .collect();
     let plan = plan_recs(&recs, 2);
@@ -1723,14 +1705,14 @@ fn udp_tunnels_get_advice_about_outer_port_entropy() {
         .collect();
     let plan = plan_of(
         &frames,
-        PlanConfig {
-            policies: vec![
+        config_for(
+            vec![
                 PlanPolicy::Hash(HashPolicy::Layer34),
                 PlanPolicy::Hash(HashPolicy::Encap34),
                 PlanPolicy::RoundRobin,
             ],
-            ..PlanConfig::new(2)
-        },
+            2,
+        ),
     );
     assert_eq!(plan.tunnels[0].tunnel, Tunnel::Geneve);
     assert_eq!(plan.tunnels[0].inner_flows, 40);
@@ -1788,32 +1770,21 @@ fn striping(speeds: &[u32]) -> crate::stripe::Stripe {
 /// `frames` over members of `speeds` (Mb/s).
 fn striped_by_daemon(frames: &[Vec<u8>], speeds: &[u32]) -> Vec<(u64, u64, u64)> {
     let mut s = striping(speeds);
-    let mut out = vec![(0u64, 0u64, 0u64); speeds.len()];
-    let mut seen: Vec<Vec<FlowKey>> = vec![Vec::new(); speeds.len()];
     let mut buf = vec![0u8; 8 + 4096];
-    for f in frames {
+    tally(frames, speeds.len(), |f| {
         // The daemon reads a host frame 8 bytes into its buffer and encapsulates it in place.
-        let mut frame = f.clone();
+        let mut frame = f.to_vec();
         frame.resize(frame.len().max(14), 0);
         buf[8..8 + frame.len()].copy_from_slice(&frame);
         let (port, _) = s.transmit(&mut buf, 8, frame.len()).unwrap();
-        let m = port.index();
-        out[m].0 += 1;
-        out[m].1 += f.len() as u64;
-        let k = extract(f).key;
-        if !seen[m].contains(&k) {
-            seen[m].push(k);
-            out[m].2 += 1;
-        }
-    }
-    out
+        port.index()
+    })
 }
 
 fn stripe_config(speeds: Vec<f64>) -> PlanConfig {
     PlanConfig {
-        policies: vec![PlanPolicy::Stripe],
         speeds_gbps: speeds,
-        ..PlanConfig::new(1)
+        ..config_for(vec![PlanPolicy::Stripe], 1)
     }
 }
 
@@ -1836,13 +1807,7 @@ fn stripe_follows_the_daemons_striping_sender() {
         let p = &plan.policies[0];
         assert_eq!(p.policy, PlanPolicy::Stripe);
         let want = striped_by_daemon(&frames, &mbps);
-        let got: Vec<(u64, u64, u64)> = p
-            .dist
-            .members
-            .iter()
-            .map(|m| (m.packets, m.bytes, m.flows))
-            .collect();
-        assert_eq!(got, want, "{speeds:?}");
+        assert_eq!(loads_and_flows(&p.dist), want, "{speeds:?}");
         // Bytes on the wire (each frame with its 8-byte header) follow the speeds to within
         // one frame per member.
         let wire = |m: &report::MemberLoad| (m.bytes + 8 * m.packets) as f64;
@@ -1860,12 +1825,7 @@ fn stripe_follows_the_daemons_striping_sender() {
             let survivors: Vec<usize> = (0..n).filter(|&i| i != f.failed).collect();
             let s_mbps: Vec<u32> = survivors.iter().map(|&i| mbps[i]).collect();
             let by_daemon = striped_by_daemon(&frames, &s_mbps);
-            let got: Vec<(usize, u64, u64)> = f
-                .dist
-                .members
-                .iter()
-                .map(|m| (m.index, m.packets, m.bytes))
-                .collect();
+            let got = indexed_loads(&f.dist);
             let after: Vec<(usize, u64, u64)> = survivors
                 .iter()
                 .zip(&by_daemon)
@@ -1947,10 +1907,7 @@ fn stripe_splits_one_elephant_but_is_recommended_only_without_other_choices() {
     // Asked about stripe (and balance-rr) alone, stripe is recommended, saying what it needs.
     let plan = plan_of(
         &frames,
-        PlanConfig {
-            policies: vec![PlanPolicy::RoundRobin, PlanPolicy::Stripe],
-            ..PlanConfig::new(2)
-        },
+        config_for(vec![PlanPolicy::RoundRobin, PlanPolicy::Stripe], 2),
     );
     let r = plan.recommendation.unwrap();
     assert_eq!(r.policy, PlanPolicy::Stripe);
@@ -1977,13 +1934,10 @@ fn stripe_splits_flow_list_rows_by_speed() {
     let p = &plan.policies[0];
     // 7 packets 2:5 -> 2 and 5; 7000 bytes -> 2000 and 5000. The 1-packet row goes to the
     // faster member (the larger remainder), its bytes split 28:71 (+1 to m0).
-    let got: Vec<(u64, u64, u64)> = p
-        .dist
-        .members
-        .iter()
-        .map(|m| (m.packets, m.bytes, m.flows))
-        .collect();
-    assert_eq!(got, [(2, 2000 + 29, 1), (5 + 1, 5000 + 71, 2)]);
+    assert_eq!(
+        loads_and_flows(&p.dist),
+        [(2, 2000 + 29, 1), (5 + 1, 5000 + 71, 2)]
+    );
     assert_eq!("stripe".parse::<PlanPolicy>(), Ok(PlanPolicy::Stripe));
     assert_eq!(PlanPolicy::Stripe.to_string(), "stripe");
     assert!(PlanPolicy::ALL.contains(&PlanPolicy::Stripe));
