@@ -18,14 +18,16 @@ use lagd::lab::topology::{
 use lagd::lab::traffic::checked_transfer;
 use lagd::status::{MemberLacp, MemberStatus, Status};
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
-use lagd_proto::lacp::{AGGREGATE_WAIT_TIME, FAST_PERIODIC_TIME, SHORT_TIMEOUT_TIME};
+use lagd_proto::lacp::{AGGREGATE_WAIT_TIME, FAST_PERIODIC_TIME};
 
 mod common;
 
-use common::udp_frame;
+use common::{
+    STATUS_POLL, lacp_doctor, leave_bound, leave_floor, rejoin_bound, start_lagd, udp_frame,
+    wait_member_distributing,
+};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
-const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
 
 struct Lab {
     topo: Topology,
@@ -66,43 +68,13 @@ impl Lab {
             o.replace("{A}", &topo.address(1).to_string())
                 .replace("{B}", &topo.address(2).to_string())
         });
-        let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
-        let members = members.join(",");
         let mut bonds = [String::new(), String::new()];
         let mut controls = [PathBuf::new(), PathBuf::new()];
         let mut between = Some(between);
         for side in [Side::B, Side::A] {
             let i = side_index(side);
             let bond = format!("{}b{}", topo.tag(), side.letter());
-            let control = topo.dir().join(format!("{bond}.sock"));
-            let control_s = control.to_string_lossy().into_owned();
-            topo.spawn(
-                side,
-                &format!("lagd-{}", side.letter()),
-                Path::new(LAGD),
-                &[
-                    "--bond",
-                    &bond,
-                    "--members",
-                    &members,
-                    "--opts",
-                    &opts[i],
-                    "--control",
-                    &control_s,
-                    "--log-level",
-                    "debug",
-                ],
-            )
-            .expect("start lagd");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while query_status(&control).is_err() {
-                assert!(
-                    Instant::now() < deadline,
-                    "lagd did not come up on {}",
-                    control.display()
-                );
-                thread::sleep(Duration::from_millis(50));
-            }
+            let (_, control) = start_lagd(&mut topo, side, &bond, &opts[i]);
             if side == Side::B {
                 (between.take().unwrap())(&topo);
             }
@@ -176,6 +148,60 @@ impl Lab {
         .expect("transfer");
         (t.sent.0, t.received.0, t.longest_gap)
     }
+}
+
+impl Lab {
+    /// [`wait_member_distributing`] at both hosts.
+    fn wait_member_distributing(
+        &self,
+        member: usize,
+        want: bool,
+        since: Instant,
+        within: Duration,
+    ) -> ([Duration; 2], Duration) {
+        wait_member_distributing(
+            [Side::A, Side::B],
+            |side| self.status(side),
+            member,
+            want,
+            since,
+            within,
+        )
+    }
+
+    /// Waits until member `member` distributes again at both hosts (as
+    /// [`Lab::wait_member_distributing`]), prints when (`what` says after what), and checks that
+    /// neither took longer than `bound` of the longest status query.
+    fn assert_member_rejoins(
+        &self,
+        member: usize,
+        since: Instant,
+        within: Duration,
+        bound: impl FnOnce(Duration) -> Duration,
+        what: &str,
+    ) {
+        let ([a, b], longest_query) = self.wait_member_distributing(member, true, since, within);
+        println!(
+            "{what}: member {member} distributing again {} ms (A) and {} ms (B) later",
+            a.as_millis(),
+            b.as_millis()
+        );
+        let bound = bound(longest_query);
+        for back in [a, b] {
+            assert!(
+                back <= bound,
+                "{what}: rejoined after {back:?}, bound {bound:?}"
+            );
+        }
+    }
+}
+
+/// The latest members whose LACPDUs start to flow at `t` (lagd just started, or sent on
+/// link-up) all distribute, counted from `t`: the wait in WAITING ([`AGGREGATE_WAIT_TIME`],
+/// 2 s), and the LACPDUs that bring both ends in sync, which the limit of 3 per second may hold
+/// back up to [`FAST_PERIODIC_TIME`]; then one poll and one status query.
+fn form_bound(longest_query: Duration) -> Duration {
+    AGGREGATE_WAIT_TIME + FAST_PERIODIC_TIME + STATUS_POLL + longest_query
 }
 
 fn member_tx(s: &Status) -> Vec<u64> {
@@ -540,9 +566,6 @@ fn arp_monitor_takes_out_a_member_that_drops_traffic() {
     assert_eq!(lab.status(Side::A).members[1].link_failure_count, 1);
 }
 
-/// How long the LACP tests sleep between two status queries while they wait for a change.
-const STATUS_POLL: Duration = Duration::from_millis(20);
-
 /// An 802.3ad lab: `links` links, tcpdump of slow-protocol frames on host A's end of every link
 /// from before either lagd starts (so it holds every LACPDU both lagds sent across), then lagd
 /// with `opts_a` on host A and `opts_b` on host B.
@@ -591,55 +614,6 @@ fn all_distributing(lab: &Lab) -> bool {
             .iter()
             .all(|m| lacp(m).distributing)
     })
-}
-
-/// Polls both hosts every [`STATUS_POLL`] until member `member` is (`want` true) or is not
-/// distributing at both ends, checking on every poll that every other member distributes at
-/// both ends. Returns, per host, when the first query that saw the change started (counted
-/// from `since`), and the longest status query.
-fn wait_member_distributing(
-    lab: &Lab,
-    member: usize,
-    want: bool,
-    since: Instant,
-    within: Duration,
-) -> ([Duration; 2], Duration) {
-    let mut seen: [Option<Duration>; 2] = [None, None];
-    let mut longest_query = Duration::ZERO;
-    while seen.iter().any(Option::is_none) {
-        for side in [Side::A, Side::B] {
-            let i = side_index(side);
-            if seen[i].is_some() {
-                continue;
-            }
-            let asked = since.elapsed();
-            let q = Instant::now();
-            let s = lab.status(side);
-            longest_query = longest_query.max(q.elapsed());
-            for (k, m) in s.members.iter().enumerate() {
-                if k == member {
-                    if lacp(m).distributing == want {
-                        seen[i] = Some(asked);
-                    }
-                } else {
-                    assert!(
-                        lacp(m).distributing,
-                        "host {side:?}: {} left distribution too:\n{}",
-                        m.name,
-                        s.render()
-                    );
-                }
-            }
-            assert!(
-                asked < within,
-                "host {side:?}: {} distributing is not {want} after {within:?}:\n{}",
-                s.members[member].name,
-                s.render()
-            );
-        }
-        thread::sleep(STATUS_POLL);
-    }
-    (seen.map(Option::unwrap), longest_query)
 }
 
 /// LACPDU counts per member of one host: (received, sent).
@@ -701,13 +675,7 @@ fn lacp_between_two_lagds_and_a_link_losing_lacpdus() {
     let mut left = None;
     let (sent, received, gap) =
         lab.tcp_transfer(Side::A, 8 << 20, Some(Duration::from_millis(25)), || {
-            left = Some(wait_member_distributing(
-                &lab,
-                1,
-                false,
-                t,
-                Duration::from_secs(10),
-            ));
+            left = Some(lab.wait_member_distributing(1, false, t, Duration::from_secs(10)));
         });
     assert_eq!(
         sent, received,
@@ -723,13 +691,8 @@ fn lacp_between_two_lagds_and_a_link_losing_lacpdus() {
         longest_query.as_millis(),
         gap.as_millis()
     );
-    // The bound: a member's partner information times out (current_while, 3 s at the fast
-    // rate) 3 s after the last LACPDU it received, which arrived before the drop began, so it
-    // leaves by then; the poll that sees it starts at most one polling interval and one status
-    // query later. The floor: the partner sent one every second, so the last one arrived at
-    // most 1 s before the drop began.
-    let bound = SHORT_TIMEOUT_TIME + STATUS_POLL + longest_query;
-    let floor = (SHORT_TIMEOUT_TIME - FAST_PERIODIC_TIME).saturating_sub(attach);
+    let bound = leave_bound(longest_query);
+    let floor = leave_floor(attach);
     for out in [out_a, out_b] {
         assert!(out <= bound, "left after {out:?}, bound {bound:?}");
         assert!(
@@ -764,20 +727,14 @@ fn lacp_between_two_lagds_and_a_link_losing_lacpdus() {
     }
     drop(lacp_drop);
     let lifted = Instant::now();
-    let ([back_a, back_b], longest_query) =
-        wait_member_distributing(&lab, 1, true, lifted, Duration::from_secs(15));
-    println!(
-        "member rejoined {} ms (A) and {} ms (B) after the drop was lifted",
-        back_a.as_millis(),
-        back_b.as_millis()
+    // Lifted while EXPIRED (see `rejoin_bound`).
+    lab.assert_member_rejoins(
+        1,
+        lifted,
+        Duration::from_secs(15),
+        |longest_query| rejoin_bound(false, longest_query),
+        "after the drop was lifted",
     );
-    // While EXPIRED the port stays selected and attached, only out of sync: the partner's
-    // next periodic LACPDU (1 s, the rate both ends use while EXPIRED) and the LACPDUs that
-    // bring both ends in sync, which the limit of 3 per second may hold back up to 1 s more.
-    let bound = FAST_PERIODIC_TIME + FAST_PERIODIC_TIME + STATUS_POLL + longest_query;
-    for back in [back_a, back_b] {
-        assert!(back <= bound, "rejoined after {back:?}, bound {bound:?}");
-    }
     let counts = check_lacp_capture(&mut lab, &capture);
     assert!(
         counts.iter().flatten().all(|&n| n >= 5),
@@ -787,21 +744,9 @@ fn lacp_between_two_lagds_and_a_link_losing_lacpdus() {
 
 /// `lagctl lacp doctor --json` for one host: the causes it names.
 fn doctor_causes(lab: &Lab, side: Side) -> Vec<String> {
-    let out = Command::new(LAGCTL)
-        .args(["lacp", "doctor", "--json", "--control"])
-        .arg(&lab.controls[side_index(side)])
-        .output()
-        .expect("lagctl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["cause"].as_str().unwrap().to_owned())
+    lacp_doctor(&lab.controls[side_index(side)])
+        .into_iter()
+        .map(|(cause, _)| cause)
         .collect()
 }
 
@@ -849,9 +794,7 @@ fn lacp_between_two_lagds_passive_and_slow() {
             "{case}: every member distributing at both ends {} ms after A started",
             formed.as_millis()
         );
-        // The wait in WAITING (2 s), and the LACPDUs that bring both ends in sync, which the
-        // limit of 3 per second may hold back up to 1 s.
-        let bound = AGGREGATE_WAIT_TIME + FAST_PERIODIC_TIME + STATUS_POLL + longest_query;
+        let bound = form_bound(longest_query);
         assert!(
             formed <= bound,
             "{case}: formed after {formed:?}, bound {bound:?}"
@@ -928,25 +871,18 @@ fn lacp_between_two_lagds_passive_and_slow() {
             lab.topo
                 .ip(Side::B, &["link", "set", &link1, "down"])
                 .unwrap();
-            wait_member_distributing(&lab, 1, false, Instant::now(), Duration::from_secs(5));
+            lab.wait_member_distributing(1, false, Instant::now(), Duration::from_secs(5));
             let up = Instant::now();
             lab.topo
                 .ip(Side::B, &["link", "set", &link1, "up"])
                 .unwrap();
-            let ([a, b], longest_query) =
-                wait_member_distributing(&lab, 1, true, up, Duration::from_secs(15));
-            println!(
-                "{case}: after link-up, member 1 distributing again {} ms (A), {} ms (B)",
-                a.as_millis(),
-                b.as_millis()
+            lab.assert_member_rejoins(
+                1,
+                up,
+                Duration::from_secs(15),
+                form_bound,
+                &format!("{case}: after link-up"),
             );
-            let bound = AGGREGATE_WAIT_TIME + FAST_PERIODIC_TIME + STATUS_POLL + longest_query;
-            for back in [a, b] {
-                assert!(
-                    back <= bound,
-                    "{case}: rejoined after {back:?}, bound {bound:?}"
-                );
-            }
         }
         let counts = check_lacp_capture(&mut lab, &capture);
         assert!(

@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lagd::daemon::query_status;
 use lagd::lab::topology::{ProcessId, Side, Topology, is_root, run};
@@ -16,9 +16,7 @@ use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 
 mod common;
 
-use common::udp_frame;
-
-const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
+use common::{start_lagd, udp_frame};
 
 struct SwitchLab {
     topo: Topology,
@@ -70,33 +68,7 @@ impl SwitchLab {
             cl.push((ns, addr));
         }
         let bond = format!("{}ba", topo.tag());
-        let control = topo.dir().join(format!("{bond}.sock"));
-        let control_s = control.to_string_lossy().into_owned();
-        let members = links.join(",");
-        let lagd = topo
-            .spawn(
-                Side::A,
-                "lagd-a",
-                Path::new(LAGD),
-                &[
-                    "--bond",
-                    &bond,
-                    "--members",
-                    &members,
-                    "--opts",
-                    opts,
-                    "--control",
-                    &control_s,
-                    "--log-level",
-                    "debug",
-                ],
-            )
-            .expect("start lagd");
-        let t = Instant::now();
-        while query_status(&control).is_err() {
-            assert!(t.elapsed() < Duration::from_secs(10), "lagd did not start");
-            thread::sleep(Duration::from_millis(50));
-        }
+        let (lagd, control) = start_lagd(&mut topo, Side::A, &bond, opts);
         let cidr = format!("{}/24", topo.address(1));
         topo.ip(Side::A, &["addr", "add", &cidr, "dev", &bond])
             .unwrap();

@@ -14,20 +14,19 @@ use lagd::lab::topology::{
 };
 use lagd::lab::traffic::checked_transfer;
 use lagd::status::{LacpInfoStatus, Status};
-use lagd_proto::lacp::{
-    AGGREGATE_WAIT_TIME, FAST_PERIODIC_TIME, MAX_TX_PER_FAST_PERIODIC, SHORT_TIMEOUT_TIME,
-    SLOW_PERIODIC_TIME,
-};
+use lagd_proto::lacp::{SHORT_TIMEOUT_TIME, SLOW_PERIODIC_TIME};
 use lagd_proto::wire::EthernetAddress;
 use lagd_proto::wire::pcap::PcapWriter;
 use lagd_proto::wire::slow::{LacpInfo, LacpRepr, PortState};
 
-const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
-const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
+mod common;
 
-/// How long the tests sleep between two status queries while they wait for a member to leave
-/// or rejoin.
-const STATUS_POLL: Duration = Duration::from_millis(20);
+use common::{
+    STATUS_POLL, lacp_doctor, leave_bound, leave_floor, rejoin_bound, start_lagd,
+    wait_member_distributing,
+};
+
+const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 
 struct Interop {
     topo: Topology,
@@ -84,35 +83,9 @@ impl Interop {
             .capture_slow_protocols(Side::A)
             .expect("tcpdump on every member (CI installs it)");
         let bond = format!("{}ba", topo.tag());
-        let control = topo.dir().join(format!("{bond}.sock"));
         let opts = format!("mode=802.3ad xmit_hash_policy=layer3+4 {lagd_opts}");
-        let member_list = members.join(",");
-        let control_s = control.to_string_lossy().into_owned();
-        let lagd = topo
-            .spawn(
-                Side::A,
-                "lagd-a",
-                Path::new(LAGD),
-                &[
-                    "--bond",
-                    &bond,
-                    "--members",
-                    &member_list,
-                    "--opts",
-                    &opts,
-                    "--control",
-                    &control_s,
-                    "--log-level",
-                    "debug",
-                ],
-            )
-            .expect("start lagd");
         let started = Instant::now();
-        let t = Instant::now();
-        while query_status(&control).is_err() {
-            assert!(t.elapsed() < Duration::from_secs(10), "lagd did not start");
-            thread::sleep(Duration::from_millis(50));
-        }
+        let (lagd, control) = start_lagd(&mut topo, Side::A, &bond, &opts);
         let a = format!("{}/24", topo.address(1));
         topo.ip(Side::A, &["addr", "add", &a, "dev", &bond])
             .unwrap();
@@ -214,30 +187,7 @@ impl Interop {
 
     /// `lagctl lacp doctor --json`: the causes it names, with their members.
     fn doctor(&self) -> Vec<(String, Vec<String>)> {
-        let out = Command::new(LAGCTL)
-            .args(["lacp", "doctor", "--json", "--control"])
-            .arg(&self.control)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|f| {
-                let members = f["members"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|m| m.as_str().unwrap().to_owned())
-                    .collect();
-                (f["cause"].as_str().unwrap().to_owned(), members)
-            })
-            .collect()
+        lacp_doctor(&self.control)
     }
 }
 
@@ -303,84 +253,6 @@ fn negotiates_with_open_vswitch() {
     }
 }
 
-/// Polls `status` every [`STATUS_POLL`] until member `leaving` stops distributing, checking on
-/// every poll that every other member still distributes. Returns when the first query that saw
-/// it out started, counted from `since`, and the longest status query.
-fn wait_member_leaves(
-    status: impl Fn() -> Status,
-    leaving: usize,
-    since: Instant,
-    within: Duration,
-) -> (Duration, Duration) {
-    let mut longest_query = Duration::ZERO;
-    loop {
-        let asked = since.elapsed();
-        let q = Instant::now();
-        let s = status();
-        longest_query = longest_query.max(q.elapsed());
-        for (i, m) in s.members.iter().enumerate() {
-            let l = m.lacp.as_ref().unwrap();
-            if i == leaving {
-                if !l.distributing {
-                    return (asked, longest_query);
-                }
-            } else {
-                assert!(
-                    l.distributing,
-                    "{} left distribution too:\n{}",
-                    m.name,
-                    s.render()
-                );
-            }
-        }
-        assert!(
-            asked < within,
-            "{} kept distributing for {within:?}:\n{}",
-            s.members[leaving].name,
-            s.render()
-        );
-        thread::sleep(STATUS_POLL);
-    }
-}
-
-/// The latest a member whose LACPDUs are all dropped from `t` on can still be seen
-/// distributing, counted from `t`: the member's partner information times out
-/// (`current_while`, [`SHORT_TIMEOUT_TIME`] = 3 × the fast periodic time) 3 s after the last
-/// LACPDU it received, and that one arrived before `t`, so it leaves by `t` + 3 s; the poll
-/// that sees it starts at most one [`STATUS_POLL`] plus one status query later.
-fn leave_bound(longest_query: Duration) -> Duration {
-    SHORT_TIMEOUT_TIME + STATUS_POLL + longest_query
-}
-
-/// The earliest such a member may leave, counted from `t`, if the drop took `attach` to put in
-/// place: the partner sends a LACPDU every [`FAST_PERIODIC_TIME`], so the last one arrived at
-/// most 1 s before the drop began, and `current_while` runs 3 s from it.
-fn leave_floor(attach: Duration) -> Duration {
-    SHORT_TIMEOUT_TIME
-        .saturating_sub(FAST_PERIODIC_TIME)
-        .saturating_sub(attach)
-}
-
-/// The latest a member can rejoin after its LACPDUs flow again, counted from the lift.
-///
-/// Lifted while lagd has the member EXPIRED (`defaulted` false), the port is still selected and
-/// attached, only out of sync: the partner's next periodic LACPDU (within
-/// [`FAST_PERIODIC_TIME`], the rate both ends use while EXPIRED) and the LACPDUs that bring
-/// both ends in sync, which the transmit limit ([`MAX_TX_PER_FAST_PERIODIC`] per second) may
-/// hold back for up to one more second. Once both ends have DEFAULTED it, the default partner
-/// asks for the long timeout, so the next LACPDU comes within [`SLOW_PERIODIC_TIME`], and the
-/// port, unselected by the defaults, also waits [`AGGREGATE_WAIT_TIME`] (2 s) in WAITING. Then
-/// one poll and one status query.
-fn rejoin_bound(defaulted: bool, longest_query: Duration) -> Duration {
-    assert_eq!(MAX_TX_PER_FAST_PERIODIC, 3);
-    let first_lacpdu = if defaulted {
-        SLOW_PERIODIC_TIME + AGGREGATE_WAIT_TIME
-    } else {
-        FAST_PERIODIC_TIME
-    };
-    first_lacpdu + FAST_PERIODIC_TIME + STATUS_POLL + longest_query
-}
-
 impl Interop {
     /// LACPDU counts received per member, from lagd's status.
     fn lacpdu_rx(&self) -> Vec<u64> {
@@ -406,26 +278,26 @@ impl Interop {
         }
     }
 
-    /// Polls until member 1 distributes again, checking member 0 never stops; returns how long
-    /// after `since` and the longest status query.
+    /// Polls lagd's status every [`STATUS_POLL`] until member `leaving` stops distributing,
+    /// checking on every poll that every other member still distributes. Returns when the first
+    /// query that saw it out started, counted from `since`, and the longest status query.
+    fn wait_member_leaves(
+        &self,
+        leaving: usize,
+        since: Instant,
+        within: Duration,
+    ) -> (Duration, Duration) {
+        let ([out], longest_query) =
+            wait_member_distributing([Side::A], |_| self.status(), leaving, false, since, within);
+        (out, longest_query)
+    }
+
+    /// Polls until member 1 distributes again, checking member 0 never stops; returns when the
+    /// first query that saw it back started, counted from `since`, and the longest status query.
     fn wait_member_rejoins(&self, since: Instant, within: Duration) -> (Duration, Duration) {
-        let mut longest_query = Duration::ZERO;
-        loop {
-            let q = Instant::now();
-            let s = self.status();
-            longest_query = longest_query.max(q.elapsed());
-            let l = |i: usize| s.members[i].lacp.as_ref().unwrap();
-            assert!(l(0).distributing, "{}", s.render());
-            if l(1).distributing {
-                return (since.elapsed(), longest_query);
-            }
-            assert!(
-                since.elapsed() < within,
-                "member never rejoined:\n{}",
-                s.render()
-            );
-            thread::sleep(STATUS_POLL);
-        }
+        let ([back], longest_query) =
+            wait_member_distributing([Side::A], |_| self.status(), 1, true, since, within);
+        (back, longest_query)
     }
 }
 
@@ -453,7 +325,7 @@ fn member_losing_lacpdus_leaves_and_rejoins() {
         "data frames cross {link1}"
     );
     let rx_at_drop = lab.lacpdu_rx();
-    let (out, longest_query) = wait_member_leaves(|| lab.status(), 1, t, Duration::from_secs(10));
+    let (out, longest_query) = lab.wait_member_leaves(1, t, Duration::from_secs(10));
     println!(
         "member without LACPDUs out of lagd's distribution {} ms after the drop began \
          (drop attached in {} ms, longest status query {} ms)",
@@ -796,7 +668,7 @@ fn bench_lacp() {
         let link1 = lab.topo.links()[1].name.clone();
         let _lacp_drop = lab.topo.drop_slow_protocols(&link1).unwrap();
         let t = Instant::now();
-        let (out, _) = wait_member_leaves(|| lab.status(), 1, t, Duration::from_secs(10));
+        let (out, _) = lab.wait_member_leaves(1, t, Duration::from_secs(10));
         silent.push(out);
     }
     let silent_ms: Vec<String> = silent.iter().map(|d| ms(*d).to_string()).collect();
