@@ -46,6 +46,7 @@ use std::error::Error;
 use std::fmt;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
+use std::marker::PhantomData;
 use std::mem::offset_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -100,6 +101,36 @@ struct BpfInsn {
 
 const _: () = assert!(size_of::<BpfInsn>() == 8);
 
+impl BpfInsn {
+    /// `BPF_ALU64 | BPF_MOV | BPF_K`: `r0 = imm`, the program's verdict.
+    const fn mov_r0(imm: i32) -> Self {
+        Self {
+            code: 0x07 | 0xb0,
+            regs: 0,
+            off: 0,
+            imm,
+        }
+    }
+
+    /// `BPF_JMP | BPF_JNE | BPF_K`: if register `dst` != `imm`, skip `off` instructions.
+    const fn jne(dst: u8, imm: i32, off: i16) -> Self {
+        Self {
+            code: 0x05 | 0x50,
+            regs: dst,
+            off,
+            imm,
+        }
+    }
+
+    /// `BPF_JMP | BPF_EXIT`: return r0.
+    const EXIT: Self = Self {
+        code: 0x05 | 0x90,
+        regs: 0,
+        off: 0,
+        imm: 0,
+    };
+}
+
 /// `skb->protocol` of a slow-protocols frame (0x8809) as the program reads it: the big-endian
 /// EtherType loaded as a little-endian word.
 const SLOW_PROTOCOLS_LOADED: i32 = 0x0988;
@@ -127,34 +158,14 @@ static DROP_PROGRAM: [BpfInsn; 5] = [
         off: 16,
         imm: 0,
     },
-    // BPF_ALU64 | BPF_MOV | BPF_K: r0 = TCX_DROP.
-    BpfInsn {
-        code: 0x07 | 0xb0,
-        regs: 0,
-        off: 0,
-        imm: TCX_DROP,
-    },
-    // BPF_JMP | BPF_JNE | BPF_K: if r2 != imm, skip one instruction.
-    BpfInsn {
-        code: 0x05 | 0x50,
-        regs: 0x02,
-        off: 1,
-        imm: SLOW_PROTOCOLS_LOADED,
-    },
-    // BPF_ALU64 | BPF_MOV | BPF_K: r0 = TCX_PASS.
-    BpfInsn {
-        code: 0x07 | 0xb0,
-        regs: 0,
-        off: 0,
-        imm: TCX_PASS,
-    },
-    // BPF_JMP | BPF_EXIT: return r0.
-    BpfInsn {
-        code: 0x05 | 0x90,
-        regs: 0,
-        off: 0,
-        imm: 0,
-    },
+    // r0 = TCX_DROP.
+    BpfInsn::mov_r0(TCX_DROP),
+    // if r2 != imm, skip one instruction.
+    BpfInsn::jne(0x02, SLOW_PROTOCOLS_LOADED, 1),
+    // r0 = TCX_PASS.
+    BpfInsn::mov_r0(TCX_PASS),
+    // return r0.
+    BpfInsn::EXIT,
 ];
 
 /// The EtherType 0x8809 as the slow-drop program reads it from the frame: the two big-endian
@@ -206,13 +217,8 @@ static SLOW_DROP_PROGRAM: [BpfInsn; 10] = [
         off: SKB_DATA_END,
         imm: 0,
     },
-    // BPF_ALU64 | BPF_MOV | BPF_K: r0 = TCX_PASS.
-    BpfInsn {
-        code: 0x07 | 0xb0,
-        regs: 0,
-        off: 0,
-        imm: TCX_PASS,
-    },
+    // r0 = TCX_PASS.
+    BpfInsn::mov_r0(TCX_PASS),
     // BPF_ALU64 | BPF_MOV | BPF_X: r4 = r2 (src r2, dst r4).
     BpfInsn {
         code: 0x07 | 0xb0 | 0x08,
@@ -241,27 +247,12 @@ static SLOW_DROP_PROGRAM: [BpfInsn; 10] = [
         off: ETH_TYPE_OFFSET,
         imm: 0,
     },
-    // BPF_JMP | BPF_JNE | BPF_K: if r4 != 0x0988, skip one instruction.
-    BpfInsn {
-        code: 0x05 | 0x50,
-        regs: 0x04,
-        off: 1,
-        imm: SLOW_PROTOCOLS_HALFWORD,
-    },
-    // BPF_ALU64 | BPF_MOV | BPF_K: r0 = TCX_DROP.
-    BpfInsn {
-        code: 0x07 | 0xb0,
-        regs: 0,
-        off: 0,
-        imm: TCX_DROP,
-    },
-    // BPF_JMP | BPF_EXIT: return r0.
-    BpfInsn {
-        code: 0x05 | 0x90,
-        regs: 0,
-        off: 0,
-        imm: 0,
-    },
+    // if r4 != 0x0988, skip one instruction.
+    BpfInsn::jne(0x04, SLOW_PROTOCOLS_HALFWORD, 1),
+    // r0 = TCX_DROP.
+    BpfInsn::mov_r0(TCX_DROP),
+    // return r0.
+    BpfInsn::EXIT,
 ];
 
 /// The `BPF_PROG_LOAD` member of `union bpf_attr` (include/uapi/linux/bpf.h), through
@@ -467,51 +458,9 @@ fn attach_program(
 /// Holds the tcx link's descriptor; dropping the value closes it, which detaches the program.
 /// The descriptor is close-on-exec and not shared, so nothing else keeps the program attached
 /// (unless this process forks without exec: the child's copy then holds the link too).
-#[derive(Debug)]
-pub struct IngressDrop {
-    /// Held only to be closed on drop, which detaches the program.
-    _link: OwnedFd,
-    ifindex: u32,
-}
-
-impl IngressDrop {
-    /// Loads the drop program and attaches it in front of any other tcx ingress program on
-    /// interface `ifindex` in the calling thread's network namespace.
-    ///
-    /// # Errors
-    ///
-    /// * kind [`io::ErrorKind::Unsupported`] carrying a [`TcxUnavailable`] when the kernel has no
-    ///   tcx (`BPF_LINK_CREATE` fails with `EINVAL` or `EOPNOTSUPP`) or no `bpf()` (`ENOSYS`).
-    ///   Fall back on [`quiet_stack`] alone and warn; see the [module docs](self).
-    /// * `bpf(BPF_PROG_LOAD)` errors with the verifier's log in the message, for example `EPERM`
-    ///   without `CAP_BPF`.
-    /// * `bpf(BPF_LINK_CREATE)` errors such as `ENODEV` (no such interface) or `EPERM` (no
-    ///   `CAP_NET_ADMIN`).
-    pub fn attach(ifindex: u32) -> io::Result<Self> {
-        let link = attach_program(
-            &DROP_PROGRAM,
-            PROG_NAME,
-            ifindex,
-            BPF_TCX_INGRESS,
-            BPF_F_BEFORE,
-        )?;
-        Ok(Self {
-            _link: link,
-            ifindex,
-        })
-    }
-
-    /// [`IngressDrop::attach`] to the interface called `name` (looked up with [`link::ifindex`]).
-    pub fn attach_name(name: &str) -> io::Result<Self> {
-        Self::attach(link::ifindex(name)?)
-    }
-
-    /// The index of the interface the program is attached to (in the namespace it was attached
-    /// in).
-    pub fn ifindex(&self) -> u32 {
-        self.ifindex
-    }
-}
+///
+/// [`TcxDrop::attach`] puts it in front of any other tcx ingress program.
+pub type IngressDrop = TcxDrop<AllIngress>;
 
 /// A program on an interface's tcx egress hook that drops every frame with EtherType 0x8809
 /// (slow protocols: LACPDUs and Marker PDUs) and passes every other frame: a link that loses
@@ -527,38 +476,103 @@ impl IngressDrop {
 ///
 /// It is appended after any program already on the hook. Dropping the value closes the tcx
 /// link and detaches the program; so does the process's exit, or the interface's removal.
+pub type SlowProtocolsEgressDrop = TcxDrop<SlowProtocolsEgress>;
+
+/// Which program a [`TcxDrop`] attaches, and where: [`AllIngress`] or [`SlowProtocolsEgress`].
+/// Sealed: the programs are this module's own.
+pub trait TcxDropProgram: sealed::Program + fmt::Debug {}
+
+/// [`IngressDrop`]'s program: everything but slow protocols dropped at tcx ingress, attached in
+/// front of the hook's other programs.
 #[derive(Debug)]
-pub struct SlowProtocolsEgressDrop {
+pub enum AllIngress {}
+
+/// [`SlowProtocolsEgressDrop`]'s program: slow protocols dropped at tcx egress, appended after
+/// the hook's other programs.
+#[derive(Debug)]
+pub enum SlowProtocolsEgress {}
+
+mod sealed {
+    /// A program [`super::TcxDrop`] loads and the tcx hook it attaches it to.
+    pub struct Spec {
+        pub(super) program: &'static [super::BpfInsn],
+        /// The name `bpftool prog` shows.
+        pub(super) name: &'static [u8],
+        /// `BPF_TCX_INGRESS` or `BPF_TCX_EGRESS`.
+        pub(super) attach_type: u32,
+        /// `BPF_LINK_CREATE` flags: 0 to append, `BPF_F_BEFORE` to go first.
+        pub(super) flags: u32,
+    }
+
+    pub trait Program {
+        const SPEC: Spec;
+    }
+}
+
+impl sealed::Program for AllIngress {
+    const SPEC: sealed::Spec = sealed::Spec {
+        program: &DROP_PROGRAM,
+        name: PROG_NAME,
+        attach_type: BPF_TCX_INGRESS,
+        flags: BPF_F_BEFORE,
+    };
+}
+impl TcxDropProgram for AllIngress {}
+
+impl sealed::Program for SlowProtocolsEgress {
+    const SPEC: sealed::Spec = sealed::Spec {
+        program: &SLOW_DROP_PROGRAM,
+        name: SLOW_DROP_NAME,
+        attach_type: BPF_TCX_EGRESS,
+        flags: 0,
+    };
+}
+impl TcxDropProgram for SlowProtocolsEgress {}
+
+/// An eBPF program `P` attached to one interface's tcx hook with a tcx link: [`IngressDrop`] or
+/// [`SlowProtocolsEgressDrop`].
+///
+/// Holds the link's descriptor; dropping the value closes it, which detaches the program.
+#[derive(Debug)]
+pub struct TcxDrop<P: TcxDropProgram> {
     /// Held only to be closed on drop, which detaches the program.
     _link: OwnedFd,
     ifindex: u32,
+    program: PhantomData<P>,
 }
 
-impl SlowProtocolsEgressDrop {
-    /// Loads the slow-protocol drop program and attaches it at tcx egress of interface
-    /// `ifindex` in the calling thread's network namespace.
+impl<P: TcxDropProgram> TcxDrop<P> {
+    /// Loads the program and attaches it at its tcx hook of interface `ifindex` in the calling
+    /// thread's network namespace (an [`IngressDrop`] in front of any other tcx ingress
+    /// program, a [`SlowProtocolsEgressDrop`] after any other tcx egress program).
     ///
     /// # Errors
     ///
-    /// As [`IngressDrop::attach`]: [`io::ErrorKind::Unsupported`] with a [`TcxUnavailable`]
-    /// without tcx or `bpf()`, the verifier's log with a `BPF_PROG_LOAD` error, `ENODEV` or
-    /// `EPERM` from `BPF_LINK_CREATE`.
+    /// * kind [`io::ErrorKind::Unsupported`] carrying a [`TcxUnavailable`] when the kernel has no
+    ///   tcx (`BPF_LINK_CREATE` fails with `EINVAL` or `EOPNOTSUPP`) or no `bpf()` (`ENOSYS`).
+    ///   For an [`IngressDrop`], fall back on [`quiet_stack`] alone and warn; see the
+    ///   [module docs](self).
+    /// * `bpf(BPF_PROG_LOAD)` errors with the verifier's log in the message, for example `EPERM`
+    ///   without `CAP_BPF`.
+    /// * `bpf(BPF_LINK_CREATE)` errors such as `ENODEV` (no such interface) or `EPERM` (no
+    ///   `CAP_NET_ADMIN`).
     pub fn attach(ifindex: u32) -> io::Result<Self> {
+        let spec = P::SPEC;
         let link = attach_program(
-            &SLOW_DROP_PROGRAM,
-            SLOW_DROP_NAME,
+            spec.program,
+            spec.name,
             ifindex,
-            BPF_TCX_EGRESS,
-            0,
+            spec.attach_type,
+            spec.flags,
         )?;
         Ok(Self {
             _link: link,
             ifindex,
+            program: PhantomData,
         })
     }
 
-    /// [`SlowProtocolsEgressDrop::attach`] to the interface called `name` (looked up with
-    /// [`link::ifindex`]).
+    /// [`TcxDrop::attach`] to the interface called `name` (looked up with [`link::ifindex`]).
     pub fn attach_name(name: &str) -> io::Result<Self> {
         Self::attach(link::ifindex(name)?)
     }
@@ -570,7 +584,7 @@ impl SlowProtocolsEgressDrop {
     }
 }
 
-/// Why [`IngressDrop::attach`] could not use tcx: the kernel lacks it (before Linux 6.6) or lacks
+/// Why [`TcxDrop::attach`] could not use tcx: the kernel lacks it (before Linux 6.6) or lacks
 /// `bpf()` altogether.
 ///
 /// Returned inside an [`io::Error`] of kind [`io::ErrorKind::Unsupported`]; get it back with
