@@ -40,8 +40,8 @@ use tracing::{debug, info, warn};
 
 use crate::config::Config;
 use crate::status::{
-    BucketMemberStatus, BucketStatus, BucketsStatus, FailureCount, LacpStatus, MemberLacp,
-    MemberStatus, Status, StripeStatus,
+    BondContext, BucketMemberStatus, BucketStatus, BucketsStatus, FailureCount, MemberStatus,
+    Status, StripeStatus,
 };
 
 const VNET_HDR: usize = 10;
@@ -778,151 +778,121 @@ impl Daemon {
     pub fn status(&mut self) -> Status {
         let snap = self.bond.snapshot();
         let now = self.now();
-        Status {
+        let buckets = snap.buckets.as_ref().map(|b| {
+            let name = |p: PortId| {
+                self.members
+                    .get(p.index())
+                    .map_or_else(|| format!("#{}", p.0), |m| m.name.clone())
+            };
+            BucketsStatus {
+                rebalance_interval_ms: b.config.rebalance_interval.as_millis() as u32,
+                next_rebalance_in_ms: b
+                    .next_rebalance
+                    .map(|t| t.saturating_since(now).as_millis() as u64),
+                busiest_over_mean_permille: b.busiest_over_mean_permille(),
+                rebalances: b.counters.rebalances,
+                moved_rebalance: b.counters.moved_rebalance,
+                moved_elephant: b.counters.moved_elephant,
+                moved_left: b.counters.moved_left,
+                moved_joined: b.counters.moved_joined,
+                moves_deferred: b.counters.deferred,
+                moves_forced: b.counters.forced,
+                members: b
+                    .members
+                    .iter()
+                    .map(|m| BucketMemberStatus {
+                        name: name(m.port),
+                        weight: m.effective_weight,
+                        buckets: m.buckets,
+                        target_buckets: m.target_buckets,
+                        load_bytes_per_s: m.load,
+                        load_permille: m.load_permille,
+                    })
+                    .collect(),
+                buckets: b
+                    .buckets
+                    .iter()
+                    .filter_map(|k| {
+                        Some(BucketStatus {
+                            bucket: k.bucket,
+                            member: name(k.member?),
+                            load_bytes_per_s: k.load,
+                            pending: k.pending.map(name),
+                        })
+                    })
+                    .collect(),
+                recent_moves: b
+                    .recent_moves
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "{:.3} s {}",
+                            m.at.as_micros() as f64 / 1e6,
+                            m.describe(name)
+                        )
+                    })
+                    .collect(),
+            }
+        });
+        let stripe = snap.stripe.as_ref().map(|st| {
+            let names: Vec<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
+            let r = &st.reorder;
+            StripeStatus {
+                peer: st.peers.with_names(&names).to_string(),
+                error: st.peers.error(),
+                striping: st.peers.is_striping(),
+                delivered: r.delivered,
+                reordered: r.reordered,
+                skipped_lost: r.skipped_lost,
+                skipped_timeout: r.skipped_timeout,
+                timeout_us: r
+                    .timeout_us
+                    .max(lagd_proto::stripe::reorder::DEFAULT_TIMEOUT.as_micros() as u64),
+                skipped_full: r.skipped_full,
+                late: r.late,
+                dropped: r.duplicates + r.stale + r.oversize + self.stripe_rx_errors,
+                resyncs: r.resyncs,
+                held: st.held_now,
+                max_held: r.max_occupancy,
+            }
+        });
+        let ctx = BondContext {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             bond: self.config.bond.clone(),
             mac: self.mac.to_string(),
-            mode: snap.mode.name().to_owned(),
-            mode_description: snap.mode.description().to_owned(),
-            xmit_hash_policy: snap.xmit_hash_policy.map(|p| p.name().to_owned()),
-            xmit_hash_policy_number: snap.xmit_hash_policy.and_then(|p| p.kernel_value()),
-            mii_status: if snap.carrier { "up" } else { "down" }.to_owned(),
-            miimon: snap.miimon,
             carrier_poll_ms: self.carrier_poll.as_millis() as u32,
-            updelay: snap.updelay,
-            downdelay: snap.downdelay,
-            peer_notif_delay: snap.peer_notif_delay,
-            primary: snap.primary.clone(),
-            primary_reselect: snap.primary_reselect.map(|r| r.name().to_owned()),
-            active: snap.active.clone(),
             tx_dropped_no_member: self.tx_dropped_no_member,
-            buckets: snap.buckets.as_ref().map(|b| {
-                let name = |p: PortId| {
-                    self.members
-                        .get(p.index())
-                        .map_or_else(|| format!("#{}", p.0), |m| m.name.clone())
-                };
-                BucketsStatus {
-                    rebalance_interval_ms: b.config.rebalance_interval.as_millis() as u32,
-                    next_rebalance_in_ms: b
-                        .next_rebalance
-                        .map(|t| t.saturating_since(now).as_millis() as u64),
-                    busiest_over_mean_permille: b.busiest_over_mean_permille(),
-                    rebalances: b.counters.rebalances,
-                    moved_rebalance: b.counters.moved_rebalance,
-                    moved_elephant: b.counters.moved_elephant,
-                    moved_left: b.counters.moved_left,
-                    moved_joined: b.counters.moved_joined,
-                    moves_deferred: b.counters.deferred,
-                    moves_forced: b.counters.forced,
-                    members: b
-                        .members
-                        .iter()
-                        .map(|m| BucketMemberStatus {
-                            name: name(m.port),
-                            weight: m.effective_weight,
-                            buckets: m.buckets,
-                            target_buckets: m.target_buckets,
-                            load_bytes_per_s: m.load,
-                            load_permille: m.load_permille,
-                        })
-                        .collect(),
-                    buckets: b
-                        .buckets
-                        .iter()
-                        .filter_map(|k| {
-                            Some(BucketStatus {
-                                bucket: k.bucket,
-                                member: name(k.member?),
-                                load_bytes_per_s: k.load,
-                                pending: k.pending.map(name),
-                            })
-                        })
-                        .collect(),
-                    recent_moves: b
-                        .recent_moves
-                        .iter()
-                        .map(|m| {
-                            format!(
-                                "{:.3} s {}",
-                                m.at.as_micros() as f64 / 1e6,
-                                m.describe(name)
-                            )
-                        })
-                        .collect(),
-                }
-            }),
-            stripe: snap.stripe.as_ref().map(|st| {
-                let names: Vec<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
-                let r = &st.reorder;
-                StripeStatus {
-                    peer: st.peers.with_names(&names).to_string(),
-                    error: st.peers.error(),
-                    striping: st.peers.is_striping(),
-                    delivered: r.delivered,
-                    reordered: r.reordered,
-                    skipped_lost: r.skipped_lost,
-                    skipped_timeout: r.skipped_timeout,
-                    timeout_us: r
-                        .timeout_us
-                        .max(lagd_proto::stripe::reorder::DEFAULT_TIMEOUT.as_micros() as u64),
-                    skipped_full: r.skipped_full,
-                    late: r.late,
-                    dropped: r.duplicates + r.stale + r.oversize + self.stripe_rx_errors,
-                    resyncs: r.resyncs,
-                    held: st.held_now,
-                    max_held: r.max_occupancy,
-                }
-            }),
-            lacp: snap.lacp.as_ref().map(|l| {
-                LacpStatus::from_snapshot(l, self.config.options.lacp_fallback, |p| {
-                    self.members[usize::from(p.0)].name.clone()
-                })
-            }),
-            members: snap
-                .ports
-                .iter()
-                .zip(self.members.iter_mut())
-                .enumerate()
-                .map(|(i, (p, m))| {
-                    if let Some(s) = &m.socket {
-                        // PACKET_STATISTICS resets on read: accumulate.
-                        m.counters.rx_socket_drops +=
-                            s.statistics().map_or(0, |s| u64::from(s.drops));
-                    }
-                    let c = &m.counters;
-                    MemberStatus {
-                        name: p.name.clone(),
-                        mii_status: p.mii.as_str().to_owned(),
-                        speed_mbps: p.speed_mbps,
-                        duplex: match p.full_duplex {
-                            Some(true) => "full",
-                            Some(false) => "half",
-                            None => "unknown",
-                        }
-                        .to_owned(),
-                        link_failure_count: p.link_failures,
-                        perm_hw_addr: p.perm_mac.to_string(),
-                        active: p.active,
-                        rx_packets: c.rx_packets,
-                        rx_bytes: c.rx_bytes,
-                        tx_packets: c.tx_packets,
-                        tx_bytes: c.tx_bytes,
-                        rx_dropped: DropReason::ALL
-                            .iter()
-                            .zip(c.rx_dropped)
-                            .map(|(r, n)| (r.as_str().to_owned(), n))
-                            .collect(),
-                        tx_dropped: c.tx_dropped,
-                        rx_socket_drops: c.rx_socket_drops,
-                        lacp: snap
-                            .lacp
-                            .as_ref()
-                            .and_then(|l| l.ports.get(i))
-                            .map(|l| MemberLacp::from_snapshot(l, c.lacpdu_tx_errors.total())),
-                    }
-                })
-                .collect(),
+            lacp_fallback_ms: self.config.options.lacp_fallback,
+        };
+        let members = &mut self.members;
+        let status = Status::from_snapshot(&snap, ctx, |i, p, lacp| {
+            let Some(m) = members.get_mut(i) else {
+                return MemberStatus::from_snapshot(p, lacp, 0);
+            };
+            if let Some(s) = &m.socket {
+                // PACKET_STATISTICS resets on read: accumulate.
+                m.counters.rx_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
+            }
+            let c = &m.counters;
+            MemberStatus {
+                rx_packets: c.rx_packets,
+                rx_bytes: c.rx_bytes,
+                tx_packets: c.tx_packets,
+                tx_bytes: c.tx_bytes,
+                rx_dropped: DropReason::ALL
+                    .iter()
+                    .zip(c.rx_dropped)
+                    .map(|(r, n)| (r.as_str().to_owned(), n))
+                    .collect(),
+                tx_dropped: c.tx_dropped,
+                rx_socket_drops: c.rx_socket_drops,
+                ..MemberStatus::from_snapshot(p, lacp, c.lacpdu_tx_errors.total())
+            }
+        });
+        Status {
+            buckets,
+            stripe,
+            ..status
         }
     }
 }

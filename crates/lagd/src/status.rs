@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use lagd_proto::bond::{BondSnapshot, PortSnapshot};
 use lagd_proto::lacp::{LacpSnapshot, PortId as LacpPortId, PortSnapshot as LacpPortSnapshot};
 use lagd_proto::time::Instant;
 use lagd_proto::wire::slow::LacpInfo;
@@ -256,8 +257,9 @@ pub struct MemberLacp {
     pub unknown_rx: u64,
 }
 
-/// One member's status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One member's status. The default is a member with no name, nothing known of its link, and
+/// zero counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberStatus {
     /// Interface name.
     pub name: String,
@@ -320,6 +322,99 @@ impl FailureCount {
     /// Failures counted so far.
     pub fn total(&self) -> u64 {
         self.total
+    }
+}
+
+/// What the status document says of a bond beyond the bond engine's snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BondContext {
+    /// lagd's version.
+    pub version: String,
+    /// The bond interface.
+    pub bond: String,
+    /// The bond's MAC.
+    pub mac: String,
+    /// How often lagd reads member carrier, in ms.
+    pub carrier_poll_ms: u32,
+    /// Frames from the host dropped because no member was usable.
+    pub tx_dropped_no_member: u64,
+    /// The configured `lacp_fallback` (ms, 0: off).
+    pub lacp_fallback_ms: u32,
+}
+
+impl Status {
+    /// A bond's status from the bond engine's snapshot and what `ctx` says beyond it. Member `i`
+    /// (in enslave order) is `member(i, port, lacp_port)`, given the engines' snapshots of it
+    /// (see [`MemberStatus::from_snapshot`]). `buckets` and `stripe` are left `None` for the
+    /// caller, which knows more of them than the snapshot does.
+    pub fn from_snapshot(
+        snap: &BondSnapshot,
+        ctx: BondContext,
+        mut member: impl FnMut(usize, &PortSnapshot, Option<&LacpPortSnapshot>) -> MemberStatus,
+    ) -> Self {
+        Self {
+            version: ctx.version,
+            bond: ctx.bond,
+            mac: ctx.mac,
+            mode: snap.mode.name().to_owned(),
+            mode_description: snap.mode.description().to_owned(),
+            xmit_hash_policy: snap.xmit_hash_policy.map(|p| p.name().to_owned()),
+            xmit_hash_policy_number: snap.xmit_hash_policy.and_then(|p| p.kernel_value()),
+            mii_status: if snap.carrier { "up" } else { "down" }.to_owned(),
+            miimon: snap.miimon,
+            carrier_poll_ms: ctx.carrier_poll_ms,
+            updelay: snap.updelay,
+            downdelay: snap.downdelay,
+            peer_notif_delay: snap.peer_notif_delay,
+            primary: snap.primary.clone(),
+            primary_reselect: snap.primary_reselect.map(|r| r.name().to_owned()),
+            active: snap.active.clone(),
+            tx_dropped_no_member: ctx.tx_dropped_no_member,
+            lacp: snap.lacp.as_ref().map(|l| {
+                LacpStatus::from_snapshot(l, ctx.lacp_fallback_ms, |p| {
+                    snap.ports[usize::from(p.0)].name.clone()
+                })
+            }),
+            buckets: None,
+            stripe: None,
+            members: snap
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let lacp = snap.lacp.as_ref().and_then(|l| l.ports.get(i));
+                    member(i, p, lacp)
+                })
+                .collect(),
+        }
+    }
+}
+
+impl MemberStatus {
+    /// A member's status from the bond engine's snapshot of its port, the LACP engine's
+    /// (802.3ad), and the LACPDUs its socket refused. The traffic counters, which lagd keeps
+    /// outside the engines, are zero.
+    pub fn from_snapshot(
+        p: &PortSnapshot,
+        lacp: Option<&LacpPortSnapshot>,
+        lacpdu_tx_errors: u64,
+    ) -> Self {
+        Self {
+            name: p.name.clone(),
+            mii_status: p.mii.as_str().to_owned(),
+            speed_mbps: p.speed_mbps,
+            duplex: match p.full_duplex {
+                Some(true) => "full",
+                Some(false) => "half",
+                None => "unknown",
+            }
+            .to_owned(),
+            link_failure_count: p.link_failures,
+            perm_hw_addr: p.perm_mac.to_string(),
+            active: p.active,
+            lacp: lacp.map(|l| MemberLacp::from_snapshot(l, lacpdu_tx_errors)),
+            ..Self::default()
+        }
     }
 }
 

@@ -372,13 +372,6 @@ mod test {
             link_failure_count: 0,
             perm_hw_addr: "02:00:00:00:00:01".into(),
             active: true,
-            rx_packets: 0,
-            rx_bytes: 0,
-            tx_packets: 0,
-            tx_bytes: 0,
-            rx_dropped: Vec::new(),
-            tx_dropped: 0,
-            rx_socket_drops: 0,
             lacp: Some(MemberLacp {
                 aggregator_id: Some(agg),
                 collecting: rx_state == "CURRENT",
@@ -400,6 +393,7 @@ mod test {
                 illegal_rx: 0,
                 unknown_rx: 0,
             }),
+            ..MemberStatus::default()
         }
     }
 
@@ -585,8 +579,7 @@ mod test {
 
     /// The doctor on real LACP engines: `Bond`s wired port to port in memory, driven in
     /// virtual time as the daemon drives its bond, their state converted to a [`Status`]
-    /// through the daemon's conversion ([`LacpStatus::from_snapshot`],
-    /// [`MemberLacp::from_snapshot`]).
+    /// through the daemon's conversion ([`Status::from_snapshot`]).
     mod engines {
         use lagd_proto::bond::{Bond, BondOptions, PortId, PortInfo};
         use lagd_proto::time::Instant;
@@ -594,7 +587,7 @@ mod test {
 
         use super::super::*;
         use super::causes;
-        use crate::status::{LacpStatus, MemberLacp};
+        use crate::status::BondContext;
 
         /// Time step: as often as the daemon wakes at the least.
         const TICK_MS: u64 = 10;
@@ -710,62 +703,20 @@ mod test {
                 self.now
             }
 
-            /// Bond `i`'s status, its LACP parts converted as the daemon converts them.
+            /// Bond `i`'s status, converted by the daemon's own [`Status::from_snapshot`].
             fn status(&self, i: usize) -> Status {
                 let b = &self.bonds[i];
-                let snap = b.snapshot();
-                Status {
+                let ctx = BondContext {
                     version: "test".into(),
                     bond: format!("bond{i}"),
                     mac: b.mac().to_string(),
-                    mode: snap.mode.name().to_owned(),
-                    mode_description: snap.mode.description().to_owned(),
-                    xmit_hash_policy: snap.xmit_hash_policy.map(|p| p.name().to_owned()),
-                    xmit_hash_policy_number: snap.xmit_hash_policy.and_then(|p| p.kernel_value()),
-                    mii_status: if snap.carrier { "up" } else { "down" }.to_owned(),
-                    miimon: snap.miimon,
                     carrier_poll_ms: 10,
-                    updelay: snap.updelay,
-                    downdelay: snap.downdelay,
-                    peer_notif_delay: snap.peer_notif_delay,
-                    primary: snap.primary.clone(),
-                    primary_reselect: snap.primary_reselect.map(|r| r.name().to_owned()),
-                    active: snap.active.clone(),
                     tx_dropped_no_member: 0,
-                    buckets: None,
-                    stripe: None,
-                    lacp: snap.lacp.as_ref().map(|l| {
-                        LacpStatus::from_snapshot(l, b.options().lacp_fallback, |p| {
-                            snap.ports[usize::from(p.0)].name.clone()
-                        })
-                    }),
-                    members: snap
-                        .ports
-                        .iter()
-                        .enumerate()
-                        .map(|(n, p)| MemberStatus {
-                            name: p.name.clone(),
-                            mii_status: p.mii.as_str().to_owned(),
-                            speed_mbps: p.speed_mbps,
-                            duplex: "full".into(),
-                            link_failure_count: p.link_failures,
-                            perm_hw_addr: p.perm_mac.to_string(),
-                            active: p.active,
-                            rx_packets: 0,
-                            rx_bytes: 0,
-                            tx_packets: 0,
-                            tx_bytes: 0,
-                            rx_dropped: Vec::new(),
-                            tx_dropped: 0,
-                            rx_socket_drops: 0,
-                            lacp: snap
-                                .lacp
-                                .as_ref()
-                                .and_then(|l| l.ports.get(n))
-                                .map(|l| MemberLacp::from_snapshot(l, 0)),
-                        })
-                        .collect(),
-                }
+                    lacp_fallback_ms: b.options().lacp_fallback,
+                };
+                Status::from_snapshot(&b.snapshot(), ctx, |_, p, lacp| {
+                    MemberStatus::from_snapshot(p, lacp, 0)
+                })
             }
 
             fn rx_state(&self, bond: usize, member: usize) -> String {
