@@ -929,6 +929,15 @@ fn v4_text(b: &[u8], at: usize) -> std::net::Ipv4Addr {
     std::net::Ipv4Addr::new(b[at], b[at + 1], b[at + 2], b[at + 3])
 }
 
+/// Whether the TCP header at `b[l4..]`, with `avail` bytes of transport header and payload,
+/// has a data offset that covers its 20-byte header and fits (Open vSwitch's `parse_tcp()`
+/// takes ports only then; the planner's per-flow shortcut relies on the same test).
+#[inline(always)]
+pub(crate) fn tcp_offset_fits(b: &[u8], l4: usize, avail: usize) -> bool {
+    let offset = b.get(l4 + 12).map_or(0, |v| usize::from(v >> 4) * 4);
+    (20..=avail).contains(&offset)
+}
+
 /// The IPv6 address at `b[at..at + 16]`, for notes.
 fn v6_text(b: &[u8], at: usize) -> std::net::Ipv6Addr {
     let mut a = [0u8; 16];
@@ -1186,15 +1195,9 @@ mod ovs {
                 note!(
                     t,
                     "arp",
-                    "{}.{}.{}.{} > {}.{}.{}.{} opcode {op} as protocol",
-                    b[at + 14],
-                    b[at + 15],
-                    b[at + 16],
-                    b[at + 17],
-                    b[at + 24],
-                    b[at + 25],
-                    b[at + 26],
-                    b[at + 27]
+                    "{} > {} opcode {op} as protocol",
+                    super::v4_text(b, at + 14),
+                    super::v4_text(b, at + 24)
                 );
                 return f;
             }
@@ -1213,7 +1216,7 @@ mod ovs {
         let avail = end.saturating_sub(l4);
         let ok = match f.proto {
             // parse_tcp(): the data offset must cover the 20-byte header and fit.
-            TCP => avail >= 20 && (20..=avail).contains(&(usize::from(b[l4 + 12] >> 4) * 4)),
+            TCP => super::tcp_offset_fits(b, l4, avail),
             UDP | ICMP | ICMPV6 => avail >= 8,
             SCTP => avail >= 12,
             _ => false,

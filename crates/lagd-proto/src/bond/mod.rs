@@ -1245,9 +1245,9 @@ impl Bond {
                     None => TxChoice::Drop,
                 }
             }
-            // The driver stripes through [`Bond::stripe_mut`]; this is for frames it cannot.
-            Mode::Stripe => self.active.map_or(TxChoice::Drop, TxChoice::Port),
-            Mode::ActiveBackup => self.active.map_or(TxChoice::Drop, TxChoice::Port),
+            // Stripe: the driver stripes through [`Bond::stripe_mut`]; this is for frames it
+            // cannot.
+            Mode::ActiveBackup | Mode::Stripe => self.active.map_or(TxChoice::Drop, TxChoice::Port),
             Mode::Broadcast => {
                 if self.usable.is_empty() {
                     TxChoice::Drop
@@ -1493,8 +1493,10 @@ fn emit_unsolicited_na(mac: EthernetAddress, addr: Ipv6Address, buf: &mut [u8]) 
     LEN
 }
 
-/// IPv4 carrying IGMP (protocol 2), untagged or behind one tag.
-fn is_igmp(frame: &[u8]) -> bool {
+/// IPv4 carrying IGMP (protocol 2), untagged or behind one tag: `balance-rr` sends it on the
+/// first usable member without taking a turn, as the kernel's `bond_xmit_roundrobin` does (the
+/// planner models the same rule with this function).
+pub(crate) fn is_igmp(frame: &[u8]) -> bool {
     let (ty, l3) = match frame.get(12..14) {
         Some([0x81, 0x00]) | Some([0x88, 0xa8]) => (frame.get(16..18), 18),
         _ => (frame.get(12..14), 14),

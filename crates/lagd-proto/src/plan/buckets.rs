@@ -81,7 +81,7 @@ pub fn weight_mbps(speed_gbps: f64) -> u32 {
 fn members(count: usize, speeds: &[f64]) -> Vec<(PortId, u32)> {
     (0..count)
         .map(|i| {
-            let s = speeds.get(i).copied().unwrap_or(speeds[0]);
+            let s = super::speed_for(speeds, i);
             (PortId(u16::try_from(i).unwrap_or(u16::MAX)), weight_mbps(s))
         })
         .collect()
@@ -203,7 +203,7 @@ pub(super) fn speed_imbalance(bytes: &[u64], speeds: &[f64]) -> Option<f64> {
     if total == 0 {
         return None;
     }
-    let speed = |i: usize| speeds.get(i).copied().unwrap_or(speeds[0]);
+    let speed = |i: usize| super::speed_for(speeds, i);
     let wsum: f64 = (0..bytes.len()).map(speed).sum();
     let worst = bytes
         .iter()

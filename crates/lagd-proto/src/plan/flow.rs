@@ -504,7 +504,7 @@ fn l3(b: &[u8], nh: usize, ethertype: u16, key: &mut FlowKey) -> (bool, Option<(
                 && frag == 0
                 && nh + tot <= b.len()
                 && match proto {
-                    TCP => tot >= 40 && tcp_offset_fits(b, l4, tot - 20),
+                    TCP => tot >= 40 && crate::hash::tcp_offset_fits(b, l4, tot - 20),
                     UDP => tot >= 28,
                     _ => false,
                 };
@@ -534,7 +534,7 @@ fn l3(b: &[u8], nh: usize, ethertype: u16, key: &mut FlowKey) -> (bool, Option<(
             let payload = usize::from(be16(ip, 4));
             let simple = l4 + payload <= b.len()
                 && match next {
-                    TCP => payload >= 20 && tcp_offset_fits(b, l4, payload),
+                    TCP => payload >= 20 && crate::hash::tcp_offset_fits(b, l4, payload),
                     UDP => payload >= 8,
                     _ => false,
                 };
@@ -559,14 +559,6 @@ fn l3(b: &[u8], nh: usize, ethertype: u16, key: &mut FlowKey) -> (bool, Option<(
         }
         _ => (false, None),
     }
-}
-
-/// Whether the TCP header at `l4` has a data offset of at least 20 bytes and at most `avail`,
-/// the IP payload's length.
-#[inline(always)]
-fn tcp_offset_fits(b: &[u8], l4: usize, avail: usize) -> bool {
-    let offset = b.get(l4 + 12).map_or(0, |v| usize::from(v >> 4) * 4);
-    (20..=avail).contains(&offset)
 }
 
 /// Fills ports or the ICMP fields at the transport header `at`; returns a tunnel it carries.

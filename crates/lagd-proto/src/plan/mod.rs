@@ -624,15 +624,10 @@ impl RrAcc {
     }
 }
 
-/// Whether `balance-rr` sends the frame on the first usable member without taking a turn:
-/// IPv4 IGMP after at most one VLAN tag, as the daemon's `is_igmp` (`bond/mod.rs`) and the
-/// kernel's `bond_xmit_roundrobin` test it.
-fn is_igmp(frame: &[u8]) -> bool {
-    let (ty, l3) = match frame.get(12..14) {
-        Some([0x81, 0x00] | [0x88, 0xa8]) => (frame.get(16..18), 18),
-        _ => (frame.get(12..14), 14),
-    };
-    ty == Some(&[0x08, 0x00]) && frame.get(l3 + 9) == Some(&2)
+/// Member `i`'s speed in Gbit/s: its configured speed, or the first member's for members beyond
+/// the configured ones (the member-count sweep).
+fn speed_for(speeds: &[f64], i: usize) -> f64 {
+    speeds.get(i).copied().unwrap_or(speeds[0])
 }
 
 /// A policy's hash function, as [`hasher`] gives it.
@@ -921,7 +916,7 @@ impl Planner {
         let mut igmp = false;
         let mut rr_bit = 0;
         if let Some(rr) = &mut self.rr {
-            igmp = is_igmp(frame);
+            igmp = crate::bond::is_igmp(frame);
             rr_bit = if igmp {
                 rr.igmp(1, bytes)
             } else {
@@ -1130,7 +1125,7 @@ impl Planner {
         let mut rr_mask = 0;
         let mut igmp = false;
         if let Some(rr) = &mut self.rr {
-            igmp = is_igmp(&self.scratch);
+            igmp = crate::bond::is_igmp(&self.scratch);
             if igmp {
                 rr_mask = rr.igmp(packets, bytes);
             } else {
@@ -1143,12 +1138,14 @@ impl Planner {
         if !igmp {
             self.position = self.position.saturating_add(packets);
         }
-        let new_flow =
-            !self.table.contains_key(&ex.key) && self.table.len() < self.config.max_flows;
-        for (_, acc) in &mut self.bucket_accs {
-            acc.row(h[acc.slot], packets, bytes, new_flow);
-        }
+        // One table lookup per row; the bucket tables learn whether the row starts a tracked flow.
+        let rows = |accs: &mut Vec<(HashPolicy, BucketAcc)>, new_flow: bool| {
+            for (_, acc) in accs {
+                acc.row(h[acc.slot], packets, bytes, new_flow);
+            }
+        };
         if let Some(e) = self.table.get_mut(&ex.key) {
+            rows(&mut self.bucket_accs, false);
             e.total.add(packets, bytes);
             e.last = position;
             e.rr_mask |= rr_mask;
@@ -1156,6 +1153,7 @@ impl Planner {
             // The frame is built from the key, so it hashes as the entry's first row did.
             e.deferred.add(packets, bytes);
         } else if self.table.len() < self.config.max_flows {
+            rows(&mut self.bucket_accs, true);
             self.table.insert(
                 ex.key,
                 Entry {
@@ -1170,6 +1168,7 @@ impl Planner {
                 },
             );
         } else {
+            rows(&mut self.bucket_accs, false);
             self.stats.untracked.add(packets, bytes);
             self.account_hashes(&h, packets, bytes);
             self.account_switch(&ex.key, packets, bytes);

@@ -10,7 +10,7 @@ use super::findings::{self, Finding};
 use super::flow::{BuildKeyHasher, FlowKey, Tunnel};
 use super::stripe::StripeAcc;
 use super::switch::SwitchHash;
-use super::{Entry, InputStats, Load, PlanPolicy, Planner};
+use super::{Entry, InputStats, Load, PlanPolicy, Planner, speed_for};
 use crate::balance::BalanceCounters;
 use crate::hash::HashPolicy;
 
@@ -299,10 +299,6 @@ impl Plan {
 /// A flow is an elephant when it carries at least this fraction of one member's fair share of
 /// the bytes (with `n` members: `1 / (4 n)` of all bytes).
 pub const ELEPHANT_FRACTION_OF_FAIR_SHARE: f64 = 0.25;
-
-fn speed_for(speeds: &[f64], i: usize) -> f64 {
-    speeds.get(i).copied().unwrap_or(speeds[0])
-}
 
 /// Member `index`'s row: its load, its flows and its speed.
 fn member_load(index: usize, l: &Load, flows: u64, speeds: &[f64]) -> MemberLoad {

@@ -25,15 +25,11 @@
 //! (TSO/GSO) whole, where the daemon segments them before striping; the planner stripes the
 //! frames as captured.
 
-use super::Load;
+use super::buckets::weight_mbps;
+use super::{Load, speed_for};
 use crate::bond::PortId;
 use crate::stripe::StripeTx;
 use crate::stripe::header::HEADER_LEN;
-
-/// A member's speed as the daemon weighs it: Mb/s, at least 1.
-pub(super) fn weight_mbps(gbps: f64) -> u32 {
-    (gbps * 1000.0).round().clamp(1.0, f64::from(u32::MAX)) as u32
-}
 
 /// One member set striped over.
 #[derive(Debug, Clone)]
@@ -185,9 +181,7 @@ impl StripeAcc {
     /// The loads with `c` members (speeds as in `speeds`, the first one's past the list) of
     /// `packets` and `bytes` in all: split by speed.
     pub(super) fn sweep(c: usize, speeds: &[f64], packets: u64, bytes: u64) -> Vec<Load> {
-        let s = (0..c)
-            .map(|i| weight_mbps(speeds.get(i).copied().unwrap_or(speeds[0])))
-            .collect();
+        let s = (0..c).map(|i| weight_mbps(speed_for(speeds, i))).collect();
         let mut run = StripeRun::new(s);
         run.row(packets, bytes);
         run.loads
