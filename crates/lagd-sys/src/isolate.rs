@@ -131,8 +131,8 @@ impl BpfInsn {
     };
 }
 
-/// `skb->protocol` of a slow-protocols frame (0x8809) as the program reads it: the big-endian
-/// EtherType loaded as a little-endian word.
+/// The EtherType 0x8809 as both programs read it: the big-endian value (`skb->protocol`, or the
+/// header bytes `88 09` in the frame) loaded little-endian.
 const SLOW_PROTOCOLS_LOADED: i32 = 0x0988;
 
 /// Drop everything except slow protocols:
@@ -168,9 +168,6 @@ static DROP_PROGRAM: [BpfInsn; 5] = [
     BpfInsn::EXIT,
 ];
 
-/// The EtherType 0x8809 as the slow-drop program reads it from the frame: the two big-endian
-/// header bytes `88 09` loaded as a little-endian half-word.
-const SLOW_PROTOCOLS_HALFWORD: i32 = 0x0988;
 /// Length of an Ethernet header without VLAN tags: destination, source, EtherType.
 const ETH_HLEN: i32 = 14;
 /// Offset of the EtherType in an untagged Ethernet header.
@@ -248,7 +245,7 @@ static SLOW_DROP_PROGRAM: [BpfInsn; 10] = [
         imm: 0,
     },
     // if r4 != 0x0988, skip one instruction.
-    BpfInsn::jne(0x04, SLOW_PROTOCOLS_HALFWORD, 1),
+    BpfInsn::jne(0x04, SLOW_PROTOCOLS_LOADED, 1),
     // r0 = TCX_DROP.
     BpfInsn::mov_r0(TCX_DROP),
     // return r0.
@@ -749,7 +746,7 @@ mod test {
         // The EtherType bytes 88 09, read by a little-endian half-word load.
         assert_eq!(
             i32::from(u16::from_le_bytes([0x88, 0x09])),
-            SLOW_PROTOCOLS_HALFWORD
+            SLOW_PROTOCOLS_LOADED
         );
         assert_eq!(SLOW_DROP_NAME.len(), 14);
     }

@@ -26,7 +26,7 @@ use lagd_proto::bond::{
     Bond, BondEvent, DropReason, FailOverMac, Mode, PortId, PortInfo, RxVerdict, TxChoice,
 };
 use lagd_proto::stripe::Stripe;
-use lagd_proto::stripe::header::HEADER_LEN as STRIPE_HEADER;
+use lagd_proto::stripe::header::{HEADER_LEN as STRIPE_HEADER, is_stripe_frame};
 use lagd_proto::stripe::segment::{GsoInfo, complete_checksum, segment};
 use lagd_proto::time::Instant;
 use lagd_proto::wire::EthernetAddress;
@@ -537,7 +537,7 @@ impl Daemon {
             }
             m.counters.rx_packets += 1;
             m.counters.rx_bytes += frame.len() as u64;
-            if self.stripe && frame.len() >= 14 && frame[12..14] == [0x88, 0xb5] {
+            if self.stripe && is_stripe_frame(frame) {
                 let (tap, out) = (&self.tap, &mut self.deliver_buf);
                 let now = now.unwrap_or(Instant::ZERO);
                 if let Some(stripe) = self.bond.stripe_mut() {
