@@ -308,13 +308,10 @@ impl FailureCount {
     /// at least `every` after the last report; `None` otherwise.
     pub fn record(&mut self, now: Instant, every: Duration) -> Option<u64> {
         self.total += 1;
-        let (since, last) = match self.reported {
-            Some((at, n)) => (self.total - n, Some(at)),
-            None => (self.total, None),
-        };
-        if last.is_some_and(|at| now < at + every) {
+        if self.reported.is_some_and(|(at, _)| now < at + every) {
             return None;
         }
+        let since = self.total - self.reported.map_or(0, |(_, n)| n);
         self.reported = Some((now, self.total));
         Some(since)
     }

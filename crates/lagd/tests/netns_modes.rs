@@ -1088,7 +1088,7 @@ fn stripe_without_a_stripe_peer_names_the_problem_and_still_works() {
     let mut lab = Lab::new(2, "mode=stripe miimon=100");
     // Host B's lagd is replaced by one in balance-rr.
     let ctl_b = lab.controls[1].clone();
-    let members: Vec<String> = lab.topo.links().iter().map(|l| l.name.clone()).collect();
+    let members = lab.topo.member_list();
     let bond_b = format!("{}bb", lab.topo.tag());
     let pid = Command::new("ip")
         .args(["netns", "pids", lab.topo.ns(Side::B)])
@@ -1109,7 +1109,7 @@ fn stripe_without_a_stripe_peer_names_the_problem_and_still_works() {
                 "--bond",
                 &bond_b,
                 "--members",
-                &members.join(","),
+                &members,
                 "--opts",
                 "mode=balance-rr miimon=100",
                 "--control",

@@ -489,7 +489,7 @@ impl End {
             let bond = format!("{}b{}", topo.tag(), side.letter());
             let control = topo.dir().join(format!("{bond}.sock"));
             let opts = format!("mode=802.3ad lacp_rate={rate} {extra}");
-            let m = members.join(",");
+            let m = topo.member_list();
             let c = control.to_string_lossy().into_owned();
             topo.spawn(
                 side,

@@ -135,8 +135,9 @@ pub fn bring_up(
 /// The bare relay at both ends, each over all of its host's link ends; ready once its TAP
 /// exists.
 fn relay(topo: &mut Topology, ctl: &Ctl, binary: &Path) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
-    let members = member_list(topo);
-    let mut taps = Vec::new();
+    let members = topo.member_list();
+    // Both start at once (as lagd does above), then each is waited for.
+    let mut relays = Vec::new();
     for side in [Side::A, Side::B] {
         let tap = format!("{}r{}", topo.tag(), side.letter());
         let id = topo.spawn(
@@ -145,15 +146,18 @@ fn relay(topo: &mut Topology, ctl: &Ctl, binary: &Path) -> Result<Vec<(Ipv4Addr,
             binary,
             &["--tap", &tap, "--members", &members],
         )?;
+        relays.push((side, tap, id));
+    }
+    let started = Instant::now();
+    for (side, tap, id) in &relays {
         ctl.progress()
             .phase(&format!("waiting for the relay in host {}", side.letter()));
-        let started = Instant::now();
-        while topo.ip(side, &["link", "show", "dev", &tap]).is_err() {
-            if let Some(status) = topo.try_wait(id)? {
+        while topo.ip(*side, &["link", "show", "dev", tap]).is_err() {
+            if let Some(status) = topo.try_wait(*id)? {
                 bail!(
                     "the relay in host {} exited ({status}):\n{}",
                     side.letter(),
-                    topo.log_tail(id, 20)
+                    topo.log_tail(*id, 20)
                 );
             }
             if started.elapsed() > LAGD_READY {
@@ -164,10 +168,9 @@ fn relay(topo: &mut Topology, ctl: &Ctl, binary: &Path) -> Result<Vec<(Ipv4Addr,
             }
             ctl.sleep(Duration::from_millis(50))?;
         }
-        taps.push(tap);
     }
-    let a = address_bond(topo, Side::A, &taps[0], 1)?;
-    let b = address_bond(topo, Side::B, &taps[1], 2)?;
+    let a = address_bond(topo, Side::A, &relays[0].1, 1)?;
+    let b = address_bond(topo, Side::B, &relays[1].1, 2)?;
     Ok(vec![(a, b)])
 }
 
@@ -188,13 +191,6 @@ fn direct(topo: &mut Topology) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
         pairs.push((a, b));
     }
     Ok(pairs)
-}
-
-/// Every link end of a host (the ends have the same names in both hosts), comma-separated, as
-/// `--members` takes them.
-fn member_list(topo: &Topology) -> String {
-    let names: Vec<&str> = topo.links().iter().map(|l| l.name.as_str()).collect();
-    names.join(",")
 }
 
 /// Puts `host/24` on `dev` in a host and brings it up.
@@ -233,7 +229,7 @@ fn lagd(
     bond: &BondConfig,
 ) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
     fs::create_dir_all(CONTROL_DIR).with_context(|| format!("creating {CONTROL_DIR}"))?;
-    let members = member_list(topo);
+    let members = topo.member_list();
     let opts = bond.lagd_opts();
     let mut daemons = Vec::new();
     // balance-tlb/alb need a switch: host B is one (a bridge over its link ends, its address

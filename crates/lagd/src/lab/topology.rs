@@ -267,6 +267,13 @@ impl Topology {
         &self.links
     }
 
+    /// Every link end of a host (the ends have the same names in both hosts), comma-separated,
+    /// as lagd's `--members` takes them.
+    pub fn member_list(&self) -> String {
+        let names: Vec<&str> = self.links.iter().map(|l| l.name.as_str()).collect();
+        names.join(",")
+    }
+
     /// The lab's scratch directory (logs, OVS databases, tool output); removed on drop.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -390,10 +397,7 @@ impl Topology {
                 })?;
             ends.push(end);
         }
-        Ok(SlowProtocolsDrop {
-            link: link.to_owned(),
-            _ends: ends,
-        })
+        Ok(SlowProtocolsDrop { _ends: ends })
     }
 
     /// Sends `count` probe frames (EtherType 0x88b6, IEEE 802's local experimental EtherType 2,
@@ -471,7 +475,6 @@ impl Topology {
     /// [`Topology::stop_capture`] before reading the files; the files go with the lab.
     pub fn capture_slow_protocols(&mut self, side: Side) -> Result<SlowCapture> {
         let mut capture = SlowCapture {
-            side,
             files: Vec::new(),
             processes: Vec::new(),
         };
@@ -676,33 +679,19 @@ impl Topology {
 /// it (both eBPF programs are detached).
 #[derive(Debug)]
 pub struct SlowProtocolsDrop {
-    link: String,
     /// Held only to be closed on drop, which detaches the programs.
     _ends: Vec<SlowProtocolsEgressDrop>,
-}
-
-impl SlowProtocolsDrop {
-    /// The link whose slow-protocol frames are dropped.
-    pub fn link(&self) -> &str {
-        &self.link
-    }
 }
 
 /// Slow-protocol captures on one host's end of every link, made by
 /// [`Topology::capture_slow_protocols`].
 #[derive(Debug)]
 pub struct SlowCapture {
-    side: Side,
     files: Vec<PathBuf>,
     processes: Vec<ProcessId>,
 }
 
 impl SlowCapture {
-    /// The host whose link ends are captured.
-    pub fn side(&self) -> Side {
-        self.side
-    }
-
     /// The capture files, in link order.
     pub fn files(&self) -> &[PathBuf] {
         &self.files

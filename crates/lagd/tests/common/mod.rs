@@ -42,8 +42,7 @@ pub(crate) fn start_lagd(
     bond: &str,
     opts: &str,
 ) -> (ProcessId, PathBuf) {
-    let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
-    let members = members.join(",");
+    let members = topo.member_list();
     let control = topo.dir().join(format!("{bond}.sock"));
     let control_s = control.to_string_lossy().into_owned();
     let lagd = topo
