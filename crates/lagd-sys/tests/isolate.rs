@@ -83,6 +83,7 @@ impl Pair {
 
     /// One `ping -c1 -W1` from A to B; true if it got its reply.
     fn ping_once(&self) -> bool {
+        require_ping();
         let out = Command::new("ip")
             .args(["netns", "exec", self.a(), "ping", "-n", "-q", "-c1", "-W1"])
             .arg(B_IP_STR)
@@ -124,6 +125,17 @@ impl Drop for Pair {
             }
         }
     }
+}
+
+/// Fails the test, naming the package, unless `ping` is on PATH: `ip netns exec NS ping` alone
+/// only fails with exit code 255, which would read as a broken network.
+fn require_ping() {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("ping").is_file()));
+    assert!(
+        found,
+        "ping is not installed: `apt-get install iputils-ping` (.ci/run installs it)"
+    );
 }
 
 /// Fails the test unless the effective uid is 0: these tests must never pass by skipping.

@@ -5,7 +5,7 @@
 //! never skip, without them (CI runs as root and installs chromium). Run this file's tests one
 //! at a time (`--test-threads=1`), as CI does.
 
-use lagd::lab::topology::is_root;
+use lagd::lab::topology::{is_root, require_program};
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -396,6 +396,13 @@ fn live_capture_in_network_namespaces() {
         is_root(),
         "this test builds network namespaces: run it as root (CI does)"
     );
+    for (program, package) in [
+        ("tcpdump", "tcpdump"),
+        ("ping", "iputils-ping"),
+        ("python3", "python3"),
+    ] {
+        require_program(program, package).unwrap_or_else(|e| panic!("{e:#}"));
+    }
     let ns = Netns::new();
     let dir = TempDir::new("live");
     let cap = dir.path("live.pcap");

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use lagd::daemon::query_status;
 use lagd::lab::topology::{
     LacpduExpectation, Side, SlowCapture, Topology, check_lacpdus_with_tshark, is_root,
+    require_program,
 };
 use lagd::lab::traffic::checked_transfer;
 use lagd::status::{MemberLacp, MemberStatus, Status};
@@ -115,6 +116,7 @@ impl Lab {
 
     fn ping(&self, from: Side, count: u32) -> bool {
         let to = self.addrs[1 - side_index(from)].to_string();
+        require_program("ping", "iputils-ping").unwrap_or_else(|e| panic!("{e:#}"));
         Command::new("ip")
             .args(["netns", "exec", self.topo.ns(from), "ping", "-q", "-c"])
             .arg(count.to_string())

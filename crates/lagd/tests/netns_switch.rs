@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use lagd::daemon::query_status;
-use lagd::lab::topology::{ProcessId, Side, Topology, is_root, run};
+use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program, run};
 use lagd::lab::traffic::checked_transfer;
 use lagd::status::Status;
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
@@ -93,6 +93,7 @@ impl SwitchLab {
 
     /// Pings `to` from namespace `ns`.
     fn ping(ns: &str, to: Ipv4Addr) -> bool {
+        require_program("ping", "iputils-ping").unwrap_or_else(|e| panic!("{e:#}"));
         Command::new("ip")
             .args(["netns", "exec", ns, "ping", "-q", "-c", "2", "-i", "0.05"])
             .args(["-W", "2", &to.to_string()])

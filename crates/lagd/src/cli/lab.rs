@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use super::CliError;
 use crate::lab::control::{Ctl, Progress};
 use crate::lab::dataplane::{BondConfig, Setup};
-use crate::lab::topology::{Rate, in_path, is_root};
+use crate::lab::topology::{Rate, is_root, require_program};
 use crate::lab::traffic::Generator;
 use crate::lab::{self, LabOptions, SweepOptions, report};
 
@@ -113,10 +113,9 @@ pub fn main(args: LabArgs) -> Result<(), CliError> {
             "lagctl lab needs root (it creates network namespaces)"
         )));
     }
-    if opts.generator == Generator::Iperf3 && !in_path("iperf3") {
-        return Err(CliError::Failed(anyhow::anyhow!(
-            "iperf3 is not installed (use --generator builtin)"
-        )));
+    if opts.generator == Generator::Iperf3 {
+        require_program("iperf3", "iperf3")
+            .map_err(|e| CliError::Failed(e.context("or use --generator builtin")))?;
     }
     if let Setup::Lagd(path) = &opts.setup {
         if !path.is_file() {

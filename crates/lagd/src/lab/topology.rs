@@ -1038,6 +1038,17 @@ pub fn in_path(program: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Ok if `program` is on PATH; otherwise an error naming it and the Debian `package` that has
+/// it. Run before a program is started inside a namespace: `ip netns exec NS PROGRAM` only
+/// fails with exit code 255, which reads as the network being broken.
+pub fn require_program(program: &str, package: &str) -> Result<()> {
+    if in_path(program) {
+        Ok(())
+    } else {
+        bail!("{program} is not installed: `apt-get install {package}` (.ci/run installs it)")
+    }
+}
+
 /// A random number, different for every call (no external randomness crate needed).
 pub fn random_u64() -> u64 {
     static CALLS: AtomicU64 = AtomicU64::new(0);
