@@ -31,6 +31,14 @@
 //! the ICMP word is `type | code << 8 | id << 16` for echo/timestamp types. The fold is
 //! `h ^= dst ^ src; h ^= h >> 16; h ^= h >> 8`, then `>> 1` for the 3+4 policies only.
 //!
+//! # Why a dissector of its own
+//! The frame is read here by `KernelView`, a deliberate copy of the kernel's dissection
+//! (`bond_flow_dissect`, `__skb_flow_dissect`), not through [`crate::wire`]'s views: the hash
+//! must reproduce the kernel's choices, faults included (a tag lifted from a frame too short
+//! for it, headers the kernel reads without checking their length, fallbacks to the layer2
+//! formula), which a validating view would refuse. Everything else in lagd reads frames through
+//! the views.
+//!
 //! # Open vSwitch
 //! Both hashes are those of Open vSwitch 3.1 (Debian's build), checked against a running
 //! ovs-vswitchd by `crates/lagd/tests/ovs_hash.rs`, and modelled independently in
@@ -59,6 +67,7 @@
 //! these two policies the member index `hash % n` is lagd's deterministic starting point, not a
 //! prediction of OVS's live bucket map.
 
+use crate::wire::be16;
 use core::fmt;
 use core::str::FromStr;
 
@@ -322,11 +331,6 @@ pub fn xmit_hash_traced<T: Trace>(policy: HashPolicy, frame: &[u8], trace: &mut 
         HashPolicy::OvsSlb => ovs::slb_hash(frame, trace),
         HashPolicy::OvsTcp => ovs::tcp_hash(frame, trace),
     }
-}
-
-#[inline(always)]
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 #[inline(always)]

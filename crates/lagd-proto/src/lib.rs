@@ -44,6 +44,7 @@ pub mod bond;
 pub mod hash;
 pub mod lacp;
 pub mod plan;
+pub mod port;
 pub mod stripe;
 pub mod time;
 pub mod wire;

@@ -4,8 +4,10 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use lagd_proto::bond::{BondSnapshot, PortSnapshot};
+use lagd_proto::balance::BucketsSnapshot;
+use lagd_proto::bond::{BondSnapshot, PortSnapshot, StripeSnapshot};
 use lagd_proto::lacp::{LacpSnapshot, PortId as LacpPortId, PortSnapshot as LacpPortSnapshot};
+use lagd_proto::port::PortId;
 use lagd_proto::time::Instant;
 use lagd_proto::wire::slow::LacpInfo;
 use serde::{Deserialize, Serialize};
@@ -337,13 +339,14 @@ pub struct BondContext {
     pub tx_dropped_no_member: u64,
     /// The configured `lacp_fallback` (ms, 0: off).
     pub lacp_fallback_ms: u32,
+    /// The time of the snapshot (the bond's clock): deadlines are shown relative to it.
+    pub now: Instant,
 }
 
 impl Status {
     /// A bond's status from the bond engine's snapshot and what `ctx` says beyond it. Member `i`
     /// (in enslave order) is `member(i, port, lacp_port)`, given the engines' snapshots of it
-    /// (see [`MemberStatus::from_snapshot`]). `buckets` and `stripe` are left `None` for the
-    /// caller, which knows more of them than the snapshot does.
+    /// (see [`MemberStatus::from_snapshot`]).
     pub fn from_snapshot(
         snap: &BondSnapshot,
         ctx: BondContext,
@@ -372,8 +375,17 @@ impl Status {
                     snap.ports[usize::from(p.0)].name.clone()
                 })
             }),
-            buckets: None,
-            stripe: None,
+            buckets: snap.buckets.as_ref().map(|b| {
+                BucketsStatus::from_snapshot(b, ctx.now, |p| {
+                    snap.ports
+                        .get(p.index())
+                        .map_or_else(|| format!("#{}", p.0), |m| m.name.clone())
+                })
+            }),
+            stripe: snap.stripe.as_ref().map(|st| {
+                let names: Vec<&str> = snap.ports.iter().map(|p| p.name.as_str()).collect();
+                StripeStatus::from_snapshot(st, &names)
+            }),
             members: snap
                 .ports
                 .iter()
@@ -383,6 +395,90 @@ impl Status {
                     member(i, p, lacp)
                 })
                 .collect(),
+        }
+    }
+}
+
+impl BucketsStatus {
+    /// The bucket table's status from its snapshot taken at `now`; members named by `name`.
+    pub fn from_snapshot(
+        b: &BucketsSnapshot,
+        now: Instant,
+        name: impl Fn(PortId) -> String,
+    ) -> Self {
+        Self {
+            rebalance_interval_ms: b.config.rebalance_interval.as_millis() as u32,
+            next_rebalance_in_ms: b
+                .next_rebalance
+                .map(|t| t.saturating_since(now).as_millis() as u64),
+            busiest_over_mean_permille: b.busiest_over_mean_permille(),
+            rebalances: b.counters.rebalances,
+            moved_rebalance: b.counters.moved_rebalance,
+            moved_elephant: b.counters.moved_elephant,
+            moved_left: b.counters.moved_left,
+            moved_joined: b.counters.moved_joined,
+            moves_deferred: b.counters.deferred,
+            moves_forced: b.counters.forced,
+            members: b
+                .members
+                .iter()
+                .map(|m| BucketMemberStatus {
+                    name: name(m.port),
+                    weight: m.effective_weight,
+                    buckets: m.buckets,
+                    target_buckets: m.target_buckets,
+                    load_bytes_per_s: m.load,
+                    load_permille: m.load_permille,
+                })
+                .collect(),
+            buckets: b
+                .buckets
+                .iter()
+                .filter_map(|k| {
+                    Some(BucketStatus {
+                        bucket: k.bucket,
+                        member: name(k.member?),
+                        load_bytes_per_s: k.load,
+                        pending: k.pending.map(&name),
+                    })
+                })
+                .collect(),
+            recent_moves: b
+                .recent_moves
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{:.3} s {}",
+                        m.at.as_micros() as f64 / 1e6,
+                        m.describe(&name)
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+impl StripeStatus {
+    /// Stripe mode's status from the bond's snapshot; members named by `names`.
+    pub fn from_snapshot(st: &StripeSnapshot, names: &[&str]) -> Self {
+        let r = &st.reorder;
+        Self {
+            peer: st.peers.with_names(names).to_string(),
+            error: st.peers.error(),
+            striping: st.peers.is_striping(),
+            delivered: r.delivered,
+            reordered: r.reordered,
+            skipped_lost: r.skipped_lost,
+            skipped_timeout: r.skipped_timeout,
+            timeout_us: r
+                .timeout_us
+                .max(lagd_proto::stripe::reorder::DEFAULT_TIMEOUT.as_micros() as u64),
+            skipped_full: r.skipped_full,
+            late: r.late,
+            dropped: r.duplicates + r.stale + r.oversize + st.rx_errors,
+            resyncs: r.resyncs,
+            held: st.held_now,
+            max_held: r.max_occupancy,
         }
     }
 }

@@ -137,7 +137,7 @@ use core::fmt;
 use core::time::Duration;
 use std::collections::VecDeque;
 
-use crate::bond::PortId;
+use crate::port::PortId;
 use crate::time::Instant;
 
 #[cfg(test)]

@@ -144,6 +144,21 @@ impl Mode {
         }
     }
 
+    /// Bytes the mode adds to every data frame on the wire (stripe's sequence header): the
+    /// members need that much more MTU than the bond.
+    pub const fn encap_overhead(self) -> u32 {
+        match self {
+            Self::Stripe => crate::stripe::header::HEADER_LEN as u32,
+            _ => 0,
+        }
+    }
+
+    /// Whether the bond segments the host's TCP super-frames itself (stripe mode numbers every
+    /// wire frame), so the host must not hand it UDP super-frames.
+    pub const fn segments_in_software(self) -> bool {
+        matches!(self, Self::Stripe)
+    }
+
     /// Whether the mode has one active member (`primary`, `Currently Active Slave`).
     pub const fn uses_primary(self) -> bool {
         matches!(

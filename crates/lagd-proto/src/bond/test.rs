@@ -1,7 +1,7 @@
 //! Bond decisions in virtual time.
 
 use super::*;
-use crate::hash::{member_index, xmit_hash};
+use crate::hash::{HashPolicy, member_index, xmit_hash};
 use crate::wire::arp::{ArpPacket, ArpRepr};
 use crate::wire::ip::Ipv4Address;
 
@@ -45,6 +45,62 @@ fn tcp(sport: u16) -> Vec<u8> {
     f
 }
 
+/// The driver's side of the new API, for these tests.
+trait Drive {
+    /// A host frame through [`Bond::transmit`] (fix-ups discarded).
+    fn host_tx(&mut self, now: Instant, frame: &[u8]) -> TxVerdict;
+    /// A host frame through [`Bond::transmit`], fixed up in place.
+    fn host_tx_fixed(&mut self, now: Instant, frame: &mut Vec<u8>) -> TxVerdict;
+    /// A member's frame through [`Bond::receive`] (fix-ups discarded).
+    fn member_rx(&mut self, port: PortId, frame: &[u8]) -> RxVerdict;
+    /// A member's frame through [`Bond::receive`], fixed up in place.
+    fn member_rx_fixed(&mut self, now: Instant, port: PortId, frame: &mut [u8]) -> RxVerdict;
+    /// A member's frame through [`Bond::receive`] at `now`, for what the bond hears in it.
+    fn heard(&mut self, now: Instant, port: PortId, frame: &[u8]);
+    /// What is due at `now`.
+    fn tick(&mut self, now: Instant);
+    /// What is due at `now`, then the next frame the bond sends.
+    fn poll_at(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit>;
+}
+
+impl Drive for Bond {
+    fn host_tx(&mut self, now: Instant, frame: &[u8]) -> TxVerdict {
+        self.host_tx_fixed(now, &mut frame.to_vec())
+    }
+
+    fn host_tx_fixed(&mut self, now: Instant, frame: &mut Vec<u8>) -> TxVerdict {
+        let mut buf = vec![0u8; TX_HEADROOM + frame.len()];
+        buf[TX_HEADROOM..].copy_from_slice(frame);
+        let len = frame.len();
+        let mut host = HostFrame::new(&mut buf, len, Default::default()).unwrap();
+        let v = self.transmit(now, &mut host, &mut NoDataplane);
+        frame.copy_from_slice(host.frame());
+        v
+    }
+
+    fn member_rx(&mut self, port: PortId, frame: &[u8]) -> RxVerdict {
+        let now = self.last_now;
+        self.member_rx_fixed(now, port, &mut frame.to_vec())
+    }
+
+    fn member_rx_fixed(&mut self, now: Instant, port: PortId, frame: &mut [u8]) -> RxVerdict {
+        self.receive(now, port, frame, &mut NoDataplane)
+    }
+
+    fn heard(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        self.member_rx_fixed(now, port, &mut frame.to_vec());
+    }
+
+    fn tick(&mut self, now: Instant) {
+        self.handle_timeout(now, &mut NoDataplane);
+    }
+
+    fn poll_at(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.handle_timeout(now, &mut NoDataplane);
+        self.poll_transmit(buf)
+    }
+}
+
 #[test]
 fn balance_xor_follows_the_hash_over_usable_members() {
     let mut b = bond("mode=balance-xor xmit_hash_policy=layer3+4 miimon=100", 3);
@@ -52,8 +108,8 @@ fn balance_xor_follows_the_hash_over_usable_members() {
         let f = tcp(sport);
         let want = member_index(xmit_hash(HashPolicy::Layer34, &f), 3).unwrap();
         assert_eq!(
-            b.tx_choice(Instant::ZERO, &f),
-            TxChoice::Port(PortId(want as u16))
+            b.host_tx(Instant::ZERO, &f),
+            TxVerdict::Port(PortId(want as u16))
         );
     }
     // eth1 fails: the hash now picks among [eth0, eth2], in enslave order.
@@ -62,12 +118,12 @@ fn balance_xor_follows_the_hash_over_usable_members() {
         let f = tcp(sport);
         let i = member_index(xmit_hash(HashPolicy::Layer34, &f), 2).unwrap();
         assert_eq!(
-            b.tx_choice(Instant::ZERO, &f),
-            TxChoice::Port([PortId(0), PortId(2)][i])
+            b.host_tx(Instant::ZERO, &f),
+            TxVerdict::Port([PortId(0), PortId(2)][i])
         );
     }
     // All receive paths deliver.
-    assert_eq!(b.rx_verdict(PortId(2), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(PortId(2), &tcp(1)), RxVerdict::Deliver);
 }
 
 #[test]
@@ -75,7 +131,7 @@ fn round_robin_spreads_evenly_and_skips_failed_members() {
     let mut b = bond("mode=balance-rr miimon=100", 3);
     let mut counts = [0; 3];
     for _ in 0..300 {
-        let TxChoice::Port(p) = b.tx_choice(Instant::ZERO, &tcp(1)) else {
+        let TxVerdict::Port(p) = b.host_tx(Instant::ZERO, &tcp(1)) else {
             panic!()
         };
         counts[p.index()] += 1;
@@ -84,7 +140,7 @@ fn round_robin_spreads_evenly_and_skips_failed_members() {
     b.handle_carrier(at(1), PortId(1), false);
     let mut counts = [0; 3];
     for _ in 0..300 {
-        let TxChoice::Port(p) = b.tx_choice(Instant::ZERO, &tcp(1)) else {
+        let TxVerdict::Port(p) = b.host_tx(Instant::ZERO, &tcp(1)) else {
             panic!()
         };
         counts[p.index()] += 1;
@@ -97,8 +153,8 @@ fn round_robin_spreads_evenly_and_skips_failed_members() {
 fn round_robin_packets_per_slave_and_igmp() {
     let mut b = bond("mode=balance-rr packets_per_slave=3", 2);
     let seq: Vec<_> = (0..12)
-        .map(|_| match b.tx_choice(Instant::ZERO, &tcp(1)) {
-            TxChoice::Port(p) => p.0,
+        .map(|_| match b.host_tx(Instant::ZERO, &tcp(1)) {
+            TxVerdict::Port(p) => p.0,
             other => panic!("{other:?}"),
         })
         .collect();
@@ -106,12 +162,12 @@ fn round_robin_packets_per_slave_and_igmp() {
     let mut igmp = tcp(1);
     igmp[23] = 2;
     for _ in 0..5 {
-        assert_eq!(b.tx_choice(Instant::ZERO, &igmp), TxChoice::Port(PortId(0)));
+        assert_eq!(b.host_tx(Instant::ZERO, &igmp), TxVerdict::Port(PortId(0)));
     }
     let mut random = bond("mode=balance-rr packets_per_slave=0", 2);
     let mut counts = [0; 2];
     for _ in 0..1000 {
-        let TxChoice::Port(p) = random.tx_choice(Instant::ZERO, &tcp(1)) else {
+        let TxVerdict::Port(p) = random.host_tx(Instant::ZERO, &tcp(1)) else {
             panic!()
         };
         counts[p.index()] += 1;
@@ -122,10 +178,13 @@ fn round_robin_packets_per_slave_and_igmp() {
 #[test]
 fn broadcast_uses_all_and_drops_when_none() {
     let mut b = bond("mode=broadcast miimon=100", 2);
-    assert_eq!(b.tx_choice(Instant::ZERO, &tcp(1)), TxChoice::All);
+    assert_eq!(b.host_tx(Instant::ZERO, &tcp(1)), TxVerdict::All);
     b.handle_carrier(at(1), PortId(0), false);
     b.handle_carrier(at(1), PortId(1), false);
-    assert_eq!(b.tx_choice(Instant::ZERO, &tcp(1)), TxChoice::Drop);
+    assert_eq!(
+        b.host_tx(Instant::ZERO, &tcp(1)),
+        TxVerdict::Drop(TxDrop::NoMember)
+    );
     assert!(!b.carrier());
 }
 
@@ -134,12 +193,12 @@ fn active_backup_failover_and_inactive_receive() {
     let mut b = bond("mode=active-backup miimon=100", 2);
     assert_eq!(b.active(), Some(PortId(0)));
     assert_eq!(
-        b.tx_choice(Instant::ZERO, &tcp(1)),
-        TxChoice::Port(PortId(0))
+        b.host_tx(Instant::ZERO, &tcp(1)),
+        TxVerdict::Port(PortId(0))
     );
-    assert_eq!(b.rx_verdict(PortId(0), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(PortId(0), &tcp(1)), RxVerdict::Deliver);
     assert_eq!(
-        b.rx_verdict(PortId(1), &tcp(1)),
+        b.member_rx(PortId(1), &tcp(1)),
         RxVerdict::Drop(DropReason::InactiveMember)
     );
     b.handle_carrier(at(10), PortId(0), false);
@@ -164,8 +223,8 @@ fn active_backup_failover_and_inactive_receive() {
     let snap = b.snapshot();
     assert_eq!(snap.ports[0].link_failures, 1);
     assert_eq!(snap.active.as_deref(), Some("eth1"));
-    let all = bond("mode=active-backup all_slaves_active=1", 2);
-    assert_eq!(all.rx_verdict(PortId(1), &tcp(1)), RxVerdict::Deliver);
+    let mut all = bond("mode=active-backup all_slaves_active=1", 2);
+    assert_eq!(all.member_rx(PortId(1), &tcp(1)), RxVerdict::Deliver);
 }
 
 #[test]
@@ -223,9 +282,9 @@ fn downdelay_and_updelay() {
         "still used while going down"
     );
     assert_eq!(b.poll_timeout(), Some(at(1200)));
-    b.handle_timeout(at(1199));
+    b.tick(at(1199));
     assert_eq!(b.snapshot().ports[0].mii, MiiStatus::GoingDown);
-    b.handle_timeout(at(1200));
+    b.tick(at(1200));
     assert_eq!(b.snapshot().ports[0].mii, MiiStatus::Down);
     assert_eq!(b.usable(), &[PortId(1)]);
     assert_eq!(b.snapshot().ports[0].link_failures, 1);
@@ -234,12 +293,12 @@ fn downdelay_and_updelay() {
     assert_eq!(b.snapshot().ports[0].mii, MiiStatus::GoingBack);
     assert_eq!(b.usable(), &[PortId(1)]);
     assert_eq!(b.poll_timeout(), Some(at(2500)));
-    b.handle_timeout(at(2500));
+    b.tick(at(2500));
     assert_eq!(b.usable(), &[PortId(0), PortId(1)]);
     // A flap shorter than downdelay costs nothing.
     b.handle_carrier(at(3000), PortId(1), false);
     b.handle_carrier(at(3100), PortId(1), true);
-    b.handle_timeout(at(3300));
+    b.tick(at(3300));
     assert_eq!(b.snapshot().ports[1].mii, MiiStatus::Up);
     assert_eq!(b.snapshot().ports[1].link_failures, 0);
 }
@@ -263,17 +322,17 @@ fn updelay_ignored_when_nothing_is_up() {
 
 #[test]
 fn slow_protocols_and_runts_never_reach_the_host() {
-    let b = bond("mode=balance-xor", 2);
+    let mut b = bond("mode=balance-xor", 2);
     let mut lacpdu = vec![
         0x01, 0x80, 0xc2, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0x09, 1, 1,
     ];
     lacpdu.resize(124, 0);
     assert_eq!(
-        b.rx_verdict(PortId(0), &lacpdu),
+        b.member_rx(PortId(0), &lacpdu),
         RxVerdict::Drop(DropReason::SlowProtocols)
     );
     assert_eq!(
-        b.rx_verdict(PortId(0), &[0; 13]),
+        b.member_rx(PortId(0), &[0; 13]),
         RxVerdict::Drop(DropReason::Runt)
     );
 }
@@ -293,11 +352,14 @@ fn member_without_carrier_at_start() {
     let mut b = Bond::new(o, BOND_MAC);
     b.add_port(at(0), info("eth0", 1, 10_000), false);
     assert!(!b.carrier());
-    assert_eq!(b.tx_choice(Instant::ZERO, &tcp(1)), TxChoice::Drop);
+    assert_eq!(
+        b.host_tx(Instant::ZERO, &tcp(1)),
+        TxVerdict::Drop(TxDrop::NoMember)
+    );
     b.add_port(at(0), info("eth1", 2, 10_000), true);
     assert_eq!(
-        b.tx_choice(Instant::ZERO, &tcp(1)),
-        TxChoice::Port(PortId(1))
+        b.host_tx(Instant::ZERO, &tcp(1)),
+        TxVerdict::Port(PortId(1))
     );
     b.handle_carrier(at(50), PortId(0), true);
     assert_eq!(b.usable(), &[PortId(0), PortId(1)]);
@@ -318,6 +380,69 @@ mod props {
     use proptest::prelude::*;
 
     proptest! {
+        /// The distribution as plain data decides as the bond does: for every mode a table can
+        /// describe, the member the table gives a frame's hash is the member `transmit` chose,
+        /// and a member's frames reach the host exactly when the table says they do. The
+        /// generation changes whenever the table does.
+        #[test]
+        fn the_distribution_table_decides_as_the_bond(
+            events in proptest::collection::vec((0u16..3, any::<bool>(), 0u64..400), 0..40),
+            sports in proptest::collection::vec(any::<u16>(), 1..8),
+            opts in prop::sample::select(vec![
+                "mode=balance-xor xmit_hash_policy=layer3+4",
+                "mode=balance-xor xmit_hash_policy=layer2 distribution=buckets",
+                "mode=balance-slb",
+                "mode=active-backup",
+                "mode=active-backup all_slaves_active=1",
+                "mode=broadcast",
+                "mode=balance-rr",
+                "mode=balance-tlb",
+                "mode=balance-alb",
+            ]),
+        ) {
+            let mut b = bond(&format!("{opts} miimon=100 updelay=200 downdelay=100"), 3);
+            let mut now = 0;
+            let mut last = b.distribution();
+            for (port, carrier, dt) in events {
+                now += dt;
+                b.handle_carrier(at(now), PortId(port), carrier);
+                b.tick(at(now));
+                let table = b.distribution();
+                if table.generation == last.generation {
+                    prop_assert_eq!(&table, &last, "same generation, same table");
+                }
+                last = table;
+                for &sport in &sports {
+                    let f = tcp(sport);
+                    let v = b.host_tx(at(now), &f);
+                    let table = b.distribution();
+                    let policy = match &table.tx {
+                        TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. } => Some(*p),
+                        _ => None,
+                    };
+                    match (&table.tx, v) {
+                        (TxRule::Modulo(_) | TxRule::Buckets { .. } | TxRule::Active, TxVerdict::Port(p)) => {
+                            let hash = policy.map_or(0, |p| xmit_hash(p, &f));
+                            prop_assert_eq!(table.member_for_hash(hash), Some(p));
+                        }
+                        (TxRule::All, TxVerdict::All) | (TxRule::PerFrame, _) => {}
+                        (_, TxVerdict::Drop(TxDrop::NoMember)) => {
+                            prop_assert!(table.usable.is_empty() || table.active.is_none());
+                        }
+                        (rule, v) => prop_assert!(false, "{rule:?} but {v:?}"),
+                    }
+                }
+                let table = b.distribution();
+                for rx in &table.rx {
+                    let mut bcast = tcp(1);
+                    bcast[..6].copy_from_slice(&[0xff; 6]);
+                    let uni = b.member_rx(rx.port, &tcp(1)) == RxVerdict::Deliver;
+                    let multi = b.member_rx(rx.port, &bcast) == RxVerdict::Deliver;
+                    prop_assert_eq!((uni, multi), (rx.unicast, rx.multicast), "{:?}", rx.port);
+                }
+            }
+        }
+
         /// Whatever carrier sequence happens, the choice is always a usable member (or Drop
         /// exactly when none is usable), and the same flow keeps its member between changes.
         #[test]
@@ -328,15 +453,16 @@ mod props {
             for (port, carrier, dt) in events {
                 now += dt;
                 b.handle_carrier(at(now), PortId(port), carrier);
-                b.handle_timeout(at(now));
+                b.tick(at(now));
                 let f = tcp(now as u16);
-                match b.tx_choice(Instant::ZERO, &f) {
-                    TxChoice::Port(p) => prop_assert!(b.snapshot().ports[p.index()].mii.usable()),
-                    TxChoice::All => prop_assert!(!b.usable().is_empty()),
-                    TxChoice::Drop => prop_assert!(b.usable().is_empty()),
+                match b.host_tx(Instant::ZERO, &f) {
+                    TxVerdict::Port(p) => prop_assert!(b.snapshot().ports[p.index()].mii.usable()),
+                    TxVerdict::All => prop_assert!(!b.usable().is_empty()),
+                    TxVerdict::Drop(TxDrop::NoMember) => prop_assert!(b.usable().is_empty()),
+                    other => prop_assert!(false, "{other:?} in {mode}"),
                 }
                 if mode == "balance-xor" {
-                    prop_assert_eq!(b.tx_choice(Instant::ZERO, &f), b.tx_choice(Instant::ZERO, &f));
+                    prop_assert_eq!(b.host_tx(Instant::ZERO, &f), b.host_tx(Instant::ZERO, &f));
                 }
             }
         }
@@ -361,7 +487,7 @@ fn failover_sends_gratuitous_arps_on_the_new_active_member() {
     );
     let mut buf = [0u8; 64];
     // Nothing learned yet, nothing pending.
-    assert_eq!(b.poll_transmit(at(0), &mut buf), None);
+    assert_eq!(b.poll_at(at(0), &mut buf), None);
     b.learn_from_host(&tcp(1));
     assert_eq!(
         b.host_ipv4(),
@@ -374,7 +500,7 @@ fn failover_sends_gratuitous_arps_on_the_new_active_member() {
     let mut sent = Vec::new();
     let mut t = 1000;
     while t <= 2000 {
-        while let Some(tx) = b.poll_transmit(at(t), &mut buf) {
+        while let Some(tx) = b.poll_at(at(t), &mut buf) {
             assert_eq!(tx.port, PortId(1));
             let arp = ArpRepr::parse(&ArpPacket::new_checked(&buf[14..tx.len]).unwrap()).unwrap();
             assert!(arp.is_gratuitous());
@@ -396,16 +522,16 @@ fn failover_sends_gratuitous_arps_on_the_new_active_member() {
 fn no_announcement_without_address_or_in_other_modes() {
     let mut b = bond("mode=active-backup miimon=100", 2);
     b.handle_carrier(at(10), PortId(0), false);
-    assert_eq!(b.poll_transmit(at(10), &mut [0u8; 64]), None);
+    assert_eq!(b.poll_at(at(10), &mut [0u8; 64]), None);
     let mut x = bond("mode=balance-xor miimon=100", 2);
     x.learn_from_host(&host_arp());
     x.handle_carrier(at(10), PortId(0), false);
-    assert_eq!(x.poll_transmit(at(10), &mut [0u8; 64]), None);
+    assert_eq!(x.poll_at(at(10), &mut [0u8; 64]), None);
     // num_grat_arp=0 turns announcements off.
     let mut z = bond("mode=active-backup miimon=100 num_grat_arp=0", 2);
     z.learn_from_host(&host_arp());
     z.handle_carrier(at(10), PortId(0), false);
-    assert_eq!(z.poll_transmit(at(10), &mut [0u8; 64]), None);
+    assert_eq!(z.poll_at(at(10), &mut [0u8; 64]), None);
 }
 
 /// An ARP reply from `ip` (a target) to the bond.
@@ -422,7 +548,7 @@ fn arp_reply_from(ip: [u8; 4]) -> Vec<u8> {
 fn probes(b: &mut Bond, now: Instant) -> Vec<(PortId, [u8; 4])> {
     let mut buf = [0u8; 64];
     let mut out = Vec::new();
-    while let Some(tx) = b.poll_transmit(now, &mut buf) {
+    while let Some(tx) = b.poll_at(now, &mut buf) {
         let arp = ArpRepr::parse(&ArpPacket::new_checked(&buf[14..tx.len]).unwrap()).unwrap();
         let ArpRepr::EthernetIpv4 {
             target_protocol_addr,
@@ -446,13 +572,13 @@ fn arp_monitor_probes_and_takes_out_a_silent_member() {
     b.learn_from_host(&host_arp());
     // Every interval each member probes the target.
     for t in (0..=1000).step_by(100) {
-        b.handle_timeout(at(t));
+        b.tick(at(t));
         assert_eq!(
             probes(&mut b, at(t)),
             [(PortId(0), [10, 0, 0, 9]), (PortId(1), [10, 0, 0, 9])]
         );
         // Only member 0 hears anything (member 1's traffic is dropped on the wire).
-        b.note_rx(at(t), PortId(0), &tcp(1));
+        b.heard(at(t), PortId(0), &tcp(1));
     }
     let s = b.snapshot();
     assert_eq!(s.ports[0].mii, MiiStatus::Up);
@@ -464,8 +590,8 @@ fn arp_monitor_probes_and_takes_out_a_silent_member() {
     assert_eq!(s.ports[1].link_failures, 1);
     assert_eq!(b.usable(), &[PortId(0)]);
     // It keeps probing on the silent member; hearing from it brings it back.
-    b.note_rx(at(1050), PortId(1), &tcp(1));
-    b.handle_timeout(at(1100));
+    b.heard(at(1050), PortId(1), &tcp(1));
+    b.tick(at(1100));
     assert_eq!(b.usable(), &[PortId(0), PortId(1)]);
 }
 
@@ -476,14 +602,14 @@ fn arp_validate_counts_only_arp_from_targets() {
         2,
     );
     for t in (0..=600).step_by(100) {
-        b.handle_timeout(at(t));
+        b.tick(at(t));
         // The active member probes both targets; backups do not probe.
         let p = probes(&mut b, at(t));
         if b.active() == Some(PortId(0)) {
             assert_eq!(p, [(PortId(0), [10, 0, 0, 9]), (PortId(0), [10, 0, 0, 10])]);
         }
-        b.note_rx(at(t), PortId(0), &tcp(1)); // not ARP: does not count
-        b.note_rx(at(t), PortId(1), &arp_reply_from([10, 0, 0, 10]));
+        b.heard(at(t), PortId(0), &tcp(1)); // not ARP: does not count
+        b.heard(at(t), PortId(1), &arp_reply_from([10, 0, 0, 10]));
     }
     // Member 0 heard no ARP from a target: taken out; member 1 heard target 2 (any target
     // suffices with arp_all_targets=any).
@@ -495,8 +621,8 @@ fn arp_validate_counts_only_arp_from_targets() {
         1,
     );
     for t in (0..=600).step_by(100) {
-        all.handle_timeout(at(t));
-        all.note_rx(at(t), PortId(0), &arp_reply_from([10, 0, 0, 10]));
+        all.tick(at(t));
+        all.heard(at(t), PortId(0), &arp_reply_from([10, 0, 0, 10]));
     }
     assert!(
         !all.carrier(),
@@ -515,12 +641,7 @@ fn exchange(a: &mut Bond, b: &mut Bond, now: Instant, lossy: &[bool]) {
     fn deliver(from: &mut Bond, to: &mut Bond, now: Instant, lossy: &[bool]) -> bool {
         let mut buf = [0u8; 128];
         let mut moved = false;
-        let due = from.poll_timeout().is_some_and(|t| t <= now);
-        while let Some(tx) = from.poll_transmit(now, &mut buf) {
-            assert!(
-                due,
-                "a frame to send, but poll_timeout was not due at {now}"
-            );
+        while let Some(tx) = from.poll_at(now, &mut buf) {
             moved = true;
             if !lossy[tx.port.index()] {
                 to.handle_frame(now, tx.port, &buf[..tx.len]);
@@ -539,8 +660,8 @@ fn exchange(a: &mut Bond, b: &mut Bond, now: Instant, lossy: &[bool]) {
 
 fn run_pair(a: &mut Bond, b: &mut Bond, from_ms: u64, to_ms: u64, lossy: &[bool]) {
     for t in (from_ms..=to_ms).step_by(10) {
-        a.handle_timeout(at(t));
-        b.handle_timeout(at(t));
+        a.tick(at(t));
+        b.tick(at(t));
         exchange(a, b, at(t), lossy);
     }
 }
@@ -554,10 +675,13 @@ fn ieee8023ad_distributes_over_lacp_members_only() {
         b.add_port(at(0), info(&format!("p{i}"), 0x20 + i, 10_000), true);
     }
     // Before LACP agrees nothing is sent and nothing is collected.
-    assert_eq!(a.tx_choice(Instant::ZERO, &tcp(1)), TxChoice::Drop);
+    assert_eq!(
+        a.host_tx(Instant::ZERO, &tcp(1)),
+        TxVerdict::Drop(TxDrop::NoMember)
+    );
     assert!(!a.carrier());
     assert_eq!(
-        a.rx_verdict(PortId(0), &tcp(1)),
+        a.member_rx(PortId(0), &tcp(1)),
         RxVerdict::Drop(DropReason::NotCollecting)
     );
     run_pair(&mut a, &mut b, 0, 3000, &[false, false]);
@@ -567,18 +691,18 @@ fn ieee8023ad_distributes_over_lacp_members_only() {
         let f = tcp(sport);
         let want = member_index(xmit_hash(HashPolicy::Layer34, &f), 2).unwrap();
         assert_eq!(
-            a.tx_choice(Instant::ZERO, &f),
-            TxChoice::Port(PortId(want as u16))
+            a.host_tx(Instant::ZERO, &f),
+            TxVerdict::Port(PortId(want as u16))
         );
     }
-    assert_eq!(a.rx_verdict(PortId(1), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(a.member_rx(PortId(1), &tcp(1)), RxVerdict::Deliver);
     let snap = a.snapshot().lacp.unwrap();
     assert_eq!(snap.active_aggregator_info().unwrap().enabled_ports, 2);
     // LACPDUs lost on link 1 (fast rate): that member leaves after 3 s, the other stays.
     run_pair(&mut a, &mut b, 3010, 7000, &[false, true]);
     assert_eq!(a.usable(), &[PortId(0)]);
     assert_eq!(
-        a.rx_verdict(PortId(1), &tcp(1)),
+        a.member_rx(PortId(1), &tcp(1)),
         RxVerdict::Drop(DropReason::NotCollecting)
     );
     assert!(a.carrier());
@@ -586,7 +710,10 @@ fn ieee8023ad_distributes_over_lacp_members_only() {
     a.handle_carrier(at(7010), PortId(0), false);
     assert!(a.usable().is_empty());
     assert!(!a.carrier());
-    assert_eq!(a.tx_choice(Instant::ZERO, &tcp(1)), TxChoice::Drop);
+    assert_eq!(
+        a.host_tx(Instant::ZERO, &tcp(1)),
+        TxVerdict::Drop(TxDrop::NoMember)
+    );
 }
 
 #[test]
@@ -596,10 +723,10 @@ fn actor_port_prio_reaches_the_lacpdus() {
     assert_eq!(snap.ports[0].actor.port_priority, 255);
     assert_eq!(snap.ports[1].actor.port_priority, 7);
     // And on the wire.
-    b.handle_timeout(at(0));
+    b.tick(at(0));
     let mut buf = [0u8; 128];
     let mut seen = false;
-    while let Some(tx) = b.poll_transmit(at(0), &mut buf) {
+    while let Some(tx) = b.poll_at(at(0), &mut buf) {
         let pdu = crate::wire::slow::LacpRepr::parse_frame(&buf[..tx.len]).unwrap();
         let want = if tx.port == PortId(1) { 7 } else { 255 };
         assert_eq!(pdu.actor.port_priority, want);
@@ -637,7 +764,7 @@ fn failover_sends_unsolicited_neighbour_advertisements() {
     let mut buf = [0u8; 128];
     let mut kinds = Vec::new();
     for t in [1000, 1050, 1100, 1150, 1200] {
-        while let Some(tx) = b.poll_transmit(at(t), &mut buf) {
+        while let Some(tx) = b.poll_at(at(t), &mut buf) {
             assert_eq!(tx.port, PortId(1));
             let f = &buf[..tx.len];
             if f[12..14] == [0x86, 0xdd] {
@@ -668,20 +795,13 @@ fn failover_sends_unsolicited_neighbour_advertisements() {
 }
 
 /// Every frame the bond wants sent at `now`: (member, frame).
-/// The driver only polls when `poll_timeout` is due: anything to send must make it so.
 fn sent_at(b: &mut Bond, now: Instant) -> Vec<(PortId, Vec<u8>)> {
     let mut buf = [0u8; 1600];
-    let due = b.poll_timeout().is_some_and(|t| t <= now);
-    let sent: Vec<_> = core::iter::from_fn(|| {
-        b.poll_transmit(now, &mut buf)
+    core::iter::from_fn(|| {
+        b.poll_at(now, &mut buf)
             .map(|tx| (tx.port, buf[..tx.len].to_vec()))
     })
-    .collect();
-    assert!(
-        sent.is_empty() || due,
-        "frames to send, but poll_timeout was not due at {now}"
-    );
-    sent
+    .collect()
 }
 
 #[test]
@@ -695,7 +815,9 @@ fn balance_tlb_balances_unicast_ip_and_rewrites_the_source_off_the_active_member
     for sport in 1000..1200 {
         let f = tcp(sport);
         let want = member_index(xmit_hash(HashPolicy::Layer34, &f), 2).unwrap();
-        let TxChoice::Port(p) = b.tx_choice(at(0), &f) else {
+        let mut out = f.clone();
+        out[6..12].copy_from_slice(&BOND_MAC.0);
+        let TxVerdict::Port(p) = b.host_tx_fixed(at(0), &mut out) else {
             panic!()
         };
         assert_eq!(
@@ -704,9 +826,6 @@ fn balance_tlb_balances_unicast_ip_and_rewrites_the_source_off_the_active_member
             "tlb_dynamic_lb=0: hash over usable members"
         );
         counts[p.index()] += 1;
-        let mut out = f.clone();
-        out[6..12].copy_from_slice(&BOND_MAC.0);
-        b.tx_fixup(p, &mut out);
         let src = if p == PortId(0) {
             BOND_MAC.0
         } else {
@@ -720,25 +839,28 @@ fn balance_tlb_balances_unicast_ip_and_rewrites_the_source_off_the_active_member
     }
     assert!(counts[0] > 50 && counts[1] > 50, "{counts:?}");
     // ARP and broadcast leave through the active member.
-    assert_eq!(b.tx_choice(at(0), &host_arp()), TxChoice::Port(PortId(0)));
+    assert_eq!(b.host_tx(at(0), &host_arp()), TxVerdict::Port(PortId(0)));
     let mut bcast = tcp(1);
     bcast[..6].copy_from_slice(&[0xff; 6]);
-    assert_eq!(b.tx_choice(at(0), &bcast), TxChoice::Port(PortId(0)));
+    assert_eq!(b.host_tx(at(0), &bcast), TxVerdict::Port(PortId(0)));
     // Only the active member receives.
-    assert_eq!(b.rx_verdict(PortId(0), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(PortId(0), &tcp(1)), RxVerdict::Deliver);
     assert_eq!(
-        b.rx_verdict(PortId(1), &tcp(1)),
+        b.member_rx(PortId(1), &tcp(1)),
         RxVerdict::Drop(DropReason::InactiveMember)
     );
     // Failover: everything on the survivor, with the bond's MAC.
     b.handle_carrier(at(10), PortId(0), false);
     assert_eq!(b.active(), Some(PortId(1)));
     for sport in 1000..1050 {
-        assert_eq!(b.tx_choice(at(10), &tcp(sport)), TxChoice::Port(PortId(1)));
+        assert_eq!(b.host_tx(at(10), &tcp(sport)), TxVerdict::Port(PortId(1)));
     }
     let mut out = tcp(1);
     out[6..12].copy_from_slice(&BOND_MAC.0);
-    b.tx_fixup(PortId(1), &mut out);
+    assert_eq!(
+        b.host_tx_fixed(at(10), &mut out),
+        TxVerdict::Port(PortId(1))
+    );
     assert_eq!(out[6..12], BOND_MAC.0);
     let snap = b.snapshot();
     assert_eq!(snap.active.as_deref(), Some("eth1"));
@@ -824,10 +946,9 @@ fn balance_alb_teaches_each_client_a_member_and_receives_on_all() {
     for i in 0..4 {
         // The host answers client i: the reply leaves on the client's member, with its MAC.
         let mut reply = alb_arp(2, true, i);
-        let TxChoice::Port(p) = b.tx_choice(at(0), &reply) else {
+        let TxVerdict::Port(p) = b.host_tx_fixed(at(0), &mut reply) else {
             panic!()
         };
-        b.tx_fixup(p, &mut reply);
         let mac = b.wire_mac(p).0;
         assert_eq!(reply[6..12], mac);
         assert_eq!(reply[22..28], mac, "the ARP sender hardware address too");
@@ -837,22 +958,21 @@ fn balance_alb_teaches_each_client_a_member_and_receives_on_all() {
     // Member 1 receives its clients' unicast, for its MAC: the host gets it for the bond's MAC.
     let mut to_member = tcp(1);
     to_member[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    assert_eq!(b.rx_verdict(PortId(1), &to_member), RxVerdict::Deliver);
-    b.rx_fixup(at(0), &mut to_member);
+    assert_eq!(
+        b.member_rx_fixed(at(0), PortId(1), &mut to_member),
+        RxVerdict::Deliver
+    );
     assert_eq!(to_member[..6], BOND_MAC.0);
     // Broadcast only on the active member.
     let mut bcast = tcp(1);
     bcast[..6].copy_from_slice(&[0xff; 6]);
     assert_eq!(
-        b.rx_verdict(PortId(1), &bcast),
+        b.member_rx(PortId(1), &bcast),
         RxVerdict::Drop(DropReason::InactiveMember)
     );
-    assert_eq!(b.rx_verdict(PortId(0), &bcast), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(PortId(0), &bcast), RxVerdict::Deliver);
     // The host broadcasts a request: clients on member 1 are taught again after a moment.
-    assert_eq!(
-        b.tx_choice(at(1000), &host_arp()),
-        TxChoice::Port(PortId(0))
-    );
+    assert_eq!(b.host_tx(at(1000), &host_arp()), TxVerdict::Port(PortId(0)));
     assert!(
         sent_at(&mut b, at(1000))
             .iter()
@@ -897,8 +1017,10 @@ fn balance_alb_learns_clients_that_ask_for_the_bond() {
     b.learn_from_host(&host_arp());
     for i in 0..2 {
         let mut req = alb_arp(1, false, i);
-        assert_eq!(b.rx_verdict(PortId(0), &req), RxVerdict::Deliver);
-        b.rx_fixup(at(0), &mut req);
+        assert_eq!(
+            b.member_rx_fixed(at(0), PortId(0), &mut req),
+            RxVerdict::Deliver
+        );
     }
     // Client 1 is given member 1 and taught its MAC right after the exchange, twice.
     let taught: Vec<_> = [0, 200, 400]
@@ -1009,10 +1131,30 @@ fn resend_igmp_replays_the_hosts_reports_on_the_new_active_member() {
     assert!(sent_at(&mut x, at(1000)).is_empty());
 }
 
-/// In stripe mode the bond wakes for stripe's hellos only: a reorder hole, due within
-/// milliseconds, is the driver's to poll on the stripe engine, without the bond's machines.
+/// Frames the bond delivered to the host; `drained` says whether the members were read dry.
+struct Host {
+    up: Vec<u8>,
+    drained: bool,
+}
+
+impl Dataplane for Host {
+    fn send(&mut self, _: PortId, _: &mut [u8], _: usize, _: usize) -> bool {
+        true
+    }
+
+    fn deliver(&mut self, frame: &[u8]) {
+        self.up.push(frame[14]);
+    }
+
+    fn drained(&self) -> bool {
+        self.drained
+    }
+}
+
+/// In stripe mode the bond's one deadline covers stripe's reorder holes too: it wakes for the
+/// hole before the next hello, and gives the hole up only once the members were read dry.
 #[test]
-fn stripe_bond_times_out_for_hellos_only() {
+fn stripe_bond_wakes_for_a_reorder_hole_and_gives_it_up_when_drained() {
     use crate::stripe::{Stripe, StripeConfig, header::HELLO_FRAME_LEN};
     let peer_mac = EthernetAddress([2, 0, 0, 0, 0, 0x99]);
     let mut b = bond("mode=stripe miimon=100", 2);
@@ -1020,22 +1162,25 @@ fn stripe_bond_times_out_for_hellos_only() {
     let ports = [(PortId(0), 10_000), (PortId(1), 10_000)];
     peer.set_members(Instant::ZERO, &ports);
     let mut buf = [0u8; 1600];
+    let mut host = Host {
+        up: Vec::new(),
+        drained: true,
+    };
     // Hellos both ways for 300 ms: both ends two-way.
     for ms in (0..300).step_by(10) {
         let t = at(ms);
-        b.handle_timeout(t);
-        while let Some(tx) = b.poll_transmit(t, &mut buf) {
+        while let Some(tx) = b.poll_at(t, &mut buf) {
             peer.handle_frame(t, tx.port, &mut buf[..tx.len], &mut |_| ())
                 .unwrap();
         }
         while let Some((port, h)) = peer.poll_transmit(t) {
             let mut f = vec![0u8; HELLO_FRAME_LEN];
             h.emit_frame(peer_mac, &mut f).unwrap();
-            let s = b.stripe_mut().unwrap();
-            s.handle_frame(t, port, &mut f, &mut |_| ()).unwrap();
+            assert_eq!(b.receive(t, port, &mut f, &mut host), RxVerdict::Consumed);
         }
     }
-    assert!(peer.is_striping() && b.stripe().unwrap().is_striping());
+    assert!(peer.is_striping());
+    assert!(b.mode.stripe().unwrap().engine.is_striping());
     // Three frames from the peer; the second is lost, so the third waits behind a hole.
     let t = at(300);
     let mut frames = Vec::new();
@@ -1048,21 +1193,21 @@ fn stripe_bond_times_out_for_hellos_only() {
         let (port, start) = peer.transmit(&mut f, 8, 60).unwrap();
         frames.push((port, f[start..].to_vec()));
     }
-    let mut up = Vec::new();
     for i in [0, 2] {
         let (port, f) = &mut frames[i];
-        let s = b.stripe_mut().unwrap();
-        s.handle_frame(t, *port, f, &mut |g| up.push(g[14]))
-            .unwrap();
+        assert_eq!(b.receive(t, *port, f, &mut host), RxVerdict::Consumed);
     }
-    assert_eq!(up, vec![0], "frame 2 waits for frame 1");
-    let stripe = b.stripe().unwrap();
-    let hole = stripe.poll_timeout().unwrap();
-    let hello = stripe.transmit_timeout().unwrap();
+    assert_eq!(host.up, vec![0], "frame 2 waits for frame 1");
+    let engine = &b.mode.stripe().unwrap().engine;
+    let hole = engine.poll_timeout().unwrap();
+    let hello = engine.transmit_timeout().unwrap();
     assert!(hole < hello, "hole {hole:?}, hello {hello:?}");
-    assert_eq!(
-        b.poll_timeout(),
-        Some(hello),
-        "the bond wakes for the hello only"
-    );
+    assert_eq!(b.poll_timeout(), Some(hole), "the bond wakes for the hole");
+    // Frames still waiting in a member's socket: the hole is kept.
+    host.drained = false;
+    b.handle_timeout(hole, &mut host);
+    assert_eq!(host.up, vec![0]);
+    host.drained = true;
+    b.handle_timeout(hole, &mut host);
+    assert_eq!(host.up, vec![0, 2], "the hole given up, frame 2 delivered");
 }

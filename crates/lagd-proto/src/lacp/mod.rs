@@ -96,6 +96,7 @@ mod tx;
 #[cfg(test)]
 mod tests;
 
+pub use crate::port::{AggregatorId, PortId, Transmit};
 pub use churn::{ActorChurnState, PartnerChurnState};
 pub use mux::MuxState;
 pub use periodic::PeriodicState;
@@ -145,26 +146,6 @@ pub(crate) const PARTNER_ADMIN: LacpInfo = LacpInfo {
 /// Most rounds the machines run in one call before the engine stops looking for changes. Every
 /// cascade the machines can produce settles in far fewer; the bound only guarantees progress.
 const MAX_ROUNDS: usize = 32;
-
-/// A member port, as the caller names it (for example the member's index in the bond).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct PortId(pub u16);
-
-impl fmt::Display for PortId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-/// An aggregator of a bond. Ids are 1, 2, … in `add_port` order (one aggregator per port).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct AggregatorId(pub u16);
-
-impl fmt::Display for AggregatorId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
 
 /// `lacp_rate`: the LACPDU rate lagd asks of its partner (its LACP_Timeout bit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -392,15 +373,6 @@ impl fmt::Display for AddPortError {
 }
 
 impl std::error::Error for AddPortError {}
-
-/// A frame [`Lacp::poll_transmit`] wrote: send `buf[..len]` on `port`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    /// The member to send on.
-    pub port: PortId,
-    /// The frame length in the caller's buffer.
-    pub len: usize,
-}
 
 /// Something the dataplane or the operator may want to react to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

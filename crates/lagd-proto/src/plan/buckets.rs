@@ -42,7 +42,7 @@
 //! allocation. Rebalancing runs once per interval per table.
 
 use crate::balance::{BUCKETS, BalanceConfig, Buckets, bucket};
-use crate::bond::PortId;
+use crate::port::PortId;
 use crate::time::Instant;
 
 use super::Load;

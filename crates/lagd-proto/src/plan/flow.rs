@@ -28,7 +28,7 @@ use core::fmt;
 use core::hash::{BuildHasherDefault, Hasher};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::wire::EthernetAddress;
+use crate::wire::{EthernetAddress, be16};
 
 /// `FlowKey` flag: the frame had a VLAN tag (the outermost one is in the key).
 const F_TAGGED: u8 = 1;
@@ -205,11 +205,6 @@ fn mac48(b: &[u8]) -> u64 {
     let mut w = [0u8; 8];
     w[..6].copy_from_slice(&b[..6]);
     u64::from_le_bytes(w)
-}
-
-#[inline(always)]
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 fn mac_of(w: u64) -> EthernetAddress {

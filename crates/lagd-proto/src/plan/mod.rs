@@ -916,7 +916,7 @@ impl Planner {
         let mut igmp = false;
         let mut rr_bit = 0;
         if let Some(rr) = &mut self.rr {
-            igmp = crate::bond::is_igmp(frame);
+            igmp = crate::wire::ipv4::is_igmp(frame);
             rr_bit = if igmp {
                 rr.igmp(1, bytes)
             } else {
@@ -1125,7 +1125,7 @@ impl Planner {
         let mut rr_mask = 0;
         let mut igmp = false;
         if let Some(rr) = &mut self.rr {
-            igmp = crate::bond::is_igmp(&self.scratch);
+            igmp = crate::wire::ipv4::is_igmp(&self.scratch);
             if igmp {
                 rr_mask = rr.igmp(packets, bytes);
             } else {

@@ -27,7 +27,7 @@
 
 use super::buckets::weight_mbps;
 use super::{Load, speed_for};
-use crate::bond::PortId;
+use crate::port::PortId;
 use crate::stripe::StripeTx;
 use crate::stripe::header::HEADER_LEN;
 

@@ -1055,7 +1055,7 @@ fn drive_buckets(
     failed: Option<usize>,
 ) -> (Vec<(u64, u64)>, crate::balance::BalanceCounters) {
     use crate::balance::Buckets;
-    use crate::bond::PortId;
+    use crate::port::PortId;
     let mut members: Vec<(PortId, u32)> = speeds
         .iter()
         .enumerate()
@@ -1332,10 +1332,13 @@ fn tally(
 
 /// Per member: (packets, bytes, distinct flows) as the daemon's `Bond` sends `frames`.
 fn rr_by_bond(frames: &[Vec<u8>], n: usize, down: Option<usize>) -> Vec<(u64, u64, u64)> {
-    use crate::bond::TxChoice;
+    use crate::bond::{HostFrame, NoDataplane, TX_HEADROOM, TxVerdict};
     let mut b = rr_bond(n, down);
     tally(frames, n, |f| {
-        let TxChoice::Port(p) = b.tx_choice(Instant::ZERO, f) else {
+        let mut buf = vec![0u8; TX_HEADROOM + f.len()];
+        buf[TX_HEADROOM..].copy_from_slice(f);
+        let mut host = HostFrame::new(&mut buf, f.len(), Default::default()).unwrap();
+        let TxVerdict::Port(p) = b.transmit(Instant::ZERO, &mut host, &mut NoDataplane) else {
             panic!("balance-rr always has a member here");
         };
         p.index()

@@ -32,7 +32,7 @@
 //!
 //! # Example
 //! ```
-//! use lagd_proto::bond::PortId;
+//! use lagd_proto::port::PortId;
 //! use lagd_proto::stripe::{Stripe, StripeConfig};
 //! use lagd_proto::time::Instant;
 //! use lagd_proto::wire::EthernetAddress;
@@ -76,7 +76,7 @@ pub mod tx;
 
 use core::fmt;
 
-use crate::bond::PortId;
+use crate::port::PortId;
 use crate::time::Instant;
 use crate::wire::{self, EthernetAddress};
 

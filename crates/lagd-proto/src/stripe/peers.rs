@@ -21,7 +21,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::bond::PortId;
+use crate::port::PortId;
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
 

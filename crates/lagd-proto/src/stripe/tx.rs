@@ -12,7 +12,7 @@
 //! goes to the others with the very next frame, and the members that stay keep their credit, so
 //! a change causes neither a stall nor a burst.
 
-use crate::bond::PortId;
+use crate::port::PortId;
 
 /// One member as the sender sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +29,7 @@ struct Member {
 /// The striping sender: member choice by bytes and weights, and consecutive sequence numbers.
 ///
 /// ```
-/// use lagd_proto::bond::PortId;
+/// use lagd_proto::port::PortId;
 /// use lagd_proto::stripe::StripeTx;
 ///
 /// let mut tx = StripeTx::new(0);

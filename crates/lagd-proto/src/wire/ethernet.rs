@@ -194,6 +194,19 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         &self.buffer.as_ref()[field::PAYLOAD..]
     }
 
+    /// The EtherType and the network header's offset as a device that lifts one VLAN tag (as
+    /// hardware tag acceleration does) sees them: the type after the outermost 802.1Q or
+    /// 802.1ad tag, or the frame's own type. `None` when a tagged frame ends inside its tag. A
+    /// second tag is not looked through: its TPID is the type.
+    pub fn type_after_one_tag(&self) -> Option<(EtherType, usize)> {
+        let ty = self.ethertype();
+        if !ty.is_vlan_tpid() {
+            return Some((ty, HEADER_LEN));
+        }
+        let inner = self.payload().get(2..4)?;
+        Some((EtherType::from(be16(inner, 0)), HEADER_LEN + VLAN_TAG_LEN))
+    }
+
     /// Walks the VLAN tags after the addresses. Returns the tags in wire order (outermost
     /// first, at most `N`; more tags are skipped but not returned), the inner EtherType and the
     /// offset of the network header.

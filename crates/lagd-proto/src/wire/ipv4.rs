@@ -365,6 +365,18 @@ impl Ipv4Repr {
     }
 }
 
+/// Whether `frame` (an Ethernet frame) is IPv4 carrying IGMP, untagged or behind one 802.1Q or
+/// 802.1ad tag. Only the protocol field is read, so a frame cut short after it still counts:
+/// balance-rr sends IGMP on the first usable member without taking a turn, as the kernel's
+/// `bond_xmit_roundrobin` does, and the planner models the same rule with this function.
+pub fn is_igmp(frame: &[u8]) -> bool {
+    let Ok(eth) = super::EthernetFrame::new_checked(frame) else {
+        return false;
+    };
+    matches!(eth.type_after_one_tag(), Some((super::EtherType::Ipv4, l3))
+        if frame.get(l3 + field::PROTOCOL) == Some(&u8::from(IpProtocol::Igmp)))
+}
+
 #[cfg(test)]
 mod test {
     use super::*;

@@ -581,7 +581,7 @@ mod test {
     /// virtual time as the daemon drives its bond, their state converted to a [`Status`]
     /// through the daemon's conversion ([`Status::from_snapshot`]).
     mod engines {
-        use lagd_proto::bond::{Bond, BondOptions, PortId, PortInfo};
+        use lagd_proto::bond::{Bond, BondOptions, NoDataplane, PortId, PortInfo};
         use lagd_proto::time::Instant;
         use lagd_proto::wire::EthernetAddress;
 
@@ -657,17 +657,14 @@ mod test {
                 self.now += TICK_MS;
                 let t = Instant::from_millis(self.now);
                 for b in &mut self.bonds {
-                    b.handle_timeout(t);
+                    b.handle_timeout(t, &mut NoDataplane);
                 }
                 let mut buf = [0u8; 1600];
                 for _ in 0..32 {
                     let mut frames = Vec::new();
                     for (i, b) in self.bonds.iter_mut().enumerate() {
-                        // As the daemon: transmit only when the bond says something is due.
-                        if b.poll_timeout().is_none_or(|d| d > t) {
-                            continue;
-                        }
-                        while let Some(tx) = b.poll_transmit(t, &mut buf) {
+                        // As the daemon: drain what the bond queued after each call.
+                        while let Some(tx) = b.poll_transmit(&mut buf) {
                             frames.push((i, tx.port, buf[..tx.len].to_vec()));
                         }
                     }
@@ -713,6 +710,7 @@ mod test {
                     carrier_poll_ms: 10,
                     tx_dropped_no_member: 0,
                     lacp_fallback_ms: b.options().lacp_fallback,
+                    now: Instant::from_millis(self.now),
                 };
                 Status::from_snapshot(&b.snapshot(), ctx, |_, p, lacp| {
                     MemberStatus::from_snapshot(p, lacp, 0)

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use super::{Rng, ms, p, table, warm};
 use crate::balance::{BUCKETS, BalanceConfig, Buckets};
-use crate::bond::PortId;
+use crate::port::PortId;
 use crate::time::Instant;
 
 /// 2 to 6 members with random speeds (no unknown speed).

@@ -9,7 +9,7 @@
 
 use super::{Rng, ms, p};
 use crate::balance::{BUCKETS, BalanceConfig, Buckets};
-use crate::bond::PortId;
+use crate::port::PortId;
 
 /// A flow: a hash, a rate, and on/off pauses.
 #[derive(Debug, Clone)]

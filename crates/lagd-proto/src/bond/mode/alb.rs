@@ -20,27 +20,27 @@
 
 use core::time::Duration;
 
-use super::PortId;
+use crate::port::PortId;
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::arp::{ArpOperation, ArpRepr};
-use crate::wire::ip::Ipv4Address;
+use crate::wire::ethernet::{EtherType, EthernetFrame};
+use crate::wire::ip::{IpProtocol, Ipv4Address};
 
-/// The start of the layer-3 header and its EtherType, looking through one VLAN tag.
-fn l3(frame: &[u8]) -> Option<(u16, usize)> {
-    let ty = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-    if matches!(ty, 0x8100 | 0x88a8) {
-        let inner = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
-        Some((inner, 18))
-    } else {
-        Some((ty, 14))
-    }
+/// The frame's EtherType and network-header offset, looking through one VLAN tag.
+fn l3(frame: &[u8]) -> Option<(EtherType, usize)> {
+    EthernetFrame::new_checked(frame).ok()?.type_after_one_tag()
 }
 
-/// IPv6 neighbour solicitation or advertisement (ICMPv6 directly after the fixed header).
-fn is_ipv6_nd(frame: &[u8], at: usize) -> bool {
-    frame.get(at + 6) == Some(&58) && matches!(frame.get(at + 40), Some(135 | 136))
-}
+/// Offsets in the IPv4 and IPv6 fixed headers that the balancing rules read. The kernel reads
+/// them once the fixed header is there, whatever its length fields say, so these rules do too.
+const IPV4_HEADER_LEN: usize = 20;
+const IPV4_PROTOCOL: usize = 9;
+const IPV4_DST: core::ops::Range<usize> = 16..20;
+const IPV6_HEADER_LEN: usize = 40;
+const IPV6_NEXT_HEADER: usize = 6;
+const IPV6_SRC: core::ops::Range<usize> = 8..24;
+const IPV6_DST: core::ops::Range<usize> = 24..40;
 
 /// balance-tlb: whether the frame is balanced (unicast IPv4, or unicast IPv6 other than
 /// neighbour discovery).
@@ -49,34 +49,44 @@ pub(crate) fn tlb_balanced(frame: &[u8]) -> bool {
         return false;
     }
     match l3(frame) {
-        Some((0x0800, _)) => true,
-        Some((0x86dd, at)) => frame.len() >= at + 40 && !is_ipv6_nd(frame, at),
+        Some((EtherType::Ipv4, _)) => true,
+        Some((EtherType::Ipv6, at)) => frame
+            .get(at..at + IPV6_HEADER_LEN)
+            .is_some_and(|ip| !is_ipv6_nd_at(frame, at, ip)),
         _ => false,
     }
+}
+
+/// IPv6 neighbour solicitation or advertisement (ICMPv6 directly after the fixed header `ip`,
+/// at `at` in `frame`).
+fn is_ipv6_nd_at(frame: &[u8], at: usize, ip: &[u8]) -> bool {
+    ip[IPV6_NEXT_HEADER] == u8::from(IpProtocol::Icmpv6)
+        && matches!(frame.get(at + IPV6_HEADER_LEN), Some(135 | 136))
 }
 
 /// balance-alb: the bucket hash of a balanced frame (byte-XOR of the destination address), or
 /// `None` when the frame goes through the active member.
 pub(crate) fn alb_hash(frame: &[u8]) -> Option<u32> {
     let (ty, at) = l3(frame)?;
-    if frame[..6] == [0xff; 6] {
+    let dst_mac = EthernetFrame::new_unchecked(frame).dst_addr();
+    if dst_mac == EthernetAddress::BROADCAST {
         return None;
     }
     let dst = match ty {
-        0x0800 => {
-            let ip = frame.get(at..at + 20)?;
-            if ip[9] == 2 || ip[16..20] == [0xff; 4] {
+        EtherType::Ipv4 => {
+            let ip = frame.get(at..at + IPV4_HEADER_LEN)?;
+            if ip[IPV4_PROTOCOL] == u8::from(IpProtocol::Igmp) || ip[IPV4_DST] == [0xff; 4] {
                 return None;
             }
-            &ip[16..20]
+            &ip[IPV4_DST]
         }
-        0x86dd => {
-            let ip = frame.get(at..at + 40)?;
-            let all_nodes = frame[..6] == [0x33, 0x33, 0, 0, 0, 1];
-            if all_nodes || is_ipv6_nd(frame, at) || ip[8..24] == [0; 16] {
+        EtherType::Ipv6 => {
+            let ip = frame.get(at..at + IPV6_HEADER_LEN)?;
+            let all_nodes = dst_mac == EthernetAddress([0x33, 0x33, 0, 0, 0, 1]);
+            if all_nodes || is_ipv6_nd_at(frame, at, ip) || ip[IPV6_SRC] == [0; 16] {
                 return None;
             }
-            &ip[24..40]
+            &ip[IPV6_DST]
         }
         _ => return None,
     };

@@ -1,0 +1,122 @@
+//! The distribution as plain data: everything that decides a data frame's member and whether a
+//! member's frames reach the host, with a generation number that changes whenever any of it
+//! changes. The userspace path decides from the same state; a kernel fast path and the planner
+//! read this copy of it.
+
+use super::mode::ModeState;
+use super::options::{BondOptions, Mode};
+use super::select::Selection;
+use super::verdict::RxRule;
+use crate::balance::bucket;
+use crate::hash::HashPolicy;
+use crate::port::PortId;
+
+/// How the member of a data frame from the host is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxRule {
+    /// The policy's hash, modulo the number of usable members, indexes
+    /// [`DistributionTable::usable`].
+    Modulo(HashPolicy),
+    /// The policy's hash picks one of 256 buckets (with `seed`), each assigned to a member.
+    Buckets {
+        /// The hash policy.
+        policy: HashPolicy,
+        /// The bucket seed (`hash_seed`).
+        seed: u32,
+        /// Bucket -> member, 256 entries (`None` without members).
+        table: Vec<Option<PortId>>,
+    },
+    /// Every frame on [`DistributionTable::active`].
+    Active,
+    /// Every frame on every usable member.
+    All,
+    /// Decided per frame from state a table cannot hold (balance-rr's counter, balance-tlb and
+    /// balance-alb, stripe): only the bond itself can choose.
+    PerFrame,
+}
+
+/// Whether frames received on a member reach the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberRx {
+    /// The member.
+    pub port: PortId,
+    /// Unicast frames are delivered.
+    pub unicast: bool,
+    /// Broadcast and multicast frames are delivered.
+    pub multicast: bool,
+}
+
+/// See the [module documentation](self).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistributionTable {
+    /// Changes whenever anything below changes (it only grows).
+    pub generation: u64,
+    /// The bond's mode.
+    pub mode: Mode,
+    /// How a data frame's member is chosen.
+    pub tx: TxRule,
+    /// Usable members in enslave order (802.3ad: the distributing ones).
+    pub usable: Vec<PortId>,
+    /// The active member, in modes with one.
+    pub active: Option<PortId>,
+    /// Per member, in enslave order: whether its frames reach the host.
+    pub rx: Vec<MemberRx>,
+}
+
+impl DistributionTable {
+    /// The table of a bond in `mode` whose mode state is `state`, with selection `sel` and
+    /// receive rules `rx` (per member, in enslave order).
+    pub(crate) fn new(
+        generation: u64,
+        opts: &BondOptions,
+        state: &ModeState,
+        sel: &Selection,
+        rx: &[RxRule],
+    ) -> Self {
+        let tx = match state {
+            ModeState::Hashed(h) => match &h.buckets {
+                Some(b) => TxRule::Buckets {
+                    policy: h.policy,
+                    seed: opts.hash_seed,
+                    table: (0..=255u8).map(|k| b.member_of_bucket(k)).collect(),
+                },
+                None => TxRule::Modulo(h.policy),
+            },
+            ModeState::ActiveBackup => TxRule::Active,
+            ModeState::Broadcast => TxRule::All,
+            ModeState::RoundRobin(_) | ModeState::Tlb(_) | ModeState::Stripe(_) => TxRule::PerFrame,
+        };
+        Self {
+            generation,
+            mode: opts.mode,
+            tx,
+            usable: sel.usable.clone(),
+            active: sel.active,
+            rx: rx
+                .iter()
+                .enumerate()
+                .map(|(i, r)| MemberRx {
+                    port: PortId(i as u16),
+                    unicast: r.unicast.is_none(),
+                    multicast: r.multicast.is_none(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The member a data frame whose policy hash is `hash` goes to, where the table alone
+    /// decides ([`TxRule::Modulo`], [`TxRule::Buckets`], [`TxRule::Active`]); `None` where no
+    /// member is usable or the rule is another. A kernel program reading the same table makes
+    /// the same choice.
+    pub fn member_for_hash(&self, hash: u32) -> Option<PortId> {
+        match &self.tx {
+            TxRule::Modulo(_) => {
+                let n = u32::try_from(self.usable.len()).ok().filter(|&n| n > 0)?;
+                Some(self.usable[(hash % n) as usize])
+            }
+            TxRule::Buckets { seed, table, .. } => table[usize::from(bucket(*seed, hash))],
+            TxRule::Active => self.active,
+            TxRule::All | TxRule::PerFrame => None,
+        }
+    }
+}

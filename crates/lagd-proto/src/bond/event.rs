@@ -1,0 +1,43 @@
+//! What the bond tells its driver about: link, active member, carrier and MAC changes.
+
+use super::member::MiiStatus;
+use crate::port::PortId;
+use crate::wire::EthernetAddress;
+
+/// Something the driver may want to log or act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BondEvent {
+    /// A member's MII status changed.
+    Link {
+        /// The member.
+        port: PortId,
+        /// Its new status.
+        status: MiiStatus,
+    },
+    /// The active member changed (modes with one: active-backup, balance-tlb, balance-alb).
+    ActiveChanged {
+        /// The previous active member.
+        from: Option<PortId>,
+        /// The new one.
+        to: Option<PortId>,
+    },
+    /// The bond's own carrier changed.
+    Carrier {
+        /// Whether any member is usable.
+        up: bool,
+    },
+    /// The bond's MAC changed (`fail_over_mac=active`: it follows the active member); the
+    /// driver gives the host interface the new MAC.
+    MacChanged {
+        /// The new MAC.
+        mac: EthernetAddress,
+    },
+    /// A member's interface should carry this MAC (`fail_over_mac=follow`: the active member
+    /// takes the bond's MAC; the others keep distinct ones).
+    MemberMac {
+        /// The member.
+        port: PortId,
+        /// Its MAC.
+        mac: EthernetAddress,
+    },
+}

@@ -1,0 +1,206 @@
+//! Notifications: what the bond tells the network after a failover.
+//!
+//! The bond learns its own addresses from the ARP and neighbour-discovery frames the host sends
+//! ([`HostAddrs::learn`]); lagd needs no address configuration of its own. After an
+//! active-backup failover it sends `num_grat_arp` gratuitous ARPs and `num_unsol_na`
+//! unsolicited IPv6 neighbour advertisements (one per address, to all nodes, Override set) on
+//! the new active member, `peer_notif_delay` apart, so switches and neighbours relearn where the
+//! bond's MAC lives. The host's IGMP/MLD reports are replayed too (`resend_igmp`, in
+//! [`igmp`](super::igmp)).
+
+use core::time::Duration;
+
+use super::options::BondOptions;
+use crate::port::{PortId, Transmit};
+use crate::time::Instant;
+use crate::wire::EthernetAddress;
+use crate::wire::arp::{ArpPacket, ArpRepr};
+use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr};
+use crate::wire::ip::{IpProtocol, Ipv4Address, Ipv6Address};
+use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
+use crate::wire::l4::IcmpPacket;
+
+/// How many IPv6 addresses of the bond lagd announces.
+const MAX_ANNOUNCED_IPV6: usize = 4;
+
+/// ICMPv6 neighbour solicitation and advertisement.
+const ND_SOLICIT: u8 = 135;
+const ND_ADVERT: u8 = 136;
+
+/// The bond's addresses, as learned from the host's own frames.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HostAddrs {
+    pub(crate) ipv4: Option<Ipv4Address>,
+    /// At most [`MAX_ANNOUNCED_IPV6`].
+    pub(crate) ipv6: Vec<Ipv6Address>,
+}
+
+impl HostAddrs {
+    /// Learns from a frame the host sends from the bond's MAC: an ARP frame carries the bond's
+    /// IPv4 address as sender; a neighbour solicitation or advertisement one of its IPv6
+    /// addresses as source (not `::`, as in duplicate-address detection).
+    pub(crate) fn learn(&mut self, eth: &EthernetFrame<&[u8]>) {
+        match eth.ethertype() {
+            EtherType::Arp => {
+                if let Ok(arp) = ArpPacket::new_checked(eth.payload()) {
+                    let spa = arp.source_protocol_addr();
+                    if spa.0 != [0; 4] {
+                        self.ipv4 = Some(spa);
+                    }
+                }
+            }
+            EtherType::Ipv6 => {
+                let Ok(ip) = Ipv6Packet::new_checked(eth.payload()) else {
+                    return;
+                };
+                let nd = ip.next_header() == IpProtocol::Icmpv6
+                    && ip
+                        .payload()
+                        .first()
+                        .is_some_and(|t| matches!(*t, ND_SOLICIT | ND_ADVERT));
+                let addr = ip.src_addr();
+                if nd
+                    && addr.0 != [0; 16]
+                    && !self.ipv6.contains(&addr)
+                    && self.ipv6.len() < MAX_ANNOUNCED_IPV6
+                {
+                    self.ipv6.push(addr);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One announcement frame of a notification round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Announce {
+    GratuitousArp(Ipv4Address),
+    UnsolicitedNa(Ipv6Address),
+}
+
+/// The announcement rounds after a failover: the next round's number (0-based) and when it is
+/// due; the frames of the round being sent.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Notify {
+    next: Option<(u8, Instant)>,
+    queue: Vec<Announce>,
+}
+
+impl Notify {
+    /// A failover at `now`: the rounds start afresh.
+    pub(crate) fn start(&mut self, now: Instant) {
+        self.next = Some((0, now));
+        self.queue.clear();
+    }
+
+    /// When the next round is due.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.next.map(|(_, t)| t)
+    }
+
+    /// Queues the round that is due at `now`: a gratuitous ARP while rounds < `num_grat_arp`,
+    /// an unsolicited NA per address while rounds < `num_unsol_na`.
+    pub(crate) fn handle_timeout(&mut self, now: Instant, opts: &BondOptions, addrs: &HostAddrs) {
+        let Some((round, due)) = self.next else {
+            return;
+        };
+        if now < due {
+            return;
+        }
+        if round < opts.num_grat_arp {
+            if let Some(ip) = addrs.ipv4 {
+                self.queue.push(Announce::GratuitousArp(ip));
+            }
+        }
+        if round < opts.num_unsol_na {
+            self.queue
+                .extend(addrs.ipv6.iter().map(|a| Announce::UnsolicitedNa(*a)));
+        }
+        let rounds = opts.num_grat_arp.max(opts.num_unsol_na);
+        self.next = (round + 1 < rounds).then(|| (round + 1, now + spacing(opts)));
+    }
+
+    /// The next announcement, on the active member, written into `buf`. Without an active
+    /// member the rounds end.
+    pub(crate) fn poll_transmit(
+        &mut self,
+        active: Option<PortId>,
+        mac: EthernetAddress,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let announce = self.queue.pop()?;
+        let Some(port) = active else {
+            self.queue.clear();
+            self.next = None;
+            return None;
+        };
+        let len = match announce {
+            Announce::GratuitousArp(ip) => {
+                let arp = ArpRepr::gratuitous(mac, ip);
+                let len = arp.frame_len();
+                arp.emit_frame(&mut buf[..len]);
+                len
+            }
+            Announce::UnsolicitedNa(addr) => emit_unsolicited_na(mac, addr, buf),
+        };
+        Some(Transmit { port, len })
+    }
+}
+
+/// The spacing of announcement rounds: `peer_notif_delay`, else one `miimon` interval, else
+/// 100 ms.
+fn spacing(opts: &BondOptions) -> Duration {
+    let ms = match (opts.peer_notif_delay, opts.miimon) {
+        (0, 0) => 100,
+        (0, m) => m,
+        (d, _) => d,
+    };
+    Duration::from_millis(ms.into())
+}
+
+/// Writes an unsolicited neighbour advertisement for `addr` at `mac` (RFC 4861 §7.2.6): from
+/// the address to all nodes (ff02::1, 33:33:00:00:00:01), hop limit 255, Override set,
+/// Solicited clear, with the target link-layer address option. Returns the frame length (86).
+pub(crate) fn emit_unsolicited_na(
+    mac: EthernetAddress,
+    addr: Ipv6Address,
+    buf: &mut [u8],
+) -> usize {
+    /// Type, code, checksum, flags; the target address; the option (type, length 1, MAC).
+    const ICMP_LEN: usize = 4 + 4 + 16 + 8;
+    const OVERRIDE: u32 = 0x2000_0000;
+    const TARGET_LL_ADDR: u8 = 2;
+    let all_nodes = Ipv6Address([0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    let eth = EthernetRepr {
+        src_addr: mac,
+        dst_addr: EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+        ethertype: EtherType::Ipv6,
+    };
+    let ip = Ipv6Repr {
+        src_addr: addr,
+        dst_addr: all_nodes,
+        next_header: IpProtocol::Icmpv6,
+        payload_len: ICMP_LEN,
+        hop_limit: 255,
+        traffic_class: 0,
+        flow_label: 0,
+    };
+    let len = eth.buffer_len() + ip.buffer_len() + ICMP_LEN;
+    let f = &mut buf[..len];
+    f.fill(0);
+    let mut frame = EthernetFrame::new_unchecked(&mut *f);
+    eth.emit(&mut frame);
+    let mut packet = Ipv6Packet::new_unchecked(frame.payload_mut());
+    ip.emit(&mut packet);
+    let mut icmp = IcmpPacket::new_unchecked(packet.payload_mut());
+    icmp.set_msg_type(ND_ADVERT);
+    icmp.set_rest_of_header(OVERRIDE);
+    let body = icmp.quoted_mut();
+    body[..16].copy_from_slice(&addr.0);
+    body[16] = TARGET_LL_ADDR;
+    body[17] = 1;
+    body[18..24].copy_from_slice(&mac.0);
+    icmp.fill_checksum_v6(addr, all_nodes);
+    len
+}

@@ -1,0 +1,78 @@
+//! Plain-data state of the bond, for `lagctl show` and the daemon's status.
+
+use super::member::MiiStatus;
+use super::options::{Mode, PrimaryReselect};
+use crate::balance::BucketsSnapshot;
+use crate::hash::HashPolicy;
+use crate::lacp::LacpSnapshot;
+use crate::stripe::{PeersStatus, reorder::ReorderCounters};
+use crate::wire::EthernetAddress;
+
+/// Plain-data state for `lagctl show`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BondSnapshot {
+    /// The mode.
+    pub mode: Mode,
+    /// The hash policy, when the mode uses one.
+    pub xmit_hash_policy: Option<HashPolicy>,
+    /// Whether the bond has carrier.
+    pub carrier: bool,
+    /// `miimon`.
+    pub miimon: u32,
+    /// `updelay`.
+    pub updelay: u32,
+    /// `downdelay`.
+    pub downdelay: u32,
+    /// `peer_notif_delay`.
+    pub peer_notif_delay: u32,
+    /// Primary member name (modes with an active member).
+    pub primary: Option<String>,
+    /// `primary_reselect` (modes with an active member).
+    pub primary_reselect: Option<PrimaryReselect>,
+    /// The active member's name (modes with an active member).
+    pub active: Option<String>,
+    /// Per member, in enslave order.
+    pub ports: Vec<PortSnapshot>,
+    /// 802.3ad: the LACP engine's state.
+    pub lacp: Option<LacpSnapshot>,
+    /// Bucketed distribution: the table, loads, moves.
+    pub buckets: Option<BucketsSnapshot>,
+    /// Stripe mode: the peer and the reorder buffer's counters.
+    pub stripe: Option<StripeSnapshot>,
+}
+
+/// Stripe mode in a [`BondSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeSnapshot {
+    /// The peer, per member (names are the driver's to add).
+    pub peers: PeersStatus,
+    /// The receiver's counters.
+    pub reorder: ReorderCounters,
+    /// Frames held in the reorder buffer now.
+    pub held_now: usize,
+    /// The next sequence number to send.
+    pub next_tx_seq: u32,
+    /// Host frames that could not be striped (malformed super-frames).
+    pub tx_errors: u64,
+    /// Stripe frames from members that did not parse.
+    pub rx_errors: u64,
+}
+
+/// One member in a [`BondSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSnapshot {
+    /// Interface name.
+    pub name: String,
+    /// MII status.
+    pub mii: MiiStatus,
+    /// Speed in Mb/s, if known.
+    pub speed_mbps: Option<u32>,
+    /// Duplex, if known.
+    pub full_duplex: Option<bool>,
+    /// Times the member went down.
+    pub link_failures: u32,
+    /// Permanent MAC.
+    pub perm_mac: EthernetAddress,
+    /// Whether it is the active member (or, in other modes, usable).
+    pub active: bool,
+}
