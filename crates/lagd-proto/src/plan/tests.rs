@@ -3,9 +3,9 @@
 use super::flow::{FlowKey, FlowRecord, extract, parse_flow_spec};
 use super::report::Plan;
 use super::*;
+use crate::capture::{PcapNgWriter, PcapWriter, TsResolution};
 use crate::hash::{member_index, xmit_hash};
 use crate::wire::EthernetAddress;
-use crate::wire::pcap::{PcapNgWriter, PcapWriter, TsResolution};
 use core::time::Duration;
 
 /// A small deterministic generator (xorshift64*).

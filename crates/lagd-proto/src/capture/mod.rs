@@ -492,7 +492,7 @@ struct Block {
 /// I/O errors (including `WouldBlock`) end the stream.
 ///
 /// ```
-/// use lagd_proto::wire::pcap::{CaptureReader, PcapWriter, LINKTYPE_ETHERNET};
+/// use lagd_proto::capture::{CaptureReader, PcapWriter, LINKTYPE_ETHERNET};
 ///
 /// let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
 /// w.write_packet(1_500_000_000_000_000_123, &[0xff; 60]).unwrap();
@@ -1122,7 +1122,7 @@ fn invalid_input(msg: &'static str) -> io::Error {
 /// Description Block per interface, and Enhanced (or Simple) Packet Blocks.
 ///
 /// ```
-/// use lagd_proto::wire::pcap::*;
+/// use lagd_proto::capture::*;
 ///
 /// let mut w = PcapNgWriter::new(Vec::new()).unwrap();
 /// let eth = w.add_interface(LINKTYPE_ETHERNET, 0, Some("eth0"), TsResolution::MICROS).unwrap();
