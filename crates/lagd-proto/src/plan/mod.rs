@@ -77,7 +77,6 @@ pub mod buckets;
 pub mod csv;
 pub mod findings;
 pub mod flow;
-pub mod html;
 pub mod report;
 pub mod stripe;
 pub mod switch;
