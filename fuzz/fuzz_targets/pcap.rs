@@ -2,7 +2,7 @@
 //! terminate, and every error must name an offset inside the input.
 #![no_main]
 
-use lagd_proto::wire::pcap::CaptureReader;
+use lagd_proto::capture::CaptureReader;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,5 +1,6 @@
 //! The planner's flow-list reader and flow-description parser on arbitrary bytes: never a
-//! panic, and every row read plans without one.
+//! panic, and every row read plans, and its report renders (`lagctl plan`'s table and HTML),
+//! without one.
 #![no_main]
 
 use lagd_proto::plan::csv::FlowListReader;
@@ -23,6 +24,6 @@ fuzz_target!(|data: &[u8]| {
     }
     let plan = planner.finish();
     let mut s = String::new();
-    let _ = plan.write_table("fuzz", &mut s);
-    let _ = lagd_proto::plan::html::render(&plan, "fuzz");
+    let _ = lagd::cli::plan::text::write_table(&plan, "fuzz", &mut s);
+    let _ = lagd::cli::plan::html::render(&plan, "fuzz");
 });

@@ -9,9 +9,9 @@
 #![allow(missing_docs)] // criterion_group! generates an undocumented public function
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use lagd_proto::capture::{LINKTYPE_ETHERNET, PcapWriter};
 use lagd_proto::plan::flow::parse_flow_spec;
 use lagd_proto::plan::{PlanConfig, PlanPolicy, plan_capture};
-use lagd_proto::wire::pcap::{LINKTYPE_ETHERNET, PcapWriter};
 
 /// `packets` 64-byte TCP frames over `flows` flows; `burst` frames of a flow back to back.
 fn capture(packets: usize, flows: usize, burst: usize) -> Vec<u8> {

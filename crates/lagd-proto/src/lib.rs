@@ -8,7 +8,9 @@
 //! # Overview
 //! - [`wire`]: zero-copy views and `Repr`s over the frame formats lagd reads or writes:
 //!   Ethernet with 802.1Q/802.1ad tags, ARP, IPv4, IPv6, the transport headers the hash policies
-//!   look at, GRE, the slow protocols (LACPDU and Marker PDU), and pcap/pcapng capture files.
+//!   look at, GRE, and the slow protocols (LACPDU and Marker PDU).
+//! - [`capture`]: capture files: streaming pcap/pcapng reading whose errors name the byte
+//!   offset, and pcap/pcapng writing.
 //! - [`hash`]: every transmit hash policy, bit-exact with the Linux bonding driver, plus the
 //!   Open vSwitch `balance-slb` and `balance-tcp` hashes, and the member choice.
 //! - [`stripe`]: stripe mode, for when both ends run lagd: one stream spread over every member
@@ -41,6 +43,7 @@
 
 pub mod balance;
 pub mod bond;
+pub mod capture;
 pub mod hash;
 pub mod lacp;
 pub mod plan;

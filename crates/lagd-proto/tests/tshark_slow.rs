@@ -10,8 +10,8 @@ use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::process::Command;
 
+use lagd_proto::capture::PcapWriter;
 use lagd_proto::wire::EthernetAddress;
-use lagd_proto::wire::pcap::PcapWriter;
 use lagd_proto::wire::slow::{LacpInfo, LacpRepr, MarkerKind, MarkerRepr, PortState};
 
 /// pcap link type for Ethernet frames.

@@ -12,11 +12,11 @@ use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::process::Command;
 
+use lagd_proto::capture::PcapWriter;
 use lagd_proto::stripe::header::{self, Echo, HelloRepr};
 use lagd_proto::stripe::segment::{GsoInfo, GsoKind, segment};
 use lagd_proto::wire::EthernetAddress;
 use lagd_proto::wire::ip::{IpProtocol, Ipv4Address, Ipv6Address, checksum};
-use lagd_proto::wire::pcap::PcapWriter;
 
 /// pcap link type for Ethernet frames.
 const LINKTYPE_ETHERNET: u32 = 1;

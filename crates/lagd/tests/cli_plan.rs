@@ -13,13 +13,13 @@ use std::process::{Child, Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use lagd_proto::capture::{
+    CaptureReader, LINKTYPE_ETHERNET, LINKTYPE_RAW, PcapNgWriter, PcapWriter, TsResolution,
+};
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 use lagd_proto::plan::PlanPolicy;
 use lagd_proto::plan::flow::{FlowRecord, parse_flow_spec};
 use lagd_proto::wire::EthernetAddress;
-use lagd_proto::wire::pcap::{
-    CaptureReader, LINKTYPE_ETHERNET, LINKTYPE_RAW, PcapNgWriter, PcapWriter, TsResolution,
-};
 use serde_json::Value;
 
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");

@@ -14,9 +14,9 @@ use lagd::lab::topology::{
 };
 use lagd::lab::traffic::checked_transfer;
 use lagd::status::{LacpInfoStatus, Status};
+use lagd_proto::capture::PcapWriter;
 use lagd_proto::lacp::{SHORT_TIMEOUT_TIME, SLOW_PERIODIC_TIME};
 use lagd_proto::wire::EthernetAddress;
-use lagd_proto::wire::pcap::PcapWriter;
 use lagd_proto::wire::slow::{LacpInfo, LacpRepr, PortState};
 
 mod common;

@@ -77,7 +77,6 @@ pub mod buckets;
 pub mod csv;
 pub mod findings;
 pub mod flow;
-pub mod html;
 pub mod report;
 pub mod stripe;
 pub mod switch;
@@ -88,12 +87,12 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 
 use crate::balance::{BalanceConfig, bucket};
-use crate::hash::{HashPolicy, MemberMod, hasher};
-use crate::time::Instant;
-use crate::wire::pcap::{
+use crate::capture::{
     CaptureError, CaptureReader, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2,
     LINKTYPE_RAW, Packet,
 };
+use crate::hash::{HashPolicy, MemberMod, hasher};
+use crate::time::Instant;
 use buckets::BucketAcc;
 use flow::{BuildKeyHasher, FlowKey, FlowRecord, Tunnel, extract};
 use stripe::StripeAcc;

@@ -16,7 +16,6 @@ pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
 pub mod l4;
-pub mod pcap;
 pub mod slow;
 
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, VlanTag};

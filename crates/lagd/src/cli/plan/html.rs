@@ -8,7 +8,8 @@
 
 use core::fmt::{self, Write};
 
-use super::report::{Distribution, Plan, human_bytes, human_count};
+use super::text::{describe_rebalancing, human_count};
+use lagd_proto::plan::report::{Distribution, Plan, human_bytes};
 
 /// Escapes text for HTML element content and attribute values.
 fn esc(s: &str) -> String {
@@ -226,7 +227,7 @@ fn write_page(plan: &Plan, title: &str, o: &mut String) -> fmt::Result {
             write!(
                 o,
                 "<div class=\"stats\">buckets: {}</div>",
-                esc(&r.describe())
+                esc(&describe_rebalancing(r))
             )?;
         }
         let mut risk = Vec::new();

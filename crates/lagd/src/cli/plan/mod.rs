@@ -8,6 +8,9 @@
 //! for the bucket policies (`balance-tcp`, `balance-slb`, `layer3+4+buckets`...), the daemon's
 //! bucket table (`lagd_proto::balance`), rebalanced every `--rebalance-interval`, and for
 //! `stripe` the daemon's striping sender (`lagd_proto::stripe::StripeTx`).
+//!
+//! The planner's report is plain data (`lagd_proto::plan::report::Plan`); rendering it is done
+//! here: [`text`] for the terminal table, [`html`] for the HTML report, [`to_json`] for JSON.
 
 use std::fs::File;
 use std::io::{self, BufReader, IsTerminal, Read, Write};
@@ -20,8 +23,14 @@ use super::CliError;
 use lagd_proto::plan::report::{Distribution, MemberLoad, Plan, Rebalancing};
 use lagd_proto::plan::switch::SwitchHash;
 use lagd_proto::plan::{
-    DEFAULT_MAX_FLOWS, PlanConfig, PlanError, PlanPolicy, html, plan_capture, plan_flows,
+    DEFAULT_MAX_FLOWS, PlanConfig, PlanError, PlanPolicy, plan_capture, plan_flows,
 };
+
+pub mod html;
+pub mod text;
+
+#[cfg(test)]
+mod render_tests;
 
 /// What `lagctl plan` was asked to do.
 #[derive(Debug, Clone, clap::Args)]
@@ -280,7 +289,7 @@ pub fn write_output(
         writeln!(out)
     } else {
         let mut s = String::new();
-        plan.write_table(title, &mut s)
+        text::write_table(plan, title, &mut s)
             .map_err(|_| io::Error::other("formatting failed"))?;
         out.write_all(s.as_bytes())
     }
