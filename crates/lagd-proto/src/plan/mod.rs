@@ -78,6 +78,8 @@ pub mod csv;
 pub mod findings;
 pub mod flow;
 pub mod report;
+#[cfg(any(test, feature = "sample"))]
+pub mod sample;
 pub mod stripe;
 pub mod switch;
 
