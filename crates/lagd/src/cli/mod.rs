@@ -1,9 +1,7 @@
 //! `lagctl` subcommands. Each module holds its clap arguments, a `main` that the binary calls,
 //! and the logic as functions over readers and writers, so tests can drive it without a process.
 
-use std::fmt;
-use std::io;
-
+mod error;
 pub mod explain;
 pub mod hash;
 pub mod lab;
@@ -11,45 +9,4 @@ pub mod lacp;
 pub mod plan;
 pub mod show;
 
-/// Exit code for a usage or input error (bad flag, bad policy, bad input line, bad config).
-pub const EXIT_USAGE: u8 = 2;
-/// Exit code for an operational failure.
-pub const EXIT_FAILURE: u8 = 1;
-
-/// Why a subcommand failed, which decides the exit code.
-#[derive(Debug)]
-pub enum CliError {
-    /// The user's input or arguments are wrong: exit code 2.
-    Usage(String),
-    /// Reading or writing failed: exit code 1, except a broken pipe, which is not an error.
-    Io(io::Error),
-    /// Anything else that went wrong while working: exit code 1.
-    Failed(anyhow::Error),
-}
-
-impl CliError {
-    /// The process exit code for this error (`None`: exit successfully, e.g. broken pipe).
-    pub fn exit_code(&self) -> Option<u8> {
-        match self {
-            Self::Usage(_) => Some(EXIT_USAGE),
-            Self::Io(e) if e.kind() == io::ErrorKind::BrokenPipe => None,
-            Self::Io(_) | Self::Failed(_) => Some(EXIT_FAILURE),
-        }
-    }
-}
-
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Usage(m) => f.write_str(m),
-            Self::Io(e) => write!(f, "{e}"),
-            Self::Failed(e) => write!(f, "{e:#}"),
-        }
-    }
-}
-
-impl From<anyhow::Error> for CliError {
-    fn from(e: anyhow::Error) -> Self {
-        Self::Failed(e)
-    }
-}
+pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
