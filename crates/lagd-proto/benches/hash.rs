@@ -5,7 +5,11 @@
 #![allow(missing_docs)] // criterion_group! generates an undocumented public function
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use lagd_proto::bond::{Bond, BondOptions, HostFrame, NoDataplane, PortInfo, TX_HEADROOM};
 use lagd_proto::hash::{HashPolicy, MemberMod, hasher};
+use lagd_proto::stripe::segment::GsoInfo;
+use lagd_proto::time::Instant;
+use lagd_proto::wire::EthernetAddress;
 
 fn frame(ethertype: u16, l3: &[u8], total: usize) -> Vec<u8> {
     let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01];
@@ -65,6 +69,41 @@ fn bench(c: &mut Criterion) {
     for (name, f) in &frames {
         group.bench_with_input(BenchmarkId::new("baseline-len", name), f, |b, f| {
             b.iter(|| black_box(members).index(black_box(f).len() as u32))
+        });
+    }
+    group.finish();
+
+    // The whole per-frame call the dataplane makes, Bond::transmit (learning, choice, fix-up,
+    // verdict), against the bare hash and member choice above, in the same run.
+    let mut group = c.benchmark_group("transmit");
+    group.throughput(Throughput::Elements(1));
+    let mac = EthernetAddress([0x02, 0, 0, 0, 0, 0x10]);
+    for opts in [
+        "mode=balance-xor xmit_hash_policy=layer3+4",
+        "mode=balance-xor xmit_hash_policy=layer3+4 distribution=buckets",
+        "mode=active-backup",
+    ] {
+        let (o, _) = BondOptions::parse_opts(opts).expect("valid options");
+        let mut bond = Bond::new(o, mac);
+        for i in 0..2u8 {
+            let info = PortInfo {
+                name: format!("eth{i}"),
+                perm_mac: EthernetAddress([0x02, 0, 0, 0, 1, i]),
+                speed_mbps: Some(10_000),
+                full_duplex: Some(true),
+            };
+            bond.add_port(Instant::ZERO, info, true);
+        }
+        let (name, f) = &frames[0];
+        let mut buf = vec![0u8; TX_HEADROOM + f.len()];
+        buf[TX_HEADROOM..].copy_from_slice(f);
+        let label = opts.replace("mode=", "").replace(" xmit_hash_policy=", " ");
+        group.bench_function(BenchmarkId::new(label, name), |b| {
+            b.iter(|| {
+                let mut host = HostFrame::new(&mut buf, f.len(), GsoInfo::default())
+                    .expect("room for the frame");
+                black_box(bond.transmit(Instant::ZERO, &mut host, &mut NoDataplane))
+            })
         });
     }
     group.finish();
