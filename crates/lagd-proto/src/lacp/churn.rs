@@ -17,7 +17,8 @@
 
 use core::fmt;
 
-use super::{CHURN_DETECTION_TIME, Timer};
+use super::config::CHURN_DETECTION_TIME;
+use super::timer::Timer;
 use crate::time::Instant;
 
 /// The states of the Actor Churn Detection machine.

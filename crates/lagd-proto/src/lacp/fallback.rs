@@ -20,7 +20,9 @@
 
 use core::time::Duration;
 
-use super::{Port, PortId, RxState};
+use super::port::Port;
+use super::state::RxState;
+use crate::port::PortId;
 use crate::time::Instant;
 
 /// The fallback state of a bond.

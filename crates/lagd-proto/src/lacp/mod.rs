@@ -16,6 +16,11 @@
 //! | Marker Responder | `marker.rs` | 802.1AX-2014 §6.5.4 |
 //! | LACP fallback (Open vSwitch's `lacp-fallback-ab`, not in the standard) | `fallback.rs` | — |
 //!
+//! What the machines share lies below them, in files of its own: `config.rs` (the
+//! configuration and the protocol's constants), `timer.rs`, `state.rs` (the machines' per-port
+//! state) and `port.rs` (`Port`, every variable of one port). The machines take a `Port`; this
+//! file creates the ports, runs the machines on them and answers for the bond.
+//!
 //! The per-port variables keep the standard's names where they have one (`actor_state` is
 //! `Actor_Oper_Port_State`, `partner` holds the `Partner_Oper_*` values, `ntt`, `selected`,
 //! `ready_n`, `port_moved`, `port_enabled`, `lacp_enabled`).
@@ -85,12 +90,16 @@
 //! (documented per method); queries about unknown ports return `false` / `None`.
 
 mod churn;
+mod config;
 mod fallback;
 mod marker;
 mod mux;
 mod periodic;
+mod port;
 mod rx;
 mod select;
+mod state;
+mod timer;
 mod tx;
 
 #[cfg(test)]
@@ -98,15 +107,19 @@ mod tests;
 
 pub use crate::port::{AggregatorId, PortId, Transmit};
 pub use churn::{ActorChurnState, PartnerChurnState};
-pub use mux::MuxState;
-pub use periodic::PeriodicState;
-pub use rx::RxState;
-pub use select::Selected;
+pub use config::{
+    AGGREGATE_WAIT_TIME, AdSelect, CHURN_DETECTION_TIME, ConfigError, FAST_PERIODIC_TIME,
+    LONG_TIMEOUT_TIME, LacpConfig, LacpRate, MAX_TX_PER_FAST_PERIODIC, ParseNameError,
+    SHORT_TIMEOUT_TIME, SLOW_PERIODIC_TIME,
+};
+pub use port::PortCounters;
+pub use state::{MuxState, PeriodicState, RxState, Selected};
 
 use core::fmt;
-use core::str::FromStr;
-use core::time::Duration;
 use std::collections::VecDeque;
+
+use config::PARTNER_ADMIN;
+use port::{Actor, Port};
 
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
@@ -114,220 +127,13 @@ use crate::wire::slow::{
     LacpInfo, LacpRepr, MarkerKind, PortState, SlowPdu, is_slow_protocols_frame,
 };
 
-/// Fast_Periodic_Time: the LACPDU interval a partner asking for the short timeout gets.
-pub const FAST_PERIODIC_TIME: Duration = Duration::from_secs(1);
-/// Slow_Periodic_Time: the LACPDU interval a partner asking for the long timeout gets.
-pub const SLOW_PERIODIC_TIME: Duration = Duration::from_secs(30);
-/// Short_Timeout_Time: `current_while` with a short timeout (3 × [`FAST_PERIODIC_TIME`]), and
-/// the time spent in EXPIRED.
-pub const SHORT_TIMEOUT_TIME: Duration = Duration::from_secs(3);
-/// Long_Timeout_Time: `current_while` with a long timeout (3 × [`SLOW_PERIODIC_TIME`]).
-pub const LONG_TIMEOUT_TIME: Duration = Duration::from_secs(90);
-/// Churn_Detection_Time: how long a port may stay out of sync before churn is declared.
-pub const CHURN_DETECTION_TIME: Duration = Duration::from_secs(60);
-/// Aggregate_Wait_Time: the `wait_while` time a port spends in WAITING before it attaches.
-pub const AGGREGATE_WAIT_TIME: Duration = Duration::from_secs(2);
-/// The most LACPDUs a port sends in any [`FAST_PERIODIC_TIME`] interval.
-pub const MAX_TX_PER_FAST_PERIODIC: usize = 3;
 /// The longest frame [`Lacp::poll_transmit`] writes (a LACPDU or Marker PDU with its Ethernet
 /// header).
 pub const MAX_FRAME_LEN: usize = 124;
 
-/// The partner administrative defaults (`Partner_Admin_*`), loaded by recordDefault.
-pub(crate) const PARTNER_ADMIN: LacpInfo = LacpInfo {
-    system_priority: 65535,
-    system: EthernetAddress::ZERO,
-    key: 1,
-    port_priority: 255,
-    port: 1,
-    state: PortState::EMPTY,
-};
-
 /// Most rounds the machines run in one call before the engine stops looking for changes. Every
 /// cascade the machines can produce settles in far fewer; the bound only guarantees progress.
 const MAX_ROUNDS: usize = 32;
-
-/// `lacp_rate`: the LACPDU rate lagd asks of its partner (its LACP_Timeout bit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum LacpRate {
-    /// Long timeout: the partner sends every 30 s (kernel default).
-    #[default]
-    Slow,
-    /// Short timeout: the partner sends every second.
-    Fast,
-}
-
-/// `ad_select`: how the active aggregator is chosen (see `select.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum AdSelect {
-    /// Keep the active aggregator while it has ports up; otherwise as `Bandwidth` (default).
-    #[default]
-    Stable,
-    /// The aggregator with the most bandwidth.
-    Bandwidth,
-    /// The aggregator with the most ports; ties by bandwidth.
-    Count,
-}
-
-/// A config value name that is not one of the kernel's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ParseNameError;
-
-impl fmt::Display for ParseNameError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("unknown value name")
-    }
-}
-
-impl std::error::Error for ParseNameError {}
-
-impl LacpRate {
-    /// The kernel's name: `slow` or `fast`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Slow => "slow",
-            Self::Fast => "fast",
-        }
-    }
-}
-
-impl FromStr for LacpRate {
-    type Err = ParseNameError;
-
-    /// Accepts the kernel's names and numbers: `slow`/`0`, `fast`/`1`.
-    fn from_str(s: &str) -> Result<Self, ParseNameError> {
-        match s {
-            "slow" | "0" => Ok(Self::Slow),
-            "fast" | "1" => Ok(Self::Fast),
-            _ => Err(ParseNameError),
-        }
-    }
-}
-
-impl fmt::Display for LacpRate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl AdSelect {
-    /// The kernel's name: `stable`, `bandwidth` or `count`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Stable => "stable",
-            Self::Bandwidth => "bandwidth",
-            Self::Count => "count",
-        }
-    }
-}
-
-impl FromStr for AdSelect {
-    type Err = ParseNameError;
-
-    /// Accepts the kernel's names and numbers: `stable`/`0`, `bandwidth`/`1`, `count`/`2`.
-    fn from_str(s: &str) -> Result<Self, ParseNameError> {
-        match s {
-            "stable" | "0" => Ok(Self::Stable),
-            "bandwidth" | "1" => Ok(Self::Bandwidth),
-            "count" | "2" => Ok(Self::Count),
-            _ => Err(ParseNameError),
-        }
-    }
-}
-
-impl fmt::Display for AdSelect {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Bond-level LACP configuration, with the Linux bonding option names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LacpConfig {
-    /// `lacp_rate`: the rate asked of the partner (our LACP_Timeout bit).
-    pub lacp_rate: LacpRate,
-    /// `lacp_active`: on (active, sends LACPDUs unprompted) or off (passive).
-    pub lacp_active: bool,
-    /// `ad_select`: how the active aggregator is chosen.
-    pub ad_select: AdSelect,
-    /// `ad_actor_sys_prio`: the system priority, 1..=65535 (default 65535).
-    pub ad_actor_sys_prio: u16,
-    /// `ad_actor_system`: the system identifier; all-zero (default) means the bond MAC.
-    pub ad_actor_system: EthernetAddress,
-    /// `ad_user_port_key`: the upper 10 bits of every port's key, 0..=1023 (default 0).
-    pub ad_user_port_key: u16,
-    /// `min_links`: ports that must be distributing for the bond to have carrier.
-    pub min_links: u32,
-    /// `coupled_control`: on (default) collecting and distributing switch together; off, a port
-    /// collects first and distributes once the partner collects (802.1AX-2014 §6.4.15).
-    pub coupled_control: bool,
-    /// LACP fallback to active-backup (Open vSwitch's `lacp-fallback-ab`): after this long
-    /// without a partner on any port, one port carries traffic. `None` (default): off.
-    pub fallback: Option<Duration>,
-    /// How long a selected port waits in WAITING before it attaches, so the other ports of its
-    /// aggregator can join it at once. 802.1AX's Aggregate_Wait_Time, 2 s, by default; shorter
-    /// forms aggregations faster (Open vSwitch does not wait at all) at the cost of attaching
-    /// ports one by one when they come up together.
-    pub aggregate_wait: Duration,
-}
-
-impl Default for LacpConfig {
-    /// The kernel's defaults: slow rate, active, stable, priority 65535, bond MAC as system,
-    /// user key 0, `min_links` 0, coupled control; no fallback.
-    fn default() -> Self {
-        Self {
-            lacp_rate: LacpRate::Slow,
-            lacp_active: true,
-            ad_select: AdSelect::Stable,
-            ad_actor_sys_prio: 65535,
-            ad_actor_system: EthernetAddress::ZERO,
-            ad_user_port_key: 0,
-            min_links: 0,
-            coupled_control: true,
-            fallback: None,
-            aggregate_wait: AGGREGATE_WAIT_TIME,
-        }
-    }
-}
-
-/// Why a [`LacpConfig`] was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigError {
-    /// `ad_actor_sys_prio` is 0 (the kernel accepts 1..=65535).
-    SystemPriorityZero,
-    /// `ad_user_port_key` is above 1023 (it has 10 bits).
-    UserPortKeyTooLarge,
-    /// `ad_actor_system` is a multicast address.
-    ActorSystemMulticast,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::SystemPriorityZero => "ad_actor_sys_prio must be 1..65535",
-            Self::UserPortKeyTooLarge => "ad_user_port_key must be 0..1023",
-            Self::ActorSystemMulticast => "ad_actor_system must not be a multicast address",
-        })
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-impl LacpConfig {
-    /// Checks the values the kernel would refuse.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.ad_actor_sys_prio == 0 {
-            return Err(ConfigError::SystemPriorityZero);
-        }
-        if self.ad_user_port_key > 1023 {
-            return Err(ConfigError::UserPortKeyTooLarge);
-        }
-        if self.ad_actor_system.is_multicast() {
-            return Err(ConfigError::ActorSystemMulticast);
-        }
-        Ok(())
-    }
-}
 
 /// A member port as [`Lacp::add_port`] gets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -409,32 +215,6 @@ impl LacpEvent {
             _ => core::mem::discriminant(self) == core::mem::discriminant(other),
         }
     }
-}
-
-/// Per-port frame counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PortCounters {
-    /// LACPDUs received (loopback ones included).
-    pub lacpdu_rx: u64,
-    /// LACPDUs sent.
-    pub lacpdu_tx: u64,
-    /// Marker Information PDUs received.
-    pub marker_rx: u64,
-    /// Marker Information PDUs sent (lagd never originates one; always 0).
-    pub marker_tx: u64,
-    /// Marker Response PDUs received.
-    pub marker_response_rx: u64,
-    /// Marker Response PDUs sent.
-    pub marker_response_tx: u64,
-    /// Frames that were not valid slow-protocol PDUs (wrong address or EtherType, truncated,
-    /// malformed TLVs, unknown Marker TLV type).
-    pub illegal_rx: u64,
-    /// Slow-protocol frames of another subtype (OAM, ESMC, …).
-    pub unknown_rx: u64,
-    /// LACPDUs carrying our own system id (a loop), dropped.
-    pub loopback_rx: u64,
-    /// Marker Information PDUs dropped because responses were already queued.
-    pub marker_dropped: u64,
 }
 
 /// What `/proc/net/bonding` shows about an aggregator.
@@ -544,49 +324,6 @@ impl LacpSnapshot {
     }
 }
 
-/// A timer of the standard, as a deadline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Timer(Option<Instant>);
-
-impl Timer {
-    /// A timer that is not running.
-    pub(crate) const STOPPED: Self = Self(None);
-
-    /// Starts (or restarts) the timer to expire `d` after `now`.
-    pub(crate) fn start(&mut self, now: Instant, d: Duration) {
-        self.0 = Some(now + d);
-    }
-
-    /// Stops the timer.
-    pub(crate) fn stop(&mut self) {
-        self.0 = None;
-    }
-
-    /// Whether the timer runs and has expired at `now`.
-    pub(crate) fn expired(&self, now: Instant) -> bool {
-        matches!(self.0, Some(t) if t <= now)
-    }
-
-    /// Whether the timer runs.
-    pub(crate) fn is_running(&self) -> bool {
-        self.0.is_some()
-    }
-
-    /// When it expires, if it runs.
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.0
-    }
-}
-
-/// The system-wide actor values every machine reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Actor {
-    /// Actor_System_Priority.
-    pub(crate) system_priority: u16,
-    /// Actor_System.
-    pub(crate) system: EthernetAddress,
-}
-
 /// The speed code of the Linux oper key, from a speed in Mb/s (0 when unknown).
 pub(crate) fn speed_code(speed_mbps: u32) -> u16 {
     match speed_mbps {
@@ -622,51 +359,8 @@ pub(crate) fn oper_key(user_key: u16, up: bool, speed_mbps: u32, full_duplex: bo
     (user_key & 0x3ff) << 6 | link
 }
 
-/// Every variable of one port (802.1AX-2014 §6.4.7 and §6.4.8), and its machines.
-#[derive(Debug, Clone)]
-pub(crate) struct Port {
-    pub(crate) id: PortId,
-    pub(crate) mac: EthernetAddress,
-    /// Actor_Port_Number.
-    pub(crate) number: u16,
-    /// Actor_Port_Priority.
-    pub(crate) priority: u16,
-    /// The aggregator this port owns (one per port).
-    pub(crate) own_aggregator: AggregatorId,
-    pub(crate) speed_mbps: u32,
-    pub(crate) full_duplex: bool,
-    /// port_enabled: the MAC is operable (carrier).
-    pub(crate) port_enabled: bool,
-    /// LACP_Enabled: the link is full duplex (point-to-point).
-    pub(crate) lacp_enabled: bool,
-    /// Actor_Oper_Port_Key.
-    pub(crate) key: u16,
-    /// Actor_Oper_Port_State.
-    pub(crate) actor_state: PortState,
-    /// The Partner_Oper_* values (system priority, system, key, port priority, port, state).
-    pub(crate) partner: LacpInfo,
-    /// Selected.
-    pub(crate) selected: Selected,
-    /// The aggregator the Selection Logic chose for this port.
-    pub(crate) aggregator: Option<AggregatorId>,
-    /// NTT: Need To Transmit.
-    pub(crate) ntt: bool,
-    /// port_moved.
-    pub(crate) port_moved: bool,
-    /// ready_N: `wait_while` has expired in WAITING.
-    pub(crate) ready_n: bool,
-    pub(crate) rx: rx::Receive,
-    pub(crate) periodic: periodic::Periodic,
-    pub(crate) mux: mux::Mux,
-    /// `wait_while` for this port (from [`LacpConfig::aggregate_wait`]).
-    pub(crate) aggregate_wait: Duration,
-    pub(crate) tx: tx::Transmit,
-    pub(crate) actor_churn: churn::Churn,
-    pub(crate) partner_churn: churn::Churn,
-    pub(crate) markers: marker::Responder,
-    pub(crate) counters: PortCounters,
-}
-
+// Creating a port and BEGIN run the machines, which take a `Port`: so they are here, with the
+// engine that runs the machines, and not in port.rs, which the machines import.
 impl Port {
     /// A port after BEGIN, link down.
     pub(crate) fn new(
@@ -697,11 +391,11 @@ impl Port {
             ntt: false,
             port_moved: false,
             ready_n: false,
-            rx: rx::Receive::new(),
-            periodic: periodic::Periodic::new(),
-            mux: mux::Mux::new(),
+            rx: state::Receive::new(),
+            periodic: state::Periodic::new(),
+            mux: state::Mux::new(),
             aggregate_wait: config.aggregate_wait,
-            tx: tx::Transmit::new(),
+            tx: state::Transmit::new(),
             actor_churn: churn::Churn::new(),
             partner_churn: churn::Churn::new(),
             markers: marker::Responder::new(),
@@ -720,28 +414,6 @@ impl Port {
         mux::begin(self);
         self.actor_churn.begin();
         self.partner_churn.begin();
-    }
-
-    /// The actor information this port sends.
-    pub(crate) fn actor_info(&self, actor: &Actor) -> LacpInfo {
-        LacpInfo {
-            system_priority: actor.system_priority,
-            system: actor.system,
-            key: self.key,
-            port_priority: self.priority,
-            port: self.number,
-            state: self.actor_state,
-        }
-    }
-
-    /// Whether the port collects, as its machines say (fallback not included).
-    pub(crate) fn lacp_collecting(&self) -> bool {
-        self.actor_state.contains(PortState::COLLECTING)
-    }
-
-    /// Whether the port distributes, as its machines say (fallback not included).
-    pub(crate) fn lacp_distributing(&self) -> bool {
-        self.actor_state.contains(PortState::DISTRIBUTING)
     }
 
     /// What a [`LacpEvent::PortStateChanged`] reports a change of.

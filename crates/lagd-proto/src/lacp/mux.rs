@@ -27,65 +27,10 @@
 //! that leaves COLLECTING_DISTRIBUTING (or DISTRIBUTING) is checked every time the machines run,
 //! in the same call that changed the partner's state.
 
-use core::fmt;
-
-use super::{Port, Selected, Timer};
+use super::port::Port;
+use super::state::{MuxState, Selected};
 use crate::time::Instant;
 use crate::wire::slow::PortState;
-
-/// The states of the Mux machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MuxState {
-    /// DETACHED: not attached to an aggregator.
-    Detached,
-    /// WAITING: selected, waiting `wait_while` (Aggregate_Wait_Time, or the configured
-    /// `aggregate_wait`) and for the other ports of the aggregator.
-    Waiting,
-    /// ATTACHED: attached, in sync on our side, not collecting or distributing.
-    Attached,
-    /// COLLECTING (independent control only): collecting, not distributing.
-    Collecting,
-    /// DISTRIBUTING (independent control only): collecting and distributing.
-    Distributing,
-    /// COLLECTING_DISTRIBUTING (coupled control): collecting and distributing.
-    CollectingDistributing,
-}
-
-impl MuxState {
-    /// The standard's name, e.g. `COLLECTING_DISTRIBUTING`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Detached => "DETACHED",
-            Self::Waiting => "WAITING",
-            Self::Attached => "ATTACHED",
-            Self::Collecting => "COLLECTING",
-            Self::Distributing => "DISTRIBUTING",
-            Self::CollectingDistributing => "COLLECTING_DISTRIBUTING",
-        }
-    }
-}
-
-impl fmt::Display for MuxState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The Mux machine of one port.
-#[derive(Debug, Clone)]
-pub(crate) struct Mux {
-    pub(crate) state: MuxState,
-    pub(crate) wait_while: Timer,
-}
-
-impl Mux {
-    pub(crate) fn new() -> Self {
-        Self {
-            state: MuxState::Detached,
-            wait_while: Timer::STOPPED,
-        }
-    }
-}
 
 /// BEGIN.
 pub(crate) fn begin(port: &mut Port) {

@@ -15,58 +15,11 @@
 //!   partner switches to the short timeout.
 //! - PERIODIC_TX: NTT = TRUE; then FAST_PERIODIC or SLOW_PERIODIC by the partner's bit.
 
-use core::fmt;
-
-use super::{FAST_PERIODIC_TIME, Port, SLOW_PERIODIC_TIME, Timer};
+use super::config::{FAST_PERIODIC_TIME, SLOW_PERIODIC_TIME};
+use super::port::Port;
+use super::state::PeriodicState;
 use crate::time::Instant;
 use crate::wire::slow::PortState;
-
-/// The states of the Periodic Transmission machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PeriodicState {
-    /// NO_PERIODIC: no periodic transmission (and no transmission at all).
-    NoPeriodic,
-    /// FAST_PERIODIC: a LACPDU every second.
-    FastPeriodic,
-    /// SLOW_PERIODIC: a LACPDU every 30 s.
-    SlowPeriodic,
-    /// PERIODIC_TX (transient): NTT set.
-    PeriodicTx,
-}
-
-impl PeriodicState {
-    /// The standard's name, e.g. `FAST_PERIODIC`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::NoPeriodic => "NO_PERIODIC",
-            Self::FastPeriodic => "FAST_PERIODIC",
-            Self::SlowPeriodic => "SLOW_PERIODIC",
-            Self::PeriodicTx => "PERIODIC_TX",
-        }
-    }
-}
-
-impl fmt::Display for PeriodicState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The Periodic Transmission machine of one port.
-#[derive(Debug, Clone)]
-pub(crate) struct Periodic {
-    pub(crate) state: PeriodicState,
-    pub(crate) periodic_timer: Timer,
-}
-
-impl Periodic {
-    pub(crate) fn new() -> Self {
-        Self {
-            state: PeriodicState::NoPeriodic,
-            periodic_timer: Timer::STOPPED,
-        }
-    }
-}
 
 /// BEGIN.
 pub(crate) fn begin(port: &mut Port) {

@@ -31,65 +31,13 @@
 //! active; so a partner claiming Synchronization with a stale or all-zero view of us (Open
 //! vSwitch's first LACPDU does) is out of sync until its LACPDUs describe us correctly.
 
-use core::fmt;
 use core::time::Duration;
 
-use super::{Actor, LONG_TIMEOUT_TIME, PARTNER_ADMIN, Port, SHORT_TIMEOUT_TIME, Selected, Timer};
+use super::config::{LONG_TIMEOUT_TIME, PARTNER_ADMIN, SHORT_TIMEOUT_TIME};
+use super::port::{Actor, Port};
+use super::state::{RxState, Selected};
 use crate::time::Instant;
 use crate::wire::slow::{LacpInfo, LacpRepr, PortState};
-
-/// The states of the Receive machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RxState {
-    /// INITIALIZE (transient).
-    Initialize,
-    /// PORT_DISABLED: no carrier.
-    PortDisabled,
-    /// LACP_DISABLED: the link is not full duplex; the port is Individual.
-    LacpDisabled,
-    /// EXPIRED: the partner's information timed out once.
-    Expired,
-    /// DEFAULTED: the partner administrative defaults are in use.
-    Defaulted,
-    /// CURRENT: the partner's information is current.
-    Current,
-}
-
-impl RxState {
-    /// The standard's name, e.g. `CURRENT`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Initialize => "INITIALIZE",
-            Self::PortDisabled => "PORT_DISABLED",
-            Self::LacpDisabled => "LACP_DISABLED",
-            Self::Expired => "EXPIRED",
-            Self::Defaulted => "DEFAULTED",
-            Self::Current => "CURRENT",
-        }
-    }
-}
-
-impl fmt::Display for RxState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The Receive machine of one port.
-#[derive(Debug, Clone)]
-pub(crate) struct Receive {
-    pub(crate) state: RxState,
-    pub(crate) current_while: Timer,
-}
-
-impl Receive {
-    pub(crate) fn new() -> Self {
-        Self {
-            state: RxState::Initialize,
-            current_while: Timer::STOPPED,
-        }
-    }
-}
 
 /// BEGIN.
 pub(crate) fn begin(port: &mut Port) {

@@ -33,39 +33,12 @@
 //! machines wait in WAITING, out of sync, and take over as soon as their aggregator becomes
 //! the active one).
 
-use core::fmt;
-
-use super::{AdSelect, AggregatorId, MuxState, Port, PortId};
+use super::config::AdSelect;
+use super::port::Port;
+use super::state::{MuxState, Selected};
+use crate::port::{AggregatorId, PortId};
 use crate::wire::EthernetAddress;
 use crate::wire::slow::PortState;
-
-/// Selected: the Selection Logic's verdict for a port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Selected {
-    /// UNSELECTED: no aggregator chosen (or the choice is no longer valid).
-    Unselected,
-    /// SELECTED: the port may attach to its aggregator, the active one.
-    Selected,
-    /// STANDBY: an aggregator is chosen but it is not the active one.
-    Standby,
-}
-
-impl Selected {
-    /// The standard's name, e.g. `SELECTED`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Unselected => "UNSELECTED",
-            Self::Selected => "SELECTED",
-            Self::Standby => "STANDBY",
-        }
-    }
-}
-
-impl fmt::Display for Selected {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// An aggregator: the Link Aggregation Group its ports share.
 #[derive(Debug, Clone)]

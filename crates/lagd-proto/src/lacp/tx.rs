@@ -17,49 +17,9 @@
 //! Distributing and Aggregation cleared ([`farewell`]), as Linux does, so the partner stops
 //! distributing to it at once instead of after its timeout.
 
-use super::{Actor, FAST_PERIODIC_TIME, MAX_TX_PER_FAST_PERIODIC, PeriodicState, Port};
-use crate::time::Instant;
+use super::port::{Actor, Port};
+use super::state::PeriodicState;
 use crate::wire::slow::{LacpRepr, PortState};
-
-/// The transmit limit of one port: the times of its last three LACPDUs.
-#[derive(Debug, Clone)]
-pub(crate) struct Transmit {
-    sent: [Option<Instant>; MAX_TX_PER_FAST_PERIODIC],
-}
-
-impl Transmit {
-    pub(crate) fn new() -> Self {
-        Self {
-            sent: [None; MAX_TX_PER_FAST_PERIODIC],
-        }
-    }
-
-    /// The earliest time at or after `now` a LACPDU may go.
-    pub(crate) fn next_allowed(&self, now: Instant) -> Instant {
-        let mut in_window = self
-            .sent
-            .iter()
-            .flatten()
-            .filter(|&&t| now < t + FAST_PERIODIC_TIME);
-        let oldest = in_window.clone().min().copied();
-        if in_window.nth(MAX_TX_PER_FAST_PERIODIC - 1).is_some() {
-            // Three in the last second: the next one when the oldest leaves the window.
-            oldest.map_or(now, |t| t + FAST_PERIODIC_TIME)
-        } else {
-            now
-        }
-    }
-
-    /// Notes a LACPDU sent at `now`.
-    pub(crate) fn record(&mut self, now: Instant) {
-        let slot = self
-            .sent
-            .iter_mut()
-            .min_by_key(|t| **t)
-            .expect("MAX_TX_PER_FAST_PERIODIC > 0");
-        *slot = Some(now);
-    }
-}
 
 /// Whether the port may send LACPDUs at all (the Periodic machine is not in NO_PERIODIC).
 pub(crate) fn may_transmit(port: &Port) -> bool {
@@ -102,6 +62,7 @@ pub(crate) fn farewell(port: &Port, actor: &Actor) -> LacpRepr {
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::lacp::state::Transmit;
     use crate::lacp::tests::script::{self, A_SYS, at, partner_pdu};
     use crate::lacp::{LacpConfig, LacpRate, PortId};
     use crate::wire::slow::LacpInfo;

@@ -1,0 +1,115 @@
+//! `Port`: the variables of one port, which every machine reads and writes, with its frame
+//! counters; and `Actor`, the system-wide values every machine reads.
+
+use core::time::Duration;
+
+use super::state::Selected;
+use super::{churn, marker, state};
+use crate::port::{AggregatorId, PortId};
+use crate::wire::EthernetAddress;
+use crate::wire::slow::{LacpInfo, PortState};
+
+/// Per-port frame counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortCounters {
+    /// LACPDUs received (loopback ones included).
+    pub lacpdu_rx: u64,
+    /// LACPDUs sent.
+    pub lacpdu_tx: u64,
+    /// Marker Information PDUs received.
+    pub marker_rx: u64,
+    /// Marker Information PDUs sent (lagd never originates one; always 0).
+    pub marker_tx: u64,
+    /// Marker Response PDUs received.
+    pub marker_response_rx: u64,
+    /// Marker Response PDUs sent.
+    pub marker_response_tx: u64,
+    /// Frames that were not valid slow-protocol PDUs (wrong address or EtherType, truncated,
+    /// malformed TLVs, unknown Marker TLV type).
+    pub illegal_rx: u64,
+    /// Slow-protocol frames of another subtype (OAM, ESMC, …).
+    pub unknown_rx: u64,
+    /// LACPDUs carrying our own system id (a loop), dropped.
+    pub loopback_rx: u64,
+    /// Marker Information PDUs dropped because responses were already queued.
+    pub marker_dropped: u64,
+}
+
+/// The system-wide actor values every machine reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Actor {
+    /// Actor_System_Priority.
+    pub(crate) system_priority: u16,
+    /// Actor_System.
+    pub(crate) system: EthernetAddress,
+}
+
+/// Every variable of one port (802.1AX-2014 §6.4.7 and §6.4.8), and its machines.
+#[derive(Debug, Clone)]
+pub(crate) struct Port {
+    pub(crate) id: PortId,
+    pub(crate) mac: EthernetAddress,
+    /// Actor_Port_Number.
+    pub(crate) number: u16,
+    /// Actor_Port_Priority.
+    pub(crate) priority: u16,
+    /// The aggregator this port owns (one per port).
+    pub(crate) own_aggregator: AggregatorId,
+    pub(crate) speed_mbps: u32,
+    pub(crate) full_duplex: bool,
+    /// port_enabled: the MAC is operable (carrier).
+    pub(crate) port_enabled: bool,
+    /// LACP_Enabled: the link is full duplex (point-to-point).
+    pub(crate) lacp_enabled: bool,
+    /// Actor_Oper_Port_Key.
+    pub(crate) key: u16,
+    /// Actor_Oper_Port_State.
+    pub(crate) actor_state: PortState,
+    /// The Partner_Oper_* values (system priority, system, key, port priority, port, state).
+    pub(crate) partner: LacpInfo,
+    /// Selected.
+    pub(crate) selected: Selected,
+    /// The aggregator the Selection Logic chose for this port.
+    pub(crate) aggregator: Option<AggregatorId>,
+    /// NTT: Need To Transmit.
+    pub(crate) ntt: bool,
+    /// port_moved.
+    pub(crate) port_moved: bool,
+    /// ready_N: `wait_while` has expired in WAITING.
+    pub(crate) ready_n: bool,
+    pub(crate) rx: state::Receive,
+    pub(crate) periodic: state::Periodic,
+    pub(crate) mux: state::Mux,
+    /// `wait_while` for this port (from
+    /// [`LacpConfig::aggregate_wait`](super::config::LacpConfig::aggregate_wait)).
+    pub(crate) aggregate_wait: Duration,
+    pub(crate) tx: state::Transmit,
+    pub(crate) actor_churn: churn::Churn,
+    pub(crate) partner_churn: churn::Churn,
+    pub(crate) markers: marker::Responder,
+    pub(crate) counters: PortCounters,
+}
+
+impl Port {
+    /// The actor information this port sends.
+    pub(crate) fn actor_info(&self, actor: &Actor) -> LacpInfo {
+        LacpInfo {
+            system_priority: actor.system_priority,
+            system: actor.system,
+            key: self.key,
+            port_priority: self.priority,
+            port: self.number,
+            state: self.actor_state,
+        }
+    }
+
+    /// Whether the port collects, as its machines say (fallback not included).
+    pub(crate) fn lacp_collecting(&self) -> bool {
+        self.actor_state.contains(PortState::COLLECTING)
+    }
+
+    /// Whether the port distributes, as its machines say (fallback not included).
+    pub(crate) fn lacp_distributing(&self) -> bool {
+        self.actor_state.contains(PortState::DISTRIBUTING)
+    }
+}
