@@ -17,7 +17,7 @@ edges. The check fails on:
   lowest first, modules of one layer by ',').
 
 Test code is left out: files named test.rs or tests.rs, files under a test/ or tests/ folder,
-and everything from the first `#[cfg(test)]` line of a file on. Comments are ignored. Prints
+and `#[cfg(test)]` modules. Comments and string literals are ignored. Prints
 what it finds and exits 1 on any problem.
 """
 
@@ -49,12 +49,22 @@ def is_test(root, f):
 
 
 def code_of(f):
-    text = f.read_text()
-    m = re.search(r"^\s*#\[cfg\(test\)\]", text, re.M)
-    if m:
-        text = text[: m.start()]
-    text = re.sub(r"//[^\n]*", "", text)
-    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    text = re.sub(r"//[^\n]*", "", f.read_text())
+    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    # Test modules: `#[cfg(test)] mod x;` and `#[cfg(test)] mod x { ... }`.
+    text = re.sub(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*;", "", text)
+    while True:
+        m = re.search(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", text)
+        if not m:
+            return text
+        depth, j = 0, m.end() - 1
+        while j < len(text):
+            depth += text[j] == "{"
+            depth -= text[j] == "}"
+            j += 1
+            if depth == 0:
+                break
+        text = text[: m.start()] + text[j:]
 
 
 def expand(tree):
@@ -168,6 +178,10 @@ class Crate:
                     paths.extend(expand(u.group(1)))
                 body = USE.sub("", text)
                 paths.extend(INLINE_PATH.findall(body))
+                # Paths relative to this module: `child::item` for a child module.
+                for child, item in re.findall(r"(?<![:\w])([a-z_][a-z0-9_]*)::([A-Za-z_]\w*)", body):
+                    if here + (child,) in self.files:
+                        paths.append(f"self::{child}::{item}")
                 for p in paths:
                     site = self.define_site(p, here)
                     if site is not None and site != mod:
