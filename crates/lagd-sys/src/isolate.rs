@@ -62,12 +62,12 @@ const BPF_LINK_CREATE: libc::c_int = 28;
 /// `BPF_PROG_TYPE_SCHED_CLS` in `enum bpf_prog_type`: tc classifier programs, which tcx runs.
 const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 /// `BPF_TCX_INGRESS` in `enum bpf_attach_type` (Linux 6.6+).
-const BPF_TCX_INGRESS: u32 = 46;
+pub(crate) const BPF_TCX_INGRESS: u32 = 46;
 /// `BPF_TCX_EGRESS` in `enum bpf_attach_type` (Linux 6.6+).
-const BPF_TCX_EGRESS: u32 = 47;
+pub(crate) const BPF_TCX_EGRESS: u32 = 47;
 /// `BPF_F_BEFORE`: with no relative program, attach in front of every program already there, so
 /// that no earlier program's `TCX_PASS` lets a frame through to the stack.
-const BPF_F_BEFORE: u32 = 1 << 3;
+pub(crate) const BPF_F_BEFORE: u32 = 1 << 3;
 /// `TCX_DROP` (equal to `TC_ACT_SHOT`): drop the frame.
 const TCX_DROP: i32 = 2;
 /// `TCX_PASS`: hand the frame on to the stack.
@@ -90,7 +90,7 @@ const IFNAME_MAX: usize = 15;
 /// `struct bpf_insn`: `code`, `dst_reg:4 | src_reg:4`, `off`, `imm`.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct BpfInsn {
+pub(crate) struct BpfInsn {
     code: u8,
     /// The two 4-bit register fields: `dst_reg` in the low nibble, `src_reg` in the high one
     /// (the bit-field order of little-endian targets, the only ones lagd builds for).
@@ -102,6 +102,31 @@ struct BpfInsn {
 const _: () = assert!(size_of::<BpfInsn>() == 8);
 
 impl BpfInsn {
+    /// An instruction from its 8 bytes as the kernel reads them (little-endian targets).
+    pub(crate) const fn from_le_bytes(b: [u8; 8]) -> Self {
+        Self {
+            code: b[0],
+            regs: b[1],
+            off: i16::from_le_bytes([b[2], b[3]]),
+            imm: i32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        }
+    }
+
+    /// The opcode.
+    pub(crate) const fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// Sets the source register field (for `ld_imm64`: the pseudo-source kind).
+    pub(crate) fn set_src(&mut self, src: u8) {
+        self.regs = (self.regs & 0x0f) | (src << 4);
+    }
+
+    /// Sets the immediate.
+    pub(crate) fn set_imm(&mut self, imm: i32) {
+        self.imm = imm;
+    }
+
     /// `BPF_ALU64 | BPF_MOV | BPF_K`: `r0 = imm`, the program's verdict.
     const fn mov_r0(imm: i32) -> Self {
         Self {
@@ -336,7 +361,7 @@ const _: () = {
 };
 
 /// A user-space address as the kernel's `__aligned_u64` wants it.
-fn addr<T>(p: *const T) -> u64 {
+pub(crate) fn addr<T>(p: *const T) -> u64 {
     p as usize as u64
 }
 
@@ -347,7 +372,22 @@ fn addr<T>(p: *const T) -> u64 {
 /// `T` must be one of the `#[repr(C)]` attribute structs above (no padding, every field an
 /// integer), laid out as the kernel expects for `cmd`, and every user address stored in `attr`
 /// must be valid, for the duration of the call, for the reads and writes `cmd` makes through it.
-unsafe fn sys_bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<OwnedFd> {
+pub(crate) unsafe fn sys_bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<OwnedFd> {
+    // SAFETY: the caller's guarantees are the ones `sys_bpf_int` needs.
+    let ret = unsafe { sys_bpf_int(cmd, attr) }?;
+    let fd = RawFd::try_from(ret).map_err(|_| io::Error::other("bpf() returned a bad fd"))?;
+    // SAFETY: a non-negative return from these commands is a new descriptor (opened with
+    // O_CLOEXEC by the kernel) that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `bpf(cmd, attr, sizeof(*attr))` for a command that returns a number (0 on success for the
+/// map and test-run commands).
+///
+/// # Safety
+///
+/// As for [`sys_bpf`].
+pub(crate) unsafe fn sys_bpf_int<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<i64> {
     // SAFETY: `attr` is valid for reads and writes of `size_of::<T>()` bytes (the kernel copies
     // it in and may write output fields such as `log_true_size` back); the caller guarantees the
     // addresses inside it. The arguments are passed as `long`, which is what syscall(2) reads.
@@ -362,21 +402,17 @@ unsafe fn sys_bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<OwnedFd> {
     if ret < 0 {
         return Err(io::Error::last_os_error());
     }
-    let fd = RawFd::try_from(ret).map_err(|_| io::Error::other("bpf() returned a bad fd"))?;
-    // SAFETY: a non-negative return from these commands is a new descriptor (opened with
-    // O_CLOEXEC by the kernel) that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(ret)
 }
 
-/// Loads `program` (from a `static`, so it outlives the call) as a tc classifier expected at
+/// Loads `program` as a tc classifier expected at
 /// the tcx hook `attach_type`, named `name` for `bpftool prog`.
-fn load_program(
-    program: &'static [BpfInsn],
+pub(crate) fn load_program(
+    program: &[BpfInsn],
     name: &[u8],
     attach_type: u32,
     subject: &str,
 ) -> io::Result<OwnedFd> {
-    let mut log = vec![0u8; LOG_SIZE];
     let mut prog_name = [0u8; 16];
     prog_name[..name.len()].copy_from_slice(name);
     let mut attr = ProgLoadAttr {
@@ -384,16 +420,26 @@ fn load_program(
         insn_cnt: program.len() as u32,
         insns: addr(program.as_ptr()),
         license: addr(LICENSE.as_ptr()),
-        log_level: LOG_LEVEL,
-        log_size: LOG_SIZE as u32,
-        log_buf: addr(log.as_mut_ptr()),
         prog_name,
         expected_attach_type: attach_type,
         ..ProgLoadAttr::default()
     };
+    // First without a log: a verifier log that does not fit its buffer fails the load
+    // (ENOSPC) even for a program the verifier accepts.
     // SAFETY: `attr` is a `ProgLoadAttr` for BPF_PROG_LOAD. `insns` points to the `insn_cnt`
-    // instructions of a `static` array, `license` to a NUL-terminated static string, and
-    // `log_buf` to `log_size` writable bytes of `log`, which outlives the call.
+    // instructions of `program`, borrowed for the call, `license` to a NUL-terminated static
+    // string; there is no log buffer.
+    if let Ok(fd) = unsafe { sys_bpf(BPF_PROG_LOAD, &mut attr) } {
+        return Ok(fd);
+    }
+    // Refused: again with the verifier's log, for the error message.
+    let mut log = vec![0u8; LOG_SIZE];
+    attr.log_level = LOG_LEVEL;
+    attr.log_size = LOG_SIZE as u32;
+    attr.log_buf = addr(log.as_mut_ptr());
+    // SAFETY: `attr` is a `ProgLoadAttr` for BPF_PROG_LOAD. `insns` points to the `insn_cnt`
+    // instructions of `program`, borrowed for the call, `license` to a NUL-terminated static
+    // string, and `log_buf` to `log_size` writable bytes of `log`, which outlives the call.
     let loaded = unsafe { sys_bpf(BPF_PROG_LOAD, &mut attr) };
     loaded.map_err(|os| {
         if os.raw_os_error() == Some(libc::ENOSYS) {
@@ -426,6 +472,20 @@ fn attach_program(
 ) -> io::Result<OwnedFd> {
     let subject = format!("ifindex {ifindex}");
     let prog = load_program(program, name, attach_type, &subject)?;
+    // The link holds its own reference to the program; `prog` is closed on return.
+    link_create(&prog, ifindex, attach_type, flags)
+}
+
+/// Attaches the loaded program `prog` to interface `ifindex`'s tcx hook `attach_type` with a
+/// tcx link (`flags`: 0 to append, [`BPF_F_BEFORE`] to go first); returns the link's
+/// descriptor, which detaches the program when closed.
+pub(crate) fn link_create(
+    prog: &OwnedFd,
+    ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
+    let subject = format!("ifindex {ifindex}");
     let prog_fd =
         u32::try_from(prog.as_raw_fd()).map_err(|_| io::Error::other("negative program fd"))?;
     let mut attr = LinkCreateAttr {
@@ -436,7 +496,7 @@ fn attach_program(
         ..LinkCreateAttr::default()
     };
     // SAFETY: `attr` is a `LinkCreateAttr` for BPF_LINK_CREATE and holds no user addresses;
-    // `prog_fd` is open (`prog` lives until the end of this function).
+    // `prog_fd` is open (`prog` is borrowed for the call).
     let link =
         unsafe { sys_bpf(BPF_LINK_CREATE, &mut attr) }.map_err(|os| match os.raw_os_error() {
             Some(libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS) => {
@@ -444,8 +504,6 @@ fn attach_program(
             }
             _ => error::annotate(os, "bpf(BPF_LINK_CREATE)", Some(&subject)),
         })?;
-    // The link holds its own reference to the program; `prog` is closed here.
-    drop(prog);
     Ok(link)
 }
 

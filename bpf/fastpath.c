@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//
+// lagd's kernel fast path: two tcx programs that forward data frames the way lagd's `Bond`
+// decided, read from maps the daemon keeps in step with it. No decision is made here that the
+// table does not spell out; the hash is the kernel bonding driver's, bit-exact with
+// `lagd_proto::hash` (tested frame by frame through BPF_PROG_TEST_RUN).
+//
+//   lagd_tap_egress      on the bond's TAP, egress: a frame from the host goes to the member the
+//                        table names (modulo, buckets, active), or to lagd (TC_ACT_OK: the TAP's
+//                        reader) for what only lagd handles.
+//   lagd_member_ingress  on each member, ingress: a data frame the member may deliver goes to
+//                        the TAP's ingress (the host stack), one it may not is dropped, slow
+//                        protocols pass to lagd's own socket.
+//
+// Built with a pinned clang (bpf/build.py) into the instructions lagd-sys loads; no BTF, no
+// libbpf: the maps are created by lagd-sys and their descriptors patched into the ld_imm64
+// instructions the relocations name.
+
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+
+#define SEC(name) __attribute__((section(name), used))
+#define INLINE static inline __attribute__((always_inline))
+
+// Helpers, by number (enum bpf_func_id).
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
+static __u64 (*bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
+static long (*bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)BPF_FUNC_redirect;
+static long (*bpf_skb_load_bytes)(const void *skb, __u32 off, void *to, __u32 len) =
+    (void *)BPF_FUNC_skb_load_bytes;
+
+// Must match crates/lagd-sys/src/fastpath.rs.
+#define MAX_MEMBERS 16
+#define NO_PORT 0xff
+
+enum rule {
+    RULE_LAGD = 0,    // every frame to lagd (the userspace path decides)
+    RULE_MODULO = 1,  // usable[hash % n_usable]
+    RULE_BUCKETS = 2, // bucket[bucket(seed, hash)]
+    RULE_ACTIVE = 3,  // the active member
+};
+
+// xmit_hash_policy, the kernel's numbers.
+enum policy {
+    POLICY_LAYER2 = 0,
+    POLICY_LAYER34 = 1,
+    POLICY_LAYER23 = 2,
+    POLICY_VLAN_SRCMAC = 5,
+};
+
+// The distribution, one value of the inner map (swapped whole through the outer map).
+struct table {
+    __u32 rule;
+    __u32 policy;
+    __u32 seed;
+    __u32 n_usable;
+    __u32 tap_ifindex;
+    __u32 active;                 // port id, NO_PORT for none
+    __u32 ifindex[MAX_MEMBERS];   // port id -> member ifindex (0: none)
+    __u8 usable[MAX_MEMBERS];     // usable port ids in order
+    __u8 bucket[256];             // bucket -> port id
+    __u8 rx_unicast[MAX_MEMBERS]; // 1: the member's unicast frames reach the host
+    __u8 rx_multicast[MAX_MEMBERS];
+};
+
+// Per member and CPU.
+struct port_counters {
+    __u64 tx_packets;
+    __u64 tx_bytes;
+    __u64 rx_packets;
+    __u64 rx_bytes;
+    __u64 rx_dropped;
+};
+
+// Per bucket and CPU: what the rebalancer reads.
+struct bucket_load {
+    __u64 bytes;
+    __u64 last_ns;
+};
+
+// Map definitions: what build.py records for lagd-sys, which creates the maps itself.
+struct map_def {
+    __u32 type;
+    __u32 key_size;
+    __u32 value_size;
+    __u32 max_entries;
+};
+
+struct map_def lagd_tables SEC("maps") = {
+    .type = BPF_MAP_TYPE_ARRAY_OF_MAPS,
+    .key_size = 4,
+    .value_size = 4,
+    .max_entries = 1,
+};
+struct map_def lagd_ports SEC("maps") = {
+    .type = BPF_MAP_TYPE_PERCPU_ARRAY,
+    .key_size = 4,
+    .value_size = sizeof(struct port_counters),
+    .max_entries = MAX_MEMBERS + 1, // the last: frames no member could take
+};
+struct map_def lagd_buckets SEC("maps") = {
+    .type = BPF_MAP_TYPE_PERCPU_ARRAY,
+    .key_size = 4,
+    .value_size = sizeof(struct bucket_load),
+    .max_entries = 256,
+};
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+_Static_assert(sizeof(struct table) == 392, "lagd-sys encodes the table in 392 bytes");
+_Static_assert(sizeof(struct port_counters) == 40, "five u64 counters");
+_Static_assert(sizeof(struct bucket_load) == 16, "two u64");
+
+#define ETH_P_IP 0x0800
+#define ETH_P_ARP 0x0806
+#define ETH_P_8021Q 0x8100
+#define ETH_P_8021AD 0x88a8
+#define ETH_P_IPV6 0x86dd
+#define ETH_P_SLOW 0x8809
+
+// Keeps the compiler from dropping a mask the verifier needs (it cannot bound `a % b` itself).
+#define BOUND(x, mask) ({ __u32 _v = (x); asm volatile("" : "+r"(_v)); _v & (mask); })
+
+INLINE __u16 be16(const __u8 *p) { return (__u16)p[0] << 8 | p[1]; }
+
+INLINE __u32 le32(const __u8 *p) {
+    return (__u32)p[0] | (__u32)p[1] << 8 | (__u32)p[2] << 16 | (__u32)p[3] << 24;
+}
+
+INLINE struct table *current_table(void) {
+    __u32 zero = 0;
+    void *inner = bpf_map_lookup_elem(&lagd_tables, &zero);
+    if (!inner)
+        return 0;
+    return bpf_map_lookup_elem(inner, &zero);
+}
+
+// The frame as the bond sees it (lagd_proto::hash's KernelView): an accelerated VLAN tag, or
+// the outermost tag in the data, lifted out as metadata.
+struct view {
+    __u8 eth[14];
+    __u32 len;
+    __u32 nhoff;
+    __u16 proto;
+    __u16 tci;
+    __u8 tagged;
+};
+
+INLINE void view_of(struct __sk_buff *skb, struct view *v) {
+    v->len = skb->len;
+    v->tagged = 0;
+    v->tci = 0;
+    v->nhoff = 14;
+    v->proto = 0;
+    if (bpf_skb_load_bytes(skb, 0, v->eth, 14) < 0)
+        return; // shorter than an Ethernet header: every hash is 0
+    v->proto = be16(&v->eth[12]);
+    if (skb->vlan_present) {
+        v->tagged = 1;
+        v->tci = skb->vlan_tci;
+        return;
+    }
+    if (v->len >= 16 && (v->proto == ETH_P_8021Q || v->proto == ETH_P_8021AD)) {
+        // A whole tag is lifted even when the EtherType after it is cut.
+        __u8 tag[4] = {};
+        if (v->len >= 18)
+            bpf_skb_load_bytes(skb, 14, tag, 4);
+        else
+            bpf_skb_load_bytes(skb, 14, tag, 2);
+        v->tagged = 1;
+        v->tci = be16(&tag[0]);
+        v->proto = v->len >= 18 ? be16(&tag[2]) : 0;
+        v->nhoff = 18;
+    }
+}
+
+// bond_eth_hash(): 0 when the MAC header (with the lifted tag) is not all there.
+INLINE __u32 eth_hash(const struct view *v) {
+    if (v->len < v->nhoff)
+        return 0;
+    return (__u32)v->eth[5] ^ v->eth[11] ^ v->proto;
+}
+
+// bond_vlan_srcmac_hash().
+INLINE __u32 vlan_srcmac_hash(const struct view *v) {
+    if (v->len < v->nhoff)
+        return 0;
+    const __u8 *s = &v->eth[6];
+    __u32 vendor = (__u32)s[0] << 16 | (__u32)s[1] << 8 | s[2];
+    __u32 dev = (__u32)s[3] << 16 | (__u32)s[4] << 8 | s[5];
+    return (__u32)v->tci ^ vendor ^ dev;
+}
+
+struct flow {
+    __u32 src;
+    __u32 dst;
+    __u32 ports;
+    __u32 icmp;
+};
+
+// skb_flow_get_ports(): the first transport word (AH: at offset 4), little-endian, or 0.
+INLINE __u32 get_ports(struct __sk_buff *skb, __u32 thoff, __u8 proto) {
+    __u32 off;
+    switch (proto) {
+    case 6: case 17: case 33: case 50: case 132: case 136:
+        off = 0;
+        break;
+    case 51:
+        off = 4;
+        break;
+    default:
+        return 0;
+    }
+    __u8 w[4];
+    if (bpf_skb_load_bytes(skb, thoff + off, w, 4) < 0)
+        return 0;
+    return le32(w);
+}
+
+// skb_flow_get_icmp_tci(): type | code << 8 | id << 16 (id for echo and timestamp types, 0
+// made 1), all zero when the 8-byte header is cut.
+INLINE __u32 icmp_key(struct __sk_buff *skb, __u32 thoff) {
+    __u8 h[8];
+    if (bpf_skb_load_bytes(skb, thoff, h, 8) < 0)
+        return 0;
+    __u32 id = 0;
+    switch (h[0]) {
+    case 0: case 8: case 13: case 14: case 128: case 129:
+        id = be16(&h[4]);
+        if (id == 0)
+            id = 1;
+    }
+    return (__u32)h[0] | (__u32)h[1] << 8 | id << 16;
+}
+
+// bond_flow_ip(): the IPv4 or IPv6 header at *nhoff, by the frame's (outer) protocol.
+// *proto keeps its value for an IPv4 fragment, as the kernel's does.
+INLINE int flow_ip(struct __sk_buff *skb, const struct view *v, struct flow *fk, __u32 *nhoff,
+                   int *proto, int l34) {
+    __u32 at = *nhoff;
+    if (v->proto == ETH_P_IP) {
+        __u8 ip[20];
+        if (bpf_skb_load_bytes(skb, at, ip, 20) < 0)
+            return 0;
+        fk->src = le32(&ip[12]);
+        fk->dst = le32(&ip[16]);
+        *nhoff = at + (ip[0] & 0x0f) * 4;
+        if (!(be16(&ip[6]) & 0x3fff))
+            *proto = ip[9];
+    } else if (v->proto == ETH_P_IPV6) {
+        __u8 ip[40];
+        if (bpf_skb_load_bytes(skb, at, ip, 40) < 0)
+            return 0;
+        fk->src = le32(&ip[8]) ^ le32(&ip[12]) ^ le32(&ip[16]) ^ le32(&ip[20]);
+        fk->dst = le32(&ip[24]) ^ le32(&ip[28]) ^ le32(&ip[32]) ^ le32(&ip[36]);
+        *nhoff = at + 40;
+        *proto = ip[6];
+    } else {
+        return 0;
+    }
+    if (l34 && *proto >= 0)
+        fk->ports = get_ports(skb, *nhoff, (__u8)*proto);
+    return 1;
+}
+
+// bond_flow_dissect() for layer2+3 and layer3+4; an ICMP error is hashed by the packet it
+// quotes.
+INLINE int flow_dissect(struct __sk_buff *skb, const struct view *v, struct flow *fk, int l34) {
+    __u32 nhoff = v->nhoff;
+    int proto = -1;
+    if (!flow_ip(skb, v, fk, &nhoff, &proto, l34))
+        return 0;
+    if (proto != 1 && proto != 58)
+        return 1;
+    fk->icmp = icmp_key(skb, nhoff);
+    __u8 ty = (__u8)fk->icmp;
+    int err = proto == 1 ? (ty == 3 || ty == 4 || ty == 5 || ty == 11 || ty == 12)
+                         : (ty >= 1 && ty <= 4);
+    if (!err)
+        return 1;
+    nhoff += 8;
+    return flow_ip(skb, v, fk, &nhoff, &proto, l34);
+}
+
+// bond_xmit_hash() for the policies the fast path takes.
+INLINE __u32 xmit_hash(struct __sk_buff *skb, const struct view *v, __u32 policy) {
+    if (policy == POLICY_LAYER2)
+        return eth_hash(v);
+    if (policy == POLICY_VLAN_SRCMAC)
+        return vlan_srcmac_hash(v);
+    int l34 = policy == POLICY_LAYER34;
+    struct flow fk = {};
+    if (!flow_dissect(skb, v, &fk, l34))
+        return eth_hash(v);
+    __u32 hash;
+    if (!l34)
+        hash = eth_hash(v);
+    else if (fk.icmp >> 16)
+        hash = fk.icmp;
+    else
+        hash = fk.ports;
+    hash ^= fk.dst ^ fk.src;
+    hash ^= hash >> 16;
+    hash ^= hash >> 8;
+    return l34 ? hash >> 1 : hash;
+}
+
+// lagd_proto::balance::bucket().
+INLINE __u32 bucket_of(__u32 seed, __u32 hash) {
+    if (seed == 0)
+        return hash & 0xff;
+    return ((hash ^ seed) * 0x9e3779b1u) >> 24;
+}
+
+// Frames lagd itself must see from the host: ARP and neighbour discovery (the bond learns its
+// addresses), IGMP and MLD reports (replayed after a failover).
+INLINE int for_lagd(struct __sk_buff *skb, const struct view *v) {
+    if (v->proto == ETH_P_ARP)
+        return 1;
+    if (v->proto == ETH_P_IP) {
+        __u8 p;
+        if (bpf_skb_load_bytes(skb, v->nhoff + 9, &p, 1) == 0 && p == 2)
+            return 1;
+    }
+    if (v->proto == ETH_P_IPV6) {
+        __u8 h[2];
+        if (bpf_skb_load_bytes(skb, v->nhoff + 6, &h[0], 1) == 0 && h[0] == 58 &&
+            bpf_skb_load_bytes(skb, v->nhoff + 40, &h[1], 1) == 0 && h[1] >= 130 && h[1] <= 143)
+            return 1;
+    }
+    return 0;
+}
+
+INLINE void count_tx(__u32 port, __u32 len) {
+    struct port_counters *c = bpf_map_lookup_elem(&lagd_ports, &port);
+    if (c) {
+        c->tx_packets++;
+        c->tx_bytes += len;
+    }
+}
+
+SEC("tcx/egress")
+int lagd_tap_egress(struct __sk_buff *skb) {
+    struct table *t = current_table();
+    if (!t || t->rule == RULE_LAGD)
+        return TC_ACT_OK;
+    struct view v;
+    view_of(skb, &v);
+    if (for_lagd(skb, &v))
+        return TC_ACT_OK;
+    __u32 hash = t->rule == RULE_ACTIVE ? 0 : xmit_hash(skb, &v, t->policy);
+    skb->cb[0] = hash;
+    __u32 port = NO_PORT;
+    if (t->rule == RULE_MODULO) {
+        __u32 n = t->n_usable;
+        if (n > 0 && n <= MAX_MEMBERS)
+            port = t->usable[BOUND(hash % n, MAX_MEMBERS - 1)];
+    } else if (t->rule == RULE_BUCKETS) {
+        __u32 b = BOUND(bucket_of(t->seed, hash), 0xff);
+        port = t->bucket[b];
+        struct bucket_load *l = bpf_map_lookup_elem(&lagd_buckets, &b);
+        if (l) {
+            l->bytes += skb->len;
+            l->last_ns = bpf_ktime_get_ns();
+        }
+    } else if (t->rule == RULE_ACTIVE) {
+        port = t->active;
+    }
+    skb->cb[1] = port;
+    if (port >= MAX_MEMBERS || t->ifindex[port & (MAX_MEMBERS - 1)] == 0) {
+        count_tx(MAX_MEMBERS, skb->len);
+        return TC_ACT_SHOT;
+    }
+    count_tx(port, skb->len);
+    return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
+}
+
+SEC("tcx/ingress")
+int lagd_member_ingress(struct __sk_buff *skb) {
+    struct table *t = current_table();
+    if (!t || t->rule == RULE_LAGD)
+        return TC_ACT_OK;
+    __u8 eth[14];
+    if (bpf_skb_load_bytes(skb, 0, eth, 14) < 0)
+        return TC_ACT_SHOT;
+    // LACPDUs and Markers go to lagd's slow-protocols socket.
+    if (be16(&eth[12]) == ETH_P_SLOW && !skb->vlan_present)
+        return TC_ACT_OK;
+    __u32 port = NO_PORT;
+    for (__u32 i = 0; i < MAX_MEMBERS; i++) {
+        if (t->ifindex[i] != 0 && t->ifindex[i] == skb->ingress_ifindex) {
+            port = i;
+            break;
+        }
+    }
+    skb->cb[1] = port;
+    if (port >= MAX_MEMBERS)
+        return TC_ACT_SHOT;
+    struct port_counters *c = bpf_map_lookup_elem(&lagd_ports, &port);
+    __u8 ok = eth[0] & 1 ? t->rx_multicast[port & (MAX_MEMBERS - 1)]
+                         : t->rx_unicast[port & (MAX_MEMBERS - 1)];
+    if (!ok) {
+        if (c)
+            c->rx_dropped++;
+        return TC_ACT_SHOT;
+    }
+    if (c) {
+        c->rx_packets++;
+        c->rx_bytes += skb->len;
+    }
+    return bpf_redirect(t->tap_ifindex, BPF_F_INGRESS);
+}

@@ -1,0 +1,545 @@
+//! The kernel fast path's programs and maps: lagd decides, the kernel forwards.
+//!
+//! Two tcx programs (source `bpf/fastpath.c`, built by `bpf/build.py` with a pinned clang into
+//! `programs.rs`) forward data frames as the bond decided, read from a table this module writes:
+//!
+//! * the TAP's egress program sends a host frame to the member the [`Table`] names (the bonding
+//!   hash modulo the usable members, the 256-bucket table, or the active member) and passes to
+//!   lagd what only lagd handles (ARP, neighbour discovery, IGMP/MLD, modes decided per frame);
+//! * each member's ingress program hands a data frame to the TAP's ingress (the host stack)
+//!   when the table lets that member deliver it, drops it otherwise, and passes slow protocols
+//!   to lagd's own socket.
+//!
+//! [`FastPath::load`] creates the maps and loads both programs (no ELF reader, no libbpf: the
+//! map descriptors are patched into the `ld_imm64` instructions the build recorded).
+//! [`FastPath::set_table`] replaces the whole table at once: a new inner map is filled and then
+//! swapped into the outer array-of-maps in one update, so a program sees either the old table
+//! or the new one, never a mix (a program that looked the old one up keeps it until it returns:
+//! the kernel frees it after an RCU grace period). Per-CPU counters per member and per bucket
+//! are summed by [`FastPath::port_counters`] and [`FastPath::bucket_loads`].
+//! [`FastPath::test_egress`] and [`FastPath::test_ingress`] run a program on one frame with
+//! `BPF_PROG_TEST_RUN`, returning its verdict, the hash it computed and the member it chose.
+
+#[rustfmt::skip]
+mod programs;
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::isolate::{
+    BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfInsn, addr, link_create, load_program, sys_bpf, sys_bpf_int,
+};
+
+/// Members the table holds (the kernel bond has no such limit; lagd's fast path does).
+pub const MAX_MEMBERS: usize = 16;
+/// "No member" in the table's port fields.
+pub const NO_PORT: u8 = 0xff;
+/// The encoded size of [`Table`] (`struct table` in the source).
+pub const TABLE_LEN: usize = 392;
+
+const BPF_MAP_CREATE: libc::c_int = 0;
+const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
+const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+const BPF_PROG_TEST_RUN: libc::c_int = 10;
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+/// `BPF_PSEUDO_MAP_FD`: an `ld_imm64` whose immediate is a map descriptor.
+const BPF_PSEUDO_MAP_FD: u8 = 1;
+/// `BPF_LD | BPF_IMM | BPF_DW`.
+const LD_IMM64: u8 = 0x18;
+/// `sizeof(struct __sk_buff)` and the offsets a test run uses.
+const SKB_LEN: usize = 192;
+const SKB_INGRESS_IFINDEX: usize = 36;
+const SKB_CB: usize = 48;
+
+/// A map as the program source defines it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MapDef {
+    pub(crate) map_type: u32,
+    pub(crate) key_size: u32,
+    pub(crate) value_size: u32,
+    pub(crate) max_entries: u32,
+}
+
+/// The maps the programs reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MapId {
+    /// The array-of-maps holding the current table.
+    Tables,
+    /// Per-CPU counters per member.
+    Ports,
+    /// Per-CPU load per bucket.
+    Buckets,
+}
+
+/// A program as built: its instructions and which `ld_imm64` names which map.
+#[derive(Debug)]
+pub(crate) struct Program {
+    pub(crate) name: &'static str,
+    pub(crate) maps: &'static [(usize, MapId)],
+    pub(crate) insns: &'static [u64],
+}
+
+/// How the TAP's program chooses a host frame's member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Every frame to lagd: the userspace path decides.
+    Lagd = 0,
+    /// The hash modulo the number of usable members indexes [`Table::usable`].
+    Modulo = 1,
+    /// The hash picks one of 256 buckets ([`Table::seed`]), each naming a member.
+    Buckets = 2,
+    /// Every frame on [`Table::active`].
+    Active = 3,
+}
+
+/// The table the programs read: the bond's distribution in the kernel's terms. Ports are the
+/// bond's member positions (`PortId`s), at most [`MAX_MEMBERS`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    /// How a host frame's member is chosen.
+    pub rule: Rule,
+    /// The hash policy, by the kernel's `xmit_hash_policy` number (0 layer2, 1 layer3+4, 2
+    /// layer2+3, 5 vlan+srcmac).
+    pub policy: u32,
+    /// The bucket seed.
+    pub seed: u32,
+    /// The TAP's interface index (where members deliver).
+    pub tap_ifindex: u32,
+    /// The active member.
+    pub active: Option<u8>,
+    /// Member position -> interface index (0: none).
+    pub ifindex: [u32; MAX_MEMBERS],
+    /// Usable members, in order.
+    pub usable: Vec<u8>,
+    /// Bucket -> member ([`NO_PORT`]: none).
+    pub buckets: [u8; 256],
+    /// Per member: its unicast frames reach the host.
+    pub rx_unicast: [bool; MAX_MEMBERS],
+    /// Per member: its broadcast and multicast frames reach the host.
+    pub rx_multicast: [bool; MAX_MEMBERS],
+}
+
+impl Table {
+    /// A table that sends everything to lagd.
+    pub fn lagd_only(tap_ifindex: u32) -> Self {
+        Self {
+            rule: Rule::Lagd,
+            policy: 0,
+            seed: 0,
+            tap_ifindex,
+            active: None,
+            ifindex: [0; MAX_MEMBERS],
+            usable: Vec::new(),
+            buckets: [NO_PORT; 256],
+            rx_unicast: [false; MAX_MEMBERS],
+            rx_multicast: [false; MAX_MEMBERS],
+        }
+    }
+
+    /// The table's bytes, as `struct table` lays them out.
+    pub fn encode(&self) -> io::Result<[u8; TABLE_LEN]> {
+        if self.usable.len() > MAX_MEMBERS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the fast path takes at most {MAX_MEMBERS} members"),
+            ));
+        }
+        let mut b = [0u8; TABLE_LEN];
+        let words = [
+            self.rule as u32,
+            self.policy,
+            self.seed,
+            self.usable.len() as u32,
+            self.tap_ifindex,
+            u32::from(self.active.unwrap_or(NO_PORT)),
+        ];
+        for (i, w) in words.iter().chain(self.ifindex.iter()).enumerate() {
+            b[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
+        }
+        let mut at = 24 + 4 * MAX_MEMBERS;
+        b[at..at + self.usable.len()].copy_from_slice(&self.usable);
+        at += MAX_MEMBERS;
+        b[at..at + 256].copy_from_slice(&self.buckets);
+        at += 256;
+        for (i, (&u, &m)) in self.rx_unicast.iter().zip(&self.rx_multicast).enumerate() {
+            b[at + i] = u8::from(u);
+            b[at + MAX_MEMBERS + i] = u8::from(m);
+        }
+        Ok(b)
+    }
+}
+
+/// A member's counters, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// Frames the TAP's program sent on the member.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Frames the member's program delivered to the host.
+    pub rx_packets: u64,
+    /// Their bytes.
+    pub rx_bytes: u64,
+    /// Frames the member's program dropped (the member may not deliver them).
+    pub rx_dropped: u64,
+}
+
+/// A bucket's load, summed over CPUs (the latest time over CPUs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BucketLoad {
+    /// Bytes sent through the bucket.
+    pub bytes: u64,
+    /// When the bucket last sent, in `CLOCK_MONOTONIC` nanoseconds (0: never).
+    pub last_ns: u64,
+}
+
+/// What a program did with one frame in a test run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TestRun {
+    /// The program's return value (0 pass, 2 drop, 7 redirect).
+    pub verdict: u32,
+    /// The hash the TAP's program computed (`cb[0]`).
+    pub hash: u32,
+    /// The member the program chose or the frame came from (`cb[1]`; [`NO_PORT`]: none).
+    pub port: u32,
+}
+
+/// A program attached to an interface's tcx hook; detached when dropped.
+#[derive(Debug)]
+pub struct Attachment {
+    _link: OwnedFd,
+    ifindex: u32,
+}
+
+impl Attachment {
+    /// The interface the program is attached to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+}
+
+/// The loaded programs and their maps.
+#[derive(Debug)]
+pub struct FastPath {
+    tables: OwnedFd,
+    ports: OwnedFd,
+    buckets: OwnedFd,
+    egress: OwnedFd,
+    ingress: OwnedFd,
+    cpus: usize,
+}
+
+/// The `BPF_MAP_CREATE` member of `union bpf_attr`, through `map_name`, then zeroes.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+    rest: [u32; 9],
+}
+
+const _: () = assert!(size_of::<MapCreateAttr>() == 80);
+
+/// The `BPF_MAP_*_ELEM` member of `union bpf_attr`.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+const _: () = assert!(size_of::<MapElemAttr>() == 32);
+
+/// The `BPF_PROG_TEST_RUN` member of `union bpf_attr`.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    pad: u32,
+}
+
+const _: () = assert!(size_of::<TestRunAttr>() == 80);
+
+fn fd_u32(fd: &OwnedFd) -> u32 {
+    // Descriptors are non-negative.
+    fd.as_raw_fd() as u32
+}
+
+fn map_create(def: &MapDef, name: &str, inner: Option<&OwnedFd>) -> io::Result<OwnedFd> {
+    let mut map_name = [0u8; 16];
+    let n = name.len().min(15);
+    map_name[..n].copy_from_slice(&name.as_bytes()[..n]);
+    let mut attr = MapCreateAttr {
+        map_type: def.map_type,
+        key_size: def.key_size,
+        value_size: def.value_size,
+        max_entries: def.max_entries,
+        inner_map_fd: inner.map_or(0, fd_u32),
+        map_name,
+        ..MapCreateAttr::default()
+    };
+    // SAFETY: `attr` is a `MapCreateAttr` for BPF_MAP_CREATE and holds no user addresses.
+    unsafe { sys_bpf(BPF_MAP_CREATE, &mut attr) }
+        .map_err(|e| crate::error::annotate(e, "bpf(BPF_MAP_CREATE)", Some(name)))
+}
+
+fn map_update(map: &OwnedFd, key: u32, value: &[u8]) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: fd_u32(map),
+        key: addr(&key),
+        value: addr(value.as_ptr()),
+        ..MapElemAttr::default()
+    };
+    // SAFETY: `attr` is a `MapElemAttr` for BPF_MAP_UPDATE_ELEM; `key` points to 4 bytes and
+    // `value` to `value.len()` bytes, the map's value size (checked by the callers), both
+    // borrowed for the call.
+    unsafe { sys_bpf_int(BPF_MAP_UPDATE_ELEM, &mut attr) }
+        .map(drop)
+        .map_err(|e| crate::error::annotate(e, "bpf(BPF_MAP_UPDATE_ELEM)", None))
+}
+
+fn map_lookup(map: &OwnedFd, key: u32, value: &mut [u8]) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: fd_u32(map),
+        key: addr(&key),
+        value: addr(value.as_mut_ptr()),
+        ..MapElemAttr::default()
+    };
+    // SAFETY: `attr` is a `MapElemAttr` for BPF_MAP_LOOKUP_ELEM; `key` points to 4 bytes and
+    // `value` to `value.len()` writable bytes, at least the map's value size times the possible
+    // CPUs for a per-CPU map (checked by the callers), both borrowed for the call.
+    unsafe { sys_bpf_int(BPF_MAP_LOOKUP_ELEM, &mut attr) }
+        .map(drop)
+        .map_err(|e| crate::error::annotate(e, "bpf(BPF_MAP_LOOKUP_ELEM)", None))
+}
+
+/// The number of possible CPUs, the stride of a per-CPU map's values.
+fn possible_cpus() -> io::Result<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    let mut n = 0;
+    for range in text.trim().split(',') {
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        let parse = |s: &str| {
+            s.parse::<usize>()
+                .map_err(|_| io::Error::other(format!("cpu list '{}'", text.trim())))
+        };
+        n += parse(b)? - parse(a)? + 1;
+    }
+    Ok(n)
+}
+
+/// Patches the map descriptors into `program`'s instructions and loads it.
+fn load(program: &Program, maps: &[(MapId, &OwnedFd)], attach_type: u32) -> io::Result<OwnedFd> {
+    let mut insns: Vec<BpfInsn> = program
+        .insns
+        .iter()
+        .map(|w| BpfInsn::from_le_bytes(w.to_le_bytes()))
+        .collect();
+    for &(at, id) in program.maps {
+        let fd = maps
+            .iter()
+            .find(|(m, _)| *m == id)
+            .map(|(_, fd)| fd)
+            .ok_or_else(|| io::Error::other(format!("no map {id:?} for {}", program.name)))?;
+        let insn = insns
+            .get_mut(at)
+            .filter(|i| i.code() == LD_IMM64)
+            .ok_or_else(|| {
+                io::Error::other(format!("{}: relocation {at} is not ld_imm64", program.name))
+            })?;
+        insn.set_src(BPF_PSEUDO_MAP_FD);
+        insn.set_imm(fd.as_raw_fd());
+    }
+    let name = &program.name.as_bytes()[..program.name.len().min(15)];
+    load_program(&insns, name, attach_type, program.name)
+}
+
+impl FastPath {
+    /// Creates the maps and loads both programs (not attached yet), with no table: until
+    /// [`FastPath::set_table`], both programs pass every frame on.
+    ///
+    /// # Errors
+    /// `bpf()` errors (`EPERM` without `CAP_BPF`, the verifier's log when a program is refused).
+    pub fn load() -> io::Result<Self> {
+        let inner = map_create(&inner_def(), "lagd_table", None)?;
+        let tables = map_create(&programs::TABLES_DEF, "lagd_tables", Some(&inner))?;
+        drop(inner);
+        let ports = map_create(&programs::PORTS_DEF, "lagd_ports", None)?;
+        let buckets = map_create(&programs::BUCKETS_DEF, "lagd_buckets", None)?;
+        let maps = [
+            (MapId::Tables, &tables),
+            (MapId::Ports, &ports),
+            (MapId::Buckets, &buckets),
+        ];
+        let egress = load(&programs::TAP_EGRESS, &maps, BPF_TCX_EGRESS)?;
+        let ingress = load(&programs::MEMBER_INGRESS, &maps, BPF_TCX_INGRESS)?;
+        Ok(Self {
+            tables,
+            ports,
+            buckets,
+            egress,
+            ingress,
+            cpus: possible_cpus()?,
+        })
+    }
+
+    /// Replaces the table the programs read, at once (see the [module docs](self)).
+    pub fn set_table(&self, table: &Table) -> io::Result<()> {
+        let bytes = table.encode()?;
+        let inner = map_create(&inner_def(), "lagd_table", None)?;
+        map_update(&inner, 0, &bytes)?;
+        let fd = inner.as_raw_fd() as u32;
+        map_update(&self.tables, 0, &fd.to_ne_bytes())
+        // `inner` is closed here; the outer map holds it.
+    }
+
+    /// Attaches the TAP's program to the TAP `ifindex`'s tcx egress hook.
+    pub fn attach_tap(&self, ifindex: u32) -> io::Result<Attachment> {
+        Ok(Attachment {
+            _link: link_create(&self.egress, ifindex, BPF_TCX_EGRESS, 0)?,
+            ifindex,
+        })
+    }
+
+    /// Attaches the members' program to member `ifindex`'s tcx ingress hook.
+    pub fn attach_member(&self, ifindex: u32) -> io::Result<Attachment> {
+        Ok(Attachment {
+            _link: link_create(&self.ingress, ifindex, BPF_TCX_INGRESS, 0)?,
+            ifindex,
+        })
+    }
+
+    /// Reads every entry of a per-CPU array map of `entries` values of `size` bytes, summing
+    /// each 8-byte field over CPUs with `fold`.
+    fn percpu<const N: usize>(
+        &self,
+        map: &OwnedFd,
+        entries: u32,
+        fold: impl Fn(usize, u64, u64) -> u64,
+    ) -> io::Result<Vec<[u64; N]>> {
+        let stride = (N * 8).next_multiple_of(8);
+        let mut buf = vec![0u8; stride * self.cpus];
+        let mut out = Vec::with_capacity(entries as usize);
+        for key in 0..entries {
+            map_lookup(map, key, &mut buf)?;
+            let mut sum = [0u64; N];
+            for cpu in buf.chunks_exact(stride) {
+                for (i, s) in sum.iter_mut().enumerate() {
+                    let v = u64::from_ne_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                    *s = fold(i, *s, v);
+                }
+            }
+            out.push(sum);
+        }
+        Ok(out)
+    }
+
+    /// Per member position, then one entry for frames no member could take (its `tx_packets`
+    /// and `tx_bytes`), summed over CPUs.
+    pub fn port_counters(&self) -> io::Result<Vec<PortCounters>> {
+        let rows = self.percpu::<5>(&self.ports, programs::PORTS_DEF.max_entries, |_, a, b| {
+            a.wrapping_add(b)
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|r| PortCounters {
+                tx_packets: r[0],
+                tx_bytes: r[1],
+                rx_packets: r[2],
+                rx_bytes: r[3],
+                rx_dropped: r[4],
+            })
+            .collect())
+    }
+
+    /// Per bucket: bytes summed over CPUs, and the latest time any CPU saw it.
+    pub fn bucket_loads(&self) -> io::Result<Vec<BucketLoad>> {
+        let rows = self.percpu::<2>(&self.buckets, 256, |i, a, b| {
+            if i == 0 { a.wrapping_add(b) } else { a.max(b) }
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|r| BucketLoad {
+                bytes: r[0],
+                last_ns: r[1],
+            })
+            .collect())
+    }
+
+    fn test_run(&self, prog: &OwnedFd, frame: &[u8], ingress_ifindex: u32) -> io::Result<TestRun> {
+        let mut ctx = [0u8; SKB_LEN];
+        ctx[SKB_INGRESS_IFINDEX..SKB_INGRESS_IFINDEX + 4]
+            .copy_from_slice(&ingress_ifindex.to_ne_bytes());
+        let cb = [NO_PORT as u32; 5];
+        for (i, w) in cb.iter().enumerate() {
+            ctx[SKB_CB + i * 4..SKB_CB + i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
+        }
+        let mut ctx_out = [0u8; SKB_LEN];
+        let mut attr = TestRunAttr {
+            prog_fd: fd_u32(prog),
+            data_size_in: frame.len() as u32,
+            data_in: addr(frame.as_ptr()),
+            repeat: 1,
+            ctx_size_in: SKB_LEN as u32,
+            ctx_in: addr(ctx.as_ptr()),
+            ctx_size_out: SKB_LEN as u32,
+            ctx_out: addr(ctx_out.as_mut_ptr()),
+            ..TestRunAttr::default()
+        };
+        // SAFETY: `attr` is a `TestRunAttr` for BPF_PROG_TEST_RUN: `data_in` points to
+        // `data_size_in` readable bytes of `frame`, `ctx_in` to `SKB_LEN` readable bytes and
+        // `ctx_out` to `SKB_LEN` writable bytes, all borrowed for the call; `data_out` is null
+        // with size 0, so no frame is written back.
+        unsafe { sys_bpf_int(BPF_PROG_TEST_RUN, &mut attr) }
+            .map_err(|e| crate::error::annotate(e, "bpf(BPF_PROG_TEST_RUN)", None))?;
+        let word = |at: usize| u32::from_ne_bytes(ctx_out[at..at + 4].try_into().expect("4 bytes"));
+        Ok(TestRun {
+            verdict: attr.retval,
+            hash: word(SKB_CB),
+            port: word(SKB_CB + 4),
+        })
+    }
+
+    /// Runs the TAP's program on `frame` (no VLAN metadata: an outer tag is in the frame).
+    pub fn test_egress(&self, frame: &[u8]) -> io::Result<TestRun> {
+        self.test_run(&self.egress, frame, 0)
+    }
+
+    /// Runs the members' program on `frame` as if it arrived on interface `ingress_ifindex`.
+    pub fn test_ingress(&self, frame: &[u8], ingress_ifindex: u32) -> io::Result<TestRun> {
+        self.test_run(&self.ingress, frame, ingress_ifindex)
+    }
+}
+
+/// The inner map: one table.
+fn inner_def() -> MapDef {
+    MapDef {
+        map_type: BPF_MAP_TYPE_ARRAY,
+        key_size: 4,
+        value_size: TABLE_LEN as u32,
+        max_entries: 1,
+    }
+}

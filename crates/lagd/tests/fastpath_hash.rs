@@ -1,0 +1,368 @@
+//! The kernel fast path's programs against lagd-proto, frame by frame, through
+//! `BPF_PROG_TEST_RUN` (needs root; CI runs as root):
+//!
+//! - the TAP program's hash equals `lagd_proto::hash::xmit_hash` for every policy the fast path
+//!   takes, on every real frame the hash tests hold, on every prefix of each, and on frames
+//!   with random bytes written over their headers;
+//! - the member it picks is the one `Bond::distribution()` gives that hash, for the modulo and
+//!   bucket rules;
+//! - the frames lagd must see itself (ARP, neighbour discovery, IGMP/MLD) are passed to it;
+//! - the members' program delivers, drops and passes as the table says.
+
+use lagd_proto::balance::bucket;
+use lagd_proto::hash::{HashPolicy, xmit_hash};
+use lagd_sys::fastpath::{FastPath, MAX_MEMBERS, NO_PORT, Rule, Table};
+
+const GOLDEN: &str = include_str!("../../lagd-proto/src/hash/testdata/real-frames.txt");
+
+/// `TC_ACT_OK`, `TC_ACT_SHOT`, `TC_ACT_REDIRECT`.
+const PASS: u32 = 0;
+const DROP: u32 = 2;
+const REDIRECT: u32 = 7;
+
+fn require_root() {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .expect("Uid line");
+    assert_eq!(
+        euid, "0",
+        "the fast path tests load eBPF programs: run them as root (CI does)"
+    );
+}
+
+fn frames() -> Vec<Vec<u8>> {
+    GOLDEN
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let hex = l.split_whitespace().next().expect("hex field");
+            (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+                .collect()
+        })
+        .collect()
+}
+
+/// Frames lagd must see itself, as the TAP program tells them (what it passes without
+/// hashing): ARP, IGMP, ICMPv6 130-143, after at most one tag.
+fn for_lagd(f: &[u8]) -> bool {
+    if f.len() < 14 {
+        return false;
+    }
+    let (ty, l3) = match u16::from_be_bytes([f[12], f[13]]) {
+        0x8100 | 0x88a8 if f.len() >= 18 => (u16::from_be_bytes([f[16], f[17]]), 18),
+        0x8100 | 0x88a8 => (0, 18),
+        t => (t, 14),
+    };
+    match ty {
+        0x0806 => true,
+        0x0800 => f.get(l3 + 9) == Some(&2),
+        0x86dd => {
+            f.get(l3 + 6) == Some(&58) && f.get(l3 + 40).is_some_and(|t| (130..=143).contains(t))
+        }
+        _ => false,
+    }
+}
+
+const POLICIES: [(HashPolicy, u32); 4] = [
+    (HashPolicy::Layer2, 0),
+    (HashPolicy::Layer23, 2),
+    (HashPolicy::Layer34, 1),
+    (HashPolicy::VlanSrcMac, 5),
+];
+
+fn table(rule: Rule, policy: u32, seed: u32) -> Table {
+    let mut t = Table::lagd_only(1);
+    t.rule = rule;
+    t.policy = policy;
+    t.seed = seed;
+    // Three members at made-up interface indexes: a test run never performs the redirect.
+    for i in 0..3 {
+        t.ifindex[i] = 1000 + i as u32;
+    }
+    t.usable = vec![0, 1, 2];
+    for (b, slot) in t.buckets.iter_mut().enumerate() {
+        *slot = [2, 0, 1][b % 3];
+    }
+    t
+}
+
+/// Whether `BPF_PROG_TEST_RUN` refuses `frame` (EINVAL) before the program runs: shorter than
+/// an Ethernet header, or an untagged IPv4 (IPv6) frame cut inside its 20 (40) byte header.
+/// The host stack never sends such a frame through the TAP.
+fn harness_refuses(frame: &[u8]) -> bool {
+    frame.len() < 14
+        || match u16::from_be_bytes([frame[12], frame[13]]) {
+            0x0800 => frame.len() < 14 + 20,
+            0x86dd => frame.len() < 14 + 40,
+            _ => false,
+        }
+}
+
+/// Checks `frame` under `policy`: the program's verdict, hash and member against lagd-proto.
+/// Ok(false) when the test harness refused the frame (and only then).
+fn check(
+    fp: &FastPath,
+    t: &Table,
+    policy: HashPolicy,
+    frame: &[u8],
+    what: &str,
+) -> Result<bool, String> {
+    if frame.len() < 14 {
+        return Ok(false);
+    }
+    let run = match fp.test_egress(frame) {
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput && harness_refuses(frame) => {
+            return Ok(false);
+        }
+        Err(e) => return Err(format!("{what}: {e}")),
+        Ok(run) if harness_refuses(frame) => {
+            return Err(format!(
+                "{what}: expected the harness to refuse it, got {run:?}"
+            ));
+        }
+        Ok(run) => run,
+    };
+    if for_lagd(frame) {
+        return if run.verdict == PASS {
+            Ok(true)
+        } else {
+            Err(format!("{what}: lagd's frame not passed: {run:?}"))
+        };
+    }
+    let want = xmit_hash(policy, frame);
+    let port = match t.rule {
+        Rule::Modulo => t.usable[(want % t.usable.len() as u32) as usize],
+        Rule::Buckets => t.buckets[usize::from(bucket(t.seed, want))],
+        _ => NO_PORT,
+    };
+    if run.hash != want || run.port != u32::from(port) || run.verdict != REDIRECT {
+        return Err(format!(
+            "{what} {}: kernel hash 0x{:08x} port {} verdict {}, lagd-proto hash 0x{want:08x} port {port}",
+            policy.name(),
+            run.hash,
+            run.port,
+            run.verdict
+        ));
+    }
+    Ok(true)
+}
+
+#[test]
+fn tap_program_hashes_as_lagd_proto_on_every_real_frame_and_prefix() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let frames = frames();
+    assert!(frames.len() > 100, "the real frames are there");
+    let mut errors = Vec::new();
+    let (mut checked, mut refused) = (0, 0);
+    for (policy, number) in POLICIES {
+        for (rule, seed) in [
+            (Rule::Modulo, 0),
+            (Rule::Buckets, 0),
+            (Rule::Buckets, 0x5eed),
+        ] {
+            let t = table(rule, number, seed);
+            fp.set_table(&t).expect("set the table");
+            for (k, f) in frames.iter().enumerate() {
+                // Every prefix under the modulo rule; whole frames under the bucket rules.
+                let cuts: Vec<usize> = if rule == Rule::Modulo {
+                    (14..=f.len()).collect()
+                } else {
+                    vec![f.len()]
+                };
+                for n in cuts {
+                    match check(&fp, &t, policy, &f[..n], &format!("frame {k} cut {n}")) {
+                        Ok(true) => checked += 1,
+                        Ok(false) => refused += 1,
+                        Err(e) => errors.push(e),
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{checked} frames compared, {refused} refused by the test harness");
+    assert!(
+        checked > 3 * refused,
+        "most frames are compared: {checked} against {refused}"
+    );
+    assert!(
+        errors.is_empty(),
+        "{} of {checked} runs differ:\n{}",
+        errors.len(),
+        errors
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[test]
+fn tap_program_hashes_as_lagd_proto_on_frames_with_random_headers() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let frames = frames();
+    let mut rng = Rng(0x1a6d);
+    let mut errors = Vec::new();
+    let (mut checked, mut refused) = (0, 0);
+    for (policy, number) in POLICIES {
+        let t = table(Rule::Modulo, number, 0);
+        fp.set_table(&t).expect("set the table");
+        for _ in 0..3000 {
+            let mut f = frames[(rng.next_u64() % frames.len() as u64) as usize].clone();
+            // Overwrite 1-4 bytes within the first 80 (headers: type, tags, IP fields, ports),
+            // sometimes with the values that steer parsing, then maybe cut the frame.
+            for _ in 0..=(rng.next_u64() % 4) {
+                if f.is_empty() {
+                    break;
+                }
+                let at = (rng.next_u64() % f.len().min(80) as u64) as usize;
+                let steer = [
+                    0x81, 0x00, 0x88, 0xa8, 0x08, 0x86, 0xdd, 0x45, 0x46, 6, 17, 1, 58, 0x3f, 0x20,
+                ];
+                f[at] = if rng.next_u64() % 2 == 0 {
+                    steer[(rng.next_u64() % steer.len() as u64) as usize]
+                } else {
+                    rng.next_u64() as u8
+                };
+            }
+            if rng.next_u64() % 4 == 0 {
+                let keep =
+                    14 + (rng.next_u64() % (f.len().saturating_sub(13) as u64).max(1)) as usize;
+                f.truncate(keep);
+            }
+            match check(&fp, &t, policy, &f, &format!("random frame {}", hex(&f))) {
+                Ok(true) => checked += 1,
+                Ok(false) => refused += 1,
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    eprintln!("{checked} frames compared, {refused} refused by the test harness");
+    assert!(
+        checked > 3 * refused,
+        "most frames are compared: {checked} against {refused}"
+    );
+    assert!(
+        errors.is_empty(),
+        "{} of {checked} runs differ:\n{}",
+        errors.len(),
+        errors
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+fn hex(f: &[u8]) -> String {
+    f.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn tap_program_follows_the_active_member_and_drops_without_one() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let frame = &frames()[10];
+    assert!(!for_lagd(frame));
+    let mut t = table(Rule::Active, 0, 0);
+    t.active = Some(2);
+    fp.set_table(&t).unwrap();
+    let run = fp.test_egress(frame).unwrap();
+    assert_eq!((run.verdict, run.port), (REDIRECT, 2));
+    t.active = None;
+    fp.set_table(&t).unwrap();
+    let run = fp.test_egress(frame).unwrap();
+    assert_eq!(run.verdict, DROP, "no active member: dropped");
+    // Counted: one frame on member 2, one that no member could take.
+    let c = fp.port_counters().unwrap();
+    assert_eq!(c.len(), MAX_MEMBERS + 1);
+    assert_eq!(c[2].tx_packets, 1);
+    assert_eq!(c[2].tx_bytes, frame.len() as u64);
+    assert_eq!(c[MAX_MEMBERS].tx_packets, 1);
+    // The lagd rule, and no table at all, pass everything to lagd.
+    fp.set_table(&Table::lagd_only(1)).unwrap();
+    assert_eq!(fp.test_egress(frame).unwrap().verdict, PASS);
+    let fresh = FastPath::load().unwrap();
+    assert_eq!(fresh.test_egress(frame).unwrap().verdict, PASS);
+}
+
+#[test]
+fn bucket_rule_records_bucket_loads() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let t = table(Rule::Buckets, 1, 0);
+    fp.set_table(&t).unwrap();
+    let frame = &frames()[10];
+    let b = usize::from(bucket(0, xmit_hash(HashPolicy::Layer34, frame)));
+    for _ in 0..3 {
+        assert_eq!(fp.test_egress(frame).unwrap().verdict, REDIRECT);
+    }
+    let loads = fp.bucket_loads().unwrap();
+    assert_eq!(loads[b].bytes, 3 * frame.len() as u64);
+    assert!(loads[b].last_ns > 0);
+    assert_eq!(
+        loads.iter().map(|l| l.bytes).sum::<u64>(),
+        3 * frame.len() as u64
+    );
+}
+
+#[test]
+fn member_program_delivers_drops_and_passes_as_the_table_says() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let mut t = table(Rule::Modulo, 1, 0);
+    t.rx_unicast = [false; MAX_MEMBERS];
+    t.rx_multicast = [false; MAX_MEMBERS];
+    t.rx_unicast[0] = true;
+    t.rx_multicast[0] = true;
+    t.rx_unicast[1] = true; // member 1: unicast only (balance-alb's other members)
+    fp.set_table(&t).unwrap();
+    let mut unicast = frames()[10].clone();
+    unicast[0] &= !1;
+    let mut multicast = unicast.clone();
+    multicast[..6].copy_from_slice(&[0xff; 6]);
+    let mut lacpdu = vec![
+        0x01, 0x80, 0xc2, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0x09, 1, 1,
+    ];
+    lacpdu.resize(124, 0);
+    let at = |m: usize| 1000 + m as u32;
+    let verdict = |f: &[u8], m: u32| fp.test_ingress(f, m).unwrap().verdict;
+    assert_eq!(verdict(&unicast, at(0)), REDIRECT);
+    assert_eq!(verdict(&multicast, at(0)), REDIRECT);
+    assert_eq!(verdict(&unicast, at(1)), REDIRECT);
+    assert_eq!(verdict(&multicast, at(1)), DROP);
+    assert_eq!(verdict(&unicast, at(2)), DROP);
+    assert_eq!(
+        verdict(&lacpdu, at(2)),
+        PASS,
+        "slow protocols go to lagd's socket"
+    );
+    assert_eq!(verdict(&unicast, 4242), DROP, "not a member of this bond");
+    let c = fp.port_counters().unwrap();
+    assert_eq!(
+        (c[0].rx_packets, c[1].rx_packets, c[2].rx_packets),
+        (2, 1, 0)
+    );
+    assert_eq!((c[1].rx_dropped, c[2].rx_dropped), (1, 1));
+}
