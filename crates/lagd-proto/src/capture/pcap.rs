@@ -2,17 +2,12 @@
 
 use std::io;
 
-use super::{
-    CaptureError, CaptureErrorKind, CaptureFormat, CaptureReader, InterfaceInfo, MAX_RECORD_LEN,
-    MAX_SNAPLEN, NANOS_PER_SEC, Rec, TsResolution, WRITER_SNAPLEN, cerr, invalid_input, rd16, rd32,
+use super::error::{CaptureError, CaptureErrorKind, cerr, invalid_input};
+use super::reader::{CaptureReader, InterfaceInfo, PCAP_MAGIC_NANOS, Rec};
+use super::types::{
+    CaptureFormat, MAX_RECORD_LEN, MAX_SNAPLEN, NANOS_PER_SEC, TsResolution, rd16, rd32,
 };
 
-/// Classic pcap magic for microsecond timestamps, as a native `u32`.
-pub(super) const PCAP_MAGIC_MICROS: u32 = 0xa1b2_c3d4;
-/// Classic pcap magic for nanosecond timestamps, as a native `u32`.
-pub(super) const PCAP_MAGIC_NANOS: u32 = 0xa1b2_3c4d;
-/// Alexey Kuznetsov's modified pcap format, which we recognise only to reject clearly.
-pub(super) const PCAP_MAGIC_KUZNETSOV: u32 = 0xa1b2_cd34;
 /// Classic pcap file header length.
 pub(super) const PCAP_HEADER_LEN: usize = 24;
 /// Classic pcap record header length.
@@ -125,6 +120,9 @@ impl<R: io::Read> CaptureReader<R> {
         }))
     }
 }
+
+/// The snapshot length [`PcapWriter`] declares in the file header.
+pub const WRITER_SNAPLEN: u32 = MAX_SNAPLEN;
 
 /// Writes a classic pcap file: little-endian, nanosecond timestamps, snaplen 262144.
 ///

@@ -4,15 +4,14 @@
 use core::ops::Range;
 use std::io;
 
-use super::{
-    CaptureError, CaptureErrorKind, CaptureFormat, CaptureReader, InterfaceInfo, MAX_INTERFACES,
-    MAX_RECORD_LEN, NANOS_PER_SEC, Rec, TsResolution, cerr, invalid_input, rd16, rd32, rd64,
+use super::error::{CaptureError, CaptureErrorKind, cerr, invalid_input};
+use super::reader::{BT_SHB, CaptureReader, InterfaceInfo, Rec};
+use super::types::{
+    CaptureFormat, MAX_INTERFACES, MAX_RECORD_LEN, NANOS_PER_SEC, TsResolution, rd16, rd32, rd64,
 };
 
 /// `if_name` values longer than this many bytes are cut short.
 const MAX_NAME_LEN: usize = 1024;
-/// pcapng Section Header Block type (a byte palindrome, so byte-order independent).
-pub(super) const BT_SHB: u32 = 0x0a0d_0d0a;
 /// pcapng Interface Description Block type.
 pub(super) const BT_IDB: u32 = 1;
 /// pcapng (obsolete) Packet Block type.

@@ -1,13 +1,15 @@
 //! Reader and writer tests: hand-built files in both formats and byte orders, every
 //! truncation, corrupt lengths and bodies, I/O errors, small reads, and round trips.
 
-use super::pcap::{PCAP_HEADER_LEN, PCAP_MAGIC_MICROS, PCAP_MAGIC_NANOS};
+use super::pcap::PCAP_HEADER_LEN;
 use super::pcapng::{
-    BT_EPB, BT_IDB, BT_PB, BT_SHB, BT_SPB, BYTE_ORDER_MAGIC, OPT_IF_NAME, OPT_IF_TSOFFSET,
-    OPT_IF_TSRESOL,
+    BT_EPB, BT_IDB, BT_PB, BT_SPB, BYTE_ORDER_MAGIC, OPT_IF_NAME, OPT_IF_TSOFFSET, OPT_IF_TSRESOL,
 };
+use super::reader::{BT_SHB, PCAP_MAGIC_MICROS, PCAP_MAGIC_NANOS};
+use super::types::NANOS_PER_SEC;
 use super::*;
 use proptest::prelude::*;
+use std::io;
 
 /// A packet copied out of the reader.
 #[derive(Debug, Clone, PartialEq, Eq)]

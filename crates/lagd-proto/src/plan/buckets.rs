@@ -45,7 +45,8 @@ use crate::balance::{BUCKETS, BalanceConfig, Buckets, bucket};
 use crate::port::PortId;
 use crate::time::Instant;
 
-use super::Load;
+use super::config::speed_for;
+use super::load::Load;
 
 /// A failure is evaluated per member for bucket policies up to this many members (each costs a
 /// table fed with every frame).
@@ -81,7 +82,7 @@ pub fn weight_mbps(speed_gbps: f64) -> u32 {
 fn members(count: usize, speeds: &[f64]) -> Vec<(PortId, u32)> {
     (0..count)
         .map(|i| {
-            let s = super::speed_for(speeds, i);
+            let s = speed_for(speeds, i);
             (PortId(u16::try_from(i).unwrap_or(u16::MAX)), weight_mbps(s))
         })
         .collect()
@@ -203,7 +204,7 @@ pub(super) fn speed_imbalance(bytes: &[u64], speeds: &[f64]) -> Option<f64> {
     if total == 0 {
         return None;
     }
-    let speed = |i: usize| super::speed_for(speeds, i);
+    let speed = |i: usize| speed_for(speeds, i);
     let wsum: f64 = (0..bytes.len()).map(speed).sum();
     let worst = bytes
         .iter()

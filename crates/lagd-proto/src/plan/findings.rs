@@ -26,25 +26,13 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 use super::flow::{BuildKeyHasher, FlowKey};
+use super::planner::{Entry, Planner};
+use super::policy::PlanPolicy;
 use super::report::{Plan, human_bytes};
-use super::{Entry, PlanPolicy, Planner};
 use crate::hash::{HashPolicy, MemberMod};
 
-/// A pathology and what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    /// A stable identifier (`mac-bytes-ignored`, `macs-follow-ips`, `one-peer`, `one-source`,
-    /// `port-bits`, `ip-bits`, `tunnel`, `elephant`, `no-macs`).
-    pub kind: &'static str,
-    /// The field that causes it, in words ("MAC bytes 0-4", "TCP/UDP ports"...).
-    pub field: String,
-    /// The policies it hurts (empty: all of them).
-    pub policies: Vec<PlanPolicy>,
-    /// What happens, with numbers.
-    pub message: String,
-    /// What to do.
-    pub advice: String,
-}
+// `Finding` lives with the report's other types (a `Plan` holds them); this path stays.
+pub use super::report::Finding;
 
 type Table = HashMap<FlowKey, Entry, BuildKeyHasher>;
 

@@ -5,9 +5,11 @@
 
 use core::time::Duration;
 
+use super::config::PlanConfig;
 use super::flow::parse_flow_spec;
+use super::planner::Planner;
+use super::policy::PlanPolicy;
 use super::report::Plan;
-use super::{PlanConfig, PlanPolicy, Planner};
 use crate::balance::BalanceConfig;
 use crate::hash::{HashPolicy, xmit_hash};
 

@@ -26,7 +26,8 @@
 //! frames as captured.
 
 use super::buckets::weight_mbps;
-use super::{Load, speed_for};
+use super::config::speed_for;
+use super::load::Load;
 use crate::port::PortId;
 use crate::stripe::StripeTx;
 use crate::stripe::header::HEADER_LEN;

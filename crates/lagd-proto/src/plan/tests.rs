@@ -1,13 +1,18 @@
 //! Planner tests: every figure is recomputed here frame by frame with the hash code itself.
 
-use super::flow::{FlowKey, FlowRecord, extract, parse_flow_spec};
+use super::flow::{BuildKeyHasher, FlowKey, FlowRecord, Tunnel, extract, parse_flow_spec};
+use super::planner::Entry;
 use super::report::Plan;
 use super::sample::*;
+use super::switch::SwitchHash;
 use super::*;
-use crate::capture::{PcapNgWriter, PcapWriter, TsResolution};
-use crate::hash::{member_index, xmit_hash};
+use crate::balance::BalanceConfig;
+use crate::capture::{LINKTYPE_ETHERNET, LINKTYPE_RAW, PcapNgWriter, PcapWriter, TsResolution};
+use crate::hash::{HashPolicy, member_index, xmit_hash};
+use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use core::time::Duration;
+use std::collections::HashMap;
 
 /// Per-member (packets, bytes) computed frame by frame with the hash code.
 fn expected(frames: &[Vec<u8>], policy: HashPolicy, n: usize) -> Vec<(u64, u64)> {

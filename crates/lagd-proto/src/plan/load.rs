@@ -1,0 +1,40 @@
+//! Packets and bytes ([`Load`]), and the counters about the input ([`InputStats`]).
+
+/// Packets and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Load {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+impl Load {
+    /// Adds, saturating (a flow list may claim any counts).
+    #[inline(always)]
+    pub(super) fn add(&mut self, packets: u64, bytes: u64) {
+        self.packets = self.packets.saturating_add(packets);
+        self.bytes = self.bytes.saturating_add(bytes);
+    }
+}
+
+/// Counters about the input itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InputStats {
+    /// Frames (or flow-list packets) seen.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Frames and bytes of flows beyond the flow cap ("other flows").
+    pub untracked: Load,
+    /// Frames given an Ethernet header by the planner (raw IP, Linux cooked captures).
+    pub rebuilt_ethernet: u64,
+    /// Frames of link types the planner cannot use, skipped.
+    pub skipped: u64,
+    /// Flow-list rows with no MACs.
+    pub rows_without_macs: u64,
+    /// Flow-list rows (0 for a capture).
+    pub rows: u64,
+    /// Earliest and latest capture timestamp (ns since the epoch), if any.
+    pub time_span: Option<(u64, u64)>,
+}
