@@ -29,7 +29,7 @@ OUT="${OUT:-bench/dataplane.md}"
 FAIL_AT=3
 
 [ "$(id -u)" = 0 ] || { echo "dataplane.sh: run as root (network namespaces)" >&2; exit 1; }
-for tool in ip tc iperf3 ovs-vswitchd ovsdb-tool jq cargo; do
+for tool in ip tc iperf3 ovs-vswitchd ovsdb-tool jq cargo bc; do
     command -v "$tool" >/dev/null || { echo "dataplane.sh: $tool is missing" >&2; exit 1; }
 done
 
@@ -44,7 +44,8 @@ LAGD="$work/lagd"
 setup_args() {
     case "$1" in
         direct) echo "--baseline direct" ;;
-        lagd) echo "--lagd $LAGD" ;;
+        kernel) echo "--lagd $LAGD --bond-opts fastpath=on" ;;
+        lagd) echo "--lagd $LAGD --bond-opts fastpath=off" ;;
         ovs) echo "--baseline ovs" ;;
         relay) echo "--relay $work/bare_relay" ;;
     esac
@@ -59,11 +60,34 @@ test_args() {
     esac
 }
 
-SETUPS=(direct lagd ovs relay)
+SETUPS=(direct kernel lagd ovs relay)
 TESTS=(tcp1 tcp8 udp64 failover)
+
+# cpu_watch OUT: until killed, writes to OUT the CPU seconds (user + system) that the lagd
+# processes started from $LAGD have used, summed over processes, each at its last sample
+# (every 0.2 s; a process's figure stays after it exits).
+cpu_watch() {
+    local out=$1 tick
+    tick=$(getconf CLK_TCK)
+    declare -A seen
+    while true; do
+        for d in /proc/[0-9]*; do
+            [ "$(readlink "$d/exe" 2>/dev/null)" = "$LAGD" ] || continue
+            read -r -a f <"$d/stat" 2>/dev/null || continue
+            # Fields 14 and 15 (utime, stime), counted after the ') ' that ends the name.
+            seen[${d#/proc/}]=$((f[13] + f[14]))
+        done
+        local total=0
+        for v in "${seen[@]}"; do total=$((total + v)); done
+        echo "scale=3; $total / $tick" | bc >"$out"
+        sleep 0.2
+    done
+}
 
 measure() { # setup test run
     local setup=$1 test=$2 run=$3 file="$work/$1.$2.$3.json"
+    cpu_watch "$work/$1.$2.$3.cpu" &
+    local watcher=$!
     # shellcheck disable=SC2046 # the argument lists are meant to split
     if "$LAGCTL" lab --links 2 --rate 0 --mode balance-xor --policy layer3+4 --json --quiet \
         $(setup_args "$setup") $(test_args "$test") >"$file" 2>"$work/$1.$2.$3.err"; then
@@ -73,6 +97,8 @@ measure() { # setup test run
         printf '  %-7s %-9s run %s: FAILED: %s\n' "$setup" "$test" "$run" \
             "$(tail -1 "$work/$1.$2.$3.err")"
     fi
+    kill "$watcher" 2>/dev/null
+    wait "$watcher" 2>/dev/null || true
 }
 
 summary() { # file test
@@ -120,6 +146,10 @@ for setup in "${SETUPS[@]}"; do
     M[$setup.rt1]=$(median "$setup" tcp1 .retransmits)
     M[$setup.rt8]=$(median "$setup" tcp8 .retransmits)
     M[$setup.gap]=$(median "$setup" failover .failover.gap_ms)
+    # lagd's CPU, both ends together, as % of one core over the traffic time.
+    M[$setup.cpu8]=$(for f in "$work/$setup.tcp8".*.cpu; do
+        [ -e "$f" ] && echo "scale=2; 100 * $(cat "$f") / $DURATION" | bc
+    done | sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}')
 done
 
 {
@@ -135,7 +165,10 @@ done
     echo
     echo "- **direct**: no bond, one address pair per veth; streams spread over the links (1 stream"
     echo "  uses one link, 8 streams put 4 on each)."
-    echo "- **lagd**: \`mode=balance-xor xmit_hash_policy=layer3+4 miimon=100\` at both ends."
+    echo "- **kernel**: lagd with its kernel fast path (\`fastpath=on\`): tcx programs on the TAP and"
+    echo "  the members forward as the bond decided; lagd keeps the table and sees no data frame."
+    echo "- **lagd**: \`mode=balance-xor xmit_hash_policy=layer3+4 miimon=100 fastpath=off\` at both"
+    echo "  ends: every frame through lagd."
     echo "- **ovs**: Open vSwitch 'netdev' (userspace) bridge with \`userspace-tso-enable=true\`,"
     echo "  \`bond_mode=balance-tcp lacp=active lacp-time=fast\` at both ends (balance-tcp needs LACP)."
     echo "- **relay**: the bare TAP ↔ AF_PACKET relay (\`crates/lagd/examples/bare_relay.rs\`) at both"
@@ -143,16 +176,17 @@ done
     echo "  and no bonding logic. It is the floor under lagd: what the four user/kernel crossings"
     echo "  of this shape cost here, whatever the software around them."
     echo
-    echo "| measurement | direct | lagd | ovs | relay | lagd / direct | ovs / direct | relay / direct | lagd / ovs | lagd / relay |"
-    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    echo "| measurement | direct | kernel | lagd | ovs | relay | kernel / direct | kernel / ovs | lagd / direct | ovs / direct | relay / direct | lagd / ovs | lagd / relay |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     row() { # label key decimals
-        local d=${M[direct.$2]} l=${M[lagd.$2]} o=${M[ovs.$2]} r=${M[relay.$2]}
-        echo "| $1 | $(fmt "$d" "$3") | $(fmt "$l" "$3") | $(fmt "$o" "$3") | $(fmt "$r" "$3") | $(ratio "$l" "$d") | $(ratio "$o" "$d") | $(ratio "$r" "$d") | $(ratio "$l" "$o") | $(ratio "$l" "$r") |"
+        local d=${M[direct.$2]} k=${M[kernel.$2]} l=${M[lagd.$2]} o=${M[ovs.$2]} r=${M[relay.$2]}
+        echo "| $1 | $(fmt "$d" "$3") | $(fmt "$k" "$3") | $(fmt "$l" "$3") | $(fmt "$o" "$3") | $(fmt "$r" "$3") | $(ratio "$k" "$d") | $(ratio "$k" "$o") | $(ratio "$l" "$d") | $(ratio "$o" "$d") | $(ratio "$r" "$d") | $(ratio "$l" "$o") | $(ratio "$l" "$r") |"
     }
     row "TCP, 1 stream (Gbit/s)" tcp1 2
     row "TCP, 8 streams (Gbit/s)" tcp8 2
     row "UDP 64 B, 1 flow (datagrams/s received)" udp64 0
-    echo "| failover gap after carrier loss (ms) | – | $(fmt "${M[lagd.gap]}" 1) | $(fmt "${M[ovs.gap]}" 1) | – | | | | $(ratio "${M[lagd.gap]}" "${M[ovs.gap]}") | |"
+    echo "| lagd's CPU, both ends, TCP 8 streams (% of one core) | – | $(fmt "${M[kernel.cpu8]}" 1) | $(fmt "${M[lagd.cpu8]}" 1) | – | – | | | | | | | |"
+    echo "| failover gap after carrier loss (ms) | – | $(fmt "${M[kernel.gap]}" 1) | $(fmt "${M[lagd.gap]}" 1) | $(fmt "${M[ovs.gap]}" 1) | – | | | | | | $(ratio "${M[lagd.gap]}" "${M[ovs.gap]}") | |"
     echo
     echo "| setup | test | n | member shares per run (%) | retransmits (median) |"
     echo "| --- | --- | ---: | --- | ---: |"
@@ -160,7 +194,7 @@ done
         echo "| $setup | TCP 1 | $(count "$setup" tcp1) | $(shares "$setup" tcp1) | $(fmt "${M[$setup.rt1]}" 0) |"
         echo "| $setup | TCP 8 | $(count "$setup" tcp8) | $(shares "$setup" tcp8) | $(fmt "${M[$setup.rt8]}" 0) |"
         echo "| $setup | UDP 64 B | $(count "$setup" udp64) | $(shares "$setup" udp64) | |"
-        if [ "$setup" = lagd ] || [ "$setup" = ovs ]; then
+        if [ "$setup" = lagd ] || [ "$setup" = kernel ] || [ "$setup" = ovs ]; then
             rec=$(for f in "$work/$setup.failover".*.json; do
                 [ -e "$f" ] && jq -r .failover.recovered "$f"
             done | grep -c true || true)

@@ -58,8 +58,21 @@ pub struct Status {
     /// Stripe mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stripe: Option<StripeStatus>,
+    /// Which path carries the data frames, and why.
+    #[serde(default)]
+    pub dataplane: DataplaneStatus,
     /// Members in enslave order.
     pub members: Vec<MemberStatus>,
+}
+
+/// Which path carries the bond's data frames.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataplaneStatus {
+    /// `kernel` (the tcx fast path forwards, lagd decides) or `lagd` (every frame through lagd).
+    pub path: String,
+    /// Why the path is what it is (`fastpath=off`, what the kernel cannot do, an error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The bond's 802.3ad state.
@@ -291,6 +304,12 @@ pub struct MemberStatus {
     pub tx_dropped: u64,
     /// Frames the kernel dropped before lagd read them (socket buffer full).
     pub rx_socket_drops: u64,
+    /// Of `tx_packets`, those the kernel fast path sent (the rest went through lagd).
+    #[serde(default)]
+    pub kernel_tx_packets: u64,
+    /// Of `rx_packets`, those the kernel fast path delivered (the rest went through lagd).
+    #[serde(default)]
+    pub kernel_rx_packets: u64,
     /// 802.3ad: the member's LACP state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lacp: Option<MemberLacp>,
@@ -382,6 +401,7 @@ impl Status {
                         .map_or_else(|| format!("#{}", p.0), |m| m.name.clone())
                 })
             }),
+            dataplane: DataplaneStatus::default(),
             stripe: snap.stripe.as_ref().map(|st| {
                 let names: Vec<&str> = snap.ports.iter().map(|p| p.name.as_str()).collect();
                 StripeStatus::from_snapshot(st, &names)
@@ -590,6 +610,16 @@ impl Status {
         let _ = writeln!(s, "Ethernet Channel Bonding Driver: lagd v{}", self.version);
         let _ = writeln!(s);
         let _ = writeln!(s, "Bonding Mode: {}", self.mode_description);
+        if !self.dataplane.path.is_empty() {
+            match &self.dataplane.reason {
+                Some(r) => {
+                    let _ = writeln!(s, "Dataplane: {} ({r})", self.dataplane.path);
+                }
+                None => {
+                    let _ = writeln!(s, "Dataplane: {}", self.dataplane.path);
+                }
+            }
+        }
         if let (Some(p), Some(n)) = (&self.xmit_hash_policy, self.xmit_hash_policy_number) {
             let _ = writeln!(s, "Transmit Hash Policy: {p} ({n})");
         }
@@ -879,6 +909,7 @@ mod test {
             lacp: None,
             buckets: None,
             stripe: None,
+            dataplane: DataplaneStatus::default(),
             members: vec![MemberStatus {
                 name: "eth1".into(),
                 mii_status: "up".into(),
@@ -894,6 +925,8 @@ mod test {
                 rx_dropped: vec![("inactive_member".into(), 3)],
                 tx_dropped: 0,
                 rx_socket_drops: 0,
+                kernel_tx_packets: 0,
+                kernel_rx_packets: 0,
                 lacp: None,
             }],
         }

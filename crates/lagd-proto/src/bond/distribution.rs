@@ -104,6 +104,38 @@ impl DistributionTable {
         }
     }
 
+    /// Why a kernel fast path cannot forward as this table decides (`None`: it can): the rule
+    /// must be one the kernel programs hold (modulo or the active member), the hash one they
+    /// compute, and the members at most `max_members`.
+    pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
+        match &self.tx {
+            TxRule::PerFrame => Some(
+                "the mode decides per frame from state a table cannot hold (balance-rr's \
+                 counter, balance-tlb/alb, stripe)",
+            ),
+            TxRule::All => {
+                Some("broadcast sends every frame on every member: not in the kernel programs")
+            }
+            TxRule::Buckets { .. } => Some(
+                "the bucket rebalancer reads every frame's load; the kernel's bucket counters \
+                 do not feed it yet",
+            ),
+            TxRule::Modulo(p)
+                if !matches!(
+                    p,
+                    HashPolicy::Layer2
+                        | HashPolicy::Layer23
+                        | HashPolicy::Layer34
+                        | HashPolicy::VlanSrcMac
+                ) =>
+            {
+                Some("the kernel programs compute layer2, layer2+3, layer3+4 and vlan+srcmac only")
+            }
+            _ if self.rx.len() > max_members => Some("more members than the kernel table holds"),
+            _ => None,
+        }
+    }
+
     /// The member a data frame whose policy hash is `hash` goes to, where the table alone
     /// decides ([`TxRule::Modulo`], [`TxRule::Buckets`], [`TxRule::Active`]); `None` where no
     /// member is usable or the rule is another. A kernel program reading the same table makes

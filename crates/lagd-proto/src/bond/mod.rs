@@ -87,7 +87,9 @@ pub use crate::port::{PortId, Transmit};
 pub use distribution::{DistributionTable, MemberRx, TxRule};
 pub use event::BondEvent;
 pub use member::{MiiStatus, PortInfo};
-pub use options::{BondOptions, Distribution, FailOverMac, Mode, OptionError, PrimaryReselect};
+pub use options::{
+    BondOptions, Distribution, FailOverMac, FastPathMode, Mode, OptionError, PrimaryReselect,
+};
 pub use snapshot::{BondSnapshot, PortSnapshot, StripeSnapshot};
 pub use verdict::{
     DRIVER_HEADROOM, Dataplane, DropReason, HostFrame, RxVerdict, TX_HEADROOM, TxDrop, TxVerdict,
@@ -568,6 +570,16 @@ impl Bond {
             &self.sel,
             &self.rx_rules,
         )
+    }
+
+    /// Why a kernel fast path cannot carry this bond's data frames (`None`: it can): what the
+    /// distribution table cannot express ([`DistributionTable::kernel_refusal`]), or a monitor
+    /// that must see every frame a member receives.
+    pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
+        if self.arp.is_some() {
+            return Some("the ARP monitor must see every ARP frame the members receive");
+        }
+        self.distribution().kernel_refusal(max_members)
     }
 
     /// The generation of [`Bond::distribution`]: cheap, to tell whether the table changed.

@@ -181,6 +181,20 @@ kernel_enum! {
 }
 
 kernel_enum! {
+    /// lagd's `fastpath`: whether data frames are forwarded in the kernel, by tcx programs
+    /// that read the bond's distribution, or through lagd.
+    pub enum FastPathMode {
+        /// In the kernel where the mode, the kernel and the privileges allow it; otherwise
+        /// through lagd, saying why.
+        Auto = (0, "auto"),
+        /// In the kernel, or lagd refuses to start.
+        On = (1, "on"),
+        /// Through lagd.
+        Off = (2, "off"),
+    }
+}
+
+kernel_enum! {
     /// How MAC addresses are handled on failover (`fail_over_mac`).
     pub enum FailOverMac {
         /// Every member takes the bond's MAC.
@@ -309,6 +323,8 @@ pub struct BondOptions {
     /// `actor_port_prio` per member (the kernel's per-slave option, Linux 6.18), written
     /// `actor_port_prio=eth0:100,eth1:200`; members not named keep 255. Lower is preferred.
     pub actor_port_prio: Vec<(String, u16)>,
+    /// lagd's `fastpath`.
+    pub fastpath: FastPathMode,
     /// lagd's `distribution` for balance-xor and 802.3ad (balance-slb and balance-tcp always
     /// use buckets; balance-tlb and balance-alb use them with `tlb_dynamic_lb`).
     pub distribution: Distribution,
@@ -368,6 +384,7 @@ impl Default for BondOptions {
             lacp_aggregate_wait: 2000,
             actor_port_prio: Vec::new(),
             distribution: Distribution::Modulo,
+            fastpath: FastPathMode::Auto,
             rebalance_interval: 10_000,
             rebalance_idle_gap: 50,
             rebalance_max_moves: 16,
@@ -415,6 +432,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "lacp_aggregate_wait",
     "actor_port_prio",
     "distribution",
+    "fastpath",
     "rebalance_interval",
     "rebalance_idle_gap",
     "rebalance_max_moves",
@@ -624,6 +642,9 @@ impl BondOptions {
             "distribution" => {
                 self.distribution = choice(value, Distribution::parse, Distribution::expected())?
             }
+            "fastpath" => {
+                self.fastpath = choice(value, FastPathMode::parse, FastPathMode::expected())?
+            }
             "rebalance_interval" => self.rebalance_interval = ms(value)?,
             "rebalance_idle_gap" => {
                 self.rebalance_idle_gap = number(value, 0, 10_000, "milliseconds")? as u32
@@ -730,6 +751,9 @@ impl BondOptions {
         }
         v.push(format!("lacp_rate={}", self.lacp_rate));
         v.push(format!("min_links={}", self.min_links));
+        if self.fastpath != FastPathMode::Auto {
+            v.push(format!("fastpath={}", self.fastpath));
+        }
         if self.uses_buckets() {
             v.push(format!("distribution={}", Distribution::Buckets));
             v.push(format!("rebalance_interval={}", self.rebalance_interval));

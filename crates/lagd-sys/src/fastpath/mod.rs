@@ -20,8 +20,11 @@
 //! [`FastPath::test_egress`] and [`FastPath::test_ingress`] run a program on one frame with
 //! `BPF_PROG_TEST_RUN`, returning its verdict, the hash it computed and the member it chose.
 
+mod program;
 #[rustfmt::skip]
 mod programs;
+
+use program::{MapDef, MapId, Program};
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -50,34 +53,6 @@ const LD_IMM64: u8 = 0x18;
 const SKB_LEN: usize = 192;
 const SKB_INGRESS_IFINDEX: usize = 36;
 const SKB_CB: usize = 48;
-
-/// A map as the program source defines it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct MapDef {
-    pub(crate) map_type: u32,
-    pub(crate) key_size: u32,
-    pub(crate) value_size: u32,
-    pub(crate) max_entries: u32,
-}
-
-/// The maps the programs reference.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MapId {
-    /// The array-of-maps holding the current table.
-    Tables,
-    /// Per-CPU counters per member.
-    Ports,
-    /// Per-CPU load per bucket.
-    Buckets,
-}
-
-/// A program as built: its instructions and which `ld_imm64` names which map.
-#[derive(Debug)]
-pub(crate) struct Program {
-    pub(crate) name: &'static str,
-    pub(crate) maps: &'static [(usize, MapId)],
-    pub(crate) insns: &'static [u64],
-}
 
 /// How the TAP's program chooses a host frame's member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -418,6 +418,7 @@ mod test {
             tx_dropped_no_member: 0,
             buckets: None,
             stripe: None,
+            dataplane: Default::default(),
             lacp: Some(LacpStatus {
                 lacp_active: true,
                 lacp_rate: "fast".into(),

@@ -22,6 +22,7 @@
 
 pub mod control;
 pub mod dataplane;
+mod kernel;
 
 use std::io;
 use std::os::unix::net::UnixListener;
@@ -39,10 +40,12 @@ use lagd_sys::tap::{Tap, TapOptions};
 use tracing::{info, warn};
 
 use crate::config::Config;
-use crate::status::{BondContext, Status};
+use crate::status::{BondContext, DataplaneStatus, Status};
 pub use control::query_status;
 pub use dataplane::member_data_socket;
 use dataplane::{Dataplane, Member};
+use kernel::{Choice, Kernel};
+use lagd_sys::fastpath::MAX_MEMBERS;
 
 const TOKEN_TAP: u64 = 0;
 const TOKEN_SIGNAL: u64 = 1;
@@ -88,6 +91,10 @@ pub struct Daemon {
     carrier_poll: Duration,
     /// The ready descriptors of one wake, reused so the loop does not allocate.
     tokens: Vec<u64>,
+    /// The kernel fast path, when it carries the data frames.
+    kernel: Option<Box<Kernel>>,
+    /// Why lagd carries the data frames itself (`None`: the kernel does).
+    dataplane_reason: Option<String>,
 }
 
 impl Daemon {
@@ -160,10 +167,29 @@ impl Daemon {
         } else {
             mtu
         };
+        let tap_ifindex = link
+            .ifindex(&config.bond)
+            .with_context(|| format!("index of {}", config.bond))?;
+        let (mut kernel, dataplane_reason) =
+            match Choice::decide(&bond, config.members.len(), tap_ifindex) {
+                Ok(Choice::Kernel(k)) => (Some(k), None),
+                Ok(Choice::Lagd(why)) => (None, Some(why)),
+                Err(e) => return Err(StartError::Config(e)),
+            };
+        match &dataplane_reason {
+            None => info!("dataplane: kernel (tcx fast path; lagd decides)"),
+            Some(why) => info!("dataplane: lagd ({why})"),
+        }
         let mut members = Vec::new();
         for (name, &ifindex) in config.members.iter().zip(&found) {
             members.push(Self::open_member(
-                &link, &mut bond, epoch, name, ifindex, member_mtu,
+                &link,
+                &mut bond,
+                epoch,
+                name,
+                ifindex,
+                member_mtu,
+                kernel.as_deref_mut(),
             )?);
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
@@ -209,6 +235,8 @@ impl Daemon {
             epoch,
             carrier_poll,
             tokens: Vec::with_capacity(16),
+            kernel,
+            dataplane_reason,
         };
         let now = d.now();
         d.after_wake(now);
@@ -222,23 +250,42 @@ impl Daemon {
         name: &str,
         ifindex: u32,
         mtu: u32,
+        kernel: Option<&mut Kernel>,
     ) -> Result<Member> {
         link.set_mtu(name, mtu)
             .with_context(|| format!("setting MTU {mtu} on member {name}"))?;
         quiet_stack(name).with_context(|| format!("sysctls of member {name}"))?;
-        let isolation = match IngressDrop::attach(ifindex) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                warn!(
-                    member = name,
-                    "no tcx ingress drop ({e}); relying on arp_ignore/disable_ipv6"
-                );
-                None
+        // With the kernel path the members' program isolates the member (every frame is
+        // delivered to the TAP, dropped, or a slow-protocols frame for lagd's socket), and the
+        // data socket only sends: bound to no protocol, it receives nothing, so no frame the
+        // program redirected is copied to lagd.
+        let (isolation, data_options) = match kernel {
+            Some(k) => {
+                k.attach_member(ifindex)
+                    .with_context(|| format!("fast path program on member {name}"))?;
+                let send_only = PacketOptions {
+                    protocol: 0,
+                    ..member_data_socket()
+                };
+                (None, send_only)
+            }
+            None => {
+                let isolation = match IngressDrop::attach(ifindex) {
+                    Ok(d) => Some(d),
+                    Err(e) => {
+                        warn!(
+                            member = name,
+                            "no tcx ingress drop ({e}); relying on arp_ignore/disable_ipv6"
+                        );
+                        None
+                    }
+                };
+                (isolation, member_data_socket())
             }
         };
         link.set_up(name, true)
             .with_context(|| format!("bringing member {name} up"))?;
-        let socket = PacketSocket::bind(ifindex, member_data_socket())
+        let socket = PacketSocket::bind(ifindex, data_options)
             .with_context(|| format!("packet socket on member {name}"))?;
         let control = PacketSocket::bind(
             ifindex,
@@ -373,6 +420,9 @@ impl Daemon {
             m.counters.rx_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
         }
         m.isolation = None;
+        if let Some(k) = &mut self.kernel {
+            k.member_gone(i);
+        }
         warn!(member = %m.name, "member interface removed");
         self.bond.remove_port(now, PortId(i as u16));
     }
@@ -464,6 +514,12 @@ impl Daemon {
         }
         // Speed changes above may have queued frames (LACP recomputes a port's key).
         self.dp.send_own(&mut self.bond, now);
+        // The kernel programs read the distribution as it now is (one map update).
+        if let Some(k) = &mut self.kernel {
+            if let Err(e) = k.sync(&self.bond) {
+                warn!("fast path table: {e}");
+            }
+        }
     }
 
     /// `fail_over_mac=follow` changed member MACs: they get their own back when lagd stops.
@@ -517,7 +573,39 @@ impl Daemon {
             now,
         };
         let dp = &mut self.dp;
-        Status::from_snapshot(&snap, ctx, |i, p, lacp| dp.member_status(i, p, lacp))
+        let mut status =
+            Status::from_snapshot(&snap, ctx, |i, p, lacp| dp.member_status(i, p, lacp));
+        status.dataplane = DataplaneStatus {
+            path: if self.kernel.is_some() {
+                "kernel"
+            } else {
+                "lagd"
+            }
+            .to_owned(),
+            reason: self.dataplane_reason.clone(),
+        };
+        // What the kernel programs carried counts as the members' traffic too.
+        if let Some(counters) = self.kernel.as_ref().map(|k| k.counters()) {
+            match counters {
+                Ok(c) => {
+                    for (m, k) in status.members.iter_mut().zip(&c) {
+                        m.tx_packets += k.tx_packets;
+                        m.tx_bytes += k.tx_bytes;
+                        m.rx_packets += k.rx_packets;
+                        m.rx_bytes += k.rx_bytes;
+                        m.kernel_tx_packets = k.tx_packets;
+                        m.kernel_rx_packets = k.rx_packets;
+                        m.rx_dropped
+                            .push(("not_delivering".to_owned(), k.rx_dropped));
+                    }
+                    if let Some(none) = c.get(MAX_MEMBERS) {
+                        status.tx_dropped_no_member += none.tx_packets;
+                    }
+                }
+                Err(e) => warn!("fast path counters: {e}"),
+            }
+        }
+        status
     }
 }
 

@@ -1,0 +1,29 @@
+//! What the build records of a program: its instructions, and the maps it references.
+
+/// A map as the program source defines it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MapDef {
+    pub(crate) map_type: u32,
+    pub(crate) key_size: u32,
+    pub(crate) value_size: u32,
+    pub(crate) max_entries: u32,
+}
+
+/// The maps the programs reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MapId {
+    /// The array-of-maps holding the current table.
+    Tables,
+    /// Per-CPU counters per member.
+    Ports,
+    /// Per-CPU load per bucket.
+    Buckets,
+}
+
+/// A program as built: its instructions and which `ld_imm64` names which map.
+#[derive(Debug)]
+pub(crate) struct Program {
+    pub(crate) name: &'static str,
+    pub(crate) maps: &'static [(usize, MapId)],
+    pub(crate) insns: &'static [u64],
+}
