@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lagd_proto::balance::BucketsSnapshot;
 use lagd_proto::bond::{BondSnapshot, PortSnapshot, StripeSnapshot};
-use lagd_proto::lacp::{LacpSnapshot, PortId as LacpPortId, PortSnapshot as LacpPortSnapshot};
+use lagd_proto::lacp::{LacpPortSnapshot, LacpSnapshot};
 use lagd_proto::port::PortId;
 use lagd_proto::time::Instant;
 use lagd_proto::wire::slow::LacpInfo;
@@ -538,7 +538,7 @@ impl LacpStatus {
     pub fn from_snapshot(
         l: &LacpSnapshot,
         lacp_fallback_ms: u32,
-        name: impl Fn(LacpPortId) -> String,
+        name: impl Fn(PortId) -> String,
     ) -> Self {
         Self {
             lacp_active: l.lacp_active,

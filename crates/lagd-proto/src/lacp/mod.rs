@@ -242,7 +242,7 @@ pub struct AggregatorSnapshot {
 
 /// What `/proc/net/bonding` shows about a port, and more.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortSnapshot {
+pub struct LacpPortSnapshot {
     /// The port.
     pub port: PortId,
     /// Its permanent MAC.
@@ -309,7 +309,7 @@ pub struct LacpSnapshot {
     /// Every aggregator with at least one port, in id order.
     pub aggregators: Vec<AggregatorSnapshot>,
     /// Every port, in port order.
-    pub ports: Vec<PortSnapshot>,
+    pub ports: Vec<LacpPortSnapshot>,
 }
 
 impl LacpSnapshot {
@@ -319,7 +319,7 @@ impl LacpSnapshot {
     }
 
     /// A port's entry.
-    pub fn port(&self, port: PortId) -> Option<&PortSnapshot> {
+    pub fn port(&self, port: PortId) -> Option<&LacpPortSnapshot> {
         self.ports.iter().find(|p| p.port == port)
     }
 }
@@ -809,7 +809,7 @@ impl Lacp {
         let ports = self
             .ports
             .iter()
-            .map(|p| PortSnapshot {
+            .map(|p| LacpPortSnapshot {
                 port: p.id,
                 mac: p.mac,
                 up: p.port_enabled,

@@ -28,6 +28,7 @@ use core::fmt;
 use core::hash::{BuildHasherDefault, Hasher};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::wire::gre::GrePacket;
 use crate::wire::{EthernetAddress, be16};
 
 /// `FlowKey` flag: the frame had a VLAN tag (the outermost one is in the key).
@@ -608,22 +609,18 @@ fn inner_digest(b: &[u8], t: Tunnel, at: usize) -> u64 {
             }
             None => false,
         },
-        Tunnel::Gre => match b.get(at..at + 4) {
-            Some(g) => {
-                let flags = be16(g, 0);
-                let mut off = 4;
-                for bit in [0x8000, 0x2000, 0x1000] {
-                    if flags & bit != 0 {
-                        off += 4;
-                    }
-                }
-                match be16(g, 2) {
+        // Through the GRE view: the optional fields the flags announce are skipped; a header
+        // the view refuses (the deprecated routing bit, as Linux drops it) hides its flow.
+        Tunnel::Gre => match b.get(at..).map(GrePacket::new_checked) {
+            Some(Ok(g)) => {
+                let off = g.header_len();
+                match u16::from(g.protocol_type()) {
                     0x6558 => inner_ethernet(b, at + off, &mut inner),
                     et @ (ETH_IP | ETH_IPV6) => inner_ip(b, at + off, et, &mut inner),
                     _ => false,
                 }
             }
-            None => false,
+            _ => false,
         },
         Tunnel::IpIp => inner_ip(b, at, ETH_IP, &mut inner),
         Tunnel::Ip6In4 => inner_ip(b, at, ETH_IPV6, &mut inner),

@@ -8,7 +8,7 @@ use lagd_proto::bond::{
     Bond, DRIVER_HEADROOM, Dataplane as BondDataplane, DropReason, HostFrame, PortId, PortSnapshot,
     RxVerdict, TX_HEADROOM, Transmit, TxDrop, TxVerdict,
 };
-use lagd_proto::lacp::PortSnapshot as LacpPortSnapshot;
+use lagd_proto::lacp::LacpPortSnapshot;
 use lagd_proto::stripe::segment::GsoInfo;
 use lagd_proto::time::Instant;
 use lagd_proto::wire::slow::{SlowSubtype, slow_protocols_payload};
