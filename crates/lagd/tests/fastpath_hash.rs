@@ -21,15 +21,29 @@ const DROP: u32 = 2;
 const REDIRECT: u32 = 7;
 
 fn require_root() {
-    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .expect("Uid line");
-    assert_eq!(
-        euid, "0",
+    assert!(
+        lagd::lab::topology::is_root(),
         "the fast path tests load eBPF programs: run them as root (CI does)"
+    );
+}
+
+/// Fails with the first differences, having said how many frames were compared.
+fn assert_same(errors: &[String], checked: usize, refused: usize) {
+    eprintln!("{checked} frames compared, {refused} refused by the test harness");
+    assert!(
+        checked > 3 * refused,
+        "most frames are compared: {checked} against {refused}"
+    );
+    assert!(
+        errors.is_empty(),
+        "{} of {checked} runs differ:\n{}",
+        errors.len(),
+        errors
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
@@ -186,22 +200,7 @@ fn tap_program_hashes_as_lagd_proto_on_every_real_frame_and_prefix() {
             }
         }
     }
-    eprintln!("{checked} frames compared, {refused} refused by the test harness");
-    assert!(
-        checked > 3 * refused,
-        "most frames are compared: {checked} against {refused}"
-    );
-    assert!(
-        errors.is_empty(),
-        "{} of {checked} runs differ:\n{}",
-        errors.len(),
-        errors
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_same(&errors, checked, refused);
 }
 
 /// A small deterministic generator (xorshift64*).
@@ -257,22 +256,7 @@ fn tap_program_hashes_as_lagd_proto_on_frames_with_random_headers() {
             }
         }
     }
-    eprintln!("{checked} frames compared, {refused} refused by the test harness");
-    assert!(
-        checked > 3 * refused,
-        "most frames are compared: {checked} against {refused}"
-    );
-    assert!(
-        errors.is_empty(),
-        "{} of {checked} runs differ:\n{}",
-        errors.len(),
-        errors
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_same(&errors, checked, refused);
 }
 
 fn hex(f: &[u8]) -> String {

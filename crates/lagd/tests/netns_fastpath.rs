@@ -16,7 +16,7 @@ use lagd::status::Status;
 
 mod common;
 
-use common::start_lagd;
+use common::{address_bonds, start_lagd};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 
@@ -42,13 +42,7 @@ impl Lab {
             controls[i] = control;
             bonds[i] = bond;
         }
-        let addrs = [topo.address(1), topo.address(2)];
-        for (i, side) in [Side::A, Side::B].into_iter().enumerate() {
-            let cidr = format!("{}/24", addrs[i]);
-            topo.ip(side, &["addr", "add", &cidr, "dev", &bonds[i]])
-                .unwrap();
-            topo.ip(side, &["link", "set", &bonds[i], "up"]).unwrap();
-        }
+        let addrs = address_bonds(&topo, &bonds);
         Self {
             topo,
             controls,

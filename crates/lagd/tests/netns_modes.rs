@@ -24,8 +24,8 @@ use lagd_proto::lacp::{AGGREGATE_WAIT_TIME, FAST_PERIODIC_TIME};
 mod common;
 
 use common::{
-    STATUS_POLL, lacp_doctor, leave_bound, leave_floor, rejoin_bound, start_lagd, udp_frame,
-    wait_member_distributing,
+    STATUS_POLL, address_bonds, lacp_doctor, leave_bound, leave_floor, rejoin_bound, start_lagd,
+    udp_frame, wait_member_distributing,
 };
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
@@ -82,13 +82,7 @@ impl Lab {
             bonds[i] = bond;
             controls[i] = control;
         }
-        let addrs = [topo.address(1), topo.address(2)];
-        for (i, side) in [Side::A, Side::B].into_iter().enumerate() {
-            let cidr = format!("{}/24", addrs[i]);
-            topo.ip(side, &["addr", "add", &cidr, "dev", &bonds[i]])
-                .unwrap();
-            topo.ip(side, &["link", "set", &bonds[i], "up"]).unwrap();
-        }
+        let addrs = address_bonds(&topo, &bonds);
         Self {
             topo,
             controls,

@@ -212,3 +212,47 @@ pub fn bucket_config(policies: Vec<PlanPolicy>, interval_ms: u64, speeds: Vec<f6
 
 pub const L34: PlanPolicy = PlanPolicy::Hash(HashPolicy::Layer34);
 pub const L34_BUCKETS: PlanPolicy = PlanPolicy::Buckets(HashPolicy::Layer34);
+
+/// [`skewed`]'s traffic as a flow list (CSV, no MACs): three elephant TCP flows whose layer3+4
+/// hashes are even and in three different buckets (all on member 0 of two), and 40 mice.
+pub fn skewed_flow_list() -> String {
+    let mut text = String::from("src_ip,dst_ip,proto,src_port,dst_port,packets,bytes\n");
+    let mut found = Vec::new();
+    for port in 40_000u16.. {
+        let mut f = frame_of(&format!("tcp 10.0.0.1:{port} > 10.0.0.2:5201"));
+        f[..12].fill(0);
+        let h = xmit_hash(HashPolicy::Layer34, &f);
+        if h % 2 == 0 && !found.contains(&(h & 0xff)) {
+            found.push(h & 0xff);
+            text.push_str(&format!(
+                "10.0.0.1,10.0.0.2,tcp,{port},5201,10000,15000000\n"
+            ));
+            if found.len() == 3 {
+                break;
+            }
+        }
+    }
+    for j in 0..40 {
+        text.push_str(&format!(
+            "10.1.0.{j},10.2.0.1,udp,{},53,100,20000\n",
+            5000 + j
+        ));
+    }
+    text
+}
+
+/// One big TCP stream (400 frames of 1514 bytes) with 20 DNS mice among them: no hash policy
+/// can split the stream; stripe can.
+pub fn one_elephant_and_mice() -> Vec<Vec<u8>> {
+    let mut frames = vec![frame_of("tcp 10.0.0.1:40000 > 10.0.0.2:5201"); 400];
+    for f in &mut frames {
+        f.resize(1514, 0);
+    }
+    for i in 0..20u16 {
+        frames.insert(
+            usize::from(i) * 19,
+            frame_of(&format!("udp 10.0.0.1:{} > 10.0.0.3:53", 5000 + i)),
+        );
+    }
+    frames
+}

@@ -427,34 +427,27 @@ impl Daemon {
         self.bond.remove_port(now, PortId(i as u16));
     }
 
+    /// The position of the member whose interface is `ifindex`, if it is still there.
+    fn present_member(&self, ifindex: u32) -> Option<usize> {
+        self.dp
+            .io
+            .members
+            .iter()
+            .position(|m| m.ifindex == ifindex && m.socket.is_some())
+    }
+
     fn service_link_events(&mut self, now: Instant) {
         loop {
             match self.events.next_event() {
                 Ok(Some(LinkEvent::Changed(s))) => {
-                    if let Some(i) = self
-                        .dp
-                        .io
-                        .members
-                        .iter()
-                        .position(|m| m.ifindex == s.ifindex)
-                    {
-                        if self.dp.io.members[i].socket.is_some() {
-                            self.bond
-                                .handle_carrier(now, PortId(i as u16), s.up && s.carrier);
-                        }
+                    if let Some(i) = self.present_member(s.ifindex) {
+                        self.bond
+                            .handle_carrier(now, PortId(i as u16), s.up && s.carrier);
                     }
                 }
                 Ok(Some(LinkEvent::Removed(s))) => {
-                    if let Some(i) = self
-                        .dp
-                        .io
-                        .members
-                        .iter()
-                        .position(|m| m.ifindex == s.ifindex)
-                    {
-                        if self.dp.io.members[i].socket.is_some() {
-                            self.member_gone(now, i);
-                        }
+                    if let Some(i) = self.present_member(s.ifindex) {
+                        self.member_gone(now, i);
                     }
                 }
                 Ok(Some(LinkEvent::Overrun)) => self.poll_carrier(now),

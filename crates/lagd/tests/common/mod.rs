@@ -77,6 +77,19 @@ pub(crate) fn start_lagd(
     (lagd, control)
 }
 
+/// Gives host A's bond `bonds[0]` the topology's address 1 and host B's `bonds[1]` address 2
+/// (a /24) and sets both up; returns the two addresses.
+pub(crate) fn address_bonds(topo: &Topology, bonds: &[String; 2]) -> [Ipv4Addr; 2] {
+    let addrs = [topo.address(1), topo.address(2)];
+    for (i, side) in [Side::A, Side::B].into_iter().enumerate() {
+        let cidr = format!("{}/24", addrs[i]);
+        topo.ip(side, &["addr", "add", &cidr, "dev", &bonds[i]])
+            .unwrap();
+        topo.ip(side, &["link", "set", &bonds[i], "up"]).unwrap();
+    }
+    addrs
+}
+
 /// `lagctl lacp doctor --json` for the lagd behind `control`: the causes it names, each with
 /// its members.
 pub(crate) fn lacp_doctor(control: &Path) -> Vec<(String, Vec<String>)> {

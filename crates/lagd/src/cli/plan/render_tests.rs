@@ -2,7 +2,6 @@
 //! generators, `lagd_proto::plan::sample`): the terminal table and the HTML page say what the
 //! plan holds.
 
-use lagd_proto::hash::{HashPolicy, xmit_hash};
 use lagd_proto::plan::report::Plan;
 use lagd_proto::plan::{PlanConfig, PlanPolicy, plan_flows};
 
@@ -59,29 +58,7 @@ fn bucket_tables_say_when_rebalancing_is_off_and_when_moves_were_forced() {
 
 #[test]
 fn flow_list_bucket_tables_say_the_mix_is_replayed() {
-    // Three elephants on member 0 (as in `skewed`) and mice, as a flow list without MACs.
-    let mut text = String::from("src_ip,dst_ip,proto,src_port,dst_port,packets,bytes\n");
-    let mut found = Vec::new();
-    for port in 40_000u16.. {
-        let mut f = frame_of(&format!("tcp 10.0.0.1:{port} > 10.0.0.2:5201"));
-        f[..12].fill(0);
-        let h = xmit_hash(HashPolicy::Layer34, &f);
-        if h % 2 == 0 && !found.contains(&(h & 0xff)) {
-            found.push(h & 0xff);
-            text.push_str(&format!(
-                "10.0.0.1,10.0.0.2,tcp,{port},5201,10000,15000000\n"
-            ));
-            if found.len() == 3 {
-                break;
-            }
-        }
-    }
-    for j in 0..40 {
-        text.push_str(&format!(
-            "10.1.0.{j},10.2.0.1,udp,{},53,100,20000\n",
-            5000 + j
-        ));
-    }
+    let text = skewed_flow_list();
     let cfg = bucket_config(vec![L34, L34_BUCKETS], 10_000, vec![10.0; 2]);
     let plan = plan_flows(text.as_bytes(), cfg).unwrap();
     let out = table(&plan, "flows");
@@ -101,17 +78,7 @@ fn bucket_tables_without_timestamps_never_rebalance() {
 
 #[test]
 fn stripe_rows_and_cards_say_what_stripe_needs() {
-    // One big TCP stream and a few mice: no hash policy can split the stream; stripe can.
-    let mut frames = vec![frame_of("tcp 10.0.0.1:40000 > 10.0.0.2:5201"); 400];
-    for f in &mut frames {
-        f.resize(1514, 0);
-    }
-    for i in 0..20u16 {
-        frames.insert(
-            usize::from(i) * 19,
-            frame_of(&format!("udp 10.0.0.1:{} > 10.0.0.3:53", 5000 + i)),
-        );
-    }
+    let frames = one_elephant_and_mice();
     let plan = plan_of(&frames, PlanConfig::new(2));
     let text = table(&plan, "elephant");
     let row = text.lines().find(|l| l.contains(" stripe ")).unwrap();
