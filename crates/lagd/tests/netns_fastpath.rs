@@ -270,3 +270,85 @@ fn without_the_privilege_to_load_programs_auto_falls_back_and_on_refuses() {
     let why = s.dataplane.reason.unwrap_or_default();
     assert!(why.contains("could not be loaded"), "{why}");
 }
+
+/// Waits until member `port` is (or is not) distributing on both hosts.
+fn wait_distributing(lab: &Lab, port: usize, want: bool) {
+    let t = Instant::now();
+    for side in [Side::A, Side::B] {
+        loop {
+            let s = lab.status(side);
+            let d = s.members[port]
+                .lacp
+                .as_ref()
+                .is_some_and(|l| l.distributing);
+            if d == want {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(15),
+                "{side:?}: member {port} distributing != {want}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Frames the kernel program refused on member `port` of `side`.
+fn not_delivering(lab: &Lab, side: Side, port: usize) -> u64 {
+    lab.status(side).members[port]
+        .rx_dropped
+        .iter()
+        .find(|(r, _)| r == "not_delivering")
+        .map_or(0, |(_, n)| *n)
+}
+
+#[test]
+fn a_member_leaving_lacp_distribution_leaves_the_kernel_path_both_ways() {
+    let lab = Lab::new(
+        2,
+        "mode=802.3ad xmit_hash_policy=layer3+4 lacp_rate=fast lacp_aggregate_wait=100 \
+         miimon=100 fastpath=on",
+    );
+    lab.wait_carrier();
+    wait_distributing(&lab, 1, true);
+    let link1 = lab.topo.links()[1].name.clone();
+    // Collecting: frames arriving on member 1 go to the host.
+    let (refused, delivered) = (
+        not_delivering(&lab, Side::B, 1),
+        lab.status(Side::B).members[1].kernel_rx_packets,
+    );
+    assert_eq!(lab.topo.probe_link(&link1, 20).unwrap(), 20);
+    assert_eq!(not_delivering(&lab, Side::B, 1), refused);
+    assert!(lab.status(Side::B).members[1].kernel_rx_packets >= delivered + 20);
+    // Member 1 loses its LACPDUs and leaves distribution at both ends.
+    let _drop = lab.topo.drop_slow_protocols(&link1).unwrap();
+    wait_distributing(&lab, 1, false);
+    let tx1 = lab.status(Side::A).members[1].kernel_tx_packets;
+    for (k, from) in [Side::A, Side::B, Side::A, Side::B].into_iter().enumerate() {
+        lab.transfer(
+            from,
+            2 << 20,
+            5410 + k as u16,
+            Duration::from_micros(100),
+            || {},
+        );
+    }
+    let s = lab.status(Side::A);
+    assert_eq!(
+        s.members[1].kernel_tx_packets, tx1,
+        "egress moved off member 1"
+    );
+    assert!(s.members[0].kernel_tx_packets > 100);
+    // Not collecting: frames still cross link 1 and the program drops them.
+    let refused = not_delivering(&lab, Side::B, 1);
+    assert_eq!(
+        lab.topo.probe_link(&link1, 20).unwrap(),
+        20,
+        "the link still carries frames"
+    );
+    assert!(
+        not_delivering(&lab, Side::B, 1) >= refused + 20,
+        "ingress no longer accepted"
+    );
+    assert_kernel_carried(&lab, Side::A, 100);
+}
