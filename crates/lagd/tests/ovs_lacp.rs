@@ -242,6 +242,22 @@ fn negotiates_with_open_vswitch() {
             let (sent, got) = lab.transfer(from, 4 << 20);
             assert_eq!(sent, got, "lacp={lacp} time={time}: TCP from {from:?}");
         }
+        // The kernel fast path carried the data against Open vSwitch (fastpath=auto): the
+        // programs' counters grew, and lagd's member sockets read no data frame.
+        let s = lab.status();
+        assert_eq!(s.dataplane.path, "kernel", "{:?}", s.dataplane);
+        let kernel: u64 = s
+            .members
+            .iter()
+            .map(|m| m.kernel_rx_packets + m.kernel_tx_packets)
+            .sum();
+        assert!(kernel > 100, "kernel path: {kernel} frames");
+        let own_rx: u64 = s
+            .members
+            .iter()
+            .map(|m| m.rx_packets - m.kernel_rx_packets)
+            .sum();
+        assert_eq!(own_rx, 0, "lagd read no member frame");
         let doctor = lab.doctor();
         assert_eq!(doctor.len(), 1, "{doctor:?}");
         assert_eq!(doctor[0].0, "healthy");
