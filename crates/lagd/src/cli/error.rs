@@ -7,6 +7,8 @@ use std::io;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code for an operational failure.
 pub const EXIT_FAILURE: u8 = 1;
+/// Exit code for a diagnosis that found the bond unhealthy (`lagctl lacp doctor`).
+pub const EXIT_UNHEALTHY: u8 = 3;
 
 /// Why a subcommand failed, which decides the exit code.
 #[derive(Debug)]
@@ -17,6 +19,8 @@ pub enum CliError {
     Io(io::Error),
     /// Anything else that went wrong while working: exit code 1.
     Failed(anyhow::Error),
+    /// The subcommand ran and found the bond unhealthy (`lagctl lacp doctor`): exit code 3.
+    Unhealthy,
 }
 
 impl CliError {
@@ -26,6 +30,7 @@ impl CliError {
             Self::Usage(_) => Some(EXIT_USAGE),
             Self::Io(e) if e.kind() == io::ErrorKind::BrokenPipe => None,
             Self::Io(_) | Self::Failed(_) => Some(EXIT_FAILURE),
+            Self::Unhealthy => Some(EXIT_UNHEALTHY),
         }
     }
 }
@@ -36,6 +41,7 @@ impl fmt::Display for CliError {
             Self::Usage(m) => f.write_str(m),
             Self::Io(e) => write!(f, "{e}"),
             Self::Failed(e) => write!(f, "{e:#}"),
+            Self::Unhealthy => f.write_str("not healthy (see the findings above)"),
         }
     }
 }

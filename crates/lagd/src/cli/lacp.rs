@@ -25,7 +25,9 @@ pub struct LacpArgs {
 
 #[derive(Debug, Clone, clap::Subcommand)]
 enum LacpCommand {
-    /// Explain what is wrong with a bond's LACP, in plain language.
+    /// Explain what is wrong with a bond's LACP, in plain language. Exit code 0 when LACP is
+    /// healthy (members distribute; warnings may stand), 3 when it is not, 1 when lagd could not
+    /// be asked, 2 for a usage error.
     Doctor {
         /// The bond; may be left out when only one lagd runs.
         bond: Option<String>,
@@ -139,8 +141,29 @@ pub fn diagnose(s: &Status) -> Vec<Finding> {
             },
         });
     }
-    // Members that heard LACP but stopped.
-    for m in &up {
+    // Members that heard LACP but stopped: the partner left LACP when it stopped on every
+    // member with link, LACPDUs are lost on a link when it stopped on some.
+    let stopped = |m: &&MemberStatus| {
+        m.lacp.as_ref().is_some_and(|l| {
+            l.lacpdu_rx > 0 && (l.rx_state == "EXPIRED" || l.rx_state == "DEFAULTED")
+        })
+    };
+    let all_stopped = !up.is_empty() && up.iter().all(stopped);
+    if all_stopped {
+        let names: Vec<String> = up.iter().map(|m| m.name.clone()).collect();
+        out.push(Finding {
+            severity: Severity::Problem,
+            cause: "partner-left-lacp",
+            members: names.clone(),
+            text: format!(
+                "the partner spoke LACP and then stopped on every member ({}): it no longer \
+                 runs LACP on these ports (reconfigured as a static LAG or plain ports) or it \
+                 is down; no member is in an aggregate with it",
+                names.join(", ")
+            ),
+        });
+    }
+    for m in up.iter().filter(|_| !all_stopped) {
         let l = m.lacp.as_ref().expect("filtered");
         if l.lacpdu_rx > 0 && (l.rx_state == "EXPIRED" || l.rx_state == "DEFAULTED") {
             out.push(Finding {
@@ -185,10 +208,17 @@ pub fn diagnose(s: &Status) -> Vec<Finding> {
             ),
         });
     }
-    // Same partner, different aggregators: a key mismatch.
+    // Same partner, different aggregators and different keys: a key mismatch. Only members
+    // whose partner information is current count (a member that stopped hearing LACPDUs
+    // leaves its aggregator with the keys unchanged).
     if let Some((sys, names)) = systems.first().filter(|_| systems.len() == 1) {
         let mut aggs: Vec<(Option<u16>, u16, u16, Vec<String>)> = Vec::new();
-        for m in up.iter().filter(|m| names.contains(&m.name)) {
+        let current = |m: &&&MemberStatus| m.lacp.as_ref().is_some_and(|l| l.rx_state == "CURRENT");
+        for m in up
+            .iter()
+            .filter(|m| names.contains(&m.name))
+            .filter(current)
+        {
             let l = m.lacp.as_ref().expect("filtered");
             let key = (l.aggregator_id, l.actor.key, l.partner.key);
             match aggs.iter_mut().find(|a| (a.0, a.1, a.2) == key) {
@@ -196,7 +226,8 @@ pub fn diagnose(s: &Status) -> Vec<Finding> {
                 None => aggs.push((key.0, key.1, key.2, vec![m.name.clone()])),
             }
         }
-        if aggs.len() > 1 {
+        let keys_differ = aggs.iter().any(|a| (a.1, a.2) != (aggs[0].1, aggs[0].2));
+        if aggs.len() > 1 && keys_differ {
             let detail: Vec<String> = aggs
                 .iter()
                 .map(|(_, ours, theirs, ms)| {
@@ -279,7 +310,20 @@ pub fn diagnose(s: &Status) -> Vec<Finding> {
         .filter(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
         .map(|m| m.name.clone())
         .collect();
-    if out.iter().all(|f| f.severity != Severity::Problem) {
+    if distributing.is_empty() && out.iter().all(|f| f.severity != Severity::Problem) {
+        out.push(Finding {
+            severity: Severity::Warning,
+            cause: "not-distributing",
+            members: Vec::new(),
+            text: format!(
+                "none of the {} members distributes yet: LACP is still negotiating (it takes \
+                 about 2 s, the aggregate wait, after the partner answers); ask again in a few \
+                 seconds",
+                members.len()
+            ),
+        });
+    }
+    if !distributing.is_empty() && out.iter().all(|f| f.severity != Severity::Problem) {
         let partner = lacp
             .active_aggregator
             .as_ref()
@@ -334,7 +378,18 @@ pub fn main(args: LacpArgs) -> Result<(), CliError> {
     };
     io::stdout()
         .write_all(text.as_bytes())
-        .map_err(CliError::Io)
+        .map_err(CliError::Io)?;
+    if is_healthy(&findings) {
+        Ok(())
+    } else {
+        Err(CliError::Unhealthy)
+    }
+}
+
+/// Whether the findings say the bond's LACP is healthy: [`diagnose`] then names `healthy`
+/// (warnings may stand beside it).
+pub fn is_healthy(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| f.cause == "healthy")
 }
 
 #[cfg(test)]
@@ -456,6 +511,46 @@ mod test {
         let f = diagnose(&s);
         assert_eq!(causes(&s), ["healthy"]);
         assert!(f[0].text.contains("2 of 2"), "{}", f[0].text);
+    }
+
+    #[test]
+    fn nothing_distributing_is_not_healthy() {
+        // The first seconds: partner heard, nothing distributes yet.
+        let mut a = member("eth0", P1, 1, 1, "CURRENT");
+        let mut b = member("eth1", P1, 1, 1, "CURRENT");
+        for m in [&mut a, &mut b] {
+            let l = m.lacp.as_mut().unwrap();
+            (l.collecting, l.distributing) = (false, false);
+        }
+        let s = status(vec![a, b]);
+        let f = diagnose(&s);
+        assert_eq!(causes(&s), ["not-distributing"]);
+        assert!(!is_healthy(&f));
+        let s = status(vec![
+            member("eth0", P1, 1, 5, "CURRENT"),
+            member("eth1", P1, 1, 5, "CURRENT"),
+        ]);
+        assert!(is_healthy(&diagnose(&s)));
+    }
+
+    #[test]
+    fn a_partner_that_stops_speaking_lacp_is_named_not_a_key_mismatch() {
+        // Both members heard LACPDUs, then none: each sits in an aggregator of its own with
+        // the keys it had, which is no key mismatch.
+        let s = status(vec![
+            member("eth0", P1, 1, 7, "DEFAULTED"),
+            member("eth1", P1, 2, 7, "DEFAULTED"),
+        ]);
+        let f = diagnose(&s);
+        assert_eq!(causes(&s), ["partner-left-lacp"]);
+        assert_eq!(f[0].members, ["eth0", "eth1"]);
+        assert!(!is_healthy(&f));
+        // Only one member stopped: LACPDUs are lost on that link.
+        let s = status(vec![
+            member("eth0", P1, 1, 7, "CURRENT"),
+            member("eth1", P1, 2, 7, "EXPIRED"),
+        ]);
+        assert_eq!(causes(&s), ["lacpdus-lost"]);
     }
 
     #[test]

@@ -9,4 +9,4 @@ pub mod lacp;
 pub mod plan;
 pub mod show;
 
-pub use error::{CliError, EXIT_FAILURE, EXIT_USAGE};
+pub use error::{CliError, EXIT_FAILURE, EXIT_UNHEALTHY, EXIT_USAGE};

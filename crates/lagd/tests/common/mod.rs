@@ -98,13 +98,11 @@ pub(crate) fn lacp_doctor(control: &Path) -> Vec<(String, Vec<String>)> {
         .arg(control)
         .output()
         .expect("lagctl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v.as_array()
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let causes: Vec<(String, Vec<String>)> = v
+        .as_array()
         .unwrap()
         .iter()
         .map(|f| {
@@ -116,7 +114,16 @@ pub(crate) fn lacp_doctor(control: &Path) -> Vec<(String, Vec<String>)> {
                 .collect();
             (f["cause"].as_str().unwrap().to_owned(), members)
         })
-        .collect()
+        .collect();
+    // Exit code 0 exactly when the doctor says healthy, 3 otherwise.
+    let healthy = causes.iter().any(|(c, _)| c == "healthy");
+    assert_eq!(
+        out.status.code(),
+        Some(if healthy { 0 } else { 3 }),
+        "{causes:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    causes
 }
 
 /// How long the LACP tests sleep between two status queries while they wait for a change.
