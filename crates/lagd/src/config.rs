@@ -186,14 +186,19 @@ impl Config {
         };
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let message = e.message().trim().to_owned();
-            let key = message
-                .split('`')
-                .nth(1)
-                .filter(|_| {
-                    message.starts_with("unknown field") || message.starts_with("missing field")
-                })
-                .unwrap_or("");
-            err(e.span(), key, message.clone())
+            let named = message.split('`').nth(1).filter(|_| {
+                message.starts_with("unknown field") || message.starts_with("missing field")
+            });
+            // A value of the wrong type: the key is what its line assigns.
+            let assigned = e.span().and_then(|sp| {
+                let start = text[..sp.start.min(text.len())]
+                    .rfind('\n')
+                    .map_or(0, |i| i + 1);
+                let line = text[start..].lines().next()?;
+                let key = line.split_once('=')?.0.trim();
+                (!key.is_empty() && !key.starts_with('[')).then_some(key)
+            });
+            err(e.span(), named.or(assigned).unwrap_or(""), message.clone())
         })?;
         check_ifname(raw.bond.get_ref()).map_err(|m| err(Some(raw.bond.span()), "bond", m))?;
         validate_members(raw.members.get_ref())
@@ -203,7 +208,18 @@ impl Config {
             let text = match value.get_ref() {
                 toml::Value::String(s) => s.clone(),
                 toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Boolean(b) => u8::from(*b).to_string(),
+                toml::Value::Boolean(b) if BondOptions::takes_boolean(key) => {
+                    u8::from(*b).to_string()
+                }
+                toml::Value::Boolean(b) => {
+                    return Err(err(
+                        Some(value.span()),
+                        key,
+                        format!(
+                            "option '{key}': {b} is not a value of this option (only on/off options take true or false)"
+                        ),
+                    ));
+                }
                 toml::Value::Array(items) => items
                     .iter()
                     .map(|v| match v {
@@ -389,6 +405,23 @@ actor_port_prio = { eth0 = 100, eth1 = 200 }
             (Some("arp_interval"), Some(8)),
             "{e}"
         );
+
+        // `miimon = true` is no 1 ms poll: only on/off options take a boolean.
+        let boolean = GOOD.replace("miimon = 100", "miimon = true");
+        let e = Config::from_toml(&boolean, None).unwrap_err();
+        assert_eq!((e.key.as_deref(), e.line), (Some("miimon"), Some(8)), "{e}");
+        // An on/off option does (GOOD has `all_slaves_active = true`).
+        assert!(
+            Config::from_toml(GOOD, None)
+                .unwrap()
+                .options
+                .all_slaves_active
+        );
+
+        // A top-level value of the wrong type names its key and line.
+        let wrong_type = GOOD.replace("mtu = 9000", "mtu = \"9000\"");
+        let e = Config::from_toml(&wrong_type, None).unwrap_err();
+        assert_eq!((e.key.as_deref(), e.line), (Some("mtu"), Some(4)), "{e}");
 
         let bad_mtu = GOOD.replace("mtu = 9000", "mtu = 70000");
         let e = Config::from_toml(&bad_mtu, None).unwrap_err();

@@ -761,6 +761,19 @@ impl BondOptions {
         v.join(" ")
     }
 
+    /// Whether option `key` is an on/off option (the kernel's 0/1 values): the only ones a
+    /// configuration file may write as `true`/`false`.
+    pub fn takes_boolean(key: &str) -> bool {
+        matches!(
+            key,
+            "all_slaves_active"
+                | "tlb_dynamic_lb"
+                | "lacp_active"
+                | "coupled_control"
+                | "use_carrier"
+        )
+    }
+
     /// Whether the transmit hash goes through the 256-bucket table: balance-slb and
     /// balance-tcp always, balance-xor and 802.3ad with `distribution=buckets`, balance-tlb and
     /// balance-alb with `tlb_dynamic_lb`.

@@ -16,8 +16,9 @@ use lagd::daemon::{Daemon, StartError};
 #[derive(Parser, Debug)]
 #[command(name = "lagd", version)]
 struct Args {
-    /// TOML configuration file.
-    #[arg(long, conflicts_with_all = ["bond", "members", "opts"])]
+    /// TOML configuration file (the bond, members, options, MAC, MTU and control socket are
+    /// then the file's to say: the flags for them are refused beside it).
+    #[arg(long, conflicts_with_all = ["bond", "members", "opts", "mac", "mtu", "control"])]
     config: Option<PathBuf>,
     /// Bond (TAP) interface name.
     #[arg(long, required_unless_present = "config")]
