@@ -18,6 +18,9 @@ fn flags_the_config_file_decides_are_refused_beside_it() {
             .expect("run lagd");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
-        assert!(err.contains("--config") && err.contains(flag), "{flag}: {err}");
+        assert!(
+            err.contains("--config") && err.contains(flag),
+            "{flag}: {err}"
+        );
     }
 }
