@@ -462,7 +462,13 @@ impl Bond {
     /// queued: call after each of them (or once per wake) until `None`.
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         let now = self.last_now;
-        if let Some(l) = &mut self.lacp {
+        // The daemon drains after every wake, most of them for data frames: ask the LACP engine
+        // (which runs its machines on every call) only when it has something to send by now.
+        if let Some(l) = self
+            .lacp
+            .as_mut()
+            .filter(|l| l.poll_timeout().is_some_and(|t| t <= now))
+        {
             let tx = l.poll_transmit(now, buf);
             self.sync_lacp(now);
             if tx.is_some() {
