@@ -167,6 +167,41 @@ fn kernel_path_carries_tcp_both_ways_in_every_covered_mode() {
 }
 
 #[test]
+fn bucket_distribution_runs_on_the_kernel_path_and_feeds_the_rebalancer() {
+    let lab = Lab::new(
+        2,
+        "mode=balance-xor xmit_hash_policy=layer3+4 distribution=buckets \
+         rebalance_interval=300 miimon=100 fastpath=on",
+    );
+    lab.wait_carrier();
+    assert!(lab.ping(Side::A));
+    // 24 MiB at 64 KiB every 4 ms: about 1.5 s, several rebalancing intervals.
+    lab.transfer(Side::A, 24 << 20, 5404, Duration::from_millis(4), || {});
+    assert_kernel_carried(&lab, Side::A, 128);
+    let s = lab.status(Side::A);
+    let b = s.buckets.as_ref().expect("a bucket table");
+    assert!(
+        b.rebalances >= 2,
+        "rebalanced during the transfer: {}",
+        b.rebalances
+    );
+    // Only the kernel saw the data frames: the loads the rebalancer works with are the ones
+    // the programs counted and lagd read back.
+    let load: u64 = b.members.iter().map(|m| m.load_bytes_per_s).sum();
+    assert!(
+        load > 1_000_000,
+        "the rebalancer sees the load: {:?}",
+        b.members
+    );
+    assert!(
+        b.buckets.iter().any(|x| x.load_bytes_per_s > 1_000_000),
+        "the stream's bucket carries the load: {:?}",
+        b.members
+    );
+    assert!(s.render().contains("Dataplane: kernel"));
+}
+
+#[test]
 fn failover_under_tcp_load_moves_the_kernel_path_in_one_update() {
     let lab = Lab::new(2, "mode=active-backup miimon=100 fastpath=on");
     lab.wait_carrier();

@@ -456,6 +456,16 @@ impl BucketsSnapshot {
     }
 }
 
+/// What a forwarder outside the table (the kernel fast path) saw of one bucket since its
+/// previous sample, for [`Buckets::absorb`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BucketSample {
+    /// Bytes the bucket sent since the previous sample.
+    pub bytes: u64,
+    /// When it last sent; `None` if never.
+    pub last: Option<Instant>,
+}
+
 /// One bucket as the hot path sees it.
 #[derive(Debug, Clone, Copy)]
 struct Hot {
@@ -545,6 +555,8 @@ pub struct Buckets {
     stuck: u32,
     /// This pass moves busy buckets too.
     forcing: bool,
+    /// When [`Buckets::absorb`] last ran (microseconds; 0: never).
+    last_absorb: u64,
 }
 
 impl Buckets {
@@ -568,6 +580,7 @@ impl Buckets {
             log: VecDeque::with_capacity(MOVE_LOG_LEN),
             stuck: 0,
             forcing: false,
+            last_absorb: 0,
         }
     }
 
@@ -624,6 +637,40 @@ impl Buckets {
         b.bytes = b.bytes.saturating_add(u64::from(len));
         b.idle_at = now.saturating_add(self.idle_gap_us);
         Some(b.port)
+    }
+
+    /// Takes in what a forwarder that reads this table but does not call
+    /// [`Buckets::member_for`] (the kernel fast path) counted per bucket since its previous
+    /// sample: the bytes, for the rebalancer; a bucket that sent again after being idle at the
+    /// previous sample, as a pause; and a bucket idle now (its last frame older than the idle
+    /// gap) takes its planned move at once, as [`Buckets::member_for`] would on its next frame.
+    /// The forwarder then reads the table again ([`Buckets::member_of_bucket`]); the move
+    /// counters tell it when the table changed.
+    pub fn absorb(&mut self, now: Instant, samples: &[BucketSample; BUCKETS]) {
+        if self.members.is_empty() {
+            return;
+        }
+        let now = now.as_micros();
+        for (i, s) in samples.iter().enumerate() {
+            let h = &mut self.hot[i];
+            if s.bytes > 0 {
+                if h.idle_at <= self.last_absorb {
+                    // Idle when last looked at (or never seen): its frames since came after a
+                    // pause.
+                    h.gaps = h.gaps.saturating_add(1);
+                }
+                h.bytes = h.bytes.saturating_add(s.bytes);
+            }
+            if let Some(last) = s.last {
+                h.idle_at = h
+                    .idle_at
+                    .max(last.as_micros().saturating_add(self.idle_gap_us));
+            }
+            if now >= self.hot[i].idle_at && self.hot[i].pending != NO_PLAN {
+                self.apply_deferred(i, now);
+            }
+        }
+        self.last_absorb = now;
     }
 
     #[cold]

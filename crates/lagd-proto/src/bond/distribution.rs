@@ -116,11 +116,7 @@ impl DistributionTable {
             TxRule::All => {
                 Some("broadcast sends every frame on every member: not in the kernel programs")
             }
-            TxRule::Buckets { .. } => Some(
-                "the bucket rebalancer reads every frame's load; the kernel's bucket counters \
-                 do not feed it yet",
-            ),
-            TxRule::Modulo(p)
+            TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. }
                 if !matches!(
                     p,
                     HashPolicy::Layer2

@@ -70,7 +70,9 @@ mod snapshot;
 pub mod verdict;
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
+use crate::balance::BucketSample;
 use crate::hash::MemberMod;
 use crate::lacp::{Lacp, LacpEvent, PortParams};
 use crate::time::Instant;
@@ -586,6 +588,31 @@ impl Bond {
             return Some("the ARP monitor must see every ARP frame the members receive");
         }
         self.distribution().kernel_refusal(max_members)
+    }
+
+    /// Where a kernel fast path forwards through the bucket table ([`TxRule::Buckets`]): takes
+    /// in what it counted per bucket since its previous call, in place of the per-frame
+    /// accounting [`Bond::transmit`] does (see [`Buckets::absorb`]): the rebalancer sees the
+    /// load and a planned move happens once its bucket is idle. The fast path then re-reads
+    /// [`Bond::distribution`] when [`Bond::distribution_generation`] changed. Nothing happens
+    /// in other modes.
+    ///
+    /// [`Buckets::absorb`]: crate::balance::Buckets::absorb
+    pub fn absorb_bucket_loads(&mut self, now: Instant, samples: &[BucketSample; 256]) {
+        if let Some(b) = self.mode.hashed_buckets_mut() {
+            b.absorb(now, samples);
+        }
+    }
+
+    /// How often a kernel fast path forwarding through the bucket table should call
+    /// [`Bond::absorb_bucket_loads`]: half the idle gap (a planned move waits at most that long
+    /// past its bucket's pause), within 10 to 100 ms; `None` when no table of buckets decides.
+    pub fn bucket_sample_interval(&self) -> Option<Duration> {
+        let ModeState::Hashed(h) = &self.mode else {
+            return None;
+        };
+        let gap = h.buckets.as_ref()?.config().idle_gap;
+        Some((gap / 2).clamp(Duration::from_millis(10), Duration::from_millis(100)))
     }
 
     /// The generation of [`Bond::distribution`]: cheap, to tell whether the table changed.

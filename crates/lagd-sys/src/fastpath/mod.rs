@@ -44,6 +44,10 @@ const BPF_MAP_CREATE: libc::c_int = 0;
 const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 const BPF_PROG_TEST_RUN: libc::c_int = 10;
+const BPF_MAP_LOOKUP_BATCH: libc::c_int = 24;
+/// The kernel's internal "operation not supported" (`ENOTSUPP`, 524), which `bpf()` returns for
+/// map types without batch operations.
+const ENOTSUPP: i32 = 524;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 /// `BPF_PSEUDO_MAP_FD`: an `ld_imm64` whose immediate is a map descriptor.
 const BPF_PSEUDO_MAP_FD: u8 = 1;
@@ -168,6 +172,18 @@ pub struct BucketLoad {
     pub last_ns: u64,
 }
 
+/// The clock of [`BucketLoad::last_ns`] (`CLOCK_MONOTONIC`, as `bpf_ktime_get_ns`), now.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec` for the call; CLOCK_MONOTONIC always exists.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    debug_assert_eq!(rc, 0);
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+}
+
 /// What a program did with one frame in a test run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TestRun {
@@ -233,6 +249,22 @@ struct MapElemAttr {
 }
 
 const _: () = assert!(size_of::<MapElemAttr>() == 32);
+
+/// The `BPF_MAP_*_BATCH` member of `union bpf_attr`.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct MapBatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+const _: () = assert!(size_of::<MapBatchAttr>() == 56);
 
 /// The `BPF_PROG_TEST_RUN` member of `union bpf_attr`.
 #[repr(C, align(8))]
@@ -309,6 +341,47 @@ fn map_lookup(map: &OwnedFd, key: u32, value: &mut [u8]) -> io::Result<()> {
     unsafe { sys_bpf_int(BPF_MAP_LOOKUP_ELEM, &mut attr) }
         .map(drop)
         .map_err(|e| crate::error::annotate(e, "bpf(BPF_MAP_LOOKUP_ELEM)", None))
+}
+
+/// Reads the values of keys `0..entries` of the array `map` in one call into `values`
+/// (`entries` times the map's per-key value length). `Ok(false)` when the kernel has no batch
+/// operations for the map (the caller reads key by key).
+fn map_lookup_all(map: &OwnedFd, entries: u32, values: &mut [u8]) -> io::Result<bool> {
+    let mut keys = vec![0u32; entries as usize];
+    let mut out_batch = 0u32;
+    let mut attr = MapBatchAttr {
+        out_batch: addr(&mut out_batch as *mut u32),
+        keys: addr(keys.as_mut_ptr()),
+        values: addr(values.as_mut_ptr()),
+        count: entries,
+        map_fd: fd_u32(map),
+        ..MapBatchAttr::default()
+    };
+    // SAFETY: `attr` is a `MapBatchAttr` for BPF_MAP_LOOKUP_BATCH starting at the first key
+    // (`in_batch` null): `out_batch` points to 4 writable bytes (an array's key), `keys` to
+    // `entries` writable keys and `values` to `values.len()` writable bytes, which the callers
+    // size as `entries` values of the map; all borrowed for the call.
+    match unsafe { sys_bpf_int(BPF_MAP_LOOKUP_BATCH, &mut attr) } {
+        Ok(_) => {}
+        // The end of the map was reached within this batch: every key was read.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EINVAL | ENOTSUPP | libc::EOPNOTSUPP)
+            ) =>
+        {
+            return Ok(false);
+        }
+        Err(e) => return Err(crate::error::annotate(e, "bpf(BPF_MAP_LOOKUP_BATCH)", None)),
+    }
+    if attr.count != entries || keys.iter().enumerate().any(|(i, &k)| k as usize != i) {
+        return Err(io::Error::other(format!(
+            "bpf(BPF_MAP_LOOKUP_BATCH): {} of {entries} keys read",
+            attr.count
+        )));
+    }
+    Ok(true)
 }
 
 /// The number of possible CPUs, the stride of a per-CPU map's values.
@@ -416,10 +489,15 @@ impl FastPath {
         fold: impl Fn(usize, u64, u64) -> u64,
     ) -> io::Result<Vec<[u64; N]>> {
         let stride = (N * 8).next_multiple_of(8);
-        let mut buf = vec![0u8; stride * self.cpus];
+        let per_key = stride * self.cpus;
+        let mut all = vec![0u8; per_key * entries as usize];
+        if !map_lookup_all(map, entries, &mut all)? {
+            for (key, chunk) in (0..entries).zip(all.chunks_exact_mut(per_key)) {
+                map_lookup(map, key, chunk)?;
+            }
+        }
         let mut out = Vec::with_capacity(entries as usize);
-        for key in 0..entries {
-            map_lookup(map, key, &mut buf)?;
+        for buf in all.chunks_exact(per_key) {
             let mut sum = [0u64; N];
             for cpu in buf.chunks_exact(stride) {
                 for (i, s) in sum.iter_mut().enumerate() {

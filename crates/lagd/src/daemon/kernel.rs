@@ -8,8 +8,12 @@
 
 use std::io;
 
+use lagd_proto::balance::BucketSample;
 use lagd_proto::bond::{Bond, DistributionTable, FastPathMode, TxRule};
-use lagd_sys::fastpath::{Attachment, FastPath, MAX_MEMBERS, NO_PORT, PortCounters, Rule, Table};
+use lagd_proto::time::Instant;
+use lagd_sys::fastpath::{
+    Attachment, FastPath, MAX_MEMBERS, NO_PORT, PortCounters, Rule, Table, monotonic_ns,
+};
 
 /// The programs, loaded and attached, and the generation of the table they read.
 pub(crate) struct Kernel {
@@ -19,6 +23,10 @@ pub(crate) struct Kernel {
     tap_ifindex: u32,
     ifindexes: Vec<u32>,
     generation: Option<u64>,
+    /// The programs' bucket byte counters at the last sample (they only grow).
+    bucket_bytes: Vec<u64>,
+    /// When the bucket loads are next read, where buckets decide.
+    next_sample: Option<Instant>,
 }
 
 /// Which path the daemon takes, decided before any member is touched.
@@ -69,6 +77,8 @@ impl Kernel {
             tap_ifindex,
             ifindexes: Vec::new(),
             generation: None,
+            bucket_bytes: vec![0; 256],
+            next_sample: None,
         })
     }
 
@@ -89,6 +99,33 @@ impl Kernel {
             *i = 0;
         }
         self.generation = None;
+    }
+
+    /// Where a table of buckets decides, reads what the programs counted per bucket every
+    /// [`Bond::bucket_sample_interval`] and gives it to the bond, which rebalances on it and
+    /// moves buckets that went idle (then [`Kernel::sync`] swaps the moved table in).
+    pub(crate) fn sample_buckets(&mut self, now: Instant, bond: &mut Bond) -> io::Result<()> {
+        let Some(interval) = bond.bucket_sample_interval() else {
+            self.next_sample = None;
+            return Ok(());
+        };
+        if self.next_sample.is_some_and(|t| now < t) {
+            return Ok(());
+        }
+        self.next_sample = Some(now + interval);
+        let loads = self.fp.bucket_loads()?;
+        let mono_now = monotonic_ns();
+        let mut samples = [BucketSample::default(); 256];
+        for ((s, l), prev) in samples.iter_mut().zip(&loads).zip(&mut self.bucket_bytes) {
+            s.bytes = l.bytes.wrapping_sub(*prev);
+            *prev = l.bytes;
+            if l.last_ns > 0 {
+                let age_us = mono_now.saturating_sub(l.last_ns) / 1000;
+                s.last = Some(Instant::from_micros(now.as_micros().saturating_sub(age_us)));
+            }
+        }
+        bond.absorb_bucket_loads(now, &samples);
+        Ok(())
     }
 
     /// Swaps in the bond's distribution when it changed since the last call.
@@ -112,9 +149,21 @@ impl Kernel {
                 t.rule = Rule::Modulo;
                 t.policy = u32::from(policy.kernel_value().unwrap_or(0));
             }
+            TxRule::Buckets {
+                policy,
+                seed,
+                table,
+            } => {
+                t.rule = Rule::Buckets;
+                t.policy = u32::from(policy.kernel_value().unwrap_or(0));
+                t.seed = *seed;
+                for (slot, member) in t.buckets.iter_mut().zip(table) {
+                    *slot = member.map_or(NO_PORT, port);
+                }
+            }
             TxRule::Active => t.rule = Rule::Active,
             // Refused before the programs were loaded (Bond::kernel_refusal); lagd decides.
-            TxRule::Buckets { .. } | TxRule::All | TxRule::PerFrame => t.rule = Rule::Lagd,
+            TxRule::All | TxRule::PerFrame => t.rule = Rule::Lagd,
         }
         t.active = d.active.map(port);
         t.usable = d.usable.iter().map(|&p| port(p)).collect();

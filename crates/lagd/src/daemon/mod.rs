@@ -509,6 +509,9 @@ impl Daemon {
         self.dp.send_own(&mut self.bond, now);
         // The kernel programs read the distribution as it now is (one map update).
         if let Some(k) = &mut self.kernel {
+            if let Err(e) = k.sample_buckets(now, &mut self.bond) {
+                warn!("fast path bucket loads: {e}");
+            }
             if let Err(e) = k.sync(&self.bond) {
                 warn!("fast path table: {e}");
             }

@@ -823,3 +823,93 @@ fn an_elephant_on_a_slow_member_moves_to_a_faster_one() {
     assert_eq!(t.member_of_bucket(slow), Some(p(0)), "{:?}", t.counters());
     assert_eq!(t.counters().moves(), 1);
 }
+
+/// Samples as the kernel fast path gives them: `bytes` per bucket since the last sample, all
+/// last sent at `last_ms`.
+fn sample(bytes: &[(u8, u64)], last_ms: u64) -> [BucketSample; BUCKETS] {
+    let mut s = [BucketSample::default(); BUCKETS];
+    for &(b, n) in bytes {
+        s[usize::from(b)] = BucketSample {
+            bytes: n,
+            last: Some(ms(last_ms)),
+        };
+    }
+    s
+}
+
+#[test]
+fn absorbed_loads_rebalance_as_frames_do() {
+    // The traffic of `rebalance_moves_load_to_the_idle_member`, counted outside the table and
+    // absorbed every 10 ms: the same loads and the same moves.
+    let mut t = Buckets::new(config());
+    t.set_members(ms(0), &equal(2));
+    let mut now = 0;
+    for _ in 0..1000 {
+        let s = sample(&[(0, 30_000), (2, 20_000), (4, 20_000), (6, 10_000)], now);
+        t.absorb(ms(now), &s);
+        now += 10;
+    }
+    t.absorb(ms(10_090), &[BucketSample::default(); BUCKETS]);
+    t.handle_timeout(ms(10_090));
+    let s = t.snapshot();
+    assert_eq!(s.counters.rebalances, 1);
+    assert_eq!(s.buckets[0].load, 30_000_000 * 1_000_000 / 10_090_000 / 2);
+    let on1: Vec<u8> = [0u8, 2, 4, 6]
+        .into_iter()
+        .filter(|&b| t.member_of_bucket(b) == Some(p(1)))
+        .collect();
+    assert_eq!(on1, [0, 6]);
+    assert_eq!(s.counters.moved_rebalance, 2);
+}
+
+#[test]
+fn absorbed_busy_bucket_moves_once_it_is_seen_idle() {
+    let mut t = Buckets::new(config());
+    t.set_members(ms(0), &equal(3));
+    // Two elephants (buckets 0 and 3) on member 0, each pausing once for 60 ms, sampled every
+    // 25 ms as the daemon reads the kernel's counters.
+    let mut now = 0;
+    let mut last = [0u64; 2];
+    while now < 10_000 {
+        let mut bytes = Vec::new();
+        for (k, b) in [0u8, 3].into_iter().enumerate() {
+            let pause = if k == 0 { 5_000..5_060 } else { 6_000..6_060 };
+            if !pause.contains(&now) {
+                bytes.push((b, 50_000));
+                last[k] = now;
+            }
+        }
+        let mut s = sample(&bytes, now);
+        for (k, b) in [0u8, 3].into_iter().enumerate() {
+            s[usize::from(b)].last = Some(ms(last[k]));
+        }
+        t.absorb(ms(now), &s);
+        now += 25;
+    }
+    t.handle_timeout(ms(now));
+    let snap = t.snapshot();
+    let pending: Vec<_> = snap
+        .buckets
+        .iter()
+        .filter(|b| b.pending.is_some())
+        .collect();
+    assert_eq!(pending.len(), 1, "one elephant planned to move");
+    let b = pending[0].bucket;
+    // Its first frames and its pause count as pauses, as they do frame by frame.
+    assert_eq!(
+        snap.buckets[usize::from(b)].idle_gaps,
+        2,
+        "its pause was seen"
+    );
+    // Still sending: it stays.
+    t.absorb(ms(now), &sample(&[(b, 50_000)], now));
+    assert_eq!(t.member_of_bucket(b), Some(p(0)));
+    assert_eq!(t.snapshot().counters.deferred, 0);
+    // Silent for 25 ms: not yet the idle gap (50 ms).
+    t.absorb(ms(now + 25), &sample(&[], now));
+    assert_eq!(t.member_of_bucket(b), Some(p(0)));
+    // Silent for 50 ms: it moves, as its next frame would have moved it.
+    t.absorb(ms(now + 50), &sample(&[], now));
+    assert_eq!(t.member_of_bucket(b), pending[0].pending);
+    assert_eq!(t.snapshot().counters.deferred, 1);
+}

@@ -191,6 +191,15 @@ impl ModeState {
         }
     }
 
+    /// The bucket table of a hashing mode, where a table alone decides (not balance-tlb's,
+    /// which its own per-frame logic drives).
+    pub(crate) fn hashed_buckets_mut(&mut self) -> Option<&mut Buckets> {
+        match self {
+            Self::Hashed(h) => h.buckets.as_mut(),
+            _ => None,
+        }
+    }
+
     /// The bucket table's snapshot, where buckets decide.
     pub(crate) fn buckets_snapshot(&self) -> Option<BucketsSnapshot> {
         self.buckets().map(Buckets::snapshot)
