@@ -40,12 +40,13 @@ enum rule {
     RULE_ACTIVE = 3,  // the active member
 };
 
-// xmit_hash_policy, the kernel's numbers.
+// xmit_hash_policy, the kernel's numbers, then lagd's own.
 enum policy {
     POLICY_LAYER2 = 0,
     POLICY_LAYER34 = 1,
     POLICY_LAYER23 = 2,
     POLICY_VLAN_SRCMAC = 5,
+    POLICY_OVS_SLB = 16, // Open vSwitch balance-slb: hash_mac(source MAC, VLAN, 0)
 };
 
 // The distribution, one value of the inner map (swapped whole through the outer map).
@@ -191,6 +192,42 @@ INLINE __u32 vlan_srcmac_hash(const struct view *v) {
     return (__u32)v->tci ^ vendor ^ dev;
 }
 
+INLINE __u32 rotl32(__u32 x, int r) { return x << r | x >> (32 - r); }
+
+// Open vSwitch's mhash_add() (a murmur3 step) and hash_finish().
+INLINE __u32 mhash_add(__u32 hash, __u32 data) {
+    data *= 0xcc9e2d51u;
+    data = rotl32(data, 15);
+    data *= 0x1b873593u;
+    hash ^= data;
+    hash = rotl32(hash, 13);
+    return hash * 5 + 0xe6546b64u;
+}
+
+INLINE __u32 mhash_finish(__u32 hash, __u32 fin) {
+    hash ^= fin;
+    hash ^= hash >> 16;
+    hash *= 0x85ebca6bu;
+    hash ^= hash >> 13;
+    hash *= 0xc2b2ae35u;
+    return hash ^ (hash >> 16);
+}
+
+// balance-slb: hash_mac(source MAC, VLAN id, 0), the VLAN from an accelerated tag or a whole
+// tag in the data; a frame shorter than an Ethernet header hashes an all-zero MAC.
+INLINE __u32 ovs_slb_hash(const struct view *v) {
+    __u64 x = 0;
+    if (v->len >= 14) {
+        for (int i = 6; i < 12; i++)
+            x = x << 8 | v->eth[i];
+        if (v->tagged && (v->nhoff == 14 || v->len >= 18))
+            x |= (__u64)(v->tci & 0x0fff) << 48;
+    }
+    __u32 h = mhash_add(0, (__u32)x);
+    h = mhash_add(h, (__u32)(x >> 32));
+    return mhash_finish(h, 8);
+}
+
 struct flow {
     __u32 src;
     __u32 dst;
@@ -288,6 +325,8 @@ INLINE __u32 xmit_hash(struct __sk_buff *skb, const struct view *v, __u32 policy
         return eth_hash(v);
     if (policy == POLICY_VLAN_SRCMAC)
         return vlan_srcmac_hash(v);
+    if (policy == POLICY_OVS_SLB)
+        return ovs_slb_hash(v);
     int l34 = policy == POLICY_LAYER34;
     struct flow fk = {};
     if (!flow_dissect(skb, v, &fk, l34))

@@ -11,7 +11,9 @@
 
 use lagd_proto::balance::bucket;
 use lagd_proto::hash::{HashPolicy, xmit_hash};
-use lagd_sys::fastpath::{FastPath, MAX_MEMBERS, NO_PORT, Rule, Table, monotonic_ns};
+use lagd_sys::fastpath::{
+    FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, Rule, Table, monotonic_ns,
+};
 
 const GOLDEN: &str = include_str!("../../lagd-proto/src/hash/testdata/real-frames.txt");
 
@@ -83,11 +85,12 @@ fn for_lagd(f: &[u8]) -> bool {
     }
 }
 
-const POLICIES: [(HashPolicy, u32); 4] = [
+const POLICIES: [(HashPolicy, u32); 5] = [
     (HashPolicy::Layer2, 0),
     (HashPolicy::Layer23, 2),
     (HashPolicy::Layer34, 1),
     (HashPolicy::VlanSrcMac, 5),
+    (HashPolicy::OvsSlb, POLICY_OVS_SLB),
 ];
 
 fn table(rule: Rule, policy: u32, seed: u32) -> Table {

@@ -123,9 +123,13 @@ impl DistributionTable {
                         | HashPolicy::Layer23
                         | HashPolicy::Layer34
                         | HashPolicy::VlanSrcMac
+                        | HashPolicy::OvsSlb
                 ) =>
             {
-                Some("the kernel programs compute layer2, layer2+3, layer3+4 and vlan+srcmac only")
+                Some(
+                    "the kernel programs compute layer2, layer2+3, layer3+4, vlan+srcmac and \
+                     ovs-slb only",
+                )
             }
             _ if self.rx.len() > max_members => Some("more members than the kernel table holds"),
             _ => None,

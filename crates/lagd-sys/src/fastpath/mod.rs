@@ -71,6 +71,10 @@ pub enum Rule {
     Active = 3,
 }
 
+/// [`Table::policy`] for Open vSwitch's balance-slb hash (source MAC and VLAN), which has no
+/// kernel number.
+pub const POLICY_OVS_SLB: u32 = 16;
+
 /// The table the programs read: the bond's distribution in the kernel's terms. Ports are the
 /// bond's member positions (`PortId`s), at most [`MAX_MEMBERS`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +82,7 @@ pub struct Table {
     /// How a host frame's member is chosen.
     pub rule: Rule,
     /// The hash policy, by the kernel's `xmit_hash_policy` number (0 layer2, 1 layer3+4, 2
-    /// layer2+3, 5 vlan+srcmac).
+    /// layer2+3, 5 vlan+srcmac) or [`POLICY_OVS_SLB`].
     pub policy: u32,
     /// The bucket seed.
     pub seed: u32,

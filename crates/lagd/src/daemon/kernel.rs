@@ -10,10 +10,22 @@ use std::io;
 
 use lagd_proto::balance::BucketSample;
 use lagd_proto::bond::{Bond, DistributionTable, FastPathMode, TxRule};
+use lagd_proto::hash::HashPolicy;
 use lagd_proto::time::Instant;
 use lagd_sys::fastpath::{
-    Attachment, FastPath, MAX_MEMBERS, NO_PORT, PortCounters, Rule, Table, monotonic_ns,
+    Attachment, FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, PortCounters, Rule, Table,
+    monotonic_ns,
 };
+
+/// The programs' number for `policy` (the kernel's, or lagd's for the OVS source-MAC hash);
+/// policies the programs do not compute are refused before they load
+/// ([`Bond::kernel_refusal`]).
+fn policy_number(policy: HashPolicy) -> u32 {
+    match policy {
+        HashPolicy::OvsSlb => POLICY_OVS_SLB,
+        p => u32::from(p.kernel_value().unwrap_or(0)),
+    }
+}
 
 /// The programs, loaded and attached, and the generation of the table they read.
 pub(crate) struct Kernel {
@@ -147,7 +159,7 @@ impl Kernel {
         match &d.tx {
             TxRule::Modulo(policy) => {
                 t.rule = Rule::Modulo;
-                t.policy = u32::from(policy.kernel_value().unwrap_or(0));
+                t.policy = policy_number(*policy);
             }
             TxRule::Buckets {
                 policy,
@@ -155,7 +167,7 @@ impl Kernel {
                 table,
             } => {
                 t.rule = Rule::Buckets;
-                t.policy = u32::from(policy.kernel_value().unwrap_or(0));
+                t.policy = policy_number(*policy);
                 t.seed = *seed;
                 for (slot, member) in t.buckets.iter_mut().zip(table) {
                     *slot = member.map_or(NO_PORT, port);
