@@ -6,8 +6,9 @@
 // `lagd_proto::hash` (tested frame by frame through BPF_PROG_TEST_RUN).
 //
 //   lagd_tap_egress      on the bond's TAP, egress: a frame from the host goes to the member the
-//                        table names (modulo, buckets, active), or to lagd (TC_ACT_OK: the TAP's
-//                        reader) for what only lagd handles.
+//                        table names (modulo, buckets, active) or a copy to every usable member
+//                        (broadcast), or to lagd (TC_ACT_OK: the TAP's reader) for what only
+//                        lagd handles.
 //   lagd_member_ingress  on each member, ingress: a data frame the member may deliver goes to
 //                        the TAP's ingress (the host stack), one it may not is dropped, slow
 //                        protocols pass to lagd's own socket.
@@ -26,6 +27,8 @@
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
 static __u64 (*bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
 static long (*bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)BPF_FUNC_redirect;
+static long (*bpf_clone_redirect)(void *skb, __u32 ifindex, __u64 flags) =
+    (void *)BPF_FUNC_clone_redirect;
 static long (*bpf_skb_load_bytes)(const void *skb, __u32 off, void *to, __u32 len) =
     (void *)BPF_FUNC_skb_load_bytes;
 
@@ -38,6 +41,7 @@ enum rule {
     RULE_MODULO = 1,  // usable[hash % n_usable]
     RULE_BUCKETS = 2, // bucket[bucket(seed, hash)]
     RULE_ACTIVE = 3,  // the active member
+    RULE_ALL = 4,     // a copy on every usable member (broadcast)
 };
 
 // xmit_hash_policy, the kernel's numbers, then lagd's own.
@@ -387,6 +391,31 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     view_of(skb, &v);
     if (for_lagd(skb, &v))
         return TC_ACT_OK;
+    if (t->rule == RULE_ALL) {
+        // A clone to each usable member but the last, which takes the frame itself: tcx knows
+        // no "consumed" verdict, and a drop would tell the sender (TCP) that it never left.
+        __u32 n = t->n_usable;
+        if (n == 0 || n > MAX_MEMBERS) {
+            count_tx(MAX_MEMBERS, skb->len);
+            return TC_ACT_SHOT;
+        }
+        for (__u32 i = 0; i < MAX_MEMBERS - 1; i++) {
+            if (i + 1 >= n)
+                break;
+            __u32 port = t->usable[i] & (MAX_MEMBERS - 1);
+            __u32 ifindex = t->ifindex[port];
+            if (ifindex != 0 && bpf_clone_redirect(skb, ifindex, 0) == 0)
+                count_tx(port, skb->len);
+        }
+        __u32 last = t->usable[BOUND(n - 1, MAX_MEMBERS - 1)] & (MAX_MEMBERS - 1);
+        skb->cb[1] = last;
+        if (t->ifindex[last] == 0) {
+            count_tx(MAX_MEMBERS, skb->len);
+            return TC_ACT_SHOT;
+        }
+        count_tx(last, skb->len);
+        return bpf_redirect(t->ifindex[last], 0);
+    }
     __u32 hash = t->rule == RULE_ACTIVE ? 0 : xmit_hash(skb, &v, t->policy);
     skb->cb[0] = hash;
     __u32 port = NO_PORT;

@@ -113,9 +113,6 @@ impl DistributionTable {
                 "the mode decides per frame from state a table cannot hold (balance-rr's \
                  counter, balance-tlb/alb, stripe)",
             ),
-            TxRule::All => {
-                Some("broadcast sends every frame on every member: not in the kernel programs")
-            }
             TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. }
                 if !matches!(
                     p,

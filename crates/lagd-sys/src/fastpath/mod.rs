@@ -69,6 +69,8 @@ pub enum Rule {
     Buckets = 2,
     /// Every frame on [`Table::active`].
     Active = 3,
+    /// A copy of every frame on each member of [`Table::usable`] (broadcast).
+    All = 4,
 }
 
 /// [`Table::policy`] for Open vSwitch's balance-slb hash (source MAC and VLAN), which has no

@@ -174,8 +174,9 @@ impl Kernel {
                 }
             }
             TxRule::Active => t.rule = Rule::Active,
+            TxRule::All => t.rule = Rule::All,
             // Refused before the programs were loaded (Bond::kernel_refusal); lagd decides.
-            TxRule::All | TxRule::PerFrame => t.rule = Rule::Lagd,
+            TxRule::PerFrame => t.rule = Rule::Lagd,
         }
         t.active = d.active.map(port);
         t.usable = d.usable.iter().map(|&p| port(p)).collect();
