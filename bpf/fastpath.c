@@ -51,7 +51,11 @@ enum policy {
     POLICY_LAYER23 = 2,
     POLICY_VLAN_SRCMAC = 5,
     POLICY_OVS_SLB = 16, // Open vSwitch balance-slb: hash_mac(source MAC, VLAN, 0)
+    POLICY_OVS_TCP = 17, // Open vSwitch balance-tcp: its userspace datapath's 5-tuple hash
 };
+
+// IPv6 extension headers the balance-tcp hash walks before giving the frame to lagd.
+#define MAX_EXT_HEADERS 24
 
 // The distribution, one value of the inner map (swapped whole through the outer map).
 struct table {
@@ -230,6 +234,183 @@ INLINE __u32 ovs_slb_hash(const struct view *v) {
     __u32 h = mhash_add(0, (__u32)x);
     h = mhash_add(h, (__u32)(x >> 32));
     return mhash_finish(h, 8);
+}
+
+// What OVS's miniflow_extract() leaves for the 5-tuple hash (lagd_proto::hash's ovs::Flow).
+struct ovs_flow {
+    __u32 v4[2];
+    __u32 v6[8];
+    __u32 ports;
+    __u32 dl_type; // 0x10000: shorter than an Ethernet header
+    __u8 proto;
+    __u8 rss;      // the TCP/UDP RSS hash applies, with rss_proto
+    __u8 rss_proto;
+};
+
+// parse_ipv6_ext_hdrs__(): from the header after the fixed one at *at, up to the payload's end.
+// 1: *proto is the upper protocol at *at (44 and *later for a later fragment); 0: an extension
+// header is cut; -1: more than MAX_EXT_HEADERS (lagd decides).
+INLINE int ovs_ipv6_upper(struct __sk_buff *skb, __u32 *at, __u32 end, __u8 *proto, int *later) {
+    for (int i = 0; i <= MAX_EXT_HEADERS; i++) {
+        __u8 p = *proto;
+        if (p != 0 && p != 43 && p != 60 && p != 51 && p != 44)
+            return 1;
+        if (i == MAX_EXT_HEADERS)
+            return -1;
+        if (*at + 8 > end)
+            return 0;
+        __u8 h[4];
+        if (bpf_skb_load_bytes(skb, *at, h, 4) < 0)
+            return 0;
+        __u32 len = p == 51 ? ((__u32)h[1] + 2) * 4 : p == 44 ? 8 : ((__u32)h[1] + 1) * 8;
+        if (p == 44 && (be16(&h[2]) & 0xfff8)) {
+            *proto = 44;
+            *at += 8;
+            *later = 1;
+            return 1;
+        }
+        *proto = h[0];
+        if (*at + len > end)
+            return 0;
+        *at += len;
+    }
+    return -1; // not reached
+}
+
+// miniflow_extract() of OVS 3.1 as far as the 5-tuple hash reads it; 0 when lagd must decide.
+INLINE int ovs_extract(struct __sk_buff *skb, struct ovs_flow *f) {
+    __u32 len = skb->len;
+    __u8 h[40];
+    if (len < 14) {
+        f->dl_type = 0x10000;
+        return 1;
+    }
+    __u32 at = 12;
+    if (bpf_skb_load_bytes(skb, at, h, 2) < 0)
+        return 0;
+    // One tag is skipped (vlan-limit 1): an accelerated one, or one in the data if 6 bytes are.
+    if (!skb->vlan_present && (be16(h) == ETH_P_8021Q || be16(h) == ETH_P_8021AD) &&
+        len >= at + 6) {
+        at += 4;
+        if (bpf_skb_load_bytes(skb, at, h, 2) < 0)
+            return 0;
+    }
+    __u32 dl_type = be16(h);
+    at += 2;
+    if (dl_type < 0x600) {
+        dl_type = 0x05ff;
+        if (at + 8 <= len && bpf_skb_load_bytes(skb, at, h, 8) == 0 && h[0] == 0xaa &&
+            h[1] == 0xaa && h[2] == 3 && h[3] == 0 && h[4] == 0 && h[5] == 0 &&
+            be16(&h[6]) >= 0x600) {
+            dl_type = be16(&h[6]);
+            at += 8;
+        }
+    }
+    f->dl_type = dl_type;
+    __u32 l4, end;
+    int later = 0;
+    if (dl_type == ETH_P_IP) {
+        if (at + 20 > len || bpf_skb_load_bytes(skb, at, h, 20) < 0)
+            return 1;
+        __u32 hl = (h[0] & 0x0f) * 4;
+        __u32 tot = be16(&h[2]);
+        if (hl < 20 || at + hl > len || tot < hl || at + tot > len)
+            return 1;
+        f->v4[0] = le32(&h[12]);
+        f->v4[1] = le32(&h[16]);
+        f->proto = h[9];
+        later = (be16(&h[6]) & 0x1fff) != 0;
+        l4 = at + hl;
+        end = at + tot;
+    } else if (dl_type == ETH_P_IPV6) {
+        if (at + 40 > len || bpf_skb_load_bytes(skb, at, h, 40) < 0)
+            return 1;
+        end = at + 40 + be16(&h[4]);
+        if (end > len)
+            return 1;
+        for (int w = 0; w < 8; w++)
+            f->v6[w] = le32(&h[8 + 4 * w]);
+        __u8 nxt = h[6];
+        l4 = at + 40;
+        __u8 p = nxt;
+        int r = ovs_ipv6_upper(skb, &l4, end, &p, &later);
+        if (r < 0)
+            return 0;
+        if (r == 0)
+            return 1;
+        f->proto = p;
+        // The RSS hash reads the fixed header's own next-header field.
+        f->rss_proto = nxt;
+    } else if (dl_type == ETH_P_ARP) {
+        if (at + 28 > len || bpf_skb_load_bytes(skb, at, h, 28) < 0)
+            return 1;
+        if (be16(&h[0]) != 1 || be16(&h[2]) != ETH_P_IP || h[4] != 6 || h[5] != 4)
+            return 1;
+        f->v4[0] = le32(&h[14]);
+        f->v4[1] = le32(&h[24]);
+        __u16 op = be16(&h[6]);
+        f->proto = op <= 0xff ? (__u8)op : 0;
+        return 1;
+    } else {
+        return 1;
+    }
+    if (later)
+        return 1;
+    __u32 avail = end > l4 ? end - l4 : 0;
+    __u8 p = f->proto;
+    int ok = 0;
+    if (p == 6) {
+        __u8 off = 0;
+        if (bpf_skb_load_bytes(skb, l4 + 12, &off, 1) < 0)
+            off = 0;
+        __u32 o = (__u32)(off >> 4) * 4;
+        ok = o >= 20 && o <= avail;
+    } else if (p == 17 || p == 1 || p == 58) {
+        ok = avail >= 8;
+    } else if (p == 132) {
+        ok = avail >= 12;
+    }
+    if (!ok)
+        return 1;
+    if (bpf_skb_load_bytes(skb, l4, h, 4) < 0)
+        return 1;
+    f->ports = (p == 1 || p == 58) ? (__u32)h[0] << 8 | (__u32)h[1] << 24 : le32(h);
+    if (p == 6 || p == 17) {
+        f->rss = 1;
+        if (dl_type != ETH_P_IPV6)
+            f->rss_proto = p;
+    }
+    return 1;
+}
+
+// balance-tcp: the hash OVS's userspace datapath keeps as the packet's RSS hash
+// (lagd_proto::hash's ovs::tcp_hash). 0 when lagd must decide.
+INLINE int ovs_tcp_hash(struct __sk_buff *skb, __u32 *out) {
+    struct ovs_flow f = {};
+    if (!ovs_extract(skb, &f))
+        return 0;
+    __u32 hash = 0;
+    if (f.dl_type == ETH_P_IPV6) {
+        for (int w = 0; w < 8; w++)
+            hash = mhash_add(hash, f.v6[w]);
+    } else if (f.dl_type == ETH_P_IP || f.dl_type == ETH_P_ARP) {
+        hash = mhash_add(mhash_add(hash, f.v4[0]), f.v4[1]);
+    } else {
+        *out = mhash_finish(hash, 42);
+        return 1;
+    }
+    if (f.rss) {
+        *out = mhash_finish(mhash_add(mhash_add(hash, f.rss_proto), f.ports), 42);
+        return 1;
+    }
+    hash = mhash_add(hash, f.proto);
+    __u8 p = f.proto;
+    if (p != 6 && p != 17 && p != 132 && p != 1 && p != 58) {
+        *out = mhash_finish(hash, 42);
+        return 1;
+    }
+    *out = mhash_finish(mhash_add(hash, f.ports), 42);
+    return 1;
 }
 
 struct flow {
@@ -416,7 +597,15 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         count_tx(last, skb->len);
         return bpf_redirect(t->ifindex[last], 0);
     }
-    __u32 hash = t->rule == RULE_ACTIVE ? 0 : xmit_hash(skb, &v, t->policy);
+    __u32 hash = 0;
+    if (t->rule != RULE_ACTIVE) {
+        if (t->policy == POLICY_OVS_TCP) {
+            if (!ovs_tcp_hash(skb, &hash))
+                return TC_ACT_OK;
+        } else {
+            hash = xmit_hash(skb, &v, t->policy);
+        }
+    }
     skb->cb[0] = hash;
     __u32 port = NO_PORT;
     if (t->rule == RULE_MODULO) {

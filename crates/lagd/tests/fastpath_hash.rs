@@ -12,7 +12,7 @@
 use lagd_proto::balance::bucket;
 use lagd_proto::hash::{HashPolicy, xmit_hash};
 use lagd_sys::fastpath::{
-    FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, Rule, Table, monotonic_ns,
+    FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, POLICY_OVS_TCP, Rule, Table, monotonic_ns,
 };
 
 const GOLDEN: &str = include_str!("../../lagd-proto/src/hash/testdata/real-frames.txt");
@@ -85,12 +85,13 @@ fn for_lagd(f: &[u8]) -> bool {
     }
 }
 
-const POLICIES: [(HashPolicy, u32); 5] = [
+const POLICIES: [(HashPolicy, u32); 6] = [
     (HashPolicy::Layer2, 0),
     (HashPolicy::Layer23, 2),
     (HashPolicy::Layer34, 1),
     (HashPolicy::VlanSrcMac, 5),
     (HashPolicy::OvsSlb, POLICY_OVS_SLB),
+    (HashPolicy::OvsTcp, POLICY_OVS_TCP),
 ];
 
 fn table(rule: Rule, policy: u32, seed: u32) -> Table {
@@ -389,4 +390,40 @@ fn broadcast_rule_sends_the_frame_itself_on_the_last_usable_member() {
     let c = fp.port_counters().unwrap();
     assert_eq!(c[MAX_MEMBERS].tx_packets, 1);
     assert_eq!((c[2].tx_packets, c[0].tx_packets), (1, 1));
+}
+
+/// An IPv6 TCP frame behind `n` destination-options headers (8 bytes each).
+fn ipv6_behind_options(n: usize) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x86, 0xdd];
+    let payload = 8 * n + 20;
+    f.extend_from_slice(&[0x60, 0, 0, 0]);
+    f.extend_from_slice(&(payload as u16).to_be_bytes());
+    f.extend_from_slice(&[if n > 0 { 60 } else { 6 }, 64]);
+    f.extend((0..32u8).map(|i| 0x20 + i));
+    for k in 0..n {
+        f.extend_from_slice(&[if k + 1 < n { 60 } else { 6 }, 0, 1, 4, 0, 0, 0, 0]);
+    }
+    // TCP 40000 -> 443, data offset 5.
+    f.extend_from_slice(&[
+        0x9c, 0x40, 0x01, 0xbb, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10, 1, 0,
+    ]);
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    f
+}
+
+#[test]
+fn balance_tcp_walks_extension_headers_and_leaves_endless_chains_to_lagd() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    fp.set_table(&table(Rule::Buckets, POLICY_OVS_TCP, 0))
+        .unwrap();
+    for n in [0, 1, 5, 24] {
+        let f = ipv6_behind_options(n);
+        let run = fp.test_egress(&f).unwrap();
+        assert_eq!(run.verdict, REDIRECT, "{n} extension headers");
+        assert_eq!(run.hash, xmit_hash(HashPolicy::OvsTcp, &f), "{n} headers");
+    }
+    // Longer than the program walks: lagd hashes it (the same hash, so the same member).
+    let f = ipv6_behind_options(25);
+    assert_eq!(fp.test_egress(&f).unwrap().verdict, PASS);
 }

@@ -152,6 +152,7 @@ fn kernel_path_carries_tcp_both_ways_in_every_covered_mode() {
         "mode=active-backup",
         "mode=802.3ad xmit_hash_policy=layer3+4 lacp_rate=fast lacp_aggregate_wait=100",
         "mode=broadcast",
+        "mode=balance-tcp lacp_rate=fast lacp_aggregate_wait=100",
     ] {
         let lab = Lab::new(2, &format!("{opts} miimon=100 fastpath=on"));
         lab.wait_carrier();

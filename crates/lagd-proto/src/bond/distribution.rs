@@ -121,12 +121,10 @@ impl DistributionTable {
                         | HashPolicy::Layer34
                         | HashPolicy::VlanSrcMac
                         | HashPolicy::OvsSlb
+                        | HashPolicy::OvsTcp
                 ) =>
             {
-                Some(
-                    "the kernel programs compute layer2, layer2+3, layer3+4, vlan+srcmac and \
-                     ovs-slb only",
-                )
+                Some("the kernel programs do not compute the encap hashes")
             }
             _ if self.rx.len() > max_members => Some("more members than the kernel table holds"),
             _ => None,

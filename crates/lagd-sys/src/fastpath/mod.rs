@@ -77,6 +77,11 @@ pub enum Rule {
 /// kernel number.
 pub const POLICY_OVS_SLB: u32 = 16;
 
+/// [`Table::policy`] for Open vSwitch's balance-tcp hash (its userspace datapath's 5-tuple
+/// hash), which has no kernel number. A frame whose IPv6 extension headers go on too long for
+/// the program is left to lagd.
+pub const POLICY_OVS_TCP: u32 = 17;
+
 /// The table the programs read: the bond's distribution in the kernel's terms. Ports are the
 /// bond's member positions (`PortId`s), at most [`MAX_MEMBERS`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +89,7 @@ pub struct Table {
     /// How a host frame's member is chosen.
     pub rule: Rule,
     /// The hash policy, by the kernel's `xmit_hash_policy` number (0 layer2, 1 layer3+4, 2
-    /// layer2+3, 5 vlan+srcmac) or [`POLICY_OVS_SLB`].
+    /// layer2+3, 5 vlan+srcmac), [`POLICY_OVS_SLB`] or [`POLICY_OVS_TCP`].
     pub policy: u32,
     /// The bucket seed.
     pub seed: u32,

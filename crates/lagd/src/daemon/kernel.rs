@@ -13,16 +13,17 @@ use lagd_proto::bond::{Bond, DistributionTable, FastPathMode, TxRule};
 use lagd_proto::hash::HashPolicy;
 use lagd_proto::time::Instant;
 use lagd_sys::fastpath::{
-    Attachment, FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, PortCounters, Rule, Table,
-    monotonic_ns,
+    Attachment, FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, POLICY_OVS_TCP, PortCounters, Rule,
+    Table, monotonic_ns,
 };
 
-/// The programs' number for `policy` (the kernel's, or lagd's for the OVS source-MAC hash);
+/// The programs' number for `policy` (the kernel's, or lagd's for the OVS hashes);
 /// policies the programs do not compute are refused before they load
 /// ([`Bond::kernel_refusal`]).
 fn policy_number(policy: HashPolicy) -> u32 {
     match policy {
         HashPolicy::OvsSlb => POLICY_OVS_SLB,
+        HashPolicy::OvsTcp => POLICY_OVS_TCP,
         p => u32::from(p.kernel_value().unwrap_or(0)),
     }
 }
