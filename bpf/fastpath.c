@@ -70,7 +70,12 @@ struct table {
     __u8 bucket[256];             // bucket -> port id
     __u8 rx_unicast[MAX_MEMBERS]; // 1: the member's unicast frames reach the host
     __u8 rx_multicast[MAX_MEMBERS];
+    __u32 flags;                  // FLAG_*
 };
+
+// Untagged ARP frames from the members go to lagd (the ARP monitor validates them and lagd
+// hands them to the host).
+#define FLAG_ARP_TO_LAGD 1
 
 // Per member and CPU.
 struct port_counters {
@@ -116,7 +121,7 @@ struct map_def lagd_buckets SEC("maps") = {
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-_Static_assert(sizeof(struct table) == 392, "lagd-sys encodes the table in 392 bytes");
+_Static_assert(sizeof(struct table) == 396, "lagd-sys encodes the table in 396 bytes");
 _Static_assert(sizeof(struct port_counters) == 40, "five u64 counters");
 _Static_assert(sizeof(struct bucket_load) == 16, "two u64");
 
@@ -642,6 +647,10 @@ int lagd_member_ingress(struct __sk_buff *skb) {
         return TC_ACT_SHOT;
     // LACPDUs and Markers go to lagd's slow-protocols socket.
     if (be16(&eth[12]) == ETH_P_SLOW && !skb->vlan_present)
+        return TC_ACT_OK;
+    // With the ARP monitor, ARP goes to lagd's socket too (the member's own stack ignores it:
+    // arp_ignore=8).
+    if ((t->flags & FLAG_ARP_TO_LAGD) && be16(&eth[12]) == ETH_P_ARP && !skb->vlan_present)
         return TC_ACT_OK;
     __u32 port = NO_PORT;
     for (__u32 i = 0; i < MAX_MEMBERS; i++) {

@@ -525,14 +525,36 @@ fn bad_configs_name_the_key_and_change_nothing() {
 }
 
 /// The ARP monitor takes out a member whose carrier is up but whose traffic is dropped (tc
-/// `pfifo limit 0` on both ends of the link), and brings it back when traffic flows again.
+/// `pfifo limit 0` on both ends of the link), and brings it back when traffic flows again:
+/// through lagd, and with the kernel fast path (which reports the frames it saw per member and
+/// gives lagd the ARP frames), counting any frame and validating ARP replies.
 #[test]
 fn arp_monitor_takes_out_a_member_that_drops_traffic() {
-    let opts = "mode=balance-xor xmit_hash_policy=layer3+4 arp_interval=100 arp_missed_max=2";
-    // Each end probes the other's bond address (its own is learned from the host's ARP).
-    let lab = Lab::new(2, &format!("{opts} arp_ip_target={{B}}"));
-    // (Host B's lagd got the same target, its own address: its probes still cross the links,
-    // and without arp_validate any frame heard counts.)
+    for (extra, path) in [
+        ("fastpath=off", "lagd"),
+        ("fastpath=on", "kernel"),
+        ("fastpath=on arp_validate=all", "kernel"),
+    ] {
+        arp_monitor_case(extra, path);
+    }
+}
+
+fn arp_monitor_case(extra: &str, path: &str) {
+    // A window of 5 missed intervals: a loaded machine must not flap the member by itself.
+    let opts = "mode=balance-xor xmit_hash_policy=layer3+4 arp_interval=100 arp_missed_max=5";
+    // Host A probes host B's bond address. Host B probes it too, its own address: its probes
+    // still cross the links, and without arp_validate any frame heard counts. With validation
+    // it would hear nothing, and its replies would reach one of A's members only (by hash): it
+    // runs in broadcast mode then, without the ARP monitor, so each reply reaches both.
+    let a = format!("{opts} {extra} arp_ip_target={{B}}");
+    let b = if extra.contains("arp_validate") {
+        "mode=broadcast miimon=100".to_owned()
+    } else {
+        a.clone()
+    };
+    let topo = Topology::create(2).expect("create topology");
+    let lab = Lab::start(topo, [&a, &b], |_| {});
+    assert_eq!(lab.status(Side::A).dataplane.path, path, "{extra}");
     assert!(lab.ping(Side::A, 3));
     thread::sleep(Duration::from_millis(400));
     let s = lab.status(Side::A);

@@ -354,6 +354,16 @@ impl Bond {
         self.arp.is_some()
     }
 
+    /// Frames arrived on `port` that a forwarder outside the bond (the kernel fast path)
+    /// delivered or dropped without showing them to [`Bond::receive`]: for the ARP monitor with
+    /// `arp_validate=none`, where any frame received is a sign of life (the ARP frames it
+    /// validates otherwise still come through [`Bond::receive`]).
+    pub fn note_received_elsewhere(&mut self, now: Instant, port: PortId) {
+        if self.arp.is_some() {
+            ArpMonitor::note_rx_elsewhere(&mut self.ports, &self.opts, now, port);
+        }
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) should next run: the earliest deadline of
     /// every timer the bond has (its own, the LACP machines', the mode's).
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -581,12 +591,10 @@ impl Bond {
     }
 
     /// Why a kernel fast path cannot carry this bond's data frames (`None`: it can): what the
-    /// distribution table cannot express ([`DistributionTable::kernel_refusal`]), or a monitor
-    /// that must see every frame a member receives.
+    /// distribution table cannot express ([`DistributionTable::kernel_refusal`]). With the ARP
+    /// monitor the fast path must give lagd the members' ARP frames and report other frames
+    /// with [`Bond::note_received_elsewhere`].
     pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
-        if self.arp.is_some() {
-            return Some("the ARP monitor must see every ARP frame the members receive");
-        }
         self.distribution().kernel_refusal(max_members)
     }
 

@@ -138,6 +138,21 @@ impl ArpMonitor {
     /// A frame received on `port`: without validation any frame is a sign of life for every
     /// target; with it, only an ARP frame from a target, for that target.
     #[inline]
+    /// Frames arrived on `port` that lagd did not see itself (a kernel fast path counted them):
+    /// with `arp_validate=none` any frame is a sign of life, as for [`ArpMonitor::note_rx`].
+    pub(crate) fn note_rx_elsewhere(
+        ports: &mut [Port],
+        opts: &BondOptions,
+        now: Instant,
+        port: PortId,
+    ) {
+        if opts.arp_validate == ArpValidate::None {
+            if let Some(p) = ports.get_mut(port.index()) {
+                p.arp_heard = [now; MAX_ARP_TARGETS];
+            }
+        }
+    }
+
     pub(crate) fn note_rx(
         ports: &mut [Port],
         opts: &BondOptions,

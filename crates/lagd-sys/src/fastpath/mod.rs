@@ -38,7 +38,7 @@ pub const MAX_MEMBERS: usize = 16;
 /// "No member" in the table's port fields.
 pub const NO_PORT: u8 = 0xff;
 /// The encoded size of [`Table`] (`struct table` in the source).
-pub const TABLE_LEN: usize = 392;
+pub const TABLE_LEN: usize = 396;
 
 const BPF_MAP_CREATE: libc::c_int = 0;
 const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
@@ -107,6 +107,9 @@ pub struct Table {
     pub rx_unicast: [bool; MAX_MEMBERS],
     /// Per member: its broadcast and multicast frames reach the host.
     pub rx_multicast: [bool; MAX_MEMBERS],
+    /// Untagged ARP frames from the members go to lagd's socket instead of the host (the ARP
+    /// monitor reads them, and lagd hands them on).
+    pub arp_to_lagd: bool,
 }
 
 impl Table {
@@ -123,6 +126,7 @@ impl Table {
             buckets: [NO_PORT; 256],
             rx_unicast: [false; MAX_MEMBERS],
             rx_multicast: [false; MAX_MEMBERS],
+            arp_to_lagd: false,
         }
     }
 
@@ -155,6 +159,8 @@ impl Table {
             b[at + i] = u8::from(u);
             b[at + MAX_MEMBERS + i] = u8::from(m);
         }
+        at += 2 * MAX_MEMBERS;
+        b[at..at + 4].copy_from_slice(&u32::from(self.arp_to_lagd).to_ne_bytes());
         Ok(b)
     }
 }

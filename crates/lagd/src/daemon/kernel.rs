@@ -40,6 +40,12 @@ pub(crate) struct Kernel {
     bucket_bytes: Vec<u64>,
     /// When the bucket loads are next read, where buckets decide.
     next_sample: Option<Instant>,
+    /// The ARP monitor runs: the members' ARP frames go to lagd, and every frame the programs
+    /// see on a member counts as heard.
+    arp: bool,
+    /// Per member position: frames the members' program saw (delivered or dropped) when last
+    /// read, for the ARP monitor.
+    rx_seen: Vec<u64>,
 }
 
 /// Which path the daemon takes, decided before any member is touched.
@@ -66,7 +72,7 @@ impl Choice {
         };
         let attempt = match refusal {
             Some(r) => Err(r),
-            None => Kernel::start(tap_ifindex)
+            None => Kernel::start(tap_ifindex, bond.arp_monitoring())
                 .map_err(|e| format!("the kernel programs could not be loaded or attached: {e}")),
         };
         match (attempt, mode) {
@@ -78,7 +84,7 @@ impl Choice {
 }
 
 impl Kernel {
-    fn start(tap_ifindex: u32) -> io::Result<Self> {
+    fn start(tap_ifindex: u32, arp: bool) -> io::Result<Self> {
         let fp = FastPath::load()?;
         // Until the first table every frame goes to lagd.
         fp.set_table(&Table::lagd_only(tap_ifindex))?;
@@ -92,6 +98,8 @@ impl Kernel {
             generation: None,
             bucket_bytes: vec![0; 256],
             next_sample: None,
+            arp,
+            rx_seen: Vec::new(),
         })
     }
 
@@ -141,6 +149,30 @@ impl Kernel {
         Ok(())
     }
 
+    /// Whether the members' ARP frames come to lagd (bound to `ETH_P_ARP`, the members' data
+    /// sockets then receive them: the program passes them on instead of redirecting them).
+    pub(crate) fn arp_to_lagd(&self) -> bool {
+        self.arp
+    }
+
+    /// With the ARP monitor: tells the bond which members received frames since the last call
+    /// (any frame counts with `arp_validate=none`).
+    pub(crate) fn note_received(&mut self, now: Instant, bond: &mut Bond) -> io::Result<()> {
+        if !self.arp {
+            return Ok(());
+        }
+        let counters = self.fp.port_counters()?;
+        self.rx_seen.resize(self.ifindexes.len(), 0);
+        for (i, (seen, c)) in self.rx_seen.iter_mut().zip(&counters).enumerate() {
+            let total = c.rx_packets.wrapping_add(c.rx_dropped);
+            if total != *seen {
+                *seen = total;
+                bond.note_received_elsewhere(now, lagd_proto::bond::PortId(i as u16));
+            }
+        }
+        Ok(())
+    }
+
     /// Swaps in the bond's distribution when it changed since the last call.
     pub(crate) fn sync(&mut self, bond: &Bond) -> io::Result<bool> {
         let generation = bond.distribution_generation();
@@ -156,6 +188,7 @@ impl Kernel {
     /// The programs' table for `d`.
     fn table(&self, d: &DistributionTable) -> Table {
         let mut t = Table::lagd_only(self.tap_ifindex);
+        t.arp_to_lagd = self.arp;
         let port = |p: lagd_proto::bond::PortId| u8::try_from(p.0).unwrap_or(NO_PORT);
         match &d.tx {
             TxRule::Modulo(policy) => {

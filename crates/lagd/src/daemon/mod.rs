@@ -263,8 +263,14 @@ impl Daemon {
             Some(k) => {
                 k.attach_member(ifindex)
                     .with_context(|| format!("fast path program on member {name}"))?;
+                // With the ARP monitor it receives the members' ARP frames, which the program
+                // passes on for it.
                 let send_only = PacketOptions {
-                    protocol: 0,
+                    protocol: if k.arp_to_lagd() {
+                        lagd_sys::packet::ETH_P_ARP
+                    } else {
+                        0
+                    },
                     ..member_data_socket()
                 };
                 (None, send_only)
@@ -396,6 +402,11 @@ impl Daemon {
     }
 
     fn poll_carrier(&mut self, now: Instant) {
+        if let Some(k) = &mut self.kernel {
+            if let Err(e) = k.note_received(now, &mut self.bond) {
+                warn!("fast path counters: {e}");
+            }
+        }
         for i in 0..self.dp.io.members.len() {
             if self.dp.io.members[i].socket.is_none() {
                 continue;
