@@ -340,6 +340,27 @@ fn speed_change_moves_buckets_to_the_faster_member() {
     );
 }
 
+/// Buckets 0, 2, 4, 6 (all on member 0 of two) at 3, 2, 2 and 1 units of 10 kB per 10 ms.
+const SKEW: [(u8, u32); 4] = [(0, 30_000), (2, 20_000), (4, 20_000), (6, 10_000)];
+
+/// After 10 s of [`SKEW`] and one rebalancing: the loads are seen and two buckets moved.
+fn moved_three_and_one(t: &Buckets) -> BucketsSnapshot {
+    let s = t.snapshot();
+    assert_eq!(s.counters.rebalances, 1);
+    // Loads after one interval: half the rate (the decay starts from zero).
+    assert_eq!(s.buckets[0].load, 30_000_000 * 1_000_000 / 10_090_000 / 2);
+    // Member 0 carries 8 units, member 1 none: the 3 goes (5 vs 3), then the 1 (4 vs 4). The
+    // 2s would overshoot (3 vs 5) and close nothing.
+    let on1: Vec<u8> = SKEW
+        .iter()
+        .map(|&(b, _)| b)
+        .filter(|&b| t.member_of_bucket(b) == Some(p(1)))
+        .collect();
+    assert_eq!(on1, [0, 6]);
+    assert_eq!(s.counters.moved_rebalance, 2);
+    s
+}
+
 #[test]
 fn rebalance_moves_load_to_the_idle_member() {
     let mut t = Buckets::new(config());
@@ -348,25 +369,14 @@ fn rebalance_moves_load_to_the_idle_member() {
     // Member 0 gets buckets 0, 2, 4, 6 at 3, 2, 2, 1 MB/s; member 1 gets nothing.
     let mut now = 0;
     for _ in 0..1000 {
-        for (b, per) in [(0u8, 30_000), (2, 20_000), (4, 20_000), (6, 10_000)] {
+        for (b, per) in SKEW {
             t.member_for(ms(now), hash_in(b), per);
         }
         now += 10;
     }
     // After a pause of 100 ms, so moves happen at once.
     t.handle_timeout(ms(10_090));
-    let s = t.snapshot();
-    assert_eq!(s.counters.rebalances, 1);
-    // Loads after one interval: half the rate (the decay starts from zero).
-    assert_eq!(s.buckets[0].load, 30_000_000 * 1_000_000 / 10_090_000 / 2);
-    // Member 0 carries 8 units, member 1 none: the 3 goes (5 vs 3), then the 1 (4 vs 4). The
-    // 2s would overshoot (3 vs 5) and close nothing.
-    let on1: Vec<u8> = [0u8, 2, 4, 6]
-        .into_iter()
-        .filter(|&b| t.member_of_bucket(b) == Some(p(1)))
-        .collect();
-    assert_eq!(on1, [0, 6]);
-    assert_eq!(s.counters.moved_rebalance, 2);
+    let s = moved_three_and_one(&t);
     assert_eq!(t.poll_timeout(), Some(ms(20_000)));
     let r = s.recent_moves[1];
     assert_eq!(
@@ -844,22 +854,14 @@ fn absorbed_loads_rebalance_as_frames_do() {
     let mut t = Buckets::new(config());
     t.set_members(ms(0), &equal(2));
     let mut now = 0;
+    let bytes: Vec<(u8, u64)> = SKEW.iter().map(|&(b, n)| (b, u64::from(n))).collect();
     for _ in 0..1000 {
-        let s = sample(&[(0, 30_000), (2, 20_000), (4, 20_000), (6, 10_000)], now);
-        t.absorb(ms(now), &s);
+        t.absorb(ms(now), &sample(&bytes, now));
         now += 10;
     }
     t.absorb(ms(10_090), &[BucketSample::default(); BUCKETS]);
     t.handle_timeout(ms(10_090));
-    let s = t.snapshot();
-    assert_eq!(s.counters.rebalances, 1);
-    assert_eq!(s.buckets[0].load, 30_000_000 * 1_000_000 / 10_090_000 / 2);
-    let on1: Vec<u8> = [0u8, 2, 4, 6]
-        .into_iter()
-        .filter(|&b| t.member_of_bucket(b) == Some(p(1)))
-        .collect();
-    assert_eq!(on1, [0, 6]);
-    assert_eq!(s.counters.moved_rebalance, 2);
+    moved_three_and_one(&t);
 }
 
 #[test]
