@@ -12,7 +12,9 @@
 //! the loop does:
 //! - carrier is read every `min(miimon, 10)` ms with `ETHTOOL_GLINK` (immediate), and rtnetlink
 //!   link events trigger an extra read at once (they can arrive ~1 s late: the kernel's linkwatch);
-//! - a Unix control socket answers `status` with the JSON [`Status`];
+//! - a Unix control socket (abstract `@lagd/BOND` by default, per network namespace) answers
+//!   `status` with the JSON [`Status`]; its clients are served on threads of their own
+//!   ([`control`]), and the loop only answers the requests they queue, never blocking;
 //! - SIGTERM/SIGINT end the loop cleanly: the TAP's carrier goes off and stays (the TAP is
 //!   persistent, so a restarted lagd finds the host's configuration intact).
 //!
@@ -25,7 +27,6 @@ pub mod dataplane;
 mod kernel;
 
 use std::io;
-use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{Context, Result};
@@ -41,7 +42,7 @@ use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::status::{BondContext, DataplaneStatus, Status};
-pub use control::query_status;
+pub use control::{Endpoint, query_status, status_at};
 pub use dataplane::member_data_socket;
 use dataplane::{Dataplane, Member};
 use kernel::{Choice, Kernel};
@@ -86,7 +87,7 @@ pub struct Daemon {
     events: LinkEvents,
     poller: Poller,
     signals: SignalFd,
-    control: UnixListener,
+    control: control::Server,
     epoch: StdInstant,
     carrier_poll: Duration,
     /// The ready descriptors of one wake, reused so the loop does not allocate.
@@ -116,6 +117,9 @@ impl Daemon {
         for w in &config.warnings {
             warn!("{w}");
         }
+        // The control endpoint first: a second lagd for the same bond (same endpoint) must be
+        // refused before it touches the TAP or the members.
+        let control = control::Server::start(&config.control, config.control_group)?;
         let first = &config.members[0];
         let mac = match config.mac {
             Some(m) => m,
@@ -194,14 +198,13 @@ impl Daemon {
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
 
-        let control = control::bind(&config.control)?;
         let poller = Poller::new().context("epoll")?;
         let signals = SignalFd::new(&[Signal::TERM, Signal::INT]).context("signalfd")?;
         let mut events = LinkEvents::new().context("rtnetlink")?;
         events.request_dump().context("rtnetlink dump")?;
         poller.add(&tap, TOKEN_TAP, Interest::READABLE)?;
         poller.add(&signals, TOKEN_SIGNAL, Interest::READABLE)?;
-        poller.add(&control, TOKEN_CONTROL, Interest::READABLE)?;
+        poller.add(&control.wake_fd(), TOKEN_CONTROL, Interest::READABLE)?;
         poller.add(&events, TOKEN_LINK, Interest::READABLE)?;
         for (i, m) in members.iter().enumerate() {
             if let Some(s) = &m.socket {
@@ -530,21 +533,15 @@ impl Daemon {
         }
     }
 
+    /// Answers the requests the control threads queued. Never blocks: the clients' reading and
+    /// writing happen on their threads.
     fn service_control(&mut self, now: Instant) {
-        loop {
-            match self.control.accept() {
-                Ok((stream, _)) => {
-                    let status = || self.status_at(now);
-                    if let Err(e) = control::answer(stream, status) {
-                        warn!("control client: {e}");
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    warn!("control socket: {e}");
-                    return;
-                }
-            }
+        while let Some(pending) = self.control.next() {
+            let reply = match &pending.request {
+                control::Request::Status => serde_json::to_string(&self.status_at(now))
+                    .unwrap_or_else(|e| control::error_reply(&e.to_string())),
+            };
+            pending.answer(reply);
         }
     }
 
