@@ -72,6 +72,8 @@ pub struct Config {
     pub control: Endpoint,
     /// The group that may read the status on the control socket (besides root).
     pub control_group: Option<u32>,
+    /// The file the configuration came from (what SIGHUP and `lagctl reload` read again).
+    pub file: Option<PathBuf>,
     /// Warnings the options produced (the kernel would log them).
     pub warnings: Vec<String>,
 }
@@ -175,6 +177,7 @@ impl Config {
                 |c| Endpoint::parse(&c.to_string_lossy()),
             ),
             control_group: None,
+            file: None,
             bond: bond.to_owned(),
             members,
             options,
@@ -304,6 +307,7 @@ impl Config {
                 |c| Endpoint::parse(&c.into_inner().to_string_lossy()),
             ),
             control_group,
+            file: file.map(Path::to_path_buf),
             bond,
             members: raw.members.into_inner(),
             options,

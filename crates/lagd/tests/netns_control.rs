@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use lagd::daemon::control::{Endpoint, MAX_REQUEST, REQUEST_TIME};
 use lagd::daemon::{query_status, status_at};
 use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
+use lagd::lab::traffic::checked_transfer;
 
 mod common;
 
@@ -444,5 +445,252 @@ fn non_root_clients_get_status_only_with_the_group() {
         assert!(!out.status.success(), "{side:?}");
         assert!(err.contains("permission denied"), "{err}");
     }
+    topo.teardown().expect("teardown");
+}
+
+/// Runs `lagctl ARGS --control CONTROL` and returns its standard output; panics on failure.
+fn lagctl_ok(control: &Path, args: &[&str]) -> String {
+    let out = Command::new(LAGCTL)
+        .args(args)
+        .arg("--control")
+        .arg(control)
+        .output()
+        .expect("run lagctl");
+    assert!(
+        out.status.success(),
+        "lagctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `lagctl ARGS --control CONTROL`, expecting a refusal; returns its standard error.
+fn lagctl_refused(control: &Path, args: &[&str]) -> String {
+    let out = Command::new(LAGCTL)
+        .args(args)
+        .arg("--control")
+        .arg(control)
+        .output()
+        .expect("run lagctl");
+    assert!(!out.status.success(), "lagctl {args:?} was not refused");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn config_text(bond: &str, members: &[&str], control: &Path, opts: &str) -> String {
+    let members: Vec<String> = members.iter().map(|m| format!("\"{m}\"")).collect();
+    let mut text = format!(
+        "bond = \"{bond}\"\nmembers = [{}]\ncontrol = \"{}\"\n\n[options]\n",
+        members.join(", "),
+        control.display()
+    );
+    for pair in opts.split_whitespace() {
+        let (k, v) = pair.split_once('=').unwrap();
+        match v.parse::<u64>() {
+            Ok(n) => text.push_str(&format!("{k} = {n}\n")),
+            Err(_) => text.push_str(&format!("{k} = \"{v}\"\n")),
+        }
+    }
+    text
+}
+
+/// Waits until `check` holds for the status at `control` (up to 10 s).
+fn wait_status(control: &Path, what: &str, check: impl Fn(&lagd::status::Status) -> bool) {
+    let t = Instant::now();
+    loop {
+        let s = query_status(control).expect("status");
+        if check(&s) {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{what}: {}",
+            s.render()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn run_time_changes_keep_a_tcp_stream_alive() {
+    need_root();
+    let opts = "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100";
+    let mut topo = Topology::create(3).expect("topology");
+    let links: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let link: Vec<&str> = links.iter().map(String::as_str).collect();
+    // A: from a configuration file (reloaded below); B: from the command line.
+    let bond_a = format!("{}ba", topo.tag());
+    let ctl_a = topo.dir().join("a.sock");
+    let file = topo.dir().join("a.toml");
+    std::fs::write(&file, config_text(&bond_a, &link, &ctl_a, opts)).unwrap();
+    let file_s = file.to_string_lossy().into_owned();
+    let lagd_a = topo
+        .spawn(Side::A, "lagd-a", Path::new(LAGD), &["--config", &file_s])
+        .expect("start lagd");
+    let t = Instant::now();
+    while query_status(&ctl_a).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "lagd A did not come up:\n{}",
+            topo.log_tail(lagd_a, 20)
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let bond_b = format!("{}bb", topo.tag());
+    let (_, ctl_b) = start_lagd(&mut topo, Side::B, &bond_b, opts);
+    let addrs = address_bonds(&topo, &[bond_a.clone(), bond_b.clone()]);
+    let t = Instant::now();
+    while ping(&topo, Side::A, addrs[1], 1).1 == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no ping through the bonds"
+        );
+    }
+    let path = query_status(&ctl_a).unwrap().dataplane.path;
+    let both = [&ctl_a, &ctl_b];
+    let (ns_a, ns_b) = (topo.ns(Side::A).to_owned(), topo.ns(Side::B).to_owned());
+    let transfer = checked_transfer(
+        &ns_a,
+        &ns_b,
+        std::net::SocketAddrV4::new(addrs[1], 5201),
+        64 << 20,
+        Some(Duration::from_millis(4)),
+        || {
+            thread::sleep(Duration::from_millis(500));
+            // Live options.
+            let out = lagctl_ok(&ctl_a, &["set", "xmit_hash_policy=layer2+3", "miimon=50"]);
+            assert!(out.contains("miimon=50"), "{out}");
+            wait_status(&ctl_a, "options applied", |s| {
+                s.miimon == 50 && s.xmit_hash_policy.as_deref() == Some("layer2+3")
+            });
+            // Refused by the kernel's rules, changing nothing.
+            let err = lagctl_refused(&ctl_a, &["set", "miimon=20", "mode=balance-rr"]);
+            assert!(err.contains("mode") && err.contains("no members"), "{err}");
+            let err = lagctl_refused(&ctl_a, &["set", "lacp_rate=fast"]);
+            assert!(err.contains("down"), "{err}");
+            assert_eq!(query_status(&ctl_a).unwrap().miimon, 50);
+            // Remove the third member at both ends and add it back (with the fast path, its
+            // member program is attached again).
+            for c in both {
+                lagctl_ok(c, &["member", "remove", link[2]]);
+            }
+            wait_status(&ctl_a, "m2 removed", |s| {
+                s.members
+                    .iter()
+                    .filter(|m| m.name == link[2])
+                    .all(|m| m.mii_status == "down")
+            });
+            thread::sleep(Duration::from_millis(300));
+            for c in both {
+                lagctl_ok(c, &["member", "add", link[2]]);
+            }
+            wait_status(&ctl_a, "m2 back", |s| {
+                s.members
+                    .iter()
+                    .any(|m| m.name == link[2] && m.mii_status == "up")
+            });
+            thread::sleep(Duration::from_millis(300));
+            // Only the re-added member left in use: the stream must move to it.
+            for c in both {
+                lagctl_ok(c, &["member", "disable", link[0]]);
+                lagctl_ok(c, &["member", "disable", link[1]]);
+            }
+            wait_status(&ctl_a, "m0, m1 disabled", |s| {
+                s.disabled_members.len() == 2
+                    && s.members.iter().filter(|m| m.mii_status == "up").count() == 1
+            });
+            thread::sleep(Duration::from_millis(800));
+            for c in both {
+                lagctl_ok(c, &["member", "enable", link[0]]);
+                lagctl_ok(c, &["member", "enable", link[1]]);
+            }
+            wait_status(&ctl_a, "enabled again", |s| {
+                s.disabled_members.is_empty()
+                    && s.members.iter().filter(|m| m.mii_status == "up").count() == 3
+            });
+        },
+    )
+    .expect("transfer");
+    let s = query_status(&ctl_a).unwrap();
+    eprintln!(
+        "dataplane {path}; longest gap {:?}; changes {:?}",
+        transfer.longest_gap, s.changes
+    );
+    assert!(transfer.intact(), "the TCP stream was damaged");
+    // The re-added member carried the stream while it was the only one in use, both ways.
+    let readded = |st: &lagd::status::Status| {
+        st.members
+            .iter()
+            .rfind(|m| m.name == link[2])
+            .map(|m| (m.mii_status.clone(), m.tx_bytes, m.rx_bytes))
+            .unwrap()
+    };
+    let (mii, tx, _) = readded(&s);
+    let (_, _, rx_b) = readded(&query_status(&ctl_b).unwrap());
+    assert_eq!(mii, "up");
+    assert!(
+        tx > 1_000_000 && rx_b > 1_000_000,
+        "re-added member: A sent {tx} bytes, B received {rx_b}"
+    );
+    // The changes are listed, in order, in the status and its text form.
+    let wanted = [
+        "set xmit_hash_policy=layer2+3 miimon=50",
+        "member",
+        "disable",
+        "enable",
+    ];
+    for w in wanted {
+        assert!(
+            s.changes.iter().any(|c| c.contains(w)),
+            "{w}: {:?}",
+            s.changes
+        );
+    }
+    assert!(s.render().contains("Changes:"));
+    // SIGHUP re-reads the file: a live option applies.
+    std::fs::write(
+        &file,
+        config_text(
+            &bond_a,
+            &link,
+            &ctl_a,
+            "mode=balance-xor xmit_hash_policy=layer3+4 miimon=200 downdelay=400",
+        ),
+    )
+    .unwrap();
+    let pid = lagd_pid(&Endpoint::File(ctl_a.clone()));
+    let out = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .output()
+        .expect("kill");
+    assert!(out.status.success());
+    wait_status(&ctl_a, "SIGHUP reload", |s| {
+        s.miimon == 200 && s.downdelay == 400 && s.changes.iter().any(|c| c.contains("reload"))
+    });
+    // lagctl reload: a mode change is refused and nothing changes; a member list change applies.
+    std::fs::write(
+        &file,
+        config_text(&bond_a, &link, &ctl_a, "mode=active-backup miimon=10"),
+    )
+    .unwrap();
+    let err = lagctl_refused(&ctl_a, &["reload"]);
+    assert!(err.contains("mode"), "{err}");
+    assert_eq!(query_status(&ctl_a).unwrap().miimon, 200);
+    std::fs::write(
+        &file,
+        config_text(
+            &bond_a,
+            &link[..2],
+            &ctl_a,
+            "mode=balance-xor xmit_hash_policy=layer3+4 miimon=200 downdelay=400",
+        ),
+    )
+    .unwrap();
+    let out = lagctl_ok(&ctl_a, &["reload"]);
+    assert!(
+        out.contains(&format!("member {} removed", link[2])),
+        "{out}"
+    );
+    // The daemon survived every step.
+    assert!(topo.try_wait(lagd_a).unwrap().is_none(), "lagd A exited");
     topo.teardown().expect("teardown");
 }

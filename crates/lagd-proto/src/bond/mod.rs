@@ -16,6 +16,7 @@
 //! - `notify`, `igmp`: what the bond tells the network after a failover;
 //! - `mode`: each mode's state and per-frame decisions, behind one enum;
 //! - [`distribution`]: the distribution as plain data ([`Bond::distribution`]);
+//! - [`live`]: option changes on a running bond ([`Bond::change_options`]);
 //! - `snapshot`: plain-data state for `lagctl show`.
 //!
 //! # Timers
@@ -60,6 +61,7 @@
 pub mod distribution;
 mod event;
 mod igmp;
+pub mod live;
 mod member;
 mod mode;
 mod monitor;

@@ -474,6 +474,8 @@ mod test {
             buckets: None,
             stripe: None,
             dataplane: Default::default(),
+            disabled_members: Vec::new(),
+            changes: Vec::new(),
             lacp: Some(LacpStatus {
                 lacp_active: true,
                 lacp_rate: "fast".into(),

@@ -15,7 +15,10 @@
 //! A request is a JSON object whose `cmd` names the command:
 //!
 //! ```text
-//! {"cmd":"status"}                     -> the status document (lagd::status::Status)
+//! {"cmd":"status"}                          -> the status document (lagd::status::Status)
+//! {"cmd":"set","options":[["miimon","50"]]}  -> {"changed":[..],"warnings":[..]}
+//! {"cmd":"member","member":"eth1","action":"disable"}   (add, remove, disable, enable)
+//! {"cmd":"reload"}                          -> {"changed":[..]} (lagd --config only)
 //! ```
 //!
 //! The bare word `status` is accepted too. A reply is a JSON object: the status document, or
@@ -147,6 +150,47 @@ fn bonds_in_proc_net_unix(text: &str) -> Vec<String> {
 pub enum Request {
     /// The status document.
     Status,
+    /// Change bonding options, all or nothing, with the kernel's rules for a live bond.
+    Set {
+        /// `(key, value)` pairs, applied in order.
+        options: Vec<(String, String)>,
+    },
+    /// Act on one member.
+    Member {
+        /// The member's interface name.
+        member: String,
+        /// What to do.
+        action: MemberAction,
+    },
+    /// Read the configuration file again (lagd started with `--config`) and apply what changed.
+    Reload,
+}
+
+/// What `lagctl member` does to a member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemberAction {
+    /// Enslave an interface (as `ip link set IF master BOND`).
+    Add,
+    /// Release a member (it stays listed, `down`, as a removed interface does).
+    Remove,
+    /// Take the member out of use as if it had no carrier, leaving its link up.
+    Disable,
+    /// Undo `disable`: the member counts its carrier again.
+    Enable,
+}
+
+impl MemberAction {
+    /// The action by its name.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "add" => Some(Self::Add),
+            "remove" => Some(Self::Remove),
+            "disable" => Some(Self::Disable),
+            "enable" => Some(Self::Enable),
+            _ => None,
+        }
+    }
 }
 
 impl Request {
@@ -154,6 +198,7 @@ impl Request {
     pub fn read_only(&self) -> bool {
         match self {
             Self::Status => true,
+            Self::Set { .. } | Self::Member { .. } | Self::Reload => false,
         }
     }
 

@@ -1,0 +1,179 @@
+//! `lagctl set`, `lagctl member` and `lagctl reload`: run-time changes to a running bond, sent
+//! over its control socket (root only; see `lagd::daemon::control` for the protocol).
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use super::CliError;
+use super::show::{ShowArgs, socket_path_for};
+use crate::daemon::control::{MemberAction, Request, request};
+
+/// Arguments of `lagctl set`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SetArgs {
+    /// `[BOND] KEY=VALUE...`: the bond (may be left out when only one runs in this network
+    /// namespace) and the options to change, with the kernel's names. All or nothing; the
+    /// kernel's rules for a live bond apply (mode and fail_over_mac only without members;
+    /// lacp_rate, ad_select and the other IFDOWN options only on a bond that is down, which
+    /// lagd's never is).
+    #[arg(required = true, num_args = 1..)]
+    pub args: Vec<String>,
+    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+}
+
+/// Arguments of `lagctl member`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MemberArgs {
+    /// `[BOND] ACTION MEMBER`, ACTION one of add, remove, disable, enable. `disable` keeps a
+    /// member out of use as if it had no carrier (its link stays up); `remove` releases it.
+    #[arg(required = true, num_args = 2..=3)]
+    pub args: Vec<String>,
+    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+}
+
+/// Arguments of `lagctl reload`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReloadArgs {
+    /// The bond; may be left out when only one lagd runs in this network namespace.
+    pub bond: Option<String>,
+    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+}
+
+/// Options to set, as `(key, value)` pairs.
+type Pairs = Vec<(String, String)>;
+
+/// Splits `[BOND] KEY=VALUE...` into the bond and the pairs.
+fn parse_set(args: &[String]) -> Result<(Option<String>, Pairs), CliError> {
+    let (bond, pairs) = match args.first() {
+        Some(first) if !first.contains('=') => (Some(first.clone()), &args[1..]),
+        _ => (None, args),
+    };
+    if pairs.is_empty() {
+        return Err(CliError::Usage("nothing to set: give KEY=VALUE".into()));
+    }
+    let pairs = pairs
+        .iter()
+        .map(|p| {
+            p.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| CliError::Usage(format!("'{p}': expected KEY=VALUE")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((bond, pairs))
+}
+
+/// Splits `[BOND] ACTION MEMBER`.
+fn parse_member(args: &[String]) -> Result<(Option<String>, MemberAction, String), CliError> {
+    let (bond, rest) = match args.len() {
+        3 => (Some(args[0].clone()), &args[1..]),
+        _ => (None, args),
+    };
+    let [action, member] = rest else {
+        return Err(CliError::Usage("expected [BOND] ACTION MEMBER".into()));
+    };
+    let action = MemberAction::parse(action).ok_or_else(|| {
+        CliError::Usage(format!(
+            "'{action}': expected one of add, remove, disable, enable"
+        ))
+    })?;
+    Ok((bond, action, member.clone()))
+}
+
+fn send(bond: Option<String>, control: Option<PathBuf>, req: &Request) -> Result<(), CliError> {
+    let endpoint = socket_path_for(&ShowArgs {
+        bond,
+        json: false,
+        control,
+    })?;
+    let reply = request(&endpoint, req)?;
+    let mut out = io::stdout();
+    let list = |key: &str| -> Vec<String> {
+        reply[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let changed = list("changed");
+    if changed.is_empty() {
+        writeln!(out, "no change").map_err(CliError::Io)?;
+    }
+    for c in changed {
+        writeln!(out, "changed: {c}").map_err(CliError::Io)?;
+    }
+    for w in list("warnings") {
+        eprintln!("lagctl: warning: {w}");
+    }
+    Ok(())
+}
+
+/// `lagctl set`.
+pub fn set(args: SetArgs) -> Result<(), CliError> {
+    let (bond, options) = parse_set(&args.args)?;
+    send(bond, args.control, &Request::Set { options })
+}
+
+/// `lagctl member`.
+pub fn member(args: MemberArgs) -> Result<(), CliError> {
+    let (bond, action, member) = parse_member(&args.args)?;
+    send(bond, args.control, &Request::Member { member, action })
+}
+
+/// `lagctl reload`.
+pub fn reload(args: ReloadArgs) -> Result<(), CliError> {
+    send(args.bond, args.control, &Request::Reload)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn v(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn set_arguments() {
+        let (b, p) = parse_set(&v(&["bond0", "miimon=50", "primary="])).unwrap();
+        assert_eq!(b.as_deref(), Some("bond0"));
+        assert_eq!(
+            p,
+            [
+                ("miimon".to_owned(), "50".to_owned()),
+                ("primary".to_owned(), String::new())
+            ]
+        );
+        let (b, p) = parse_set(&v(&["miimon=50"])).unwrap();
+        assert_eq!((b, p.len()), (None, 1));
+        assert!(matches!(parse_set(&v(&["bond0"])), Err(CliError::Usage(_))));
+        assert!(matches!(
+            parse_set(&v(&["bond0", "miimon=1", "oops"])),
+            Err(CliError::Usage(m)) if m.contains("'oops'")
+        ));
+    }
+
+    #[test]
+    fn member_arguments() {
+        let (b, a, m) = parse_member(&v(&["bond0", "disable", "eth1"])).unwrap();
+        assert_eq!(
+            (b.as_deref(), a, m.as_str()),
+            (Some("bond0"), MemberAction::Disable, "eth1")
+        );
+        let (b, a, _) = parse_member(&v(&["add", "eth2"])).unwrap();
+        assert_eq!((b, a), (None, MemberAction::Add));
+        assert!(matches!(
+            parse_member(&v(&["bond0", "explode", "eth1"])),
+            Err(CliError::Usage(_))
+        ));
+    }
+}
