@@ -694,3 +694,78 @@ fn run_time_changes_keep_a_tcp_stream_alive() {
     assert!(topo.try_wait(lagd_a).unwrap().is_none(), "lagd A exited");
     topo.teardown().expect("teardown");
 }
+
+#[test]
+fn the_active_member_moves_under_a_tcp_stream() {
+    need_root();
+    let mut topo = Topology::create(2).expect("topology");
+    let links: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    // A: active-backup taking frames on every member; B: balance-xor (any member).
+    let bond_a = format!("{}ba", topo.tag());
+    let bond_b = format!("{}bb", topo.tag());
+    let (_, ctl_a) = start_lagd(
+        &mut topo,
+        Side::A,
+        &bond_a,
+        "mode=active-backup miimon=100 all_slaves_active=1",
+    );
+    let (_, ctl_b) = start_lagd(
+        &mut topo,
+        Side::B,
+        &bond_b,
+        "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100",
+    );
+    let addrs = address_bonds(&topo, &[bond_a, bond_b]);
+    let t = Instant::now();
+    while ping(&topo, Side::A, addrs[1], 1).1 == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no ping through the bonds"
+        );
+    }
+    let active = |c: &Path| query_status(c).unwrap().active.unwrap_or_default();
+    assert_eq!(active(&ctl_a), links[0]);
+    let tx = |i: usize| query_status(&ctl_a).unwrap().members[i].tx_bytes;
+    let (ns_a, ns_b) = (topo.ns(Side::A).to_owned(), topo.ns(Side::B).to_owned());
+    let mut tx_m1 = 0;
+    let transfer = checked_transfer(
+        &ns_a,
+        &ns_b,
+        std::net::SocketAddrV4::new(addrs[1], 5202),
+        32 << 20,
+        Some(Duration::from_millis(4)),
+        || {
+            thread::sleep(Duration::from_millis(300));
+            let before = tx(1);
+            let out = lagctl_ok(&ctl_a, &["active", &links[1]]);
+            assert!(out.contains("active"), "{out}");
+            assert_eq!(active(&ctl_a), links[1]);
+            thread::sleep(Duration::from_millis(800));
+            tx_m1 = tx(1) - before;
+            // Through primary, back to the first member.
+            lagctl_ok(&ctl_a, &["set", &format!("primary={}", links[0])]);
+            assert_eq!(active(&ctl_a), links[0]);
+            // A primary that would take over again at once: refused, naming it.
+            let err = lagctl_refused(&ctl_a, &["active", &links[1]]);
+            assert!(err.contains("primary"), "{err}");
+            let err = lagctl_refused(&ctl_b, &["active", &links[1]]);
+            assert!(err.contains("no active member"), "{err}");
+        },
+    )
+    .expect("transfer");
+    eprintln!(
+        "longest gap {:?}; {tx_m1} bytes sent on the second member while it was active",
+        transfer.longest_gap
+    );
+    assert!(transfer.intact(), "the TCP stream was damaged");
+    assert!(tx_m1 > 1_000_000, "the stream did not move: {tx_m1} bytes");
+    let s = query_status(&ctl_a).unwrap();
+    assert!(
+        s.changes
+            .iter()
+            .any(|c| c.contains(&format!("active {}", links[1]))),
+        "{:?}",
+        s.changes
+    );
+    topo.teardown().expect("teardown");
+}

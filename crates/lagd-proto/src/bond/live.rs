@@ -13,7 +13,7 @@
 //! ([`BondOptions::finish`]), and only then does the bond take the new options.
 
 use super::monitor::ArpMonitor;
-use super::{Bond, BondOptions, OptionError};
+use super::{Bond, BondOptions, OptionError, PortId};
 use crate::time::Instant;
 
 /// When an option may change on a running bond.
@@ -214,6 +214,44 @@ impl Bond {
         })
     }
 
+    /// Makes member `name` the active one now, as the kernel's `active_slave` does: modes with
+    /// an active member only, and the member must be usable. Refused when a primary that is up
+    /// would take over again at once (`primary_reselect=always`): change `primary` instead.
+    /// Returns whether the active member changed.
+    pub fn set_active(&mut self, now: Instant, name: &str) -> Result<bool, String> {
+        self.last_now = self.last_now.max(now);
+        if !self.opts.mode.uses_primary() {
+            return Err(format!("mode {} has no active member", self.opts.mode));
+        }
+        // The latest port of that name (a member removed and added again has two).
+        let port = self
+            .ports
+            .iter()
+            .rposition(|p| p.info.name == name)
+            .map(|i| PortId(i as u16))
+            .ok_or_else(|| format!("'{name}' is not a member of the bond"))?;
+        if !self.ports[port.index()].usable() {
+            return Err(format!("'{name}' is not usable (its link is not up)"));
+        }
+        if self.sel.active == Some(port) {
+            return Ok(false);
+        }
+        // What the next selection would choose with `port` active: it must stay.
+        let mut sel = self.sel.clone();
+        sel.active = Some(port);
+        if super::select::choose_active(&self.ports, &self.opts, &sel) != Some(port) {
+            let primary = self.opts.primary.as_deref().unwrap_or("?");
+            return Err(format!(
+                "the primary {primary} is up and would take over at once (primary_reselect={}); \
+                 change primary instead",
+                self.opts.primary_reselect
+            ));
+        }
+        self.switch_active(now, Some(port));
+        self.after_selection(now, false, true);
+        Ok(true)
+    }
+
     /// Takes `opts` (checked, finished, and differing from the current ones only in live
     /// options) and brings the state that depends on them up to date.
     fn apply_options(&mut self, now: Instant, opts: BondOptions) {
@@ -242,7 +280,7 @@ impl Bond {
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::bond::{MiiStatus, PortId, PortInfo};
+    use crate::bond::{MiiStatus, PortInfo};
     use crate::wire::EthernetAddress;
 
     fn bond(opts: &str) -> Bond {
@@ -360,5 +398,29 @@ mod test {
                 .changed
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn active_member_by_hand() {
+        let mut b = bond("mode=active-backup miimon=100");
+        assert_eq!(b.active(), Some(PortId(0)));
+        assert_eq!(b.set_active(Instant::from_millis(1), "eth1"), Ok(true));
+        assert_eq!(b.active(), Some(PortId(1)));
+        // It stays through the next selections.
+        b.handle_carrier(Instant::from_millis(2), PortId(0), true);
+        assert_eq!(b.active(), Some(PortId(1)));
+        assert_eq!(b.set_active(Instant::from_millis(3), "eth1"), Ok(false));
+        assert!(b.set_active(Instant::from_millis(3), "eth7").is_err());
+        // A member without carrier cannot be made active.
+        b.handle_carrier(Instant::from_millis(4), PortId(0), false);
+        let e = b.set_active(Instant::from_millis(5), "eth0").unwrap_err();
+        assert!(e.contains("not usable"), "{e}");
+        // A primary that would take over again is named.
+        let mut b = bond("mode=active-backup miimon=100 primary=eth0");
+        let e = b.set_active(Instant::from_millis(1), "eth1").unwrap_err();
+        assert!(e.contains("primary eth0"), "{e}");
+        // Modes without an active member refuse.
+        let mut b = bond("mode=balance-xor miimon=100");
+        assert!(b.set_active(Instant::from_millis(1), "eth1").is_err());
     }
 }

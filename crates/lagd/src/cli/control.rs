@@ -1,4 +1,4 @@
-//! `lagctl set`, `lagctl member` and `lagctl reload`: run-time changes to a running bond, sent
+//! `lagctl set`, `lagctl member`, `lagctl active` and `lagctl reload`: run-time changes to a running bond, sent
 //! over its control socket (root only; see `lagd::daemon::control` for the protocol).
 
 use std::io::{self, Write};
@@ -29,6 +29,18 @@ pub struct MemberArgs {
     /// `[BOND] ACTION MEMBER`, ACTION one of add, remove, disable, enable. `disable` keeps a
     /// member out of use as if it had no carrier (its link stays up); `remove` releases it.
     #[arg(required = true, num_args = 2..=3)]
+    pub args: Vec<String>,
+    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+}
+
+/// Arguments of `lagctl active`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ActiveArgs {
+    /// `[BOND] MEMBER`: the member to make active now (active-backup and the other modes with
+    /// an active member; as the kernel's active_slave).
+    #[arg(required = true, num_args = 1..=2)]
     pub args: Vec<String>,
     /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
     #[arg(long)]
@@ -127,6 +139,16 @@ pub fn set(args: SetArgs) -> Result<(), CliError> {
 pub fn member(args: MemberArgs) -> Result<(), CliError> {
     let (bond, action, member) = parse_member(&args.args)?;
     send(bond, args.control, &Request::Member { member, action })
+}
+
+/// `lagctl active`.
+pub fn active(args: ActiveArgs) -> Result<(), CliError> {
+    let (bond, member) = match args.args.as_slice() {
+        [bond, member] => (Some(bond.clone()), member.clone()),
+        [member] => (None, member.clone()),
+        _ => return Err(CliError::Usage("expected [BOND] MEMBER".into())),
+    };
+    send(bond, args.control, &Request::Active { member })
 }
 
 /// `lagctl reload`.

@@ -18,6 +18,7 @@
 //! {"cmd":"status"}                          -> the status document (lagd::status::Status)
 //! {"cmd":"set","options":[["miimon","50"]]}  -> {"changed":[..],"warnings":[..]}
 //! {"cmd":"member","member":"eth1","action":"disable"}   (add, remove, disable, enable)
+//! {"cmd":"active","member":"eth1"}          (as the kernel's active_slave)
 //! {"cmd":"reload"}                          -> {"changed":[..]} (lagd --config only)
 //! ```
 //!
@@ -162,6 +163,11 @@ pub enum Request {
         /// What to do.
         action: MemberAction,
     },
+    /// Make a member the active one (modes with an active member), as `active_slave` does.
+    Active {
+        /// The member's interface name.
+        member: String,
+    },
     /// Read the configuration file again (lagd started with `--config`) and apply what changed.
     Reload,
 }
@@ -198,7 +204,7 @@ impl Request {
     pub fn read_only(&self) -> bool {
         match self {
             Self::Status => true,
-            Self::Set { .. } | Self::Member { .. } | Self::Reload => false,
+            Self::Set { .. } | Self::Member { .. } | Self::Active { .. } | Self::Reload => false,
         }
     }
 

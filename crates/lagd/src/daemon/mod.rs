@@ -600,6 +600,19 @@ impl Daemon {
                     "warnings": change.warnings,
                 }))
             }
+            Request::Active { member } => {
+                self.member_index(member)?;
+                let changed = self.bond.set_active(now, member)?;
+                if changed {
+                    self.record(now, format!("active {member}"));
+                }
+                let changed: Vec<String> = if changed {
+                    vec![format!("active {member}")]
+                } else {
+                    Vec::new()
+                };
+                Ok(serde_json::json!({ "changed": changed }))
+            }
             Request::Reload => {
                 let changed = self.reload(now)?;
                 Ok(serde_json::json!({ "changed": changed }))
