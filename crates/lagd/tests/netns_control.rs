@@ -769,3 +769,81 @@ fn the_active_member_moves_under_a_tcp_stream() {
     );
     topo.teardown().expect("teardown");
 }
+
+/// A child process killed (by its id) and reaped when dropped, even if the test fails.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn events_show_a_failover_within_a_second() {
+    let (topo, controls, _) = lab("mode=active-backup miimon=100");
+    let link0 = topo.links()[0].name.clone();
+    let link1 = topo.links()[1].name.clone();
+    let mut child = Child(
+        Command::new(LAGCTL)
+            .args(["events", "--json", "--control"])
+            .arg(&controls[0])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("lagctl events"),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            let v: serde_json::Value = serde_json::from_str(&line).expect("JSON event line");
+            if tx.send((Instant::now(), v)).is_err() {
+                return;
+            }
+        }
+    });
+    // Subscribed once a change shows up.
+    let next = |what: &str, within: Duration| -> (Instant, serde_json::Value) {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (t, v) = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {what} event within {within:?}"));
+            if v["event"] == what {
+                return (t, v);
+            }
+        }
+    };
+    let t = Instant::now();
+    loop {
+        lagctl_ok(&controls[0], &["set", "resend_igmp=2"]);
+        lagctl_ok(&controls[0], &["set", "resend_igmp=1"]);
+        if rx.recv_timeout(Duration::from_millis(500)).is_ok() {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no event stream");
+    }
+    while rx.try_recv().is_ok() {}
+    // The peer's end of the active member goes down: the failover is streamed.
+    let t0 = Instant::now();
+    topo.ip(Side::B, &["link", "set", &link0, "down"]).unwrap();
+    let (t_active, v) = next("active", Duration::from_secs(5));
+    eprintln!("failover event after {:?}: {v}", t_active - t0);
+    assert_eq!(v["from"], link0.as_str());
+    assert_eq!(v["to"], link1.as_str());
+    assert!(
+        t_active - t0 < Duration::from_secs(1),
+        "failover shown after {:?}",
+        t_active - t0
+    );
+    // And the link coming back.
+    topo.ip(Side::B, &["link", "set", &link0, "up"]).unwrap();
+    let (_, v) = next("link", Duration::from_secs(5));
+    assert_eq!(v["member"], link0.as_str());
+    drop(child);
+    topo.teardown().expect("teardown");
+}

@@ -8,12 +8,12 @@ use lagd::cli;
 
 /// lagd's control and analysis tool.
 ///
-/// show, set, member, active, reload and lacp talk to a running lagd over its control socket: by
+/// show, set, member, active, reload, events and lacp talk to a running lagd over its control socket: by
 /// default the abstract Unix socket @lagd/BOND of the current network namespace (lagd
 /// --control PATH: give lagctl --control PATH too). One JSON request line, one JSON reply line:
 /// {"cmd":"status"}, {"cmd":"set","options":[["miimon","50"]]},
 /// {"cmd":"member","member":"eth1","action":"disable"}, {"cmd":"active","member":"eth1"},
-/// {"cmd":"reload"}; errors come back as
+/// {"cmd":"reload"}, {"cmd":"events"} (then one JSON line per event); errors come back as
 /// {"error":"..."}. Requests are limited to 64 KiB and 2 s; only root may change anything, and
 /// lagd's control_group may read the status.
 #[derive(Parser, Debug)]
@@ -39,6 +39,8 @@ enum Command {
     Member(cli::control::MemberArgs),
     /// Make a member the active one now: `lagctl active [BOND] MEMBER` (root only).
     Active(cli::control::ActiveArgs),
+    /// Stream a bond's state changes (links, active member, carrier, LACP, run-time changes).
+    Events(cli::control::EventsArgs),
     /// Make lagd read its --config file again and apply what changed (as SIGHUP does).
     Reload(cli::control::ReloadArgs),
     /// LACP diagnosis: `lagctl lacp doctor [BOND]`.
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Set(args) => cli::control::set(args),
         Command::Member(args) => cli::control::member(args),
         Command::Active(args) => cli::control::active(args),
+        Command::Events(args) => cli::control::events(args),
         Command::Reload(args) => cli::control::reload(args),
         Command::Lacp(args) => cli::lacp::main(args),
         Command::Lab(args) => cli::lab::main(*args),

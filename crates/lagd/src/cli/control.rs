@@ -47,6 +47,82 @@ pub struct ActiveArgs {
     pub control: Option<PathBuf>,
 }
 
+/// Arguments of `lagctl events`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EventsArgs {
+    /// The bond; may be left out when only one lagd runs in this network namespace.
+    pub bond: Option<String>,
+    /// Print each event as a JSON line (fields: t, seconds since lagd started; event, one of
+    /// link, active, carrier, mac, member-mac, lacp, change; and the event's own).
+    #[arg(long)]
+    pub json: bool,
+    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+}
+
+/// One event as a line of text.
+fn event_text(v: &serde_json::Value) -> String {
+    let s = |k: &str| match &v[k] {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "none".to_owned(),
+        other => other.to_string(),
+    };
+    let what = match v["event"].as_str().unwrap_or("") {
+        "link" => format!("link {} {}", s("member"), s("status")),
+        "active" => format!("active member {} -> {}", s("from"), s("to")),
+        "carrier" => format!(
+            "bond carrier {}",
+            if v["up"] == true { "up" } else { "down" }
+        ),
+        "mac" => format!("bond MAC {}", s("mac")),
+        "member-mac" => format!("member {} MAC {}", s("member"), s("mac")),
+        "lacp" => {
+            let names: Vec<String> = v["distributing"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("lacp distributing: {}", names.join(" "))
+        }
+        "change" => format!("change {}", s("what")),
+        other => format!("{other} {v}"),
+    };
+    format!("+{:.3}s {what}", v["t"].as_f64().unwrap_or(0.0))
+}
+
+/// `lagctl events`: prints the bond's events until interrupted or lagd stops.
+pub fn events(args: EventsArgs) -> Result<(), CliError> {
+    let endpoint = socket_path_for(&ShowArgs {
+        bond: args.bond,
+        json: args.json,
+        control: args.control,
+    })?;
+    let mut out = io::stdout();
+    let mut failed = None;
+    crate::daemon::control::events(&endpoint, |v| {
+        let line = if args.json {
+            v.to_string()
+        } else {
+            event_text(&v)
+        };
+        match writeln!(out, "{line}").and_then(|()| out.flush()) {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        }
+    })?;
+    match failed {
+        Some(e) => Err(CliError::Io(e)),
+        None => Ok(()),
+    }
+}
+
 /// Arguments of `lagctl reload`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReloadArgs {
@@ -182,6 +258,16 @@ mod test {
             parse_set(&v(&["bond0", "miimon=1", "oops"])),
             Err(CliError::Usage(m)) if m.contains("'oops'")
         ));
+    }
+
+    #[test]
+    fn event_lines() {
+        let v = serde_json::json!({"t": 1.5, "event": "active", "from": "eth0", "to": null});
+        assert_eq!(event_text(&v), "+1.500s active member eth0 -> none");
+        let v = serde_json::json!({"t": 2.0, "event": "link", "member": "eth1", "status": "down"});
+        assert_eq!(event_text(&v), "+2.000s link eth1 down");
+        let v = serde_json::json!({"t": 0.25, "event": "carrier", "up": false});
+        assert_eq!(event_text(&v), "+0.250s bond carrier down");
     }
 
     #[test]

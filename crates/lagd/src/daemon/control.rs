@@ -20,6 +20,7 @@
 //! {"cmd":"member","member":"eth1","action":"disable"}   (add, remove, disable, enable)
 //! {"cmd":"active","member":"eth1"}          (as the kernel's active_slave)
 //! {"cmd":"reload"}                          -> {"changed":[..]} (lagd --config only)
+//! {"cmd":"events"}                          -> {"subscribed":true}, then one line per event
 //! ```
 //!
 //! The bare word `status` is accepted too. A reply is a JSON object: the status document, or
@@ -168,6 +169,8 @@ pub enum Request {
         /// The member's interface name.
         member: String,
     },
+    /// Stream the bond's state changes, one JSON line each, until the client closes.
+    Events,
     /// Read the configuration file again (lagd started with `--config`) and apply what changed.
     Reload,
 }
@@ -203,7 +206,7 @@ impl Request {
     /// Whether the request only reads (and may be sent by the `control_group`).
     pub fn read_only(&self) -> bool {
         match self {
-            Self::Status => true,
+            Self::Status | Self::Events => true,
             Self::Set { .. } | Self::Member { .. } | Self::Active { .. } | Self::Reload => false,
         }
     }
@@ -246,6 +249,13 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
+    /// For `events`: acknowledges the subscription and returns the channel the event lines go
+    /// to (the client's thread writes them; a send fails once the client is gone).
+    pub(crate) fn subscribe(self) -> mpsc::Sender<String> {
+        let _ = self.reply.send(r#"{"subscribed":true}"#.to_owned());
+        self.reply
+    }
+
     /// Sends the reply line (without its newline) to the client's thread.
     pub(crate) fn answer(self, reply: String) {
         // The thread gave up waiting: nobody to tell.
@@ -465,6 +475,9 @@ fn serve(
                 let peer = lagd_sys::peer::peer_credentials(stream)?;
                 match access.check(&peer, &request) {
                     Err(e) => error_reply(&e),
+                    Ok(()) if request == Request::Events => {
+                        return stream_events(stream, tx, wake);
+                    }
                     Ok(()) => ask_loop(request, tx, wake),
                 }
             }
@@ -479,6 +492,51 @@ fn serve(
         Err(RequestError::Io(e)) => return Err(e),
     };
     write_reply(stream, &reply)
+}
+
+/// Subscribes to the loop's events and writes each line to the client until it goes away (a
+/// write that does not complete within [`REPLY_TIME`] ends the subscription too).
+fn stream_events(
+    stream: &UnixStream,
+    tx: &mpsc::Sender<Pending>,
+    wake: &UnixStream,
+) -> io::Result<()> {
+    let (reply_tx, reply_rx) = mpsc::channel();
+    if tx
+        .send(Pending {
+            request: Request::Events,
+            reply: reply_tx,
+        })
+        .is_err()
+    {
+        return write_reply(stream, &error_reply("the daemon is stopping"));
+    }
+    let _ = (&*wake).write(&[1]);
+    loop {
+        match reply_rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) => write_reply(stream, &line)?,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if peer_closed(stream)? {
+                    return Ok(());
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+    }
+}
+
+/// Whether the client closed its end (it sends nothing after its request).
+fn peer_closed(stream: &UnixStream) -> io::Result<bool> {
+    stream.set_nonblocking(true)?;
+    let mut byte = [0u8; 1];
+    let closed = match (&*stream).read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+        Err(_) => true,
+    };
+    stream.set_nonblocking(false)?;
+    Ok(closed)
 }
 
 fn ask_loop(request: Request, tx: &mpsc::Sender<Pending>, wake: &UnixStream) -> String {
@@ -595,6 +653,37 @@ pub fn request(endpoint: &Endpoint, request: &Request) -> Result<serde_json::Val
         bail!("{endpoint}: {e}");
     }
     Ok(value)
+}
+
+/// Subscribes to the events of the lagd at `endpoint` and hands each to `each` until it
+/// returns `false` or lagd closes the connection.
+pub fn events(endpoint: &Endpoint, mut each: impl FnMut(serde_json::Value) -> bool) -> Result<()> {
+    let stream = endpoint
+        .connect()
+        .with_context(|| format!("no lagd answers on {endpoint}"))?;
+    stream.set_write_timeout(Some(REQUEST_TIME))?;
+    let mut line = serde_json::to_string(&Request::Events)?;
+    line.push('\n');
+    (&stream).write_all(line.as_bytes())?;
+    let mut reader = BufReader::new(&stream);
+    let mut first = true;
+    loop {
+        let mut line = String::new();
+        if (&mut reader).take(1 << 20).read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let value: serde_json::Value = serde_json::from_str(&line)
+            .with_context(|| format!("bad event line from {endpoint}"))?;
+        if let Some(e) = value.get("error").and_then(|e| e.as_str()) {
+            bail!("{endpoint}: {e}");
+        }
+        if std::mem::take(&mut first) {
+            continue;
+        }
+        if !each(value) {
+            return Ok(());
+        }
+    }
 }
 
 /// Asks the lagd at `endpoint` for its status.

@@ -101,6 +101,10 @@ pub struct Daemon {
     disabled: BTreeSet<usize>,
     /// The run-time changes made (the latest [`MAX_CHANGES`]), for the status.
     changes: VecDeque<String>,
+    /// `lagctl events` clients: each event line goes to every one.
+    subscribers: Vec<std::sync::mpsc::Sender<String>>,
+    /// 802.3ad: the members distributing as last published.
+    distributing: Vec<PortId>,
 }
 
 /// How many run-time changes the status lists.
@@ -254,6 +258,8 @@ impl Daemon {
             dataplane_reason,
             disabled: BTreeSet::new(),
             changes: VecDeque::new(),
+            subscribers: Vec::new(),
+            distributing: Vec::new(),
         };
         let now = d.now();
         d.after_wake(now);
@@ -494,10 +500,49 @@ impl Daemon {
         }
     }
 
+    /// Sends an event line to every `lagctl events` client (those gone are dropped).
+    fn publish(&mut self, now: Instant, event: &str, mut fields: serde_json::Value) {
+        if self.subscribers.is_empty() {
+            return;
+        }
+        let t = now.saturating_since(Instant::ZERO).as_secs_f64();
+        if let Some(map) = fields.as_object_mut() {
+            map.insert("t".into(), serde_json::json!((t * 1000.0).round() / 1000.0));
+            map.insert("event".into(), event.into());
+        }
+        let line = fields.to_string();
+        self.subscribers.retain(|s| s.send(line.clone()).is_ok());
+    }
+
     /// After every wake: the frames the bond queued go out, and its events are acted on.
     fn after_wake(&mut self, now: Instant) {
         self.dp.send_own(&mut self.bond, now);
         while let Some(ev) = self.bond.poll_event() {
+            if !self.subscribers.is_empty() {
+                let name = |p: Option<PortId>| {
+                    p.and_then(|p| self.dp.io.members.get(p.index()))
+                        .map(|m| m.name.clone())
+                };
+                let (kind, fields) = match &ev {
+                    BondEvent::Link { port, status } => (
+                        "link",
+                        serde_json::json!({ "member": name(Some(*port)), "status": status.to_string() }),
+                    ),
+                    BondEvent::ActiveChanged { from, to } => (
+                        "active",
+                        serde_json::json!({ "from": name(*from), "to": name(*to) }),
+                    ),
+                    BondEvent::MacChanged { mac } => {
+                        ("mac", serde_json::json!({ "mac": mac.to_string() }))
+                    }
+                    BondEvent::MemberMac { port, mac } => (
+                        "member-mac",
+                        serde_json::json!({ "member": name(Some(*port)), "mac": mac.to_string() }),
+                    ),
+                    BondEvent::Carrier { up } => ("carrier", serde_json::json!({ "up": up })),
+                };
+                self.publish(now, kind, fields);
+            }
             match ev {
                 BondEvent::Link { port, status } => {
                     let name = self.dp.io.members[port.index()].name.clone();
@@ -538,6 +583,17 @@ impl Daemon {
                 }
             }
         }
+        // 802.3ad: which members distribute is LACP's decision, without a bond event.
+        if self.bond.lacp().is_some() && self.bond.usable() != self.distributing.as_slice() {
+            self.distributing = self.bond.usable().to_vec();
+            let names: Vec<String> = self
+                .distributing
+                .iter()
+                .filter_map(|p| self.dp.io.members.get(p.index()))
+                .map(|m| m.name.clone())
+                .collect();
+            self.publish(now, "lacp", serde_json::json!({ "distributing": names }));
+        }
         // Speed changes above may have queued frames (LACP recomputes a port's key).
         self.dp.send_own(&mut self.bond, now);
         // The kernel programs read the distribution as it now is (one map update).
@@ -567,6 +623,10 @@ impl Daemon {
     /// writing happen on their threads.
     fn service_control(&mut self, now: Instant) {
         while let Some(pending) = self.control.next() {
+            if pending.request == control::Request::Events {
+                self.subscribers.push(pending.subscribe());
+                continue;
+            }
             let reply = match self.handle_request(now, &pending.request) {
                 Ok(v) => v.to_string(),
                 Err(e) => control::error_reply(&e),
@@ -582,6 +642,8 @@ impl Daemon {
     ) -> Result<serde_json::Value, String> {
         use control::{MemberAction, Request};
         match request {
+            // Taken in service_control.
+            Request::Events => Err("events: not a single request".into()),
             Request::Status => serde_json::to_value(self.status_at(now)).map_err(|e| e.to_string()),
             Request::Set { options } => {
                 let mut trial = self.bond.clone();
@@ -672,6 +734,7 @@ impl Daemon {
         }
         let secs = now.saturating_since(Instant::ZERO).as_secs_f64();
         self.changes.push_back(format!("+{secs:.1}s {what}"));
+        self.publish(now, "change", serde_json::json!({ "what": what }));
     }
 
     /// Reads the configuration file again and applies what changed (options the kernel lets
