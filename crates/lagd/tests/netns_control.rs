@@ -258,6 +258,15 @@ fn an_oversized_request_is_refused_without_growing_the_daemon() {
     );
     // The daemon still serves.
     assert!(status_at(&endpoint).is_ok());
+    // SIGHUP without --config: logged, and lagd carries on (it used to exit with 129).
+    let out = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .output()
+        .expect("kill");
+    assert!(out.status.success());
+    thread::sleep(Duration::from_millis(300));
+    assert!(status_at(&endpoint).is_ok(), "lagd did not survive SIGHUP");
+    assert_eq!(lagd_pid(&endpoint), pid);
     topo.teardown().expect("teardown");
 }
 
