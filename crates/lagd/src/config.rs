@@ -408,6 +408,35 @@ actor_port_prio = { eth0 = 100, eth1 = 200 }
     }
 
     #[test]
+    fn control_endpoint_and_group() {
+        let c = Config::from_toml(GOOD, Some(Path::new("/etc/lagd/b.toml"))).unwrap();
+        assert_eq!(c.control, Endpoint::Abstract("lagd/bond0".into()));
+        assert_eq!(c.control_group, None);
+        assert_eq!(c.file.as_deref(), Some(Path::new("/etc/lagd/b.toml")));
+        let text = GOOD.replace(
+            "mtu = 9000",
+            "mtu = 9000\ncontrol = \"/run/x.sock\"\ncontrol_group = \"root\"",
+        );
+        let c = Config::from_toml(&text, None).unwrap();
+        assert_eq!(c.control, Endpoint::File("/run/x.sock".into()));
+        assert_eq!(c.control_group, Some(0));
+        let text = GOOD.replace("mtu = 9000", "mtu = 9000\ncontrol = \"@mine/x\"");
+        let c = Config::from_toml(&text, None).unwrap();
+        assert_eq!(c.control, Endpoint::Abstract("mine/x".into()));
+        let text = GOOD.replace(
+            "mtu = 9000",
+            "mtu = 9000\ncontrol_group = \"no-such-group-x\"",
+        );
+        let e = Config::from_toml(&text, None).unwrap_err();
+        assert_eq!(
+            (e.key.as_deref(), e.line),
+            (Some("control_group"), Some(5)),
+            "{e}"
+        );
+        assert_eq!(resolve_group("4242"), Ok(4242));
+    }
+
+    #[test]
     fn toml_errors_name_key_and_line() {
         let path = Path::new("/etc/lagd/bond0.toml");
         let bad_value = GOOD.replace("miimon = 100", "miimon = \"often\"");
