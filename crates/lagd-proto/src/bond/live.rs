@@ -13,7 +13,7 @@
 //! ([`BondOptions::finish`]), and only then does the bond take the new options.
 
 use super::monitor::ArpMonitor;
-use super::{Bond, BondOptions, OptionError, PortId};
+use super::{Bond, BondOptions, OptionError};
 use crate::time::Instant;
 
 /// When an option may change on a running bond.
@@ -223,12 +223,8 @@ impl Bond {
         if !self.opts.mode.uses_primary() {
             return Err(format!("mode {} has no active member", self.opts.mode));
         }
-        // The latest port of that name (a member removed and added again has two).
         let port = self
-            .ports
-            .iter()
-            .rposition(|p| p.info.name == name)
-            .map(|i| PortId(i as u16))
+            .port_by_name(name)
             .ok_or_else(|| format!("'{name}' is not a member of the bond"))?;
         if !self.ports[port.index()].usable() {
             return Err(format!("'{name}' is not usable (its link is not up)"));
@@ -280,7 +276,7 @@ impl Bond {
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::bond::{MiiStatus, PortInfo};
+    use crate::bond::{MiiStatus, PortId, PortInfo};
     use crate::wire::EthernetAddress;
 
     fn bond(opts: &str) -> Bond {
@@ -422,5 +418,26 @@ mod test {
         // Modes without an active member refuse.
         let mut b = bond("mode=balance-xor miimon=100");
         assert!(b.set_active(Instant::from_millis(1), "eth1").is_err());
+    }
+
+    #[test]
+    fn a_member_added_again_is_the_one_named() {
+        let mut b = bond("mode=active-backup miimon=100");
+        let t = Instant::from_millis(1);
+        b.remove_port(t, PortId(1));
+        let info = PortInfo {
+            name: "eth1".into(),
+            perm_mac: EthernetAddress([2, 0, 0, 0, 1, 1]),
+            speed_mbps: Some(1000),
+            full_duplex: Some(true),
+        };
+        assert_eq!(b.add_port(t, info, true), PortId(2));
+        assert_eq!(b.port_by_name("eth1"), Some(PortId(2)));
+        b.change_options(t, &kv(&[("primary", "eth1")])).unwrap();
+        assert_eq!(b.active(), Some(PortId(2)));
+        b.change_options(t, &kv(&[("primary", "")])).unwrap();
+        assert_eq!(b.set_active(t, "eth0"), Ok(true));
+        assert_eq!(b.set_active(t, "eth1"), Ok(true));
+        assert_eq!(b.active(), Some(PortId(2)));
     }
 }

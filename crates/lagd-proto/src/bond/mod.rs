@@ -298,10 +298,11 @@ impl Bond {
     }
 
     /// The member named `name`.
+    /// A member removed and added again is listed twice: the latest is the one in use.
     pub fn port_by_name(&self, name: &str) -> Option<PortId> {
         self.ports
             .iter()
-            .position(|p| p.info.name == name)
+            .rposition(|p| p.info.name == name)
             .map(|i| PortId(i as u16))
     }
 
