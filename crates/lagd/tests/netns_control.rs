@@ -481,6 +481,28 @@ fn non_root_clients_get_status_only_with_the_group() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["bond"], "bond0");
+    // The group reads, but changes stay root's: nothing changes.
+    for args in [
+        &["set", "bond0", "miimon=50"][..],
+        &["member", "bond0", "disable", &topo.links()[0].name],
+        &["reload", "bond0"],
+    ] {
+        let out = lagctl_in(&topo, Side::A, &with_group, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains("only root may change"), "{args:?}: {err}");
+    }
+    let out = lagctl_in(&topo, Side::A, &[], &["show", "bond0", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["miimon"], 100);
+    assert!(v.get("disabled_members").is_none(), "{v}");
+    // Root may.
+    let out = lagctl_in(&topo, Side::A, &[], &["set", "bond0", "miimon=50"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for (side, prefix) in [(Side::A, &without), (Side::B, &with_group)] {
         let out = lagctl_in(&topo, side, prefix, &["show", "bond0"]);
         let err = String::from_utf8_lossy(&out.stderr);
