@@ -16,6 +16,7 @@
 //! * [`link`]: interface facts and control (index, name, MAC, MTU, up/down, carrier, speed)
 //!   by ioctl, and [`link::LinkEvents`], an rtnetlink subscriber for link changes.
 //! * [`poll`]: an epoll wrapper, an eventfd to wake it, and a signalfd for clean shutdown.
+//! * [`peer`]: the credentials of a Unix socket's peer (the control socket's access check).
 //! * [`netns`]: run a closure inside a named network namespace on a fresh thread (tests, lab).
 //! * [`fastpath`]: the kernel fast path's tcx programs and their maps (`bpf/fastpath.c`).
 //!
@@ -38,6 +39,7 @@ pub mod isolate;
 pub mod link;
 pub mod netns;
 pub mod packet;
+pub mod peer;
 pub mod poll;
 pub mod tap;
 pub mod vnet;

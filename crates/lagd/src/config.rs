@@ -8,7 +8,8 @@
 //! members = ["eth0", "eth1"]
 //! # mac = "02:00:00:00:00:01"   # default: the first member's permanent MAC
 //! # mtu = 9000                  # default: the first member's MTU; applied to every member
-//! # control = "/run/lagd/bond0.sock"
+//! # control = "/run/lagd/bond0.sock" # default: the abstract socket "@lagd/bond0" (per netns)
+//! # control_group = "adm"            # this group may read the status (default: root only)
 //!
 //! [options]
 //! mode = "802.3ad"
@@ -27,9 +28,31 @@ use lagd_proto::wire::EthernetAddress;
 use serde::Deserialize;
 use toml::Spanned;
 
-/// Where `lagd` listens for `lagctl` by default: `/run/lagd/<bond>.sock`.
-pub fn default_control_path(bond: &str) -> PathBuf {
-    PathBuf::from("/run/lagd").join(format!("{bond}.sock"))
+pub use crate::daemon::control::Endpoint;
+
+/// Where `lagd` listens for `lagctl` by default: the abstract socket `@lagd/<bond>`, which
+/// belongs to the network namespace.
+pub fn default_control(bond: &str) -> Endpoint {
+    Endpoint::default_for(bond)
+}
+
+/// The id of group `name` (a name in `/etc/group`, or a number).
+pub fn resolve_group(name: &str) -> Result<u32, String> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    let groups =
+        std::fs::read_to_string("/etc/group").map_err(|e| format!("reading /etc/group: {e}"))?;
+    groups
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            let n = f.next()?;
+            let gid = f.nth(1)?.parse::<u32>().ok()?;
+            (n == name).then_some(gid)
+        })
+        .next()
+        .ok_or_else(|| format!("no group '{name}' in /etc/group"))
 }
 
 /// A validated configuration.
@@ -45,8 +68,12 @@ pub struct Config {
     pub mac: Option<EthernetAddress>,
     /// The MTU for the bond and its members, if configured.
     pub mtu: Option<u32>,
-    /// The control socket path.
-    pub control: PathBuf,
+    /// The control socket.
+    pub control: Endpoint,
+    /// The group that may read the status on the control socket (besides root).
+    pub control_group: Option<u32>,
+    /// The file the configuration came from (what SIGHUP and `lagctl reload` read again).
+    pub file: Option<PathBuf>,
     /// Warnings the options produced (the kernel would log them).
     pub warnings: Vec<String>,
 }
@@ -145,7 +172,12 @@ impl Config {
             .transpose()?;
         Self::check_mtu(mtu).map_err(|m| err("--mtu", m))?;
         Ok(Self {
-            control: control.map_or_else(|| default_control_path(bond), Path::to_path_buf),
+            control: control.map_or_else(
+                || default_control(bond),
+                |c| Endpoint::parse(&c.to_string_lossy()),
+            ),
+            control_group: None,
+            file: None,
             bond: bond.to_owned(),
             members,
             options,
@@ -262,11 +294,20 @@ impl Config {
             }
             None => None,
         };
+        let control_group = match &raw.control_group {
+            Some(g) => Some(
+                resolve_group(g.get_ref()).map_err(|e| err(Some(g.span()), "control_group", e))?,
+            ),
+            None => None,
+        };
         let bond = raw.bond.into_inner();
         Ok(Self {
-            control: raw
-                .control
-                .map_or_else(|| default_control_path(&bond), |c| c.into_inner()),
+            control: raw.control.map_or_else(
+                || default_control(&bond),
+                |c| Endpoint::parse(&c.into_inner().to_string_lossy()),
+            ),
+            control_group,
+            file: file.map(Path::to_path_buf),
             bond,
             members: raw.members.into_inner(),
             options,
@@ -297,6 +338,7 @@ struct RawConfig {
     mac: Option<Spanned<String>>,
     mtu: Option<Spanned<i64>>,
     control: Option<Spanned<PathBuf>>,
+    control_group: Option<Spanned<String>>,
     #[serde(default)]
     options: BTreeMap<String, Spanned<toml::Value>>,
 }
@@ -320,7 +362,8 @@ mod test {
         .unwrap();
         assert_eq!(c.members, ["veth1", "veth2"]);
         assert_eq!(c.options.mode, Mode::BalanceXor);
-        assert_eq!(c.control, PathBuf::from("/run/lagd/bond0.sock"));
+        assert_eq!(c.control.to_string(), "@lagd/bond0");
+        assert_eq!(c.control_group, None);
         let e = Config::from_args("bond0", "veth1", "miimon=x", None, None, None).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("miimon"));
         assert!(e.to_string().contains("option 'miimon'"), "{e}");
@@ -362,6 +405,35 @@ actor_port_prio = { eth0 = 100, eth1 = 200 }
         );
         assert_eq!(c.mtu, Some(9000));
         assert_eq!(c.options.xmit_hash_policy, HashPolicy::Layer2);
+    }
+
+    #[test]
+    fn control_endpoint_and_group() {
+        let c = Config::from_toml(GOOD, Some(Path::new("/etc/lagd/b.toml"))).unwrap();
+        assert_eq!(c.control, Endpoint::Abstract("lagd/bond0".into()));
+        assert_eq!(c.control_group, None);
+        assert_eq!(c.file.as_deref(), Some(Path::new("/etc/lagd/b.toml")));
+        let text = GOOD.replace(
+            "mtu = 9000",
+            "mtu = 9000\ncontrol = \"/run/x.sock\"\ncontrol_group = \"root\"",
+        );
+        let c = Config::from_toml(&text, None).unwrap();
+        assert_eq!(c.control, Endpoint::File("/run/x.sock".into()));
+        assert_eq!(c.control_group, Some(0));
+        let text = GOOD.replace("mtu = 9000", "mtu = 9000\ncontrol = \"@mine/x\"");
+        let c = Config::from_toml(&text, None).unwrap();
+        assert_eq!(c.control, Endpoint::Abstract("mine/x".into()));
+        let text = GOOD.replace(
+            "mtu = 9000",
+            "mtu = 9000\ncontrol_group = \"no-such-group-x\"",
+        );
+        let e = Config::from_toml(&text, None).unwrap_err();
+        assert_eq!(
+            (e.key.as_deref(), e.line),
+            (Some("control_group"), Some(5)),
+            "{e}"
+        );
+        assert_eq!(resolve_group("4242"), Ok(4242));
     }
 
     #[test]

@@ -61,6 +61,13 @@ pub struct Status {
     /// Which path carries the data frames, and why.
     #[serde(default)]
     pub dataplane: DataplaneStatus,
+    /// Members disabled with `lagctl member BOND NAME disable` (kept out as if without carrier).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disabled_members: Vec<String>,
+    /// The run-time changes made since lagd started (`lagctl set`, `lagctl member`, reloads),
+    /// oldest first, each `+SECONDS what` (seconds since start); the latest 32.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
     /// Members in enslave order.
     pub members: Vec<MemberStatus>,
 }
@@ -402,6 +409,8 @@ impl Status {
                 })
             }),
             dataplane: DataplaneStatus::default(),
+            disabled_members: Vec::new(),
+            changes: Vec::new(),
             stripe: snap.stripe.as_ref().map(|st| {
                 let names: Vec<&str> = snap.ports.iter().map(|p| p.name.as_str()).collect();
                 StripeStatus::from_snapshot(st, &names)
@@ -675,6 +684,15 @@ impl Status {
         if let Some(b) = &self.buckets {
             self.render_buckets(&mut s, b);
         }
+        if !self.disabled_members.is_empty() {
+            let _ = writeln!(s, "Disabled Slaves: {}", self.disabled_members.join(" "));
+        }
+        if !self.changes.is_empty() {
+            let _ = writeln!(s, "Changes:");
+            for c in &self.changes {
+                let _ = writeln!(s, "  {c}");
+            }
+        }
         for m in &self.members {
             let _ = writeln!(s);
             let _ = writeln!(s, "Slave Interface: {}", m.name);
@@ -910,6 +928,8 @@ mod test {
             buckets: None,
             stripe: None,
             dataplane: DataplaneStatus::default(),
+            disabled_members: Vec::new(),
+            changes: Vec::new(),
             members: vec![MemberStatus {
                 name: "eth1".into(),
                 mii_status: "up".into(),

@@ -16,6 +16,7 @@
 //! - `notify`, `igmp`: what the bond tells the network after a failover;
 //! - `mode`: each mode's state and per-frame decisions, behind one enum;
 //! - [`distribution`]: the distribution as plain data ([`Bond::distribution`]);
+//! - [`live`]: option changes on a running bond ([`Bond::change_options`]);
 //! - `snapshot`: plain-data state for `lagctl show`.
 //!
 //! # Timers
@@ -60,6 +61,7 @@
 pub mod distribution;
 mod event;
 mod igmp;
+pub mod live;
 mod member;
 mod mode;
 mod monitor;
@@ -298,10 +300,11 @@ impl Bond {
     }
 
     /// The member named `name`.
+    /// A member removed and added again is listed twice: the latest is the one in use.
     pub fn port_by_name(&self, name: &str) -> Option<PortId> {
         self.ports
             .iter()
-            .position(|p| p.info.name == name)
+            .rposition(|p| p.info.name == name)
             .map(|i| PortId(i as u16))
     }
 
@@ -657,32 +660,43 @@ impl Bond {
         let active = select::choose_active(&self.ports, &self.opts, &self.sel);
         let active_changed = active != self.sel.active;
         if active_changed {
-            if self.opts.mode.uses_primary() {
-                self.events.push_back(BondEvent::ActiveChanged {
-                    from: self.sel.active,
-                    to: active,
-                });
-            }
-            // A failover (not the first choice) is announced to the network.
-            if self.sel.active.is_some()
-                && active.is_some()
-                && self.opts.mode.uses_primary()
-                && (self.opts.num_grat_arp > 0 || self.opts.num_unsol_na > 0)
-            {
-                self.notify.start(now);
-            }
-            self.sel.active = active;
-            let macs = Macs {
-                bond: self.mac,
-                ports: &self.ports,
-                active,
-            };
-            if let Some(mac) =
-                select::fail_over_mac(&self.opts, &macs, &mut self.member_macs, &mut self.events)
-            {
-                self.mac = mac;
-            }
+            self.switch_active(now, active);
         }
+        self.after_selection(now, usable_changed, active_changed);
+    }
+
+    /// Makes `active` the active member: the event, the failover announcement and
+    /// `fail_over_mac`.
+    fn switch_active(&mut self, now: Instant, active: Option<PortId>) {
+        if self.opts.mode.uses_primary() {
+            self.events.push_back(BondEvent::ActiveChanged {
+                from: self.sel.active,
+                to: active,
+            });
+        }
+        // A failover (not the first choice) is announced to the network.
+        if self.sel.active.is_some()
+            && active.is_some()
+            && self.opts.mode.uses_primary()
+            && (self.opts.num_grat_arp > 0 || self.opts.num_unsol_na > 0)
+        {
+            self.notify.start(now);
+        }
+        self.sel.active = active;
+        let macs = Macs {
+            bond: self.mac,
+            ports: &self.ports,
+            active,
+        };
+        if let Some(mac) =
+            select::fail_over_mac(&self.opts, &macs, &mut self.member_macs, &mut self.events)
+        {
+            self.mac = mac;
+        }
+    }
+
+    /// What follows a selection: the mode, IGMP replays, the carrier, the receive rules.
+    fn after_selection(&mut self, now: Instant, usable_changed: bool, active_changed: bool) {
         self.mode
             .selection_changed(now, &self.sel, usable_changed, active_changed);
         let igmp_port = select::igmp_member(self.opts.mode, &self.sel);

@@ -344,7 +344,7 @@ pub struct BondOptions {
     /// member reports (ethtool), for buckets and stripe.
     pub member_speed: Vec<(String, u32)>,
     /// Which keys were given explicitly (for warnings about turning monitoring off).
-    explicit_miimon: bool,
+    pub(crate) explicit_miimon: bool,
 }
 
 impl Default for BondOptions {

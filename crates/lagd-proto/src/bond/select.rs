@@ -92,7 +92,8 @@ pub(crate) fn choose_active(ports: &[Port], opts: &BondOptions, sel: &Selection)
     let primary = opts
         .primary
         .as_deref()
-        .and_then(|n| ports.iter().position(|p| p.info.name == n))
+        // The latest member of that name (one removed and added again is listed twice).
+        .and_then(|n| ports.iter().rposition(|p| p.info.name == n))
         .map(|i| PortId(i as u16))
         .filter(|&p| {
             let p = &ports[p.index()];

@@ -7,8 +7,17 @@ use clap::{Parser, Subcommand};
 use lagd::cli;
 
 /// lagd's control and analysis tool.
+///
+/// show, set, member, active, reload, events and lacp talk to a running lagd over its control socket: by
+/// default the abstract Unix socket @lagd/BOND of the current network namespace (lagd
+/// --control PATH: give lagctl --control PATH too). One JSON request line, one JSON reply line:
+/// {"cmd":"status"}, {"cmd":"set","options":[["miimon","50"]]},
+/// {"cmd":"member","member":"eth1","action":"disable"}, {"cmd":"active","member":"eth1"},
+/// {"cmd":"reload"}, {"cmd":"events"} (then one JSON line per event); errors come back as
+/// {"error":"..."}. Requests are limited to 64 KiB and 2 s; only root may change anything, and
+/// lagd's control_group may read the status.
 #[derive(Parser, Debug)]
-#[command(name = "lagctl", version, about)]
+#[command(name = "lagctl", version, about, long_about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -24,6 +33,16 @@ enum Command {
     Explain(cli::explain::ExplainArgs),
     /// Show a running bond's status (as /proc/net/bonding/BOND reads), or JSON.
     Show(cli::show::ShowArgs),
+    /// Change options of a running bond: `lagctl set [BOND] KEY=VALUE...` (root only).
+    Set(cli::control::SetArgs),
+    /// Add, remove, disable or enable a member: `lagctl member [BOND] ACTION MEMBER` (root only).
+    Member(cli::control::MemberArgs),
+    /// Make a member the active one now: `lagctl active [BOND] MEMBER` (root only).
+    Active(cli::control::ActiveArgs),
+    /// Stream a bond's state changes (links, active member, carrier, LACP, run-time changes).
+    Events(cli::control::EventsArgs),
+    /// Make lagd read its --config file again and apply what changed (as SIGHUP does).
+    Reload(cli::control::ReloadArgs),
     /// LACP diagnosis: `lagctl lacp doctor [BOND]`.
     Lacp(cli::lacp::LacpArgs),
     /// Two namespaces joined by shaped veth links, a bond at both ends, TCP through it.
@@ -36,6 +55,11 @@ fn main() -> ExitCode {
         Command::Plan(args) => cli::plan::main(*args),
         Command::Explain(args) => cli::explain::main(args),
         Command::Show(args) => cli::show::main(args),
+        Command::Set(args) => cli::control::set(args),
+        Command::Member(args) => cli::control::member(args),
+        Command::Active(args) => cli::control::active(args),
+        Command::Events(args) => cli::control::events(args),
+        Command::Reload(args) => cli::control::reload(args),
         Command::Lacp(args) => cli::lacp::main(args),
         Command::Lab(args) => cli::lab::main(*args),
     };

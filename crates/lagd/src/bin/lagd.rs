@@ -35,9 +35,14 @@ struct Args {
     /// MTU for the bond and every member (default: the first member's MTU).
     #[arg(long)]
     mtu: Option<u32>,
-    /// Control socket (default: /run/lagd/BOND.sock).
+    /// Control socket file (default: the abstract socket @lagd/BOND, one per network
+    /// namespace); a value starting with @ names an abstract socket.
     #[arg(long)]
     control: Option<PathBuf>,
+    /// A group (name or id) whose members may read the status on the control socket (changes
+    /// stay root's). In a --config file: control_group.
+    #[arg(long, conflicts_with = "config")]
+    control_group: Option<String>,
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -62,6 +67,19 @@ fn main() -> ExitCode {
             args.control.as_deref(),
         ),
     };
+    let config = config.and_then(|mut c| {
+        if let Some(g) = &args.control_group {
+            c.control_group = Some(lagd::config::resolve_group(g).map_err(|message| {
+                lagd::config::ConfigError {
+                    file: None,
+                    line: None,
+                    key: Some("--control-group".into()),
+                    message,
+                }
+            })?);
+        }
+        Ok(c)
+    });
     let config = match config {
         Ok(c) => c,
         Err(e) => {

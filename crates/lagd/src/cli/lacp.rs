@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::CliError;
 use super::show::{ShowArgs, socket_path_for};
-use crate::daemon::query_status;
+use crate::daemon::status_at;
 use crate::status::{MemberStatus, Status};
 
 /// `lagctl lacp ...`.
@@ -34,7 +34,7 @@ enum LacpCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The control socket (default: /run/lagd/BOND.sock).
+        /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
         #[arg(long)]
         control: Option<PathBuf>,
     },
@@ -369,7 +369,7 @@ pub fn main(args: LacpArgs) -> Result<(), CliError> {
         json,
         control,
     })?;
-    let status = query_status(&path)?;
+    let status = status_at(&path)?;
     let findings = diagnose(&status);
     let text = if json {
         serde_json::to_string_pretty(&findings).map_err(|e| CliError::Failed(e.into()))? + "\n"
@@ -474,6 +474,8 @@ mod test {
             buckets: None,
             stripe: None,
             dataplane: Default::default(),
+            disabled_members: Vec::new(),
+            changes: Vec::new(),
             lacp: Some(LacpStatus {
                 lacp_active: true,
                 lacp_rate: "fast".into(),

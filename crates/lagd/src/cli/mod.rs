@@ -1,6 +1,7 @@
 //! `lagctl` subcommands. Each module holds its clap arguments, a `main` that the binary calls,
 //! and the logic as functions over readers and writers, so tests can drive it without a process.
 
+pub mod control;
 mod error;
 pub mod explain;
 pub mod hash;

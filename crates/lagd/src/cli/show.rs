@@ -1,11 +1,12 @@
 //! `lagctl show [BOND] [--json]`: a bond's status, as `/proc/net/bonding/BOND` reads, or JSON.
 
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::CliError;
-use crate::config::default_control_path;
-use crate::daemon::query_status;
+use crate::config::default_control;
+use crate::daemon::control::local_bonds;
+use crate::daemon::{Endpoint, status_at};
 
 /// Arguments of `lagctl show`.
 #[derive(Debug, Clone, clap::Args)]
@@ -15,55 +16,48 @@ pub struct ShowArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
-    /// The control socket (default: /run/lagd/BOND.sock).
+    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
     #[arg(long)]
     pub control: Option<PathBuf>,
 }
 
-/// Which socket to ask: `--control`, the bond's default path, or the only one under /run/lagd.
-fn socket_path(args: &ShowArgs, run_dir: &Path) -> Result<PathBuf, CliError> {
+/// Which endpoint to ask: `--control`, the bond's default, or the only bond with a default
+/// endpoint in this network namespace (`bonds` lists them).
+fn choose_endpoint(
+    args: &ShowArgs,
+    bonds: impl FnOnce() -> io::Result<Vec<String>>,
+) -> Result<Endpoint, CliError> {
     if let Some(c) = &args.control {
-        return Ok(c.clone());
+        return Ok(Endpoint::parse(&c.to_string_lossy()));
     }
     if let Some(b) = &args.bond {
-        return Ok(default_control_path(b));
+        return Ok(default_control(b));
     }
-    let mut socks: Vec<PathBuf> = std::fs::read_dir(run_dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "sock"))
-                .collect()
-        })
-        .unwrap_or_default();
-    socks.sort();
-    match socks.len() {
-        0 => Err(CliError::Usage(format!(
-            "no bond is running (no control socket in {})",
-            run_dir.display()
+    let mut bonds =
+        bonds().map_err(|e| CliError::Failed(anyhow::anyhow!("/proc/net/unix: {e}")))?;
+    match bonds.len() {
+        0 => Err(CliError::Usage(
+            "no bond is running in this network namespace (no @lagd/BOND socket in \
+             /proc/net/unix; a lagd with --control PATH needs --control PATH here too)"
+                .to_owned(),
+        )),
+        1 => Ok(default_control(&bonds.remove(0))),
+        _ => Err(CliError::Usage(format!(
+            "several bonds are running in this network namespace ({}): name one",
+            bonds.join(", ")
         ))),
-        1 => Ok(socks.remove(0)),
-        _ => {
-            let names: Vec<String> = socks
-                .iter()
-                .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-                .collect();
-            Err(CliError::Usage(format!(
-                "several bonds are running ({}): name one",
-                names.join(", ")
-            )))
-        }
     }
 }
 
-/// The control socket `args` names (or the only running bond's).
-pub fn socket_path_for(args: &ShowArgs) -> Result<PathBuf, CliError> {
-    socket_path(args, Path::new("/run/lagd"))
+/// The control endpoint `args` names (or the only running bond's in this network namespace).
+pub fn socket_path_for(args: &ShowArgs) -> Result<Endpoint, CliError> {
+    choose_endpoint(args, local_bonds)
 }
 
 /// `lagctl show`.
 pub fn main(args: ShowArgs) -> Result<(), CliError> {
     let path = socket_path_for(&args)?;
-    let status = query_status(&path)?;
+    let status = status_at(&path)?;
     let text = if args.json {
         serde_json::to_string_pretty(&status).map_err(|e| CliError::Failed(e.into()))? + "\n"
     } else {
@@ -79,29 +73,34 @@ mod test {
     use super::*;
 
     #[test]
-    fn picks_the_socket() {
-        let dir = std::env::temp_dir().join(format!("lagctl-show-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let args = |bond: Option<&str>| ShowArgs {
+    fn picks_the_endpoint() {
+        let args = |bond: Option<&str>, control: Option<&str>| ShowArgs {
             bond: bond.map(str::to_owned),
             json: false,
-            control: None,
+            control: control.map(PathBuf::from),
         };
+        let listed = |names: &[&str]| {
+            let v: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+            move || Ok(v)
+        };
+        let e = choose_endpoint(&args(None, None), listed(&[])).unwrap_err();
         assert!(
-            matches!(socket_path(&args(None), &dir), Err(CliError::Usage(m)) if m.contains("no bond"))
+            matches!(&e, CliError::Usage(m) if m.contains("no bond")),
+            "{e}"
         );
-        std::fs::write(dir.join("bond0.sock"), "").unwrap();
         assert_eq!(
-            socket_path(&args(None), &dir).unwrap(),
-            dir.join("bond0.sock")
+            choose_endpoint(&args(None, None), listed(&["bond0"])).unwrap(),
+            Endpoint::Abstract("lagd/bond0".into())
         );
-        std::fs::write(dir.join("bond1.sock"), "").unwrap();
-        let e = socket_path(&args(None), &dir).unwrap_err();
+        let e = choose_endpoint(&args(None, None), listed(&["bond0", "bond1"])).unwrap_err();
         assert!(e.to_string().contains("bond0, bond1"), "{e}");
         assert_eq!(
-            socket_path(&args(Some("bond7")), &dir).unwrap(),
-            PathBuf::from("/run/lagd/bond7.sock")
+            choose_endpoint(&args(Some("bond7"), None), listed(&["bond0"])).unwrap(),
+            Endpoint::Abstract("lagd/bond7".into())
         );
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            choose_endpoint(&args(Some("bond7"), Some("/tmp/x.sock")), listed(&[])).unwrap(),
+            Endpoint::File("/tmp/x.sock".into())
+        );
     }
 }

@@ -108,10 +108,20 @@ impl Kernel {
         let a = self.fp.attach_member(ifindex)?;
         self.members.push(Some(a));
         self.ifindexes.push(ifindex);
+        // The table names the members' interfaces: write it again.
+        self.generation = None;
         Ok(())
     }
 
     /// The member at `port` is gone: its program is detached and the table forgets it.
+    /// Lets go of the member programs from position `len` on (a member whose set-up failed
+    /// after its program was attached), so that positions stay those of the bond's ports.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.members.truncate(len);
+        self.ifindexes.truncate(len);
+        self.generation = None;
+    }
+
     pub(crate) fn member_gone(&mut self, port: usize) {
         if let Some(m) = self.members.get_mut(port) {
             *m = None;

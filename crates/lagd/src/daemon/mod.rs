@@ -12,7 +12,9 @@
 //! the loop does:
 //! - carrier is read every `min(miimon, 10)` ms with `ETHTOOL_GLINK` (immediate), and rtnetlink
 //!   link events trigger an extra read at once (they can arrive ~1 s late: the kernel's linkwatch);
-//! - a Unix control socket answers `status` with the JSON [`Status`];
+//! - a Unix control socket (abstract `@lagd/BOND` by default, per network namespace) answers
+//!   `status` with the JSON [`Status`]; its clients are served on threads of their own
+//!   ([`control`]), and the loop only answers the requests they queue, never blocking;
 //! - SIGTERM/SIGINT end the loop cleanly: the TAP's carrier goes off and stays (the TAP is
 //!   persistent, so a restarted lagd finds the host's configuration intact).
 //!
@@ -24,8 +26,8 @@ pub mod control;
 pub mod dataplane;
 mod kernel;
 
+use std::collections::{BTreeSet, VecDeque};
 use std::io;
-use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{Context, Result};
@@ -41,7 +43,7 @@ use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::status::{BondContext, DataplaneStatus, Status};
-pub use control::query_status;
+pub use control::{Endpoint, query_status, status_at};
 pub use dataplane::member_data_socket;
 use dataplane::{Dataplane, Member};
 use kernel::{Choice, Kernel};
@@ -86,7 +88,7 @@ pub struct Daemon {
     events: LinkEvents,
     poller: Poller,
     signals: SignalFd,
-    control: UnixListener,
+    control: control::Server,
     epoch: StdInstant,
     carrier_poll: Duration,
     /// The ready descriptors of one wake, reused so the loop does not allocate.
@@ -95,7 +97,18 @@ pub struct Daemon {
     kernel: Option<Box<Kernel>>,
     /// Why lagd carries the data frames itself (`None`: the kernel does).
     dataplane_reason: Option<String>,
+    /// Members disabled by `lagctl member BOND NAME disable` (by position).
+    disabled: BTreeSet<usize>,
+    /// The run-time changes made (the latest [`MAX_CHANGES`]), for the status.
+    changes: VecDeque<String>,
+    /// `lagctl events` clients: each event line goes to every one.
+    subscribers: Vec<std::sync::mpsc::Sender<String>>,
+    /// 802.3ad: the members distributing as last published.
+    distributing: Vec<PortId>,
 }
+
+/// How many run-time changes the status lists.
+const MAX_CHANGES: usize = 32;
 
 impl Daemon {
     /// Sets the bond up: TAP, members, control socket. Nothing is left half-done on error
@@ -116,6 +129,14 @@ impl Daemon {
         for w in &config.warnings {
             warn!("{w}");
         }
+        // Signals are blocked before any thread is spawned (threads inherit the mask; see
+        // SignalFd): SIGTERM or SIGHUP must reach the loop, not kill the process in a control
+        // thread.
+        let signals =
+            SignalFd::new(&[Signal::TERM, Signal::INT, Signal::HUP]).context("signalfd")?;
+        // The control endpoint first: a second lagd for the same bond (same endpoint) must be
+        // refused before it touches the TAP or the members.
+        let control = control::Server::start(&config.control, config.control_group)?;
         let first = &config.members[0];
         let mac = match config.mac {
             Some(m) => m,
@@ -194,14 +215,12 @@ impl Daemon {
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
 
-        let control = control::bind(&config.control)?;
         let poller = Poller::new().context("epoll")?;
-        let signals = SignalFd::new(&[Signal::TERM, Signal::INT]).context("signalfd")?;
         let mut events = LinkEvents::new().context("rtnetlink")?;
         events.request_dump().context("rtnetlink dump")?;
         poller.add(&tap, TOKEN_TAP, Interest::READABLE)?;
         poller.add(&signals, TOKEN_SIGNAL, Interest::READABLE)?;
-        poller.add(&control, TOKEN_CONTROL, Interest::READABLE)?;
+        poller.add(&control.wake_fd(), TOKEN_CONTROL, Interest::READABLE)?;
         poller.add(&events, TOKEN_LINK, Interest::READABLE)?;
         for (i, m) in members.iter().enumerate() {
             if let Some(s) = &m.socket {
@@ -237,6 +256,10 @@ impl Daemon {
             tokens: Vec::with_capacity(16),
             kernel,
             dataplane_reason,
+            disabled: BTreeSet::new(),
+            changes: VecDeque::new(),
+            subscribers: Vec::new(),
+            distributing: Vec::new(),
         };
         let now = d.now();
         d.after_wake(now);
@@ -367,6 +390,13 @@ impl Daemon {
                     TOKEN_TAP => self.dp.service_tap(&mut self.bond, now),
                     TOKEN_SIGNAL => {
                         if let Some(sig) = self.signals.read().context("signalfd read")? {
+                            if sig == Signal::HUP {
+                                match self.reload(now) {
+                                    Ok(changed) => info!(?changed, "SIGHUP: reloaded"),
+                                    Err(e) => warn!("SIGHUP: reload refused: {e}"),
+                                }
+                                continue;
+                            }
                             info!(?sig, "stopping");
                             let _ = self.dp.io.tap.set_carrier(false);
                             self.bond.shutdown(now);
@@ -412,7 +442,10 @@ impl Daemon {
                 continue;
             }
             match self.link.carrier(&self.dp.io.members[i].name) {
-                Ok(c) => self.bond.handle_carrier(now, PortId(i as u16), c),
+                Ok(c) => {
+                    let c = c && !self.disabled.contains(&i);
+                    self.bond.handle_carrier(now, PortId(i as u16), c)
+                }
                 Err(e) if e.raw_os_error() == Some(19) || e.kind() == io::ErrorKind::NotFound => {
                     self.member_gone(now, i)
                 }
@@ -422,6 +455,12 @@ impl Daemon {
     }
 
     fn member_gone(&mut self, now: Instant, i: usize) {
+        warn!(member = %self.dp.io.members[i].name, "member interface removed");
+        self.release_member(now, i);
+    }
+
+    /// Closes member `i`'s sockets and programs and marks it gone in the bond.
+    fn release_member(&mut self, now: Instant, i: usize) {
         let m = &mut self.dp.io.members[i];
         if let Some(c) = m.control.take() {
             let _ = self.poller.delete(&c);
@@ -434,7 +473,7 @@ impl Daemon {
         if let Some(k) = &mut self.kernel {
             k.member_gone(i);
         }
-        warn!(member = %m.name, "member interface removed");
+        self.disabled.remove(&i);
         self.bond.remove_port(now, PortId(i as u16));
     }
 
@@ -452,8 +491,8 @@ impl Daemon {
             match self.events.next_event() {
                 Ok(Some(LinkEvent::Changed(s))) => {
                     if let Some(i) = self.present_member(s.ifindex) {
-                        self.bond
-                            .handle_carrier(now, PortId(i as u16), s.up && s.carrier);
+                        let c = s.up && s.carrier && !self.disabled.contains(&i);
+                        self.bond.handle_carrier(now, PortId(i as u16), c);
                     }
                 }
                 Ok(Some(LinkEvent::Removed(s))) => {
@@ -472,10 +511,49 @@ impl Daemon {
         }
     }
 
+    /// Sends an event line to every `lagctl events` client (those gone are dropped).
+    fn publish(&mut self, now: Instant, event: &str, mut fields: serde_json::Value) {
+        if self.subscribers.is_empty() {
+            return;
+        }
+        let t = now.saturating_since(Instant::ZERO).as_secs_f64();
+        if let Some(map) = fields.as_object_mut() {
+            map.insert("t".into(), serde_json::json!((t * 1000.0).round() / 1000.0));
+            map.insert("event".into(), event.into());
+        }
+        let line = fields.to_string();
+        self.subscribers.retain(|s| s.send(line.clone()).is_ok());
+    }
+
     /// After every wake: the frames the bond queued go out, and its events are acted on.
     fn after_wake(&mut self, now: Instant) {
         self.dp.send_own(&mut self.bond, now);
         while let Some(ev) = self.bond.poll_event() {
+            if !self.subscribers.is_empty() {
+                let name = |p: Option<PortId>| {
+                    p.and_then(|p| self.dp.io.members.get(p.index()))
+                        .map(|m| m.name.clone())
+                };
+                let (kind, fields) = match &ev {
+                    BondEvent::Link { port, status } => (
+                        "link",
+                        serde_json::json!({ "member": name(Some(*port)), "status": status.to_string() }),
+                    ),
+                    BondEvent::ActiveChanged { from, to } => (
+                        "active",
+                        serde_json::json!({ "from": name(*from), "to": name(*to) }),
+                    ),
+                    BondEvent::MacChanged { mac } => {
+                        ("mac", serde_json::json!({ "mac": mac.to_string() }))
+                    }
+                    BondEvent::MemberMac { port, mac } => (
+                        "member-mac",
+                        serde_json::json!({ "member": name(Some(*port)), "mac": mac.to_string() }),
+                    ),
+                    BondEvent::Carrier { up } => ("carrier", serde_json::json!({ "up": up })),
+                };
+                self.publish(now, kind, fields);
+            }
             match ev {
                 BondEvent::Link { port, status } => {
                     let name = self.dp.io.members[port.index()].name.clone();
@@ -516,6 +594,17 @@ impl Daemon {
                 }
             }
         }
+        // 802.3ad: which members distribute is LACP's decision, without a bond event.
+        if self.bond.lacp().is_some() && self.bond.usable() != self.distributing.as_slice() {
+            self.distributing = self.bond.usable().to_vec();
+            let names: Vec<String> = self
+                .distributing
+                .iter()
+                .filter_map(|p| self.dp.io.members.get(p.index()))
+                .map(|m| m.name.clone())
+                .collect();
+            self.publish(now, "lacp", serde_json::json!({ "distributing": names }));
+        }
         // Speed changes above may have queued frames (LACP recomputes a port's key).
         self.dp.send_own(&mut self.bond, now);
         // The kernel programs read the distribution as it now is (one map update).
@@ -544,22 +633,263 @@ impl Daemon {
         }
     }
 
+    /// Answers the requests the control threads queued. Never blocks: the clients' reading and
+    /// writing happen on their threads.
     fn service_control(&mut self, now: Instant) {
-        loop {
-            match self.control.accept() {
-                Ok((stream, _)) => {
-                    let status = || self.status_at(now);
-                    if let Err(e) = control::answer(stream, status) {
-                        warn!("control client: {e}");
+        while let Some(pending) = self.control.next() {
+            if pending.request == control::Request::Events {
+                self.subscribers.push(pending.subscribe());
+                continue;
+            }
+            let reply = match self.handle_request(now, &pending.request) {
+                Ok(v) => v.to_string(),
+                Err(e) => control::error_reply(&e),
+            };
+            pending.answer(reply);
+        }
+    }
+
+    fn handle_request(
+        &mut self,
+        now: Instant,
+        request: &control::Request,
+    ) -> Result<serde_json::Value, String> {
+        use control::{MemberAction, Request};
+        match request {
+            // Taken in service_control.
+            Request::Events => Err("events: not a single request".into()),
+            Request::Status => serde_json::to_value(self.status_at(now)).map_err(|e| e.to_string()),
+            Request::Set { options } => {
+                let mut trial = self.bond.clone();
+                let change = trial
+                    .change_options(now, options)
+                    .map_err(|e| e.to_string())?;
+                self.take_options(trial)?;
+                for w in &change.warnings {
+                    warn!("{w}");
+                }
+                if !change.changed.is_empty() {
+                    self.record(now, format!("set {}", change.changed.join(" ")));
+                }
+                Ok(serde_json::json!({
+                    "changed": change.changed,
+                    "warnings": change.warnings,
+                }))
+            }
+            Request::Active { member } => {
+                self.member_index(member)?;
+                let changed = self.bond.set_active(now, member)?;
+                if changed {
+                    self.record(now, format!("active {member}"));
+                }
+                let changed: Vec<String> = if changed {
+                    vec![format!("active {member}")]
+                } else {
+                    Vec::new()
+                };
+                Ok(serde_json::json!({ "changed": changed }))
+            }
+            Request::Reload => {
+                let changed = self.reload(now)?;
+                Ok(serde_json::json!({ "changed": changed }))
+            }
+            Request::Member { member, action } => {
+                match action {
+                    MemberAction::Add => self.add_member(now, member)?,
+                    MemberAction::Remove => {
+                        let i = self.member_index(member)?;
+                        self.release_member(now, i);
+                        self.config.members.retain(|m| m != member);
+                    }
+                    MemberAction::Disable => {
+                        let i = self.member_index(member)?;
+                        self.disabled.insert(i);
+                        self.bond.handle_carrier(now, PortId(i as u16), false);
+                    }
+                    MemberAction::Enable => {
+                        let i = self.member_index(member)?;
+                        self.disabled.remove(&i);
+                        let c = self.link.carrier(member).unwrap_or(false);
+                        self.bond.handle_carrier(now, PortId(i as u16), c);
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    warn!("control socket: {e}");
-                    return;
-                }
+                let word = serde_json::to_value(action).map_err(|e| e.to_string())?;
+                let word = word.as_str().unwrap_or("?").to_owned();
+                self.record(now, format!("member {member} {word}"));
+                Ok(serde_json::json!({ "changed": [format!("{member} {word}")] }))
             }
         }
+    }
+
+    /// Takes `trial` (this bond with changed options) as the bond, unless the kernel fast path
+    /// carries the frames and could not carry them so.
+    fn take_options(&mut self, trial: Bond) -> Result<(), String> {
+        if self.kernel.is_some() {
+            if let Some(why) = trial.kernel_refusal(MAX_MEMBERS) {
+                return Err(format!(
+                    "the kernel fast path carries this bond and cannot with this change ({why}); \
+                     restart lagd with the new value"
+                ));
+            }
+        }
+        self.bond = trial;
+        self.config.options = self.bond.options().clone();
+        let miimon = self.config.options.miimon;
+        self.carrier_poll =
+            Duration::from_millis(if miimon > 0 { miimon.min(10) } else { 10 }.into());
+        Ok(())
+    }
+
+    /// Logs a run-time change and keeps it for the status.
+    fn record(&mut self, now: Instant, what: String) {
+        info!(change = %what, "control");
+        if self.changes.len() == MAX_CHANGES {
+            self.changes.pop_front();
+        }
+        let secs = now.saturating_since(Instant::ZERO).as_secs_f64();
+        self.changes.push_back(format!("+{secs:.1}s {what}"));
+        self.publish(now, "change", serde_json::json!({ "what": what }));
+    }
+
+    /// Reads the configuration file again and applies what changed (options the kernel lets
+    /// change on a live bond); anything else is refused and nothing changes.
+    fn reload(&mut self, now: Instant) -> Result<Vec<String>, String> {
+        let Some(file) = self.config.file.clone() else {
+            return Err("lagd was started without --config: there is no file to reload".into());
+        };
+        let new = Config::from_file(&file).map_err(|e| e.to_string())?;
+        let old = &self.config;
+        let fixed = [
+            ("bond", new.bond != old.bond),
+            ("mac", new.mac != old.mac),
+            ("mtu", new.mtu != old.mtu),
+            ("control", new.control != old.control),
+            ("control_group", new.control_group != old.control_group),
+        ];
+        if let Some((key, _)) = fixed.iter().find(|f| f.1) {
+            return Err(format!(
+                "{}: '{key}' changed; it takes a restart of lagd (nothing was changed)",
+                file.display()
+            ));
+        }
+        let (add, remove): (Vec<String>, Vec<String>) = (
+            new.members
+                .iter()
+                .filter(|m| !old.members.contains(m))
+                .cloned()
+                .collect(),
+            old.members
+                .iter()
+                .filter(|m| !new.members.contains(m))
+                .cloned()
+                .collect(),
+        );
+        let mut trial = self.bond.clone();
+        let change = trial
+            .reconfigure(now, &new.options)
+            .map_err(|e| format!("{}: {e} (nothing was changed)", file.display()))?;
+        for name in &add {
+            self.link
+                .ifindex(name)
+                .map_err(|_| format!("{}: member '{name}' does not exist", file.display()))?;
+        }
+        self.take_options(trial)?;
+        let mut changed = change.changed;
+        for name in &remove {
+            if let Ok(i) = self.member_index(name) {
+                self.release_member(now, i);
+            }
+            changed.push(format!("member {name} removed"));
+        }
+        self.config.members.retain(|m| !remove.contains(m));
+        for name in &add {
+            match self.add_member(now, name) {
+                Ok(()) => changed.push(format!("member {name} added")),
+                Err(e) => changed.push(format!("member {name} not added: {e}")),
+            }
+        }
+        if !changed.is_empty() {
+            self.record(now, format!("reload: {}", changed.join(", ")));
+        }
+        Ok(changed)
+    }
+
+    /// The position of the present member `name`.
+    fn member_index(&self, name: &str) -> Result<usize, String> {
+        self.dp
+            .io
+            .members
+            .iter()
+            .position(|m| m.name == name && m.socket.is_some())
+            .ok_or_else(|| format!("'{name}' is not a member of {}", self.config.bond))
+    }
+
+    /// Enslaves interface `name` as start-up does (the fast path's member program included).
+    fn add_member(&mut self, now: Instant, name: &str) -> Result<(), String> {
+        if self.member_index(name).is_ok() {
+            return Err(format!(
+                "'{name}' is already a member of {}",
+                self.config.bond
+            ));
+        }
+        if name == self.config.bond {
+            return Err(format!("'{name}' is the bond itself"));
+        }
+        let ifindex = self
+            .link
+            .ifindex(name)
+            .map_err(|_| format!("interface '{name}' does not exist"))?;
+        let i = self.dp.io.members.len();
+        if self.kernel.is_some() && i >= MAX_MEMBERS {
+            return Err(format!(
+                "the kernel fast path carries at most {MAX_MEMBERS} members (removed ones count)"
+            ));
+        }
+        // The members carry the bond's MTU, plus stripe's header.
+        let bond_mtu = self
+            .link
+            .mtu(&self.config.bond)
+            .map_err(|e| format!("MTU of {}: {e}", self.config.bond))?;
+        let mtu = bond_mtu + self.config.options.mode.encap_overhead();
+        let opened = Self::open_member(
+            &self.link,
+            &mut self.bond,
+            self.epoch,
+            name,
+            ifindex,
+            mtu,
+            self.kernel.as_deref_mut(),
+        );
+        let member = match opened {
+            Ok(m) => m,
+            Err(e) => {
+                // A program attached before the failure is let go: positions stay aligned.
+                if let Some(k) = &mut self.kernel {
+                    k.truncate(i);
+                }
+                return Err(format!("{e:#}"));
+            }
+        };
+        let token_ok = member
+            .socket
+            .as_ref()
+            .map_or(Ok(()), |s| {
+                self.poller
+                    .add(s, TOKEN_MEMBER + i as u64, Interest::READABLE)
+            })
+            .and_then(|()| {
+                member.control.as_ref().map_or(Ok(()), |c| {
+                    self.poller
+                        .add(c, TOKEN_CONTROL_SOCKET + i as u64, Interest::READABLE)
+                })
+            });
+        self.dp.io.members.push(member);
+        self.config.members.push(name.to_owned());
+        if let Err(e) = token_ok {
+            self.release_member(now, i);
+            return Err(format!("polling member {name}: {e}"));
+        }
+        Ok(())
     }
 
     /// The status document `lagctl show` prints.
@@ -591,6 +921,12 @@ impl Daemon {
             .to_owned(),
             reason: self.dataplane_reason.clone(),
         };
+        status.disabled_members = self
+            .disabled
+            .iter()
+            .map(|&i| self.dp.io.members[i].name.clone())
+            .collect();
+        status.changes = self.changes.iter().cloned().collect();
         // What the kernel programs carried counts as the members' traffic too.
         if let Some(counters) = self.kernel.as_ref().map(|k| k.counters()) {
             match counters {

@@ -1,0 +1,443 @@
+//! Changing options on a running bond, with the kernel driver's rules.
+//!
+//! The driver (`drivers/net/bonding/bond_options.c`) marks some options `NOSLAVES` (only
+//! without members: `mode`, `fail_over_mac`) and some `IFDOWN` (only while the bond is down:
+//! `lacp_rate`, `lacp_active`, `ad_select`, `ad_user_port_key`, `tlb_dynamic_lb`,
+//! `coupled_control`); the rest change live. lagd always has members and keeps its bond up, so
+//! it refuses the first two kinds, naming the rule. Of the live ones it applies those whose
+//! state it can carry over without disturbing the members that stay (see [`liveness`]);
+//! the others (lagd's own extensions that shape a mode's state from the start, and the 802.3ad
+//! system identity) are refused with a request to restart.
+//!
+//! A change is all or nothing: every `key=value` is checked, the driver's cross-option rules run
+//! ([`BondOptions::finish`]), and only then does the bond take the new options.
+
+use super::monitor::ArpMonitor;
+use super::{Bond, BondOptions, OptionError};
+use crate::time::Instant;
+
+/// When an option may change on a running bond.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// Now, without disturbing traffic.
+    Live,
+    /// Only while the bond has no members (the driver's `NOSLAVES`).
+    NoMembers,
+    /// Only while the bond is down (the driver's `IFDOWN`).
+    BondDown,
+    /// Not on a running lagd: restart it with the new value.
+    Restart,
+}
+
+/// When option `key` may change on a running bond.
+pub fn liveness(key: &str) -> Liveness {
+    match key {
+        "miimon" | "updelay" | "downdelay" | "peer_notif_delay" | "use_carrier" | "primary"
+        | "primary_reselect" | "num_grat_arp" | "num_unsol_na" | "resend_igmp"
+        | "all_slaves_active" | "arp_interval" | "arp_ip_target" | "arp_validate"
+        | "arp_all_targets" | "arp_missed_max" | "xmit_hash_policy" | "packets_per_slave" => {
+            Liveness::Live
+        }
+        "mode" | "fail_over_mac" => Liveness::NoMembers,
+        "lacp_rate" | "lacp_active" | "ad_select" | "ad_user_port_key" | "tlb_dynamic_lb"
+        | "coupled_control" => Liveness::BondDown,
+        _ => Liveness::Restart,
+    }
+}
+
+/// What [`Bond::change_options`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OptionChange {
+    /// The options whose value changed, as `key=value`, in the order given.
+    pub changed: Vec<String>,
+    /// What the driver's rules would log (rounded delays and the like).
+    pub warnings: Vec<String>,
+}
+
+/// Why an option that is not [`Liveness::Live`] is refused.
+fn refusal(how: Liveness) -> String {
+    match how {
+        Liveness::Live => String::new(),
+        Liveness::NoMembers => "can only be changed while the bond has no members (the kernel's \
+             rule); restart lagd with the new value"
+            .into(),
+        Liveness::BondDown => "the kernel changes it only while the bond is down, and lagd keeps \
+             its bond up; restart lagd with the new value"
+            .into(),
+        Liveness::Restart => {
+            "cannot be changed on a running lagd; restart it with the new value".into()
+        }
+    }
+}
+
+/// A value as a change log shows it.
+struct Shown<'a, T>(&'a T);
+
+impl<T: std::fmt::Debug> std::fmt::Display for Shown<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Plain words for the enums and numbers, `none` for an absent value.
+        let text = format!("{:?}", self.0);
+        let text = text
+            .strip_prefix("Some(")
+            .and_then(|t| t.strip_suffix(')'))
+            .unwrap_or(&text);
+        let text = if text == "None" { "none" } else { text };
+        f.write_str(text.trim_matches('"'))
+    }
+}
+
+impl Bond {
+    /// Changes options on the running bond: every `(key, value)` in order, all or nothing. A
+    /// key whose value does not change is accepted whatever its [`Liveness`] (so a whole
+    /// configuration can be applied again); a key that changes must be [`Liveness::Live`].
+    pub fn change_options(
+        &mut self,
+        now: Instant,
+        changes: &[(String, String)],
+    ) -> Result<OptionChange, OptionError> {
+        self.last_now = self.last_now.max(now);
+        let mut opts = self.opts.clone();
+        let mut changed = Vec::new();
+        for (key, value) in changes {
+            let before = opts.clone();
+            opts.set(key, value)?;
+            if opts == before {
+                continue;
+            }
+            let refuse = |reason: String| OptionError {
+                key: key.clone(),
+                reason,
+            };
+            let how = liveness(key);
+            if how != Liveness::Live {
+                return Err(refuse(refusal(how)));
+            }
+            if key == "primary" && !value.is_empty() && self.port_by_name(value).is_none() {
+                return Err(refuse(format!("'{value}' is not a member of the bond")));
+            }
+            changed.push(format!("{key}={value}"));
+        }
+        let warnings = opts.finish()?;
+        if changed.is_empty() {
+            return Ok(OptionChange {
+                changed,
+                warnings: Vec::new(),
+            });
+        }
+        self.reconfigure(now, &opts)?;
+        Ok(OptionChange { changed, warnings })
+    }
+
+    /// Takes the options `target` (checked and finished, e.g. a configuration file read again)
+    /// where they differ from the current ones only in [`Liveness::Live`] options; otherwise
+    /// changes nothing and names an option that differs. Returns the live options that changed.
+    pub fn reconfigure(
+        &mut self,
+        now: Instant,
+        target: &BondOptions,
+    ) -> Result<OptionChange, OptionError> {
+        self.last_now = self.last_now.max(now);
+        let cur = &self.opts;
+        let mut probe = target.clone();
+        let mut changed = Vec::new();
+        macro_rules! live {
+            ($($field:ident),*) => {$(
+                if probe.$field != cur.$field {
+                    changed.push(format!(
+                        "{}: {} -> {}",
+                        stringify!($field),
+                        Shown(&cur.$field),
+                        Shown(&probe.$field)
+                    ));
+                    probe.$field = cur.$field.clone();
+                }
+            )*};
+        }
+        live!(
+            miimon,
+            updelay,
+            downdelay,
+            peer_notif_delay,
+            use_carrier,
+            primary,
+            primary_reselect,
+            num_grat_arp,
+            num_unsol_na,
+            resend_igmp,
+            all_slaves_active,
+            arp_interval,
+            arp_ip_target,
+            arp_validate,
+            arp_all_targets,
+            arp_missed_max,
+            xmit_hash_policy,
+            packets_per_slave
+        );
+        probe.explicit_miimon = cur.explicit_miimon;
+        if probe != *cur {
+            let differs = [
+                ("mode", probe.mode != cur.mode),
+                ("fail_over_mac", probe.fail_over_mac != cur.fail_over_mac),
+                ("lacp_rate", probe.lacp_rate != cur.lacp_rate),
+                ("lacp_active", probe.lacp_active != cur.lacp_active),
+                ("ad_select", probe.ad_select != cur.ad_select),
+                (
+                    "ad_user_port_key",
+                    probe.ad_user_port_key != cur.ad_user_port_key,
+                ),
+                ("tlb_dynamic_lb", probe.tlb_dynamic_lb != cur.tlb_dynamic_lb),
+                (
+                    "coupled_control",
+                    probe.coupled_control != cur.coupled_control,
+                ),
+            ];
+            let key = differs.iter().find(|d| d.1).map_or("options", |d| d.0);
+            return Err(OptionError {
+                key: key.to_owned(),
+                reason: refusal(liveness(key)),
+            });
+        }
+        if let Some(p) = &target.primary {
+            if self.port_by_name(p).is_none() {
+                return Err(OptionError {
+                    key: "primary".into(),
+                    reason: format!("'{p}' is not a member of the bond"),
+                });
+            }
+        }
+        if !changed.is_empty() || target.explicit_miimon != cur.explicit_miimon {
+            self.apply_options(now, target.clone());
+        }
+        Ok(OptionChange {
+            changed,
+            warnings: Vec::new(),
+        })
+    }
+
+    /// Makes member `name` the active one now, as the kernel's `active_slave` does: modes with
+    /// an active member only, and the member must be usable. Refused when a primary that is up
+    /// would take over again at once (`primary_reselect=always`): change `primary` instead.
+    /// Returns whether the active member changed.
+    pub fn set_active(&mut self, now: Instant, name: &str) -> Result<bool, String> {
+        self.last_now = self.last_now.max(now);
+        if !self.opts.mode.uses_primary() {
+            return Err(format!("mode {} has no active member", self.opts.mode));
+        }
+        let port = self
+            .port_by_name(name)
+            .ok_or_else(|| format!("'{name}' is not a member of the bond"))?;
+        if !self.ports[port.index()].usable() {
+            return Err(format!("'{name}' is not usable (its link is not up)"));
+        }
+        if self.sel.active == Some(port) {
+            return Ok(false);
+        }
+        // What the next selection would choose with `port` active: it must stay.
+        let mut sel = self.sel.clone();
+        sel.active = Some(port);
+        if super::select::choose_active(&self.ports, &self.opts, &sel) != Some(port) {
+            let primary = self.opts.primary.as_deref().unwrap_or("?");
+            return Err(format!(
+                "the primary {primary} is up and would take over at once (primary_reselect={}); \
+                 change primary instead",
+                self.opts.primary_reselect
+            ));
+        }
+        self.switch_active(now, Some(port));
+        self.after_selection(now, false, true);
+        Ok(true)
+    }
+
+    /// Takes `opts` (checked, finished, and differing from the current ones only in live
+    /// options) and brings the state that depends on them up to date.
+    fn apply_options(&mut self, now: Instant, opts: BondOptions) {
+        let old = std::mem::replace(&mut self.opts, opts);
+        let policy_changed = old.xmit_hash_policy != self.opts.xmit_hash_policy
+            || old.packets_per_slave != self.opts.packets_per_slave;
+        let arp_changed = old.arp_interval != self.opts.arp_interval
+            || old.arp_ip_target != self.opts.arp_ip_target;
+        if policy_changed {
+            // The hash (or round-robin) state starts afresh over the same members.
+            self.mode = super::mode::ModeState::new(&self.opts, self.mac);
+            self.mode.selection_changed(now, &self.sel, true, true);
+            self.weighted.clear();
+            self.update_weighted(now);
+        }
+        if arp_changed {
+            self.arp = ArpMonitor::new(&self.opts);
+        }
+        // Primary, primary_reselect, all_slaves_active and the delays take effect through the
+        // next selection; the receive rules are recomputed whatever changed.
+        self.reselect(now);
+        self.refresh_rx_rules();
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::bond::{MiiStatus, PortId, PortInfo};
+    use crate::wire::EthernetAddress;
+
+    fn bond(opts: &str) -> Bond {
+        let (o, _) = BondOptions::parse_opts(opts).unwrap();
+        let mut b = Bond::new(o, EthernetAddress([2, 0, 0, 0, 0, 1]));
+        for (i, name) in ["eth0", "eth1"].into_iter().enumerate() {
+            let info = PortInfo {
+                name: name.into(),
+                perm_mac: EthernetAddress([2, 0, 0, 0, 1, i as u8]),
+                speed_mbps: Some(1000),
+                full_duplex: Some(true),
+            };
+            b.add_port(Instant::ZERO, info, true);
+        }
+        while b.poll_event().is_some() {}
+        b
+    }
+
+    fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn live_options_apply_and_others_are_refused_unchanged() {
+        let mut b = bond("mode=active-backup miimon=100");
+        let before = b.options().clone();
+        let t = Instant::from_millis(10);
+        for (key, value, word) in [
+            ("mode", "balance-rr", "no members"),
+            ("fail_over_mac", "active", "no members"),
+            ("lacp_rate", "fast", "down"),
+            ("hash_seed", "7", "restart"),
+            ("primary", "eth9", "not a member"),
+        ] {
+            let e = b.change_options(t, &kv(&[("miimon", "50"), (key, value)]));
+            let e = e.unwrap_err();
+            assert_eq!(e.key, key);
+            assert!(e.reason.contains(word), "{e}");
+            assert_eq!(b.options(), &before, "a refused change changed something");
+        }
+        // Unchanged values of any kind are accepted (a whole configuration applied again).
+        let c = b
+            .change_options(t, &kv(&[("mode", "active-backup"), ("miimon", "100")]))
+            .unwrap();
+        assert!(c.changed.is_empty());
+        let c = b
+            .change_options(t, &kv(&[("miimon", "50"), ("updelay", "120")]))
+            .unwrap();
+        assert_eq!(c.changed, ["miimon=50", "updelay=120"]);
+        // The driver's rounding applies.
+        assert_eq!(b.options().updelay, 100);
+        assert!(c.warnings.iter().any(|w| w.contains("rounded")), "{c:?}");
+    }
+
+    #[test]
+    fn primary_moves_the_active_member_now() {
+        let mut b = bond("mode=active-backup miimon=100");
+        assert_eq!(b.active(), Some(PortId(0)));
+        let gen0 = b.distribution_generation();
+        b.change_options(Instant::from_millis(5), &kv(&[("primary", "eth1")]))
+            .unwrap();
+        assert_eq!(b.active(), Some(PortId(1)));
+        assert!(b.distribution_generation() > gen0);
+        let mut saw = false;
+        while let Some(ev) = b.poll_event() {
+            if let crate::bond::BondEvent::ActiveChanged { to, .. } = ev {
+                saw = to == Some(PortId(1));
+            }
+        }
+        assert!(saw, "no ActiveChanged event");
+    }
+
+    #[test]
+    fn hash_policy_changes_the_distribution_over_the_same_members() {
+        let mut b = bond("mode=balance-xor xmit_hash_policy=layer2 miimon=100");
+        let before = b.distribution();
+        b.change_options(
+            Instant::from_millis(5),
+            &kv(&[("xmit_hash_policy", "layer3+4")]),
+        )
+        .unwrap();
+        let after = b.distribution();
+        assert_ne!(before, after);
+        assert_eq!(b.usable(), [PortId(0), PortId(1)]);
+        assert!(b.ports.iter().all(|p| p.mii == MiiStatus::Up && p.usable()));
+    }
+
+    #[test]
+    fn reconfigure_takes_a_whole_target_or_nothing() {
+        let mut b = bond("mode=active-backup miimon=100");
+        let before = b.options().clone();
+        let (target, _) = BondOptions::parse_opts("mode=balance-rr miimon=50").unwrap();
+        let e = b.reconfigure(Instant::from_millis(1), &target).unwrap_err();
+        assert_eq!(e.key, "mode");
+        assert_eq!(b.options(), &before);
+        let (target, _) =
+            BondOptions::parse_opts("mode=active-backup miimon=50 primary=eth1 downdelay=100")
+                .unwrap();
+        let c = b.reconfigure(Instant::from_millis(1), &target).unwrap();
+        assert_eq!(c.changed.len(), 3, "{c:?}");
+        assert!(c.changed.contains(&"miimon: 100 -> 50".to_owned()), "{c:?}");
+        assert!(
+            c.changed.contains(&"primary: none -> eth1".to_owned()),
+            "{c:?}"
+        );
+        assert_eq!(b.options(), &target);
+        assert_eq!(b.active(), Some(PortId(1)));
+        // The same target again changes nothing.
+        assert!(
+            b.reconfigure(Instant::from_millis(2), &target)
+                .unwrap()
+                .changed
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn active_member_by_hand() {
+        let mut b = bond("mode=active-backup miimon=100");
+        assert_eq!(b.active(), Some(PortId(0)));
+        assert_eq!(b.set_active(Instant::from_millis(1), "eth1"), Ok(true));
+        assert_eq!(b.active(), Some(PortId(1)));
+        // It stays through the next selections.
+        b.handle_carrier(Instant::from_millis(2), PortId(0), true);
+        assert_eq!(b.active(), Some(PortId(1)));
+        assert_eq!(b.set_active(Instant::from_millis(3), "eth1"), Ok(false));
+        assert!(b.set_active(Instant::from_millis(3), "eth7").is_err());
+        // A member without carrier cannot be made active.
+        b.handle_carrier(Instant::from_millis(4), PortId(0), false);
+        let e = b.set_active(Instant::from_millis(5), "eth0").unwrap_err();
+        assert!(e.contains("not usable"), "{e}");
+        // A primary that would take over again is named.
+        let mut b = bond("mode=active-backup miimon=100 primary=eth0");
+        let e = b.set_active(Instant::from_millis(1), "eth1").unwrap_err();
+        assert!(e.contains("primary eth0"), "{e}");
+        // Modes without an active member refuse.
+        let mut b = bond("mode=balance-xor miimon=100");
+        assert!(b.set_active(Instant::from_millis(1), "eth1").is_err());
+    }
+
+    #[test]
+    fn a_member_added_again_is_the_one_named() {
+        let mut b = bond("mode=active-backup miimon=100");
+        let t = Instant::from_millis(1);
+        b.remove_port(t, PortId(1));
+        let info = PortInfo {
+            name: "eth1".into(),
+            perm_mac: EthernetAddress([2, 0, 0, 0, 1, 1]),
+            speed_mbps: Some(1000),
+            full_duplex: Some(true),
+        };
+        assert_eq!(b.add_port(t, info, true), PortId(2));
+        assert_eq!(b.port_by_name("eth1"), Some(PortId(2)));
+        b.change_options(t, &kv(&[("primary", "eth1")])).unwrap();
+        assert_eq!(b.active(), Some(PortId(2)));
+        b.change_options(t, &kv(&[("primary", "")])).unwrap();
+        assert_eq!(b.set_active(t, "eth0"), Ok(true));
+        assert_eq!(b.set_active(t, "eth1"), Ok(true));
+        assert_eq!(b.active(), Some(PortId(2)));
+    }
+}
