@@ -631,6 +631,19 @@ fn run_time_changes_keep_a_tcp_stream_alive() {
             assert!(err.contains("mode") && err.contains("no members"), "{err}");
             let err = lagctl_refused(&ctl_a, &["set", "lacp_rate=fast"]);
             assert!(err.contains("down"), "{err}");
+            if path == "kernel" {
+                // The members' ARP frames reach lagd on the kernel path only when the ARP
+                // monitor ran from the start.
+                let err = lagctl_refused(
+                    &ctl_a,
+                    &[
+                        "set",
+                        "arp_interval=100",
+                        &format!("arp_ip_target={}", addrs[1]),
+                    ],
+                );
+                assert!(err.contains("ARP monitor"), "{err}");
+            }
             assert_eq!(query_status(&ctl_a).unwrap().miimon, 50);
             // Remove the third member at both ends and add it back (with the fast path, its
             // member program is attached again).

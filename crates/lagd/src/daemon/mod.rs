@@ -724,8 +724,14 @@ impl Daemon {
     /// Takes `trial` (this bond with changed options) as the bond, unless the kernel fast path
     /// carries the frames and could not carry them so.
     fn take_options(&mut self, trial: Bond) -> Result<(), String> {
-        if self.kernel.is_some() {
-            if let Some(why) = trial.kernel_refusal(MAX_MEMBERS) {
+        if let Some(k) = &self.kernel {
+            let why = trial.kernel_refusal(MAX_MEMBERS).or_else(|| {
+                (trial.arp_monitoring() != k.arp_to_lagd()).then_some(
+                    "the members' ARP frames reach lagd only when the ARP monitor ran from the \
+                     start",
+                )
+            });
+            if let Some(why) = why {
                 return Err(format!(
                     "the kernel fast path carries this bond and cannot with this change ({why}); \
                      restart lagd with the new value"
