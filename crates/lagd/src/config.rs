@@ -9,6 +9,8 @@
 //! # mac = "02:00:00:00:00:01"   # default: the first member's permanent MAC
 //! # mtu = 9000                  # default: the first member's MTU; applied to every member
 //! # control = "/run/lagd/bond0.sock"
+//! # metrics_listen = "127.0.0.1:9105" # Prometheus metrics (off by default; or "unix:/PATH")
+//! # metrics_allow_remote = false      # a non-loopback metrics_listen needs this set to true
 //!
 //! [options]
 //! mode = "802.3ad"
@@ -26,6 +28,8 @@ use lagd_proto::bond::BondOptions;
 use lagd_proto::wire::EthernetAddress;
 use serde::Deserialize;
 use toml::Spanned;
+
+use crate::metrics::MetricsListen;
 
 /// Where `lagd` listens for `lagctl` by default: `/run/lagd/<bond>.sock`.
 pub fn default_control_path(bond: &str) -> PathBuf {
@@ -47,7 +51,10 @@ pub struct Config {
     pub mtu: Option<u32>,
     /// The control socket path.
     pub control: PathBuf,
-    /// Warnings the options produced (the kernel would log them).
+    /// Where to serve Prometheus metrics (off when `None`).
+    pub metrics: Option<MetricsListen>,
+    /// Warnings the options produced (the kernel would log them), and lagd's about
+    /// combinations that hurt.
     pub warnings: Vec<String>,
 }
 
@@ -134,12 +141,13 @@ impl Config {
         if members.iter().any(|m| m == bond) {
             return Err(err("--members", format!("'{bond}' is the bond itself")));
         }
-        let (options, warnings) = BondOptions::parse_opts(opts).map_err(|e| ConfigError {
+        let (options, mut warnings) = BondOptions::parse_opts(opts).map_err(|e| ConfigError {
             file: None,
             line: None,
             key: Some(e.key.clone()),
             message: e.to_string(),
         })?;
+        warnings.extend(options.member_warnings(&members));
         let mac = mac
             .map(|m| parse_mac(m).map_err(|e| err("--mac", e)))
             .transpose()?;
@@ -151,8 +159,24 @@ impl Config {
             options,
             mac,
             mtu,
+            metrics: None,
             warnings,
         })
+    }
+
+    /// Serves metrics on `addr` (`--metrics`): loopback or a Unix socket unless
+    /// `allow_remote`.
+    pub fn set_metrics(&mut self, addr: &str, allow_remote: bool) -> Result<(), ConfigError> {
+        self.metrics =
+            Some(
+                MetricsListen::parse(addr, allow_remote).map_err(|message| ConfigError {
+                    file: None,
+                    line: None,
+                    key: Some("--metrics".to_owned()),
+                    message,
+                })?,
+            );
+        Ok(())
     }
 
     fn check_mtu(mtu: Option<u32>) -> Result<(), String> {
@@ -246,10 +270,22 @@ impl Config {
                 .set(key, &text)
                 .map_err(|e| err(Some(value.span()), key, e.to_string()))?;
         }
-        let warnings = options.finish().map_err(|e| {
+        let mut warnings = options.finish().map_err(|e| {
             let span = raw.options.get(&e.key).map(Spanned::span);
             err(span, &e.key.clone(), e.to_string())
         })?;
+        warnings.extend(options.member_warnings(raw.members.get_ref()));
+        let allow_remote = raw
+            .metrics_allow_remote
+            .as_ref()
+            .is_some_and(|a| *a.get_ref());
+        let metrics = match &raw.metrics_listen {
+            Some(m) => Some(
+                MetricsListen::parse(m.get_ref(), allow_remote)
+                    .map_err(|e| err(Some(m.span()), "metrics_listen", e))?,
+            ),
+            None => None,
+        };
         let mac = match &raw.mac {
             Some(m) => Some(parse_mac(m.get_ref()).map_err(|e| err(Some(m.span()), "mac", e))?),
             None => None,
@@ -272,6 +308,7 @@ impl Config {
             options,
             mac,
             mtu,
+            metrics,
             warnings,
         })
     }
@@ -297,6 +334,8 @@ struct RawConfig {
     mac: Option<Spanned<String>>,
     mtu: Option<Spanned<i64>>,
     control: Option<Spanned<PathBuf>>,
+    metrics_listen: Option<Spanned<String>>,
+    metrics_allow_remote: Option<Spanned<bool>>,
     #[serde(default)]
     options: BTreeMap<String, Spanned<toml::Value>>,
 }
@@ -362,6 +401,36 @@ actor_port_prio = { eth0 = 100, eth1 = 200 }
         );
         assert_eq!(c.mtu, Some(9000));
         assert_eq!(c.options.xmit_hash_policy, HashPolicy::Layer2);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        // Warnings that need the member list.
+        let c = Config::from_toml(
+            &GOOD.replace("primary = \"eth1\"", "primary = \"eth3\""),
+            None,
+        )
+        .unwrap();
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("primary 'eth3' is not a member")),
+            "{:?}",
+            c.warnings
+        );
+        let c = Config::from_args(
+            "b0",
+            "e0,e1",
+            "mode=802.3ad lacp_rate=fast min_links=3",
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("min_links=3 is above the member count (2)")),
+            "{:?}",
+            c.warnings
+        );
     }
 
     #[test]
@@ -405,6 +474,25 @@ actor_port_prio = { eth0 = 100, eth1 = 200 }
             (Some("arp_interval"), Some(8)),
             "{e}"
         );
+
+        // metrics_listen: loopback unless metrics_allow_remote, errors at its line.
+        let remote = GOOD.replace("mtu = 9000", "metrics_listen = \"0.0.0.0:9105\"");
+        let e = Config::from_toml(&remote, None).unwrap_err();
+        assert_eq!(
+            (e.key.as_deref(), e.line),
+            (Some("metrics_listen"), Some(4)),
+            "{e}"
+        );
+        assert!(e.message.contains("loopback"), "{e}");
+        let allowed = GOOD.replace(
+            "mtu = 9000",
+            "metrics_listen = \"0.0.0.0:9105\"\nmetrics_allow_remote = true",
+        );
+        assert_eq!(
+            Config::from_toml(&allowed, None).unwrap().metrics,
+            Some(MetricsListen::Tcp("0.0.0.0:9105".parse().unwrap()))
+        );
+        assert_eq!(Config::from_toml(GOOD, None).unwrap().metrics, None);
 
         // `miimon = true` is no 1 ms poll: only on/off options take a boolean.
         let boolean = GOOD.replace("miimon = 100", "miimon = true");

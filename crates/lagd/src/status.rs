@@ -47,6 +47,12 @@ pub struct Status {
     pub primary_reselect: Option<String>,
     /// The active member (modes with one).
     pub active: Option<String>,
+    /// Times the active member moved from one member to another (modes with one).
+    #[serde(default)]
+    pub failovers: u64,
+    /// Combinations of options that hurt (the warnings lagd logged at start).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Frames from the host dropped because no member was usable.
     pub tx_dropped_no_member: u64,
     /// 802.3ad: what `/proc/net/bonding` shows in its `802.3ad info` section.
@@ -388,6 +394,8 @@ impl Status {
             primary: snap.primary.clone(),
             primary_reselect: snap.primary_reselect.map(|r| r.name().to_owned()),
             active: snap.active.clone(),
+            failovers: snap.failovers,
+            warnings: Vec::new(),
             tx_dropped_no_member: ctx.tx_dropped_no_member,
             lacp: snap.lacp.as_ref().map(|l| {
                 LacpStatus::from_snapshot(l, ctx.lacp_fallback_ms, |p| {
@@ -609,6 +617,12 @@ impl Status {
         let mut s = String::new();
         let _ = writeln!(s, "Ethernet Channel Bonding Driver: lagd v{}", self.version);
         let _ = writeln!(s);
+        for w in &self.warnings {
+            let _ = writeln!(s, "Warning: {w}");
+        }
+        if !self.warnings.is_empty() {
+            let _ = writeln!(s);
+        }
         let _ = writeln!(s, "Bonding Mode: {}", self.mode_description);
         if !self.dataplane.path.is_empty() {
             match &self.dataplane.reason {
@@ -635,6 +649,7 @@ impl Status {
                 "Currently Active Slave: {}",
                 self.active.as_deref().unwrap_or("None")
             );
+            let _ = writeln!(s, "Failovers: {}", self.failovers);
         }
         let _ = writeln!(s, "MII Status: {}", self.mii_status);
         let _ = writeln!(s, "MII Polling Interval (ms): {}", self.miimon);
@@ -905,6 +920,8 @@ mod test {
             primary: Some("eth1".into()),
             primary_reselect: Some("always".into()),
             active: Some("eth1".into()),
+            failovers: 3,
+            warnings: vec!["lacp_rate=slow: example".into()],
             tx_dropped_no_member: 0,
             lacp: None,
             buckets: None,
@@ -939,6 +956,8 @@ mod test {
             "Bonding Mode: fault-tolerance (active-backup)",
             "Primary Slave: eth1 (primary_reselect always)",
             "Currently Active Slave: eth1",
+            "Failovers: 3",
+            "Warning: lacp_rate=slow: example",
             "MII Status: up",
             "MII Polling Interval (ms): 100",
             "Up Delay (ms): 200",

@@ -24,6 +24,8 @@ enum Command {
     Explain(cli::explain::ExplainArgs),
     /// Show a running bond's status (as /proc/net/bonding/BOND reads), or JSON.
     Show(cli::show::ShowArgs),
+    /// Print a running bond's metrics in the Prometheus text format.
+    Metrics(cli::metrics::MetricsArgs),
     /// LACP diagnosis: `lagctl lacp doctor [BOND]`.
     Lacp(cli::lacp::LacpArgs),
     /// Two namespaces joined by shaped veth links, a bond at both ends, TCP through it.
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => cli::plan::main(*args),
         Command::Explain(args) => cli::explain::main(args),
         Command::Show(args) => cli::show::main(args),
+        Command::Metrics(args) => cli::metrics::main(args),
         Command::Lacp(args) => cli::lacp::main(args),
         Command::Lab(args) => cli::lab::main(*args),
     };

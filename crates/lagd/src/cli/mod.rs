@@ -6,6 +6,7 @@ pub mod explain;
 pub mod hash;
 pub mod lab;
 pub mod lacp;
+pub mod metrics;
 pub mod plan;
 pub mod show;
 

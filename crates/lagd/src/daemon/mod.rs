@@ -40,6 +40,7 @@ use lagd_sys::tap::{Tap, TapOptions};
 use tracing::{info, warn};
 
 use crate::config::Config;
+use crate::metrics;
 use crate::status::{BondContext, DataplaneStatus, Status};
 pub use control::query_status;
 pub use dataplane::member_data_socket;
@@ -87,6 +88,8 @@ pub struct Daemon {
     poller: Poller,
     signals: SignalFd,
     control: UnixListener,
+    /// The metrics listener, until `run` hands it to its thread.
+    metrics: Option<metrics::Listener>,
     epoch: StdInstant,
     carrier_poll: Duration,
     /// The ready descriptors of one wake, reused so the loop does not allocate.
@@ -195,6 +198,7 @@ impl Daemon {
         bond.set_stripe_epoch(now_since(epoch), random_u32());
 
         let control = control::bind(&config.control)?;
+        let metrics = config.metrics.as_ref().map(metrics::bind).transpose()?;
         let poller = Poller::new().context("epoll")?;
         let signals = SignalFd::new(&[Signal::TERM, Signal::INT]).context("signalfd")?;
         let mut events = LinkEvents::new().context("rtnetlink")?;
@@ -232,6 +236,7 @@ impl Daemon {
             poller,
             signals,
             control,
+            metrics,
             epoch,
             carrier_poll,
             tokens: Vec::with_capacity(16),
@@ -337,6 +342,9 @@ impl Daemon {
     /// Runs until SIGTERM or SIGINT. The clock is read once per wake, right after it; the
     /// next wake is the bond's earliest deadline or the next carrier poll.
     pub fn run(mut self) -> Result<()> {
+        if let Some(l) = self.metrics.take() {
+            metrics::spawn(l, self.config.control.clone()).context("metrics thread")?;
+        }
         let mut ready = Events::with_capacity(16);
         let mut now = self.now();
         let mut next_poll = now;
@@ -577,6 +585,7 @@ impl Daemon {
             .to_owned(),
             reason: self.dataplane_reason.clone(),
         };
+        status.warnings = self.config.warnings.clone();
         // What the kernel programs carried counts as the members' traffic too.
         if let Some(counters) = self.kernel.as_ref().map(|k| k.counters()) {
             match counters {

@@ -1,0 +1,402 @@
+//! Metrics from running bonds: lagd serves them over HTTP (TCP or a Unix socket), `lagctl
+//! metrics` prints them, Prometheus's own `promtool check metrics` accepts them, and they follow
+//! the bond (a member down, a failover, a member up but not distributing). Also the start-up
+//! warnings that `lagctl show` displays. Needs root and network namespaces; fails (never skips)
+//! without them.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lagd::daemon::query_status;
+use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
+
+const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
+const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
+
+/// Starts lagd in `side` as bond `bond` over every link with `opts` and `extra` arguments, and
+/// waits (up to 10 s) until its control socket answers.
+fn start(
+    topo: &mut Topology,
+    side: Side,
+    bond: &str,
+    opts: &str,
+    extra: &[&str],
+) -> (ProcessId, PathBuf) {
+    let members = topo.member_list();
+    let control = topo.dir().join(format!("{bond}.sock"));
+    let control_s = control.to_string_lossy().into_owned();
+    let mut args = vec![
+        "--bond",
+        bond,
+        "--members",
+        &members,
+        "--opts",
+        opts,
+        "--control",
+        &control_s,
+    ];
+    args.extend_from_slice(extra);
+    let id = topo
+        .spawn(
+            side,
+            &format!("lagd-{}", side.letter()),
+            Path::new(LAGD),
+            &args,
+        )
+        .expect("start lagd");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while query_status(&control).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "lagd did not come up:\n{}",
+            topo.log_tail(id, 20)
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    (id, control)
+}
+
+/// An HTTP GET of `/metrics` over `stream`: the status line and the body.
+fn http_get(mut stream: impl Read + Write) -> (String, String) {
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: lagd\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+/// Scrapes metrics from a Unix socket.
+fn scrape_unix(path: &Path) -> String {
+    let s = UnixStream::connect(path).expect("connect to the metrics socket");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (status, body) = http_get(s);
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    body
+}
+
+/// The value of the sample `name` whose labels include every pair of `labels`.
+fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let (series, v) = l.rsplit_once(' ')?;
+        let (n, rest) = series.split_once('{').unwrap_or((series, "}"));
+        if n != name {
+            return None;
+        }
+        let set = rest.strip_suffix('}')?;
+        let all = labels
+            .iter()
+            .all(|(k, want)| set.split(',').any(|p| p == format!("{k}=\"{want}\"")));
+        all.then(|| v.parse().ok()).flatten()
+    })
+}
+
+/// Runs `promtool check metrics` on `text`; panics with its findings unless it passes.
+fn promtool_accepts(text: &str) {
+    require_program("promtool", "prometheus").unwrap();
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}\n{}{}\n--- metrics:\n{text}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Scrapes until `ok` holds for the metrics (up to `within`); returns the last scrape.
+fn wait_metrics(path: &Path, within: Duration, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    let t = Instant::now();
+    loop {
+        let m = scrape_unix(path);
+        if ok(&m) {
+            return m;
+        }
+        assert!(
+            t.elapsed() < within,
+            "{what} not seen within {within:?}:\n{m}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn lacp_bond_metrics_follow_the_bond_and_pass_promtool() {
+    assert!(is_root(), "network namespace tests need root");
+    require_program("promtool", "prometheus").unwrap();
+    let mut topo = Topology::create(3).expect("create topology");
+    let links: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let opts = "mode=802.3ad lacp_rate=fast miimon=100 xmit_hash_policy=layer3+4";
+    let bond_a = format!("{}ba", topo.tag());
+    let bond_b = format!("{}bb", topo.tag());
+    let metrics_a = topo.dir().join("a.metrics");
+    let unix_a = format!("unix:{}", metrics_a.display());
+    start(
+        &mut topo,
+        Side::B,
+        &bond_b,
+        opts,
+        &["--metrics", "127.0.0.1:9105"],
+    );
+    let (_, control_a) = start(&mut topo, Side::A, &bond_a, opts, &["--metrics", &unix_a]);
+
+    let m = wait_metrics(
+        &metrics_a,
+        Duration::from_secs(20),
+        "3 members distributing",
+        |m| value(m, "lagd_agg_active_aggregator_ports", &[]) == Some(3.0),
+    );
+    promtool_accepts(&m);
+    let master = [("master", bond_a.as_str())];
+    assert_eq!(value(&m, "node_bonding_slaves", &master), Some(3.0));
+    assert_eq!(value(&m, "node_bonding_active", &master), Some(3.0));
+    assert_eq!(value(&m, "lagd_bond_up", &[]), Some(1.0));
+    assert_eq!(
+        value(&m, "lagd_bond_members_up_not_distributing", &[]),
+        Some(0.0)
+    );
+    let agg = value(&m, "lagd_agg_active_aggregator_id", &[]).unwrap();
+    assert!(agg > 0.0);
+    for l in &links {
+        let member = [("member", l.as_str())];
+        assert!(value(&m, "lagd_agg_port_stats_lacpdus_rx_total", &member).unwrap() > 0.0);
+        assert!(value(&m, "lagd_agg_port_stats_lacpdus_tx_total", &member).unwrap() > 0.0);
+        assert_eq!(
+            value(&m, "lagd_agg_port_selected_agg_id", &member),
+            Some(agg)
+        );
+        assert_eq!(
+            value(&m, "lagd_agg_port_attached_agg_id", &member),
+            Some(agg)
+        );
+        for bit in [
+            "activity",
+            "timeout",
+            "aggregation",
+            "synchronization",
+            "distributing",
+        ] {
+            let b = [("member", l.as_str()), ("bit", bit)];
+            assert_eq!(
+                value(&m, "lagd_agg_port_actor_oper_state_bit", &b),
+                Some(1.0),
+                "actor {bit} on {l}"
+            );
+            assert_eq!(
+                value(&m, "lagd_agg_port_partner_oper_state_bit", &b),
+                Some(1.0),
+                "partner {bit} on {l}"
+            );
+        }
+        let none = [("member", l.as_str()), ("state", "none")];
+        assert_eq!(
+            value(&m, "lagd_agg_port_debug_actor_churn_state", &none),
+            Some(1.0)
+        );
+        assert_eq!(value(&m, "lagd_member_up", &member), Some(1.0));
+    }
+    let path = [("path", "lagd")];
+    let kernel = [("path", "kernel")];
+    let on_path = value(&m, "lagd_bond_dataplane_path", &path).unwrap()
+        + value(&m, "lagd_bond_dataplane_path", &kernel).unwrap();
+    assert_eq!(on_path, 1.0, "exactly one path carries the frames");
+
+    // The other end serves over TCP, on loopback in its own namespace.
+    let body = topo
+        .in_ns(Side::B, || {
+            let s = TcpStream::connect("127.0.0.1:9105").expect("connect to B's metrics");
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            http_get(s)
+        })
+        .unwrap();
+    assert_eq!(body.0, "HTTP/1.1 200 OK");
+    assert_eq!(
+        value(
+            &body.1,
+            "node_bonding_slaves",
+            &[("master", bond_b.as_str())]
+        ),
+        Some(3.0)
+    );
+    promtool_accepts(&body.1);
+
+    // `lagctl metrics` prints the same families.
+    let out = Command::new(LAGCTL)
+        .args(["metrics", "--control"])
+        .arg(&control_a)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(value(&printed, "node_bonding_slaves", &master), Some(3.0));
+    promtool_accepts(&printed);
+
+    // A member down: one fewer active, its link failure counted.
+    topo.set_link_down(Side::B, 0).unwrap();
+    let m = wait_metrics(&metrics_a, Duration::from_secs(10), "member 0 down", |m| {
+        value(m, "node_bonding_active", &master) == Some(2.0)
+    });
+    let m0 = [("member", links[0].as_str())];
+    assert_eq!(value(&m, "lagd_member_up", &m0), Some(0.0));
+    assert_eq!(
+        value(
+            &m,
+            "lagd_member_mii_status",
+            &[("member", &links[0]), ("state", "down")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(value(&m, "lagd_member_link_failures_total", &m0), Some(1.0));
+    assert_eq!(value(&m, "node_bonding_slaves", &master), Some(3.0));
+
+    // A member whose carrier stays up but whose LACPDUs are lost: up, not distributing (the
+    // case node_exporter's "bond degraded" alert does not see: its slaves are all up).
+    let lost = topo.drop_slow_protocols(&links[2]).unwrap();
+    let m = wait_metrics(
+        &metrics_a,
+        Duration::from_secs(15),
+        "member 2 up but not distributing",
+        |m| value(m, "lagd_bond_members_up_not_distributing", &[]) == Some(1.0),
+    );
+    let m2 = [("member", links[2].as_str())];
+    assert_eq!(value(&m, "lagd_member_up", &m2), Some(1.0));
+    assert_eq!(value(&m, "lagd_agg_port_distributing", &m2), Some(0.0));
+    assert_eq!(value(&m, "node_bonding_active", &master), Some(2.0));
+    promtool_accepts(&m);
+    drop(lost);
+    topo.teardown().unwrap();
+}
+
+#[test]
+fn active_backup_failover_in_metrics_and_warnings_in_show() {
+    assert!(is_root(), "network namespace tests need root");
+    require_program("promtool", "prometheus").unwrap();
+    let mut topo = Topology::create(2).expect("create topology");
+    let links: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let bond_b = format!("{}bb", topo.tag());
+    start(
+        &mut topo,
+        Side::B,
+        &bond_b,
+        "mode=active-backup miimon=50",
+        &[],
+    );
+    // Host A's options hurt twice: no link monitoring, and a hash policy the mode ignores.
+    let bond_a = format!("{}ba", topo.tag());
+    let metrics_a = topo.dir().join("a.metrics");
+    let unix_a = format!("unix:{}", metrics_a.display());
+    let (_, control_a) = start(
+        &mut topo,
+        Side::A,
+        &bond_a,
+        "mode=active-backup xmit_hash_policy=layer3+4",
+        &["--metrics", &unix_a],
+    );
+    let show = Command::new(LAGCTL)
+        .args(["show", "--control"])
+        .arg(&control_a)
+        .output()
+        .unwrap();
+    assert!(show.status.success());
+    let text = String::from_utf8(show.stdout).unwrap();
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("Warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{text}");
+    assert!(warnings[0].contains("without link monitoring"), "{text}");
+    assert!(
+        warnings[1].contains("xmit_hash_policy is ignored in mode active-backup"),
+        "{text}"
+    );
+    let control_b = topo.dir().join(format!("{bond_b}.sock"));
+    let show_b = Command::new(LAGCTL)
+        .args(["show", "--control"])
+        .arg(&control_b)
+        .output()
+        .unwrap();
+    let text_b = String::from_utf8(show_b.stdout).unwrap();
+    assert!(
+        !text_b.contains("Warning"),
+        "a clean config warns of nothing:\n{text_b}"
+    );
+
+    let m = scrape_unix(&metrics_a);
+    promtool_accepts(&m);
+    let m0 = [("member", links[0].as_str())];
+    let m1 = [("member", links[1].as_str())];
+    assert_eq!(value(&m, "lagd_bond_warnings", &[]), Some(2.0));
+    assert_eq!(value(&m, "lagd_bond_failovers_total", &[]), Some(0.0));
+    assert_eq!(value(&m, "lagd_bond_active_member", &m0), Some(1.0));
+    assert_eq!(value(&m, "lagd_bond_active_member", &m1), Some(0.0));
+
+    // The active member's link goes down: the other takes over, counted once.
+    topo.set_link_down(Side::B, 0).unwrap();
+    let m = wait_metrics(&metrics_a, Duration::from_secs(10), "failover", |m| {
+        value(m, "lagd_bond_failovers_total", &[]) == Some(1.0)
+    });
+    assert_eq!(value(&m, "lagd_bond_active_member", &m0), Some(0.0));
+    assert_eq!(value(&m, "lagd_bond_active_member", &m1), Some(1.0));
+    assert_eq!(
+        value(&m, "node_bonding_active", &[("master", bond_a.as_str())]),
+        Some(1.0)
+    );
+    promtool_accepts(&m);
+    topo.teardown().unwrap();
+}
+
+#[test]
+fn bad_metrics_addresses_are_refused_at_start() {
+    // Refused while reading the configuration: no root, no interface needed.
+    for (addr, word) in [
+        ("0.0.0.0:9105", "not a loopback address"),
+        ("localhost", "is not ADDRESS:PORT"),
+        ("unix:relative.sock", "absolute path"),
+    ] {
+        let out = Command::new(LAGD)
+            .args(["--bond", "mtest0", "--members", "mtest1", "--metrics", addr])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{addr}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--metrics") && err.contains(word),
+            "{addr}: {err}"
+        );
+    }
+    let out = Command::new(LAGD)
+        .args(["--metrics-allow-remote", "--bond", "b", "--members", "m"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--metrics-allow-remote needs --metrics"
+    );
+}
