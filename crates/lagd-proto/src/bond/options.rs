@@ -345,7 +345,7 @@ pub struct BondOptions {
     pub member_speed: Vec<(String, u32)>,
     /// Which keys were given explicitly (for warnings about turning monitoring off).
     explicit_miimon: bool,
-    /// Every key set successfully, in order (for warnings about options a mode ignores).
+    /// Every key set successfully, sorted (for warnings about options a mode ignores).
     given: Vec<String>,
 }
 
@@ -511,15 +511,16 @@ impl BondOptions {
             key: key.to_owned(),
             reason,
         })?;
-        if !self.given.iter().any(|k| k == key) {
-            self.given.push(key.to_owned());
+        // Kept sorted, so that two option sets with the same keys compare equal.
+        if let Err(at) = self.given.binary_search_by(|k| k.as_str().cmp(key)) {
+            self.given.insert(at, key.to_owned());
         }
         Ok(())
     }
 
     /// Whether option `key` was set explicitly (by [`set`](Self::set)).
     pub fn was_given(&self, key: &str) -> bool {
-        self.given.iter().any(|k| k == key)
+        self.given.binary_search_by(|k| k.as_str().cmp(key)).is_ok()
     }
 
     fn set_inner(&mut self, key: &str, value: &str) -> Result<(), String> {

@@ -24,6 +24,9 @@ enum Command {
     Explain(cli::explain::ExplainArgs),
     /// Show a running bond's status (as /proc/net/bonding/BOND reads), or JSON.
     Show(cli::show::ShowArgs),
+    /// Read a bond defined for ifcfg, NetworkManager, systemd-networkd, netplan, nmstate or
+    /// teamd and write lagd's TOML (with what does not carry over, and why).
+    Import(cli::import::ImportArgs),
     /// Print a running bond's metrics in the Prometheus text format.
     Metrics(cli::metrics::MetricsArgs),
     /// LACP diagnosis: `lagctl lacp doctor [BOND]`.
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => cli::plan::main(*args),
         Command::Explain(args) => cli::explain::main(args),
         Command::Show(args) => cli::show::main(args),
+        Command::Import(args) => cli::import::main(args),
         Command::Metrics(args) => cli::metrics::main(args),
         Command::Lacp(args) => cli::lacp::main(args),
         Command::Lab(args) => cli::lab::main(*args),

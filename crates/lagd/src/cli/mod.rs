@@ -4,6 +4,7 @@
 mod error;
 pub mod explain;
 pub mod hash;
+pub mod import;
 pub mod lab;
 pub mod lacp;
 pub mod metrics;
