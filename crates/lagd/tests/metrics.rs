@@ -400,3 +400,89 @@ fn bad_metrics_addresses_are_refused_at_start() {
         "--metrics-allow-remote needs --metrics"
     );
 }
+
+/// lagd against Open vSwitch's LACP (balance-tcp, fast): the partner's state bits in the
+/// metrics are what OVS sends, and a member down shows.
+#[test]
+fn metrics_against_open_vswitch() {
+    use lagd::lab::dataplane::start_ovs;
+    assert!(is_root(), "the Open vSwitch tests need root");
+    require_program("promtool", "prometheus").unwrap();
+    let mut topo = Topology::create(2).expect("create topology");
+    let links: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let bridge = format!("{}br", topo.tag());
+    let ovs = start_ovs(&mut topo, Side::B, &bridge).expect("start Open vSwitch");
+    let mut args = vec!["add-bond", &bridge, "bond0"];
+    args.extend(links.iter().map(String::as_str));
+    args.extend([
+        "bond_mode=balance-tcp",
+        "lacp=active",
+        "other_config:lacp-time=fast",
+    ]);
+    ovs.vsctl(&args).expect("add-bond");
+    let bond = format!("{}ba", topo.tag());
+    let metrics = topo.dir().join("a.metrics");
+    let unix = format!("unix:{}", metrics.display());
+    start(
+        &mut topo,
+        Side::A,
+        &bond,
+        "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4",
+        &["--metrics", &unix],
+    );
+    let m = wait_metrics(
+        &metrics,
+        Duration::from_secs(30),
+        "aggregated with OVS",
+        |m| value(m, "lagd_agg_active_aggregator_ports", &[]) == Some(2.0),
+    );
+    promtool_accepts(&m);
+    for l in &links {
+        assert!(value(&m, "lagd_agg_port_stats_lacpdus_rx_total", &[("member", l)]).unwrap() > 0.0);
+        for bit in [
+            "activity",
+            "timeout",
+            "aggregation",
+            "synchronization",
+            "collecting",
+            "distributing",
+        ] {
+            assert_eq!(
+                value(
+                    &m,
+                    "lagd_agg_port_partner_oper_state_bit",
+                    &[("member", l), ("bit", bit)]
+                ),
+                Some(1.0),
+                "OVS's {bit} on {l}"
+            );
+        }
+        assert_eq!(
+            value(
+                &m,
+                "lagd_agg_port_partner_oper_state_bit",
+                &[("member", l), ("bit", "defaulted")]
+            ),
+            Some(0.0)
+        );
+    }
+    topo.set_link_down(Side::B, 1).unwrap();
+    let m = wait_metrics(&metrics, Duration::from_secs(10), "member 1 down", |m| {
+        value(m, "node_bonding_active", &[("master", bond.as_str())]) == Some(1.0)
+    });
+    assert_eq!(
+        value(&m, "lagd_agg_active_aggregator_ports", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "lagd_member_link_failures_total",
+            &[("member", &links[1])]
+        ),
+        Some(1.0)
+    );
+    promtool_accepts(&m);
+    drop(ovs);
+    topo.teardown().unwrap();
+}
