@@ -611,6 +611,42 @@ impl MemberLacp {
     }
 }
 
+/// Frames a bond must have sent before [`Status::runtime_warnings`] judges their spread.
+pub const SPREAD_MIN_FRAMES: u64 = 1000;
+
+impl Status {
+    /// Warnings the running bond's counters reveal: layer2 hashing that sent (nearly) every
+    /// frame on one member while others were usable, the sign of traffic towards a single peer
+    /// MAC (a router), which layer2 always hashes to the same member.
+    pub fn runtime_warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.xmit_hash_policy.as_deref() == Some("layer2") {
+            let usable: Vec<&MemberStatus> = self
+                .members
+                .iter()
+                .filter(|m| m.mii_status == "up" && m.lacp.as_ref().is_none_or(|l| l.distributing))
+                .collect();
+            let total: u64 = usable.iter().map(|m| m.tx_packets).sum();
+            if let Some(busiest) = usable.iter().max_by_key(|m| m.tx_packets) {
+                if usable.len() >= 2
+                    && total >= SPREAD_MIN_FRAMES
+                    && busiest.tx_packets.saturating_mul(100) >= total.saturating_mul(99)
+                {
+                    w.push(format!(
+                        "layer2 hashing sent {} of {total} frames on {} with {} members usable: \
+                         traffic towards a single peer MAC (a router) always takes one member; \
+                         xmit_hash_policy=layer3+4 (or layer2+3) spreads it",
+                        busiest.tx_packets,
+                        busiest.name,
+                        usable.len()
+                    ));
+                }
+            }
+        }
+        w
+    }
+}
+
 impl Status {
     /// Renders the `/proc/net/bonding/BOND` layout, plus lagd's per-member counters.
     pub fn render(&self) -> String {
@@ -975,6 +1011,35 @@ mod test {
             );
         }
         assert!(!text.contains("Transmit Hash Policy"));
+    }
+
+    #[test]
+    fn layer2_towards_one_peer_warns_at_run_time() {
+        let mut s = sample();
+        s.mode = "balance-xor".into();
+        s.xmit_hash_policy = Some("layer2".into());
+        let mut other = s.members[0].clone();
+        other.name = "eth0".into();
+        s.members.push(other);
+        s.members[0].tx_packets = 5000;
+        s.members[1].tx_packets = 10;
+        let w = s.runtime_warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("5000 of 5010 frames on eth1"), "{w:?}");
+        // Spread traffic, another policy, one usable member or too few frames: no warning.
+        let mut spread = s.clone();
+        spread.members[1].tx_packets = 3000;
+        assert!(spread.runtime_warnings().is_empty());
+        let mut l34 = s.clone();
+        l34.xmit_hash_policy = Some("layer3+4".into());
+        assert!(l34.runtime_warnings().is_empty());
+        let mut one = s.clone();
+        one.members[1].mii_status = "down".into();
+        assert!(one.runtime_warnings().is_empty());
+        let mut few = s.clone();
+        few.members[0].tx_packets = 500;
+        few.members[1].tx_packets = 0;
+        assert!(few.runtime_warnings().is_empty());
     }
 
     /// An 802.3ad bond with one member in an aggregator of two ports.

@@ -486,3 +486,66 @@ fn metrics_against_open_vswitch() {
     drop(ovs);
     topo.teardown().unwrap();
 }
+
+mod common;
+
+/// layer2 hashing towards one peer: every frame takes the same member, and `lagctl show` says
+/// so once the counters show it (a warning the configuration alone cannot give).
+#[test]
+fn layer2_towards_a_single_peer_is_warned_at_run_time() {
+    use std::net::UdpSocket;
+    assert!(is_root(), "network namespace tests need root");
+    let mut topo = Topology::create(2).expect("create topology");
+    let opts = "mode=balance-xor miimon=100 xmit_hash_policy=layer2";
+    let bonds = [format!("{}ba", topo.tag()), format!("{}bb", topo.tag())];
+    let (_, control_b) = start(&mut topo, Side::B, &bonds[1], opts, &[]);
+    let (_, control_a) = start(&mut topo, Side::A, &bonds[0], opts, &[]);
+    let addrs = common::address_bonds(&topo, &bonds);
+    let show = |control: &Path| {
+        let out = Command::new(LAGCTL)
+            .args(["show", "--control"])
+            .arg(control)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(
+        !show(&control_a).contains("Warning"),
+        "{}",
+        show(&control_a)
+    );
+    let peer = (addrs[1], 9);
+    topo.in_ns(Side::A, || {
+        let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for i in 0..3000 {
+            let _ = sock.send_to(&[0u8; 64], peer);
+            if i % 100 == 0 {
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+    })
+    .unwrap();
+    let t = Instant::now();
+    loop {
+        let text = show(&control_a);
+        if let Some(w) = text
+            .lines()
+            .find(|l| l.starts_with("Warning: layer2 hashing sent"))
+        {
+            assert!(w.contains("2 members usable"), "{w}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "no run-time warning:\n{text}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    // The receiving end sent next to nothing: no warning there.
+    assert!(
+        !show(&control_b).contains("Warning"),
+        "{}",
+        show(&control_b)
+    );
+    topo.teardown().unwrap();
+}

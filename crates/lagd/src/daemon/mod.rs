@@ -607,6 +607,8 @@ impl Daemon {
                 Err(e) => warn!("fast path counters: {e}"),
             }
         }
+        let runtime = status.runtime_warnings();
+        status.warnings.extend(runtime);
         status
     }
 }
