@@ -128,6 +128,31 @@ pub fn render(s: &Status) -> String {
     openmetrics_to_text(&render_openmetrics(s))
 }
 
+/// Sorts the samples of each family (the client crate keeps them in hash order), so that two
+/// scrapes list them alike.
+fn sort_samples(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut samples: Vec<&str> = Vec::new();
+    let flush = |out: &mut String, samples: &mut Vec<&str>| {
+        samples.sort_unstable();
+        for l in samples.drain(..) {
+            out.push_str(l);
+            out.push('\n');
+        }
+    };
+    for line in text.lines() {
+        if line.starts_with('#') {
+            flush(&mut out, &mut samples);
+            out.push_str(line);
+            out.push('\n');
+        } else {
+            samples.push(line);
+        }
+    }
+    flush(&mut out, &mut samples);
+    out
+}
+
 /// Rewrites the OpenMetrics text the client crate encodes into Prometheus's text format: a
 /// counter family `x` (samples `x_total`) becomes family `x_total`; `# UNIT` and `# EOF` lines,
 /// which the older format lacks, are left out.
@@ -409,7 +434,7 @@ pub fn render_openmetrics(s: &Status) -> String {
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &b.reg);
-    out
+    sort_samples(&out)
 }
 
 /// Per-member traffic, drops and link metrics.
@@ -937,6 +962,15 @@ mod test {
             openmetrics_to_text(om),
             "# HELP a_b_total Things.\n# TYPE a_b_total counter\na_b_total{x=\"1\"} 3\n\
              # HELP g A gauge.\n# TYPE g gauge\ng 1.5\n"
+        );
+    }
+
+    #[test]
+    fn samples_are_sorted_within_their_family() {
+        let text = "# TYPE a gauge\na{m=\"2\"} 1\na{m=\"1\"} 1\n# TYPE b gauge\nb 0\n# EOF\n";
+        assert_eq!(
+            sort_samples(text),
+            "# TYPE a gauge\na{m=\"1\"} 1\na{m=\"2\"} 1\n# TYPE b gauge\nb 0\n# EOF\n"
         );
     }
 
