@@ -549,3 +549,54 @@ fn layer2_towards_a_single_peer_is_warned_at_run_time() {
     );
     topo.teardown().unwrap();
 }
+
+/// A scraper that connects and says nothing, or sends too much, costs the metrics thread at
+/// most its time limit and never the bond: the control socket answers meanwhile, the stalled
+/// scraper is cut off, and the next scrape works.
+#[test]
+fn stalled_and_oversized_scrapers_do_not_stall_lagd() {
+    use lagd::metrics::{CLIENT_TIMEOUT, MAX_REQUEST};
+    assert!(is_root(), "network namespace tests need root");
+    let mut topo = Topology::create(1).expect("create topology");
+    let bond = format!("{}ba", topo.tag());
+    let metrics = topo.dir().join("a.metrics");
+    let unix = format!("unix:{}", metrics.display());
+    let (_, control) = start(
+        &mut topo,
+        Side::A,
+        &bond,
+        "mode=active-backup miimon=100",
+        &["--metrics", &unix],
+    );
+    let mut stalled = UnixStream::connect(&metrics).unwrap();
+    let t = Instant::now();
+    for _ in 0..5 {
+        query_status(&control).expect("the control socket answers during a stalled scrape");
+    }
+    assert!(
+        t.elapsed() < CLIENT_TIMEOUT,
+        "status queries waited on the scraper: {:?}",
+        t.elapsed()
+    );
+    // The stalled scraper is cut off after the time limit (generous bound: a slow machine).
+    stalled.set_read_timeout(Some(CLIENT_TIMEOUT * 4)).unwrap();
+    let mut rest = Vec::new();
+    stalled
+        .read_to_end(&mut rest)
+        .expect("the stalled scraper is cut off (end of stream) within 4 time limits");
+    assert!(rest.is_empty(), "a request never sent got an answer");
+    assert!(scrape_unix(&metrics).contains("node_bonding_slaves"));
+
+    // An oversized request gets 431, and lagd goes on.
+    let mut big = UnixStream::connect(&metrics).unwrap();
+    big.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
+    req.extend(std::iter::repeat_n(b'a', MAX_REQUEST * 4));
+    let _ = big.write_all(&req);
+    let mut reply = String::new();
+    let _ = big.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 431 "), "{reply}");
+    assert!(scrape_unix(&metrics).contains("node_bonding_slaves"));
+    query_status(&control).unwrap();
+    topo.teardown().unwrap();
+}
