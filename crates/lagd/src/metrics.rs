@@ -656,7 +656,8 @@ pub enum Listener {
 }
 
 /// Binds the metrics listener (before the daemon starts its loop, so a taken port is an error
-/// at start). A Unix socket is created 0600 (root only), replacing a stale one.
+/// at start). A Unix socket is created 0600 (root only), replacing a stale one (never one that
+/// a process still serves).
 pub fn bind(listen: &MetricsListen) -> Result<Listener> {
     match listen {
         MetricsListen::Tcp(a) => Ok(Listener::Tcp(
@@ -668,6 +669,12 @@ pub fn bind(listen: &MetricsListen) -> Result<Listener> {
                     .with_context(|| format!("metrics: creating {}", dir.display()))?;
             }
             if p.exists() {
+                if std::os::unix::net::UnixStream::connect(p).is_ok() {
+                    anyhow::bail!(
+                        "metrics: another process serves {} (stop it or choose another path)",
+                        p.display()
+                    );
+                }
                 std::fs::remove_file(p)
                     .with_context(|| format!("metrics: removing stale {}", p.display()))?;
             }
@@ -963,6 +970,21 @@ mod test {
             "# HELP a_b_total Things.\n# TYPE a_b_total counter\na_b_total{x=\"1\"} 3\n\
              # HELP g A gauge.\n# TYPE g gauge\ng 1.5\n"
         );
+    }
+
+    #[test]
+    fn a_served_unix_socket_is_not_taken_over() {
+        let dir = std::env::temp_dir().join(format!("lagd-metrics-bind-{}", std::process::id()));
+        let path = dir.join("m.sock");
+        let listen = MetricsListen::Unix(path.clone());
+        let first = bind(&listen).unwrap();
+        let e = bind(&listen).unwrap_err();
+        assert!(e.to_string().contains("another process serves"), "{e}");
+        drop(first);
+        // Stale now (nobody accepts): replaced.
+        let again = bind(&listen).unwrap();
+        drop(again);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
