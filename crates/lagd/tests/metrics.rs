@@ -600,3 +600,73 @@ fn stalled_and_oversized_scrapers_do_not_stall_lagd() {
     query_status(&control).unwrap();
     topo.teardown().unwrap();
 }
+
+/// The bucket modes' and stripe mode's own families, from running bonds, through promtool.
+#[test]
+fn bucket_and_stripe_metrics() {
+    assert!(is_root(), "network namespace tests need root");
+    require_program("promtool", "prometheus").unwrap();
+    let mut topo = Topology::create(2).expect("create topology");
+    let metrics = topo.dir().join("a.metrics");
+    let unix = format!("unix:{}", metrics.display());
+    let families = |m: &str| -> Vec<String> {
+        m.lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut started = Vec::new();
+    for (mode, want) in [
+        (
+            "mode=balance-slb miimon=100",
+            &[
+                "lagd_bond_bucket_moves_total",
+                "lagd_bond_rebalances_total",
+                "lagd_bond_bucket_moves_deferred_total",
+            ][..],
+        ),
+        (
+            "mode=stripe miimon=100",
+            &[
+                "lagd_stripe_delivered_total",
+                "lagd_stripe_reordered_total",
+                "lagd_stripe_skipped_total",
+                "lagd_stripe_held",
+            ][..],
+        ),
+    ] {
+        for (id, _) in started.drain(..) {
+            topo.stop(id);
+        }
+        let tag = if mode.contains("stripe") { "s" } else { "k" };
+        let bond_b = format!("{}{tag}b", topo.tag());
+        let bond_a = format!("{}{tag}a", topo.tag());
+        started.push(start(&mut topo, Side::B, &bond_b, mode, &[]));
+        started.push(start(
+            &mut topo,
+            Side::A,
+            &bond_a,
+            mode,
+            &["--metrics", &unix],
+        ));
+        let m = scrape_unix(&metrics);
+        promtool_accepts(&m);
+        let have = families(&m);
+        for f in want {
+            assert!(have.iter().any(|h| h == f), "{mode}: no {f} in\n{m}");
+        }
+        if mode.contains("slb") {
+            for reason in ["rebalance", "elephant", "member_left", "member_joined"] {
+                assert!(
+                    value(&m, "lagd_bond_bucket_moves_total", &[("reason", reason)]).is_some(),
+                    "{reason}"
+                );
+            }
+            assert!(!have.iter().any(|h| h.starts_with("lagd_stripe")));
+        } else {
+            assert!(!have.iter().any(|h| h.starts_with("lagd_bond_bucket")));
+        }
+    }
+    topo.teardown().unwrap();
+}
