@@ -670,3 +670,129 @@ fn bucket_and_stripe_metrics() {
     }
     topo.teardown().unwrap();
 }
+
+fn median_us(mut v: Vec<Duration>) -> u128 {
+    v.sort();
+    v[v.len() / 2].as_micros()
+}
+
+/// The ping round-trip times (µs) of `count` pings from host A to `to`, 10 ms apart.
+fn ping_rtts(topo: &Topology, to: std::net::Ipv4Addr, count: u32) -> Vec<Duration> {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            topo.ns(Side::A),
+            "ping",
+            "-n",
+            "-i",
+            "0.01",
+            "-c",
+        ])
+        .arg(count.to_string())
+        .arg(to.to_string())
+        .output()
+        .expect("ping");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split(' ').next()?.parse::<f64>().ok())
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+        .collect()
+}
+
+/// What a scrape costs (bench/metrics.md): a status query (the baseline every scrape includes)
+/// against a whole scrape, and ping through the bond while nothing scrapes against while a
+/// scraper scrapes back to back. Run as root:
+/// `cargo test --release -p lagd --test metrics -- --ignored --nocapture bench_scrape`.
+#[test]
+#[ignore = "benchmark: run by hand, figures in bench/metrics.md"]
+fn bench_scrape() {
+    assert!(is_root(), "network namespace tests need root");
+    println!(
+        "| path | round | status query | scrape | ping, no scraper | ping, scraper back to back |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for fastpath in ["auto", "off"] {
+        bench_scrape_on(fastpath);
+    }
+}
+
+fn bench_scrape_on(fastpath: &str) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let mut topo = Topology::create(2).expect("create topology");
+    let opts = format!(
+        "mode=802.3ad lacp_rate=fast miimon=100 xmit_hash_policy=layer3+4 fastpath={fastpath}"
+    );
+    let opts = opts.as_str();
+    let bonds = [format!("{}ba", topo.tag()), format!("{}bb", topo.tag())];
+    let metrics = topo.dir().join("a.metrics");
+    let unix = format!("unix:{}", metrics.display());
+    start(&mut topo, Side::B, &bonds[1], opts, &[]);
+    let (_, control) = start(&mut topo, Side::A, &bonds[0], opts, &["--metrics", &unix]);
+    wait_metrics(&metrics, Duration::from_secs(20), "aggregated", |m| {
+        value(m, "lagd_agg_active_aggregator_ports", &[]) == Some(2.0)
+    });
+    let addrs = common::address_bonds(&topo, &bonds);
+    ping_rtts(&topo, addrs[1], 5);
+    let rounds = 3;
+    let mut rows: Vec<[u128; 4]> = Vec::new();
+    let mut scrapes_during = 0;
+    for _ in 0..rounds {
+        let status: Vec<Duration> = (0..200)
+            .map(|_| {
+                let t = Instant::now();
+                query_status(&control).unwrap();
+                t.elapsed()
+            })
+            .collect();
+        let scrape: Vec<Duration> = (0..200)
+            .map(|_| {
+                let t = Instant::now();
+                scrape_unix(&metrics);
+                t.elapsed()
+            })
+            .collect();
+        let quiet = ping_rtts(&topo, addrs[1], 200);
+        let stop = Arc::new(AtomicBool::new(false));
+        let count = Arc::new(AtomicU64::new(0));
+        let scraper = {
+            let (stop, count, metrics) = (stop.clone(), count.clone(), metrics.clone());
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    scrape_unix(&metrics);
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let busy = ping_rtts(&topo, addrs[1], 200);
+        stop.store(true, Ordering::Relaxed);
+        scraper.join().unwrap();
+        scrapes_during += count.load(Ordering::Relaxed);
+        rows.push([
+            median_us(status),
+            median_us(scrape),
+            median_us(quiet),
+            median_us(busy),
+        ]);
+    }
+    let path = query_status(&control).unwrap().dataplane.path;
+    for (i, r) in rows.iter().enumerate() {
+        println!(
+            "| {path} | {} | {} µs | {} µs | {} µs | {} µs |",
+            i + 1,
+            r[0],
+            r[1],
+            r[2],
+            r[3]
+        );
+    }
+    let m = scrape_unix(&metrics);
+    println!(
+        "{path}: scrapes during the busy pings: {scrapes_during}; one scrape: {} bytes, {} samples",
+        m.len(),
+        m.lines().filter(|l| !l.starts_with('#')).count()
+    );
+    topo.teardown().unwrap();
+}
