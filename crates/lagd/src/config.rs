@@ -10,6 +10,8 @@
 //! # mtu = 9000                  # default: the first member's MTU; applied to every member
 //! # control = "/run/lagd/bond0.sock" # default: the abstract socket "@lagd/bond0" (per netns)
 //! # control_group = "adm"            # this group may read the status (default: root only)
+//! # metrics_listen = "127.0.0.1:9105" # Prometheus metrics (off by default; or "unix:/PATH")
+//! # metrics_allow_remote = false      # a non-loopback metrics_listen needs this set to true
 //!
 //! [options]
 //! mode = "802.3ad"
@@ -55,6 +57,8 @@ pub fn resolve_group(name: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("no group '{name}' in /etc/group"))
 }
 
+use crate::metrics::MetricsListen;
+
 /// A validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -74,7 +78,10 @@ pub struct Config {
     pub control_group: Option<u32>,
     /// The file the configuration came from (what SIGHUP and `lagctl reload` read again).
     pub file: Option<PathBuf>,
-    /// Warnings the options produced (the kernel would log them).
+    /// Where to serve Prometheus metrics (off when `None`).
+    pub metrics: Option<MetricsListen>,
+    /// Warnings the options produced (the kernel would log them), and lagd's about
+    /// combinations that hurt.
     pub warnings: Vec<String>,
 }
 
@@ -161,12 +168,13 @@ impl Config {
         if members.iter().any(|m| m == bond) {
             return Err(err("--members", format!("'{bond}' is the bond itself")));
         }
-        let (options, warnings) = BondOptions::parse_opts(opts).map_err(|e| ConfigError {
+        let (options, mut warnings) = BondOptions::parse_opts(opts).map_err(|e| ConfigError {
             file: None,
             line: None,
             key: Some(e.key.clone()),
             message: e.to_string(),
         })?;
+        warnings.extend(options.member_warnings(&members));
         let mac = mac
             .map(|m| parse_mac(m).map_err(|e| err("--mac", e)))
             .transpose()?;
@@ -183,8 +191,24 @@ impl Config {
             options,
             mac,
             mtu,
+            metrics: None,
             warnings,
         })
+    }
+
+    /// Serves metrics on `addr` (`--metrics`): loopback or a Unix socket unless
+    /// `allow_remote`.
+    pub fn set_metrics(&mut self, addr: &str, allow_remote: bool) -> Result<(), ConfigError> {
+        self.metrics =
+            Some(
+                MetricsListen::parse(addr, allow_remote).map_err(|message| ConfigError {
+                    file: None,
+                    line: None,
+                    key: Some("--metrics".to_owned()),
+                    message,
+                })?,
+            );
+        Ok(())
     }
 
     fn check_mtu(mtu: Option<u32>) -> Result<(), String> {
@@ -278,10 +302,22 @@ impl Config {
                 .set(key, &text)
                 .map_err(|e| err(Some(value.span()), key, e.to_string()))?;
         }
-        let warnings = options.finish().map_err(|e| {
+        let mut warnings = options.finish().map_err(|e| {
             let span = raw.options.get(&e.key).map(Spanned::span);
             err(span, &e.key.clone(), e.to_string())
         })?;
+        warnings.extend(options.member_warnings(raw.members.get_ref()));
+        let allow_remote = raw
+            .metrics_allow_remote
+            .as_ref()
+            .is_some_and(|a| *a.get_ref());
+        let metrics = match &raw.metrics_listen {
+            Some(m) => Some(
+                MetricsListen::parse(m.get_ref(), allow_remote)
+                    .map_err(|e| err(Some(m.span()), "metrics_listen", e))?,
+            ),
+            None => None,
+        };
         let mac = match &raw.mac {
             Some(m) => Some(parse_mac(m.get_ref()).map_err(|e| err(Some(m.span()), "mac", e))?),
             None => None,
@@ -313,6 +349,7 @@ impl Config {
             options,
             mac,
             mtu,
+            metrics,
             warnings,
         })
     }
@@ -339,6 +376,8 @@ struct RawConfig {
     mtu: Option<Spanned<i64>>,
     control: Option<Spanned<PathBuf>>,
     control_group: Option<Spanned<String>>,
+    metrics_listen: Option<Spanned<String>>,
+    metrics_allow_remote: Option<Spanned<bool>>,
     #[serde(default)]
     options: BTreeMap<String, Spanned<toml::Value>>,
 }
@@ -405,6 +444,36 @@ actor_port_prio = { eth0 = 100, eth1 = 200 }
         );
         assert_eq!(c.mtu, Some(9000));
         assert_eq!(c.options.xmit_hash_policy, HashPolicy::Layer2);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        // Warnings that need the member list.
+        let c = Config::from_toml(
+            &GOOD.replace("primary = \"eth1\"", "primary = \"eth3\""),
+            None,
+        )
+        .unwrap();
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("primary 'eth3' is not a member")),
+            "{:?}",
+            c.warnings
+        );
+        let c = Config::from_args(
+            "b0",
+            "e0,e1",
+            "mode=802.3ad lacp_rate=fast min_links=3",
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("min_links=3 is above the member count (2)")),
+            "{:?}",
+            c.warnings
+        );
     }
 
     #[test]
@@ -477,6 +546,25 @@ actor_port_prio = { eth0 = 100, eth1 = 200 }
             (Some("arp_interval"), Some(8)),
             "{e}"
         );
+
+        // metrics_listen: loopback unless metrics_allow_remote, errors at its line.
+        let remote = GOOD.replace("mtu = 9000", "metrics_listen = \"0.0.0.0:9105\"");
+        let e = Config::from_toml(&remote, None).unwrap_err();
+        assert_eq!(
+            (e.key.as_deref(), e.line),
+            (Some("metrics_listen"), Some(4)),
+            "{e}"
+        );
+        assert!(e.message.contains("loopback"), "{e}");
+        let allowed = GOOD.replace(
+            "mtu = 9000",
+            "metrics_listen = \"0.0.0.0:9105\"\nmetrics_allow_remote = true",
+        );
+        assert_eq!(
+            Config::from_toml(&allowed, None).unwrap().metrics,
+            Some(MetricsListen::Tcp("0.0.0.0:9105".parse().unwrap()))
+        );
+        assert_eq!(Config::from_toml(GOOD, None).unwrap().metrics, None);
 
         // `miimon = true` is no 1 ms poll: only on/off options take a boolean.
         let boolean = GOOD.replace("miimon = 100", "miimon = true");

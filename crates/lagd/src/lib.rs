@@ -8,4 +8,5 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod lab;
+pub mod metrics;
 pub mod status;

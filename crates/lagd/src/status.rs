@@ -47,6 +47,12 @@ pub struct Status {
     pub primary_reselect: Option<String>,
     /// The active member (modes with one).
     pub active: Option<String>,
+    /// Times the active member moved from one member to another (modes with one).
+    #[serde(default)]
+    pub failovers: u64,
+    /// Combinations of options that hurt (the warnings lagd logged at start).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Frames from the host dropped because no member was usable.
     pub tx_dropped_no_member: u64,
     /// 802.3ad: what `/proc/net/bonding` shows in its `802.3ad info` section.
@@ -395,6 +401,8 @@ impl Status {
             primary: snap.primary.clone(),
             primary_reselect: snap.primary_reselect.map(|r| r.name().to_owned()),
             active: snap.active.clone(),
+            failovers: snap.failovers,
+            warnings: Vec::new(),
             tx_dropped_no_member: ctx.tx_dropped_no_member,
             lacp: snap.lacp.as_ref().map(|l| {
                 LacpStatus::from_snapshot(l, ctx.lacp_fallback_ms, |p| {
@@ -612,12 +620,54 @@ impl MemberLacp {
     }
 }
 
+/// Frames a bond must have sent before [`Status::runtime_warnings`] judges their spread.
+pub const SPREAD_MIN_FRAMES: u64 = 1000;
+
+impl Status {
+    /// Warnings the running bond's counters reveal: layer2 hashing that sent (nearly) every
+    /// frame on one member while others were usable, the sign of traffic towards a single peer
+    /// MAC (a router), which layer2 always hashes to the same member.
+    pub fn runtime_warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.xmit_hash_policy.as_deref() == Some("layer2") {
+            let usable: Vec<&MemberStatus> = self
+                .members
+                .iter()
+                .filter(|m| m.mii_status == "up" && m.lacp.as_ref().is_none_or(|l| l.distributing))
+                .collect();
+            let total: u64 = usable.iter().map(|m| m.tx_packets).sum();
+            if let Some(busiest) = usable.iter().max_by_key(|m| m.tx_packets) {
+                if usable.len() >= 2
+                    && total >= SPREAD_MIN_FRAMES
+                    && busiest.tx_packets.saturating_mul(100) >= total.saturating_mul(99)
+                {
+                    w.push(format!(
+                        "layer2 hashing sent {} of {total} frames on {} with {} members usable: \
+                         traffic towards a single peer MAC (a router) always takes one member; \
+                         xmit_hash_policy=layer3+4 (or layer2+3) spreads it",
+                        busiest.tx_packets,
+                        busiest.name,
+                        usable.len()
+                    ));
+                }
+            }
+        }
+        w
+    }
+}
+
 impl Status {
     /// Renders the `/proc/net/bonding/BOND` layout, plus lagd's per-member counters.
     pub fn render(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "Ethernet Channel Bonding Driver: lagd v{}", self.version);
         let _ = writeln!(s);
+        for w in &self.warnings {
+            let _ = writeln!(s, "Warning: {w}");
+        }
+        if !self.warnings.is_empty() {
+            let _ = writeln!(s);
+        }
         let _ = writeln!(s, "Bonding Mode: {}", self.mode_description);
         if !self.dataplane.path.is_empty() {
             match &self.dataplane.reason {
@@ -644,6 +694,7 @@ impl Status {
                 "Currently Active Slave: {}",
                 self.active.as_deref().unwrap_or("None")
             );
+            let _ = writeln!(s, "Failovers: {}", self.failovers);
         }
         let _ = writeln!(s, "MII Status: {}", self.mii_status);
         let _ = writeln!(s, "MII Polling Interval (ms): {}", self.miimon);
@@ -923,6 +974,8 @@ mod test {
             primary: Some("eth1".into()),
             primary_reselect: Some("always".into()),
             active: Some("eth1".into()),
+            failovers: 3,
+            warnings: vec!["lacp_rate=slow: example".into()],
             tx_dropped_no_member: 0,
             lacp: None,
             buckets: None,
@@ -959,6 +1012,8 @@ mod test {
             "Bonding Mode: fault-tolerance (active-backup)",
             "Primary Slave: eth1 (primary_reselect always)",
             "Currently Active Slave: eth1",
+            "Failovers: 3",
+            "Warning: lacp_rate=slow: example",
             "MII Status: up",
             "MII Polling Interval (ms): 100",
             "Up Delay (ms): 200",
@@ -976,6 +1031,35 @@ mod test {
             );
         }
         assert!(!text.contains("Transmit Hash Policy"));
+    }
+
+    #[test]
+    fn layer2_towards_one_peer_warns_at_run_time() {
+        let mut s = sample();
+        s.mode = "balance-xor".into();
+        s.xmit_hash_policy = Some("layer2".into());
+        let mut other = s.members[0].clone();
+        other.name = "eth0".into();
+        s.members.push(other);
+        s.members[0].tx_packets = 5000;
+        s.members[1].tx_packets = 10;
+        let w = s.runtime_warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("5000 of 5010 frames on eth1"), "{w:?}");
+        // Spread traffic, another policy, one usable member or too few frames: no warning.
+        let mut spread = s.clone();
+        spread.members[1].tx_packets = 3000;
+        assert!(spread.runtime_warnings().is_empty());
+        let mut l34 = s.clone();
+        l34.xmit_hash_policy = Some("layer3+4".into());
+        assert!(l34.runtime_warnings().is_empty());
+        let mut one = s.clone();
+        one.members[1].mii_status = "down".into();
+        assert!(one.runtime_warnings().is_empty());
+        let mut few = s.clone();
+        few.members[0].tx_packets = 500;
+        few.members[1].tx_packets = 0;
+        assert!(few.runtime_warnings().is_empty());
     }
 
     /// An 802.3ad bond with one member in an aggregator of two ports.

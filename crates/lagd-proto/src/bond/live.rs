@@ -174,6 +174,8 @@ impl Bond {
             packets_per_slave
         );
         probe.explicit_miimon = cur.explicit_miimon;
+        // Which keys were given is bookkeeping for warnings, not an option.
+        probe.given.clone_from(&cur.given);
         if probe != *cur {
             let differs = [
                 ("mode", probe.mode != cur.mode),
@@ -205,7 +207,10 @@ impl Bond {
                 });
             }
         }
-        if !changed.is_empty() || target.explicit_miimon != cur.explicit_miimon {
+        if !changed.is_empty()
+            || target.explicit_miimon != cur.explicit_miimon
+            || target.given != cur.given
+        {
             self.apply_options(now, target.clone());
         }
         Ok(OptionChange {

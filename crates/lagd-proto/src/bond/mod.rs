@@ -136,6 +136,8 @@ pub struct Bond {
     /// member IGMP reports leave on, as last seen (a change is a failover).
     igmp: igmp::IgmpCache,
     igmp_port: Option<PortId>,
+    /// Times the active member moved from one member to another.
+    failovers: u64,
     /// `fail_over_mac=follow`: the MAC each member's interface was last told to carry.
     member_macs: Vec<EthernetAddress>,
     /// The members with their weights (speed in Mb/s, or `member_speed`), as last given to
@@ -168,6 +170,7 @@ impl Bond {
             notify: Notify::default(),
             igmp: igmp::IgmpCache::default(),
             igmp_port: None,
+            failovers: 0,
             member_macs: Vec::new(),
             weighted: Vec::new(),
             last_now: Instant::ZERO,
@@ -548,6 +551,7 @@ impl Bond {
             },
             lacp: self.lacp.as_ref().map(Lacp::snapshot),
             buckets: self.mode.buckets_snapshot(),
+            failovers: self.failovers,
             stripe: self.mode.stripe().map(|s| StripeSnapshot {
                 peers: s.engine.status(self.last_now),
                 reorder: *s.engine.rx().counters(),
@@ -673,6 +677,9 @@ impl Bond {
                 from: self.sel.active,
                 to: active,
             });
+        }
+        if self.sel.active.is_some() && active.is_some() && self.opts.mode.uses_primary() {
+            self.failovers += 1;
         }
         // A failover (not the first choice) is announced to the network.
         if self.sel.active.is_some()

@@ -345,6 +345,8 @@ pub struct BondOptions {
     pub member_speed: Vec<(String, u32)>,
     /// Which keys were given explicitly (for warnings about turning monitoring off).
     pub(crate) explicit_miimon: bool,
+    /// Every key set successfully, sorted (for warnings about options a mode ignores).
+    pub(crate) given: Vec<String>,
 }
 
 impl Default for BondOptions {
@@ -392,6 +394,7 @@ impl Default for BondOptions {
             hash_seed: 0,
             member_speed: Vec::new(),
             explicit_miimon: false,
+            given: Vec::new(),
         }
     }
 }
@@ -507,7 +510,17 @@ impl BondOptions {
         self.set_inner(key, value).map_err(|reason| OptionError {
             key: key.to_owned(),
             reason,
-        })
+        })?;
+        // Kept sorted, so that two option sets with the same keys compare equal.
+        if let Err(at) = self.given.binary_search_by(|k| k.as_str().cmp(key)) {
+            self.given.insert(at, key.to_owned());
+        }
+        Ok(())
+    }
+
+    /// Whether option `key` was set explicitly (by [`set`](Self::set)).
+    pub fn was_given(&self, key: &str) -> bool {
+        self.given.binary_search_by(|k| k.as_str().cmp(key)).is_ok()
     }
 
     fn set_inner(&mut self, key: &str, value: &str) -> Result<(), String> {
@@ -728,7 +741,69 @@ impl BondOptions {
         if self.primary.is_some() && !self.mode.uses_primary() {
             warnings.push(format!("primary is ignored in mode {}", self.mode));
         }
+        if self.mode == Mode::ActiveBackup
+            && !self.explicit_miimon
+            && self.miimon == 0
+            && self.arp_interval == 0
+        {
+            warnings.push(
+                "active-backup without link monitoring (no miimon or arp_interval): lagd fails \
+                 over only when a member loses carrier; set miimon=100 or ARP monitoring"
+                    .into(),
+            );
+        }
+        if self.mode.uses_lacp() && self.lacp_rate == LacpRate::Slow {
+            warnings.push(
+                "lacp_rate=slow: a partner that stops answering is noticed only after 90 s \
+                 (3 LACPDUs at 30 s); lacp_rate=fast notices it in 3 s"
+                    .into(),
+            );
+        }
+        if self.was_given("xmit_hash_policy") && !self.hashes_with_policy() {
+            let why = match self.mode.fixed_hash() {
+                Some(h) => format!("it always hashes with {h}"),
+                None => "it does not hash".to_owned(),
+            };
+            warnings.push(format!(
+                "xmit_hash_policy is ignored in mode {} ({why})",
+                self.mode
+            ));
+        }
+        if self.was_given("lacp_rate") && !self.mode.uses_lacp() {
+            warnings.push(format!(
+                "lacp_rate is ignored in mode {} (only 802.3ad and balance-tcp run LACP)",
+                self.mode
+            ));
+        }
         Ok(warnings)
+    }
+
+    /// Whether `xmit_hash_policy` decides anything in this mode: balance-xor and 802.3ad,
+    /// balance-tlb and balance-alb (their transmit balancing hashes with it).
+    pub fn hashes_with_policy(&self) -> bool {
+        self.mode.uses_hash() || matches!(self.mode, Mode::BalanceTlb | Mode::BalanceAlb)
+    }
+
+    /// Warnings about the options against the bond's members (in enslave order): a `primary`
+    /// that is not a member, `min_links` above the member count.
+    pub fn member_warnings(&self, members: &[String]) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if let Some(p) = &self.primary {
+            if self.mode.uses_primary() && !members.contains(p) {
+                warnings.push(format!(
+                    "primary '{p}' is not a member ({}): no member is preferred",
+                    members.join(", ")
+                ));
+            }
+        }
+        if self.mode.uses_lacp() && self.min_links as usize > members.len() {
+            warnings.push(format!(
+                "min_links={} is above the member count ({}): the bond never gets carrier",
+                self.min_links,
+                members.len()
+            ));
+        }
+        warnings
     }
 
     /// Every option as `key=value`, the form [`parse_opts`](Self::parse_opts) reads back.
@@ -882,6 +957,101 @@ mod test {
             o.actor_port_prio,
             [("eth0".into(), 100), ("eth1".into(), 7)]
         );
+    }
+
+    fn warned(opts: &str, members: &[&str], word: &str) -> bool {
+        let (o, mut w) = BondOptions::parse_opts(opts).unwrap();
+        let members: Vec<String> = members.iter().map(|m| (*m).to_owned()).collect();
+        w.extend(o.member_warnings(&members));
+        w.iter().any(|w| w.contains(word))
+    }
+
+    #[test]
+    fn warnings_fire_on_their_case_only() {
+        let two = ["eth0", "eth1"];
+        // No link monitoring in active-backup.
+        assert!(warned(
+            "mode=active-backup",
+            &two,
+            "without link monitoring"
+        ));
+        assert!(!warned("mode=active-backup miimon=100", &two, "monitoring"));
+        assert!(!warned(
+            "mode=active-backup arp_interval=100 arp_ip_target=10.0.0.1",
+            &two,
+            "monitoring"
+        ));
+        assert!(!warned("mode=balance-xor", &two, "without link monitoring"));
+        // Slow LACP rate.
+        assert!(warned("mode=802.3ad", &two, "lacp_rate=slow"));
+        assert!(warned(
+            "mode=balance-tcp lacp_rate=slow",
+            &two,
+            "lacp_rate=slow"
+        ));
+        assert!(!warned("mode=802.3ad lacp_rate=fast", &two, "lacp_rate"));
+        // Options for a mode that ignores them.
+        assert!(warned(
+            "mode=active-backup miimon=100 xmit_hash_policy=layer3+4",
+            &two,
+            "xmit_hash_policy is ignored in mode active-backup"
+        ));
+        assert!(warned(
+            "mode=balance-slb xmit_hash_policy=layer2",
+            &two,
+            "always hashes with"
+        ));
+        assert!(!warned(
+            "mode=balance-xor xmit_hash_policy=layer3+4",
+            &two,
+            "ignored"
+        ));
+        assert!(!warned(
+            "mode=active-backup miimon=100",
+            &two,
+            "xmit_hash_policy"
+        ));
+        assert!(warned(
+            "mode=balance-xor lacp_rate=fast",
+            &two,
+            "lacp_rate is ignored in mode balance-xor"
+        ));
+        assert!(!warned("mode=balance-xor", &two, "lacp_rate"));
+        // A primary that is not a member.
+        assert!(warned(
+            "mode=active-backup miimon=100 primary=eth2",
+            &two,
+            "primary 'eth2' is not a member"
+        ));
+        assert!(!warned(
+            "mode=active-backup miimon=100 primary=eth1",
+            &two,
+            "primary"
+        ));
+        // min_links above the member count.
+        assert!(warned(
+            "mode=802.3ad lacp_rate=fast min_links=3",
+            &two,
+            "min_links=3 is above the member count (2)"
+        ));
+        assert!(!warned(
+            "mode=802.3ad lacp_rate=fast min_links=2",
+            &two,
+            "min_links"
+        ));
+        // A clean configuration warns of nothing.
+        for clean in [
+            "mode=802.3ad lacp_rate=fast miimon=100 xmit_hash_policy=layer3+4 min_links=1",
+            "mode=active-backup miimon=100 primary=eth0",
+            "mode=balance-xor miimon=100 xmit_hash_policy=layer2+3",
+        ] {
+            let (o, w) = BondOptions::parse_opts(clean).unwrap();
+            assert!(w.is_empty(), "{clean}: {w:?}");
+            assert!(
+                o.member_warnings(&two.map(String::from)).is_empty(),
+                "{clean}"
+            );
+        }
     }
 
     #[test]

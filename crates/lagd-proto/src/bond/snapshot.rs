@@ -31,6 +31,8 @@ pub struct BondSnapshot {
     pub primary_reselect: Option<PrimaryReselect>,
     /// The active member's name (modes with an active member).
     pub active: Option<String>,
+    /// Times the active member moved from one member to another (modes with one).
+    pub failovers: u64,
     /// Per member, in enslave order.
     pub ports: Vec<PortSnapshot>,
     /// 802.3ad: the LACP engine's state.

@@ -223,6 +223,10 @@ fn active_backup_failover_and_inactive_receive() {
     let snap = b.snapshot();
     assert_eq!(snap.ports[0].link_failures, 1);
     assert_eq!(snap.active.as_deref(), Some("eth1"));
+    assert_eq!(snap.failovers, 1, "the first choice is no failover");
+    b.handle_carrier(at(30), PortId(1), false);
+    assert_eq!(b.active(), Some(PortId(0)));
+    assert_eq!(b.snapshot().failovers, 2);
     let mut all = bond("mode=active-backup all_slaves_active=1", 2);
     assert_eq!(all.member_rx(PortId(1), &tcp(1)), RxVerdict::Deliver);
 }

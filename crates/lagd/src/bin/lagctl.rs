@@ -43,6 +43,11 @@ enum Command {
     Events(cli::control::EventsArgs),
     /// Make lagd read its --config file again and apply what changed (as SIGHUP does).
     Reload(cli::control::ReloadArgs),
+    /// Read a bond defined for ifcfg, NetworkManager, systemd-networkd, netplan, nmstate or
+    /// teamd and write lagd's TOML (with what does not carry over, and why).
+    Import(cli::import::ImportArgs),
+    /// Print a running bond's metrics in the Prometheus text format.
+    Metrics(cli::metrics::MetricsArgs),
     /// LACP diagnosis: `lagctl lacp doctor [BOND]`.
     Lacp(cli::lacp::LacpArgs),
     /// Two namespaces joined by shaped veth links, a bond at both ends, TCP through it.
@@ -60,6 +65,8 @@ fn main() -> ExitCode {
         Command::Active(args) => cli::control::active(args),
         Command::Events(args) => cli::control::events(args),
         Command::Reload(args) => cli::control::reload(args),
+        Command::Import(args) => cli::import::main(args),
+        Command::Metrics(args) => cli::metrics::main(args),
         Command::Lacp(args) => cli::lacp::main(args),
         Command::Lab(args) => cli::lab::main(*args),
     };

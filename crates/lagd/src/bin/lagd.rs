@@ -18,7 +18,7 @@ use lagd::daemon::{Daemon, StartError};
 struct Args {
     /// TOML configuration file (the bond, members, options, MAC, MTU and control socket are
     /// then the file's to say: the flags for them are refused beside it).
-    #[arg(long, conflicts_with_all = ["bond", "members", "opts", "mac", "mtu", "control"])]
+    #[arg(long, conflicts_with_all = ["bond", "members", "opts", "mac", "mtu", "control", "metrics"])]
     config: Option<PathBuf>,
     /// Bond (TAP) interface name.
     #[arg(long, required_unless_present = "config")]
@@ -43,6 +43,13 @@ struct Args {
     /// stay root's). In a --config file: control_group.
     #[arg(long, conflicts_with = "config")]
     control_group: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (`127.0.0.1:9105`, `[::1]:9105`) or
+    /// on a Unix socket (`unix:/run/lagd/bond0.metrics`). Off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+    /// Allow a --metrics address that is not loopback.
+    #[arg(long, requires = "metrics")]
+    metrics_allow_remote: bool,
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -77,6 +84,9 @@ fn main() -> ExitCode {
                     message,
                 }
             })?);
+        }
+        if let Some(m) = &args.metrics {
+            c.set_metrics(m, args.metrics_allow_remote)?;
         }
         Ok(c)
     });

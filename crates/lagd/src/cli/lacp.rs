@@ -470,6 +470,8 @@ mod test {
             primary: None,
             primary_reselect: None,
             active: None,
+            failovers: 0,
+            warnings: Vec::new(),
             tx_dropped_no_member: 0,
             buckets: None,
             stripe: None,

@@ -5,8 +5,10 @@ pub mod control;
 mod error;
 pub mod explain;
 pub mod hash;
+pub mod import;
 pub mod lab;
 pub mod lacp;
+pub mod metrics;
 pub mod plan;
 pub mod show;
 

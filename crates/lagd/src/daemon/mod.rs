@@ -42,6 +42,7 @@ use lagd_sys::tap::{Tap, TapOptions};
 use tracing::{info, warn};
 
 use crate::config::Config;
+use crate::metrics;
 use crate::status::{BondContext, DataplaneStatus, Status};
 pub use control::{Endpoint, query_status, status_at};
 pub use dataplane::member_data_socket;
@@ -89,6 +90,8 @@ pub struct Daemon {
     poller: Poller,
     signals: SignalFd,
     control: control::Server,
+    /// The metrics listener, until `run` hands it to its thread.
+    metrics: Option<metrics::Listener>,
     epoch: StdInstant,
     carrier_poll: Duration,
     /// The ready descriptors of one wake, reused so the loop does not allocate.
@@ -215,6 +218,7 @@ impl Daemon {
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
 
+        let metrics = config.metrics.as_ref().map(metrics::bind).transpose()?;
         let poller = Poller::new().context("epoll")?;
         let mut events = LinkEvents::new().context("rtnetlink")?;
         events.request_dump().context("rtnetlink dump")?;
@@ -251,6 +255,7 @@ impl Daemon {
             poller,
             signals,
             control,
+            metrics,
             epoch,
             carrier_poll,
             tokens: Vec::with_capacity(16),
@@ -366,6 +371,9 @@ impl Daemon {
     /// Runs until SIGTERM or SIGINT. The clock is read once per wake, right after it; the
     /// next wake is the bond's earliest deadline or the next carrier poll.
     pub fn run(mut self) -> Result<()> {
+        if let Some(l) = self.metrics.take() {
+            metrics::spawn(l, self.config.control.clone()).context("metrics thread")?;
+        }
         let mut ready = Events::with_capacity(16);
         let mut now = self.now();
         let mut next_poll = now;
@@ -933,6 +941,7 @@ impl Daemon {
             .map(|&i| self.dp.io.members[i].name.clone())
             .collect();
         status.changes = self.changes.iter().cloned().collect();
+        status.warnings = self.config.warnings.clone();
         // What the kernel programs carried counts as the members' traffic too.
         if let Some(counters) = self.kernel.as_ref().map(|k| k.counters()) {
             match counters {
@@ -954,6 +963,8 @@ impl Daemon {
                 Err(e) => warn!("fast path counters: {e}"),
             }
         }
+        let runtime = status.runtime_warnings();
+        status.warnings.extend(runtime);
         status
     }
 }
