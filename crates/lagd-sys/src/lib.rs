@@ -17,6 +17,7 @@
 //!   by ioctl, and [`link::LinkEvents`], an rtnetlink subscriber for link changes.
 //! * [`poll`]: an epoll wrapper, an eventfd to wake it, and a signalfd for clean shutdown.
 //! * [`netns`]: run a closure inside a named network namespace on a fresh thread (tests, lab).
+//! * [`caps`]: keeping only the capabilities the running daemon needs.
 //! * [`fastpath`]: the kernel fast path's tcx programs and their maps (`bpf/fastpath.c`).
 //!
 //! # What this crate never does
@@ -33,6 +34,7 @@ mod error;
 mod ifreq;
 mod socket;
 
+pub mod caps;
 pub mod fastpath;
 pub mod isolate;
 pub mod link;

@@ -14,7 +14,10 @@
 //!   link events trigger an extra read at once (they can arrive ~1 s late: the kernel's linkwatch);
 //! - a Unix control socket answers `status` with the JSON [`Status`];
 //! - SIGTERM/SIGINT end the loop cleanly: the TAP's carrier goes off and stays (the TAP is
-//!   persistent, so a restarted lagd finds the host's configuration intact).
+//!   persistent, so a restarted lagd finds the host's configuration intact), and [`restore`]
+//!   puts the members back as they were before lagd (also on an error, and, via its state
+//!   file, after a `kill -9` once the next lagd for the bond stops);
+//! - [`notify`]: `READY=1`, `STATUS=` and the watchdog for a `Type=notify` systemd service.
 //!
 //! Members are kept from their own kernel stack (which would otherwise answer ARP for the bond's
 //! address with the member's MAC): a tcx ingress program drops every frame after AF_PACKET has
@@ -23,6 +26,8 @@
 pub mod control;
 pub mod dataplane;
 mod kernel;
+pub mod notify;
+pub mod restore;
 
 use std::io;
 use std::os::unix::net::UnixListener;
@@ -46,6 +51,8 @@ pub use dataplane::member_data_socket;
 use dataplane::{Dataplane, Member};
 use kernel::{Choice, Kernel};
 use lagd_sys::fastpath::MAX_MEMBERS;
+use notify::Notifier;
+use restore::Restore;
 
 const TOKEN_TAP: u64 = 0;
 const TOKEN_SIGNAL: u64 = 1;
@@ -54,6 +61,8 @@ const TOKEN_LINK: u64 = 3;
 const TOKEN_MEMBER: u64 = 100;
 /// Member control sockets (slow protocols), serviced before anything else.
 const TOKEN_CONTROL_SOCKET: u64 = 10_000;
+/// The largest MTU a TAP takes (65535 less its Ethernet header).
+pub const TAP_MAX_MTU: u32 = 65535 - 14;
 
 /// Why the daemon could not start: a configuration problem (exit code 2) or anything else.
 #[derive(Debug)]
@@ -95,11 +104,21 @@ pub struct Daemon {
     kernel: Option<Box<Kernel>>,
     /// Why lagd carries the data frames itself (`None`: the kernel does).
     dataplane_reason: Option<String>,
+    /// The service manager, when lagd runs as a `Type=notify` service.
+    notify: Option<Notifier>,
+    /// What to put back when lagd stops. Last, so that it runs after every descriptor above
+    /// (member sockets, tcx links) is closed.
+    restore: Restore,
 }
 
 impl Daemon {
-    /// Sets the bond up: TAP, members, control socket. Nothing is left half-done on error
-    /// except a TAP created for the bond (persistent by design).
+    /// Sets the bond up: TAP, members, control socket.
+    ///
+    /// Everything that can be checked is checked before the first change (the members exist,
+    /// the MTU fits a TAP, no other lagd drives the bond or a member, the control socket is
+    /// free); a later failure undoes, in reverse, everything this start did, so a refused
+    /// start leaves the host as it found it. See [`restore`] for what is put back when lagd
+    /// stops.
     pub fn start(config: Config) -> Result<Self, StartError> {
         let link = LinkControl::new().context("netlink/ioctl sockets")?;
         let mut found = Vec::new();
@@ -113,8 +132,11 @@ impl Daemon {
                 }
             }
         }
-        for w in &config.warnings {
-            warn!("{w}");
+        if config.members.contains(&config.bond) {
+            return Err(StartError::Config(format!(
+                "'members': '{}' is the bond itself",
+                config.bond
+            )));
         }
         let first = &config.members[0];
         let mac = match config.mac {
@@ -128,6 +150,42 @@ impl Daemon {
             Some(m) => m,
             None => link.mtu(first).with_context(|| format!("MTU of {first}"))?,
         };
+        if mtu > TAP_MAX_MTU {
+            return Err(StartError::Config(format!(
+                "'mtu': {mtu} is more than the bond's TAP can take ({TAP_MAX_MTU})"
+            )));
+        }
+        let named: Vec<(String, u32)> = config.members.iter().cloned().zip(found.clone()).collect();
+        let claims = restore::claim_all(&config.bond, &named)?;
+        let mut undo = Restore::new(
+            LinkControl::new().context("netlink/ioctl sockets")?,
+            &config.bond,
+            &config.control,
+            claims,
+        )?;
+        undo.control_dir(&config.control)?;
+        let control = control::bind(&config.control)?;
+        undo.socket_bound(&config.control);
+        Self::set_up(undo, config, link, control, &found, mac, mtu)
+    }
+
+    /// The changes, after every check: each one is recorded in `undo` before it is made.
+    fn set_up(
+        mut undo: Restore,
+        config: Config,
+        link: LinkControl,
+        control: UnixListener,
+        found: &[u32],
+        mac: EthernetAddress,
+        mtu: u32,
+    ) -> Result<Self, StartError> {
+        for w in &config.warnings {
+            warn!("{w}");
+        }
+        undo.before_tap(&config.bond);
+        for name in &config.members {
+            undo.before_member(name)?;
+        }
         let tap = Tap::create(
             &config.bond,
             TapOptions {
@@ -181,7 +239,7 @@ impl Daemon {
             Some(why) => info!("dataplane: lagd ({why})"),
         }
         let mut members = Vec::new();
-        for (name, &ifindex) in config.members.iter().zip(&found) {
+        for (name, &ifindex) in config.members.iter().zip(found) {
             members.push(Self::open_member(
                 &link,
                 &mut bond,
@@ -194,7 +252,6 @@ impl Daemon {
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
 
-        let control = control::bind(&config.control)?;
         let poller = Poller::new().context("epoll")?;
         let signals = SignalFd::new(&[Signal::TERM, Signal::INT]).context("signalfd")?;
         let mut events = LinkEvents::new().context("rtnetlink")?;
@@ -237,7 +294,10 @@ impl Daemon {
             tokens: Vec::with_capacity(16),
             kernel,
             dataplane_reason,
+            notify: Notifier::from_env(),
+            restore: undo,
         };
+        d.restore.started();
         let now = d.now();
         d.after_wake(now);
         Ok(d)
@@ -340,11 +400,15 @@ impl Daemon {
         let mut ready = Events::with_capacity(16);
         let mut now = self.now();
         let mut next_poll = now;
+        self.notify_ready();
+        let watchdog = self.notify.as_ref().and_then(Notifier::watchdog);
+        let mut next_watchdog = watchdog.map(|_| now);
         loop {
             let wake = self
                 .bond
                 .poll_timeout()
                 .map_or(next_poll, |t| t.min(next_poll));
+            let wake = next_watchdog.map_or(wake, |t| t.min(wake));
             self.poller
                 .wait(&mut ready, Some(wake.saturating_since(now)))
                 .context("epoll_wait")?;
@@ -362,6 +426,9 @@ impl Daemon {
                     TOKEN_SIGNAL => {
                         if let Some(sig) = self.signals.read().context("signalfd read")? {
                             info!(?sig, "stopping");
+                            if let Some(n) = &self.notify {
+                                n.send("STOPPING=1");
+                            }
                             let _ = self.dp.io.tap.set_carrier(false);
                             self.bond.shutdown(now);
                             self.after_wake(now);
@@ -384,6 +451,14 @@ impl Daemon {
                 }
             }
             self.tokens = tokens;
+            if let (Some(t), Some(every)) = (next_watchdog, watchdog) {
+                if now >= t {
+                    if let Some(n) = &self.notify {
+                        n.send("WATCHDOG=1");
+                    }
+                    next_watchdog = Some(now + every);
+                }
+            }
             if now >= next_poll {
                 self.poll_carrier(now);
                 next_poll = now + self.carrier_poll;
@@ -392,6 +467,23 @@ impl Daemon {
                 self.bond.handle_timeout(now, &mut self.dp.io);
             }
             self.after_wake(now);
+        }
+    }
+
+    /// Tells the service manager the bond is up (the control socket answers from now on).
+    fn notify_ready(&self) {
+        if let Some(n) = &self.notify {
+            let path = if self.kernel.is_some() {
+                "kernel"
+            } else {
+                "lagd"
+            };
+            n.send(&format!(
+                "READY=1\nSTATUS=bond {} over {} (dataplane: {path})\nMAINPID={}",
+                self.config.bond,
+                self.config.members.join(","),
+                std::process::id()
+            ));
         }
     }
 
@@ -600,6 +692,26 @@ impl Daemon {
         }
         status
     }
+}
+
+/// Drops every capability lagd no longer needs once the bond is up: it keeps `CAP_NET_ADMIN`
+/// (links, tcx, sysctls, and restoring the members at exit), `CAP_NET_RAW` (member sockets) and
+/// `CAP_BPF` (`CAP_SYS_ADMIN` on a kernel without it) for the fast path. Returns the names of
+/// the capabilities kept. Call it from the daemon's only thread, after [`Daemon::start`].
+pub fn keep_needed_capabilities() -> io::Result<Vec<String>> {
+    use lagd_sys::caps::{self, Cap};
+    let bpf = if caps::last_cap()? >= Cap::BPF.0 {
+        Cap::BPF
+    } else {
+        Cap::SYS_ADMIN
+    };
+    let keep = [Cap::NET_ADMIN, Cap::NET_RAW, bpf];
+    let after = caps::keep_only(&keep)?;
+    Ok(keep
+        .iter()
+        .filter(|&&c| after.has(c))
+        .map(|c| c.name())
+        .collect())
 }
 
 fn duplex(d: Duplex) -> Option<bool> {
