@@ -7,5 +7,6 @@
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod generate;
 pub mod lab;
 pub mod status;

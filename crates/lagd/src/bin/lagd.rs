@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use lagd::config::Config;
 use lagd::daemon::{Daemon, StartError};
 
@@ -25,10 +25,10 @@ struct Args {
     #[arg(long, conflicts_with_all = ["bond", "members", "opts", "mac", "mtu", "control"])]
     config: Option<PathBuf>,
     /// Bond (TAP) interface name.
-    #[arg(long, required_unless_present_any = ["config", "remove"])]
+    #[arg(long, required_unless_present_any = ["config", "remove", "generate_into"])]
     bond: Option<String>,
     /// Member interfaces, comma-separated, in enslave order.
-    #[arg(long, required_unless_present_any = ["config", "remove"])]
+    #[arg(long, required_unless_present_any = ["config", "remove", "generate_into"])]
     members: Option<String>,
     /// Delete the bond's TAP, which stays when lagd stops (refused while a lagd runs it).
     #[arg(
@@ -37,6 +37,9 @@ struct Args {
         conflicts_with_all = ["config", "bond", "members", "opts", "mac", "mtu", "control"]
     )]
     remove: Option<String>,
+    /// Write the man page and shell completions into this directory (packaging).
+    #[arg(long, hide = true, value_name = "DIR", exclusive = true)]
+    generate_into: Option<PathBuf>,
     /// Bonding options with the kernel's names, e.g. "mode=balance-xor xmit_hash_policy=layer3+4".
     #[arg(long, default_value = "")]
     opts: String,
@@ -56,6 +59,15 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(dir) = &args.generate_into {
+        return match lagd::generate::write_all(Args::command(), dir) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("lagd: writing into {}: {e}", dir.display());
+                ExitCode::from(1)
+            }
+        };
+    }
     tracing_subscriber::fmt()
         .with_max_level(args.log_level)
         .with_writer(std::io::stderr)
