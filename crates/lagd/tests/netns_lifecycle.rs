@@ -204,6 +204,20 @@ fn refused_starts_change_nothing() {
     assert!(log.contains("'mtu'") && log.contains("65530"), "{log}");
     assert_eq!(snapshot(&topo, &dir), before, "MTU 65530");
 
+    // A control socket path lagd cannot make.
+    let bad = dir.join("missing").join("deeper").join("x.sock");
+    let bad = bad.to_string_lossy().into_owned();
+    let (code, log) = refused(
+        &mut topo,
+        "badpath",
+        "lcb0",
+        &["--members", &members, "--control", &bad],
+    );
+    assert_ne!(code, 0, "{log}");
+    assert!(log.contains("missing"), "{log}");
+    assert!(!dir.join("missing").exists(), "{log}");
+    assert_eq!(snapshot(&topo, &dir), before, "bad control path");
+
     // Refused after the TAP was created and the members' settings recorded (the kernel path
     // cannot carry balance-rr): the TAP and the state file go again.
     let late = [
@@ -440,4 +454,112 @@ fn notifies_a_path_socket() {
 #[test]
 fn notifies_an_abstract_socket() {
     notifies(true);
+}
+
+/// A TCP connection through the bond outlives `kill -9` of lagd and a restart, on the kernel
+/// fast path and through lagd: the TAP and the host's configuration stay, the new lagd takes
+/// over the same TAP, and the data sent across the outage arrives.
+fn tcp_survives_restart(opts: &str) {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    let mut topo = Topology::create(2).expect("lab topology (needs root and iproute2)");
+    let bonds = ["lcr0".to_owned(), "lcr1".to_owned()];
+    let (a, control_a) = common::start_lagd(&mut topo, Side::A, &bonds[0], opts);
+    let (_b, _) = common::start_lagd(&mut topo, Side::B, &bonds[1], opts);
+    let [_, addr_b] = common::address_bonds(&topo, &bonds);
+    let listener = topo
+        .in_ns(Side::B, move || TcpListener::bind((addr_b, 5001)))
+        .expect("namespace")
+        .expect("listen");
+    // An echo server: every byte comes back.
+    let server = thread::spawn(move || -> std::io::Result<u64> {
+        let (mut s, _) = listener.accept()?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))?;
+        let mut buf = [0u8; 65536];
+        let mut total = 0;
+        loop {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                return Ok(total);
+            }
+            s.write_all(&buf[..n])?;
+            total += n as u64;
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut client = loop {
+        match topo
+            .in_ns(Side::A, move || {
+                TcpStream::connect_timeout(&(addr_b, 5001).into(), Duration::from_secs(2))
+            })
+            .expect("namespace")
+        {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no TCP connection through the bond: {e}"
+                );
+                thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    client
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let round = |client: &mut TcpStream, fill: u8| {
+        let data = vec![fill; 256 * 1024];
+        let mut back = vec![0u8; data.len()];
+        // Write and read in chunks so that neither side's buffers fill up.
+        for (chunk, echo) in data.chunks(16384).zip(back.chunks_mut(16384)) {
+            client.write_all(chunk).expect("write");
+            client.read_exact(echo).expect("echo");
+        }
+        assert!(back == data, "the echo differs");
+    };
+    round(&mut client, 1);
+
+    stop(&mut topo, a, "KILL");
+    // Sent while no lagd runs: the host queues and retransmits.
+    client
+        .write_all(&[2; 4096])
+        .expect("write during the outage");
+    let mut echo = [0u8; 4096];
+    let members = topo.member_list();
+    let control_s = control_a.to_string_lossy().into_owned();
+    let (again, _) = spawn(
+        &mut topo,
+        "lagd-again",
+        &bonds[0],
+        &[
+            "--members",
+            &members,
+            "--opts",
+            opts,
+            "--control",
+            &control_s,
+        ],
+    );
+    wait_up(&mut topo, again, &control_a);
+    client
+        .read_exact(&mut echo)
+        .expect("the echo of what was sent during the outage");
+    assert!(echo.iter().all(|&b| b == 2));
+    round(&mut client, 3);
+    drop(client);
+    let total = server.join().expect("server").expect("echo server");
+    assert_eq!(total, 2 * 256 * 1024 + 4096);
+    stop(&mut topo, again, "TERM");
+    topo.teardown().expect("teardown");
+}
+
+#[test]
+fn tcp_survives_kill_9_and_restart_kernel_path() {
+    tcp_survives_restart("mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on");
+}
+
+#[test]
+fn tcp_survives_kill_9_and_restart_lagd_path() {
+    tcp_survives_restart("mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off");
 }
