@@ -197,11 +197,14 @@ impl Daemon {
             },
         )
         .with_context(|| format!("creating TAP {}", config.bond))?;
-        link.set_mac(&config.bond, mac.0)
-            .with_context(|| format!("setting the MAC of {}", config.bond))?;
+        // A restarted lagd finds the TAP as it left it: setting the same MAC again would still
+        // tell the kernel the address changed, and it would flush the host's neighbours.
+        if link.mac(&config.bond).ok() != Some(mac.0) {
+            link.set_mac(&config.bond, mac.0)
+                .with_context(|| format!("setting the MAC of {}", config.bond))?;
+        }
         link.set_mtu(&config.bond, mtu)
             .with_context(|| format!("setting the MTU of {}", config.bond))?;
-        tap.set_carrier(false).context("TAP carrier")?;
 
         let epoch = StdInstant::now();
         let mut bond = Bond::new(config.options.clone(), mac);
@@ -300,6 +303,13 @@ impl Daemon {
         d.restore.started();
         let now = d.now();
         d.after_wake(now);
+        // Attaching turned the TAP's carrier on; it stays on only if the bond is up already, so
+        // a restart shows the host one carrier change fewer (off and on again) than before.
+        if !d.bond.carrier() {
+            if let Err(e) = d.dp.io.tap.set_carrier(false) {
+                warn!("TAP carrier: {e}");
+            }
+        }
         Ok(d)
     }
 
