@@ -187,7 +187,7 @@ row() {
     echo "programs loading on the kernel path). Some runs show a silence of about one second in"
     echo "the direction A → B only (what host A sends) on either path: not ARP (it happened with a"
     echo "permanent neighbour entry for B too) and not the TAP carrier going off and on at start-up"
-    echo "(lagd no longer does that); the cause is not found yet. B → A never shows it."
+    echo "(lagd no longer does that); the cause is not found yet. B → A showed none in these runs."
     echo
     echo "The host's TCP connections survive the restart (the TAP and its addresses stay; the new"
     echo "lagd takes the same TAP over): \`tests/netns_lifecycle.rs\` sends data across a kill -9"

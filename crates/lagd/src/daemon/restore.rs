@@ -385,3 +385,61 @@ fn delete_tap(name: &str) -> Result<()> {
         .with_context(|| format!("clearing persistence of {name}"))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lagd-restore-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_state_file_sits_next_to_the_control_socket() {
+        assert_eq!(
+            state_path(Path::new("/run/lagd/bond0.sock")),
+            Path::new("/run/lagd/bond0.state")
+        );
+        assert_eq!(
+            state_path(Path::new("/tmp/ctl")),
+            Path::new("/tmp/ctl.state")
+        );
+    }
+
+    #[test]
+    fn a_claim_is_refused_while_held_and_free_after() {
+        let name = format!("lagd/test/{}", std::process::id());
+        let held = claim(&name).unwrap().expect("free");
+        assert!(claim(&name).unwrap().is_none(), "held twice");
+        drop(held);
+        assert!(claim(&name).unwrap().is_some(), "released with its socket");
+    }
+
+    #[test]
+    fn a_corrupt_or_foreign_state_file_is_ignored_and_left_alone() {
+        let dir = scratch("corrupt");
+        let control = dir.join("b0.sock");
+        for text in [&b"{not json"[..], br#"{"bond":"other","members":[]}"#, b""] {
+            fs::write(state_path(&control), text).unwrap();
+            let link = LinkControl::new().expect("netlink/ioctl sockets");
+            let mut r = Restore::new(link, "b0", &control, Vec::new()).expect("new");
+            assert!(r.recovered.is_empty());
+            r.finish();
+            assert_eq!(fs::read(state_path(&control)).unwrap(), text, "untouched");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn recorded_sysctl_values_must_be_numbers() {
+        let bad = StackSettings {
+            arp_ignore: "1\n0".into(),
+            disable_ipv6: None,
+        };
+        let e = bad.restore("lo").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+    }
+}
