@@ -267,6 +267,22 @@ fn refused_starts_change_nothing() {
     assert_eq!(snapshot(&topo, &dir), running, "a member of another lagd");
     assert!(query_status(&control).is_ok(), "the first lagd still runs");
 
+    // Its TAP cannot be removed while it runs.
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", topo.ns(Side::A), LAGD, "--remove", "lcb1"])
+        .output()
+        .expect("lagd --remove");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("stop it first"),
+        "{err}"
+    );
+    assert_eq!(
+        snapshot(&topo, &dir),
+        running,
+        "lagd --remove of a running bond"
+    );
+
     stop(&mut topo, first, "TERM");
     topo.ip(Side::A, &["link", "del", "lcb1"])
         .expect("the first lagd's TAP");
