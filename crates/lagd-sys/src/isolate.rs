@@ -711,17 +711,7 @@ impl Error for TcxUnavailable {
 /// `InvalidInput` for a name that cannot be an interface name; otherwise the `open` or `write`
 /// error with the sysctl path, for example `NotFound` when there is no such interface.
 pub fn quiet_stack(ifname: &str) -> io::Result<()> {
-    if ifname.is_empty()
-        || ifname.len() > IFNAME_MAX
-        || ifname == "."
-        || ifname == ".."
-        || ifname.contains(['/', '\0'])
-    {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("invalid interface name {ifname:?}"),
-        ));
-    }
+    check_ifname(ifname)?;
     write_sysctl(&format!("/proc/sys/net/ipv4/conf/{ifname}/arp_ignore"), "8")?;
     match write_sysctl(
         &format!("/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6"),
@@ -734,6 +724,95 @@ pub fn quiet_stack(ifname: &str) -> io::Result<()> {
         }
         other => other,
     }
+}
+
+/// The values [`quiet_stack`] changes on an interface, as they were read, so that they can be
+/// put back with [`StackSettings::restore`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackSettings {
+    /// `net.ipv4.conf.IF.arp_ignore`, as the kernel prints it (without the newline).
+    pub arp_ignore: String,
+    /// `net.ipv6.conf.IF.disable_ipv6`; `None` on a kernel without IPv6.
+    pub disable_ipv6: Option<String>,
+}
+
+impl StackSettings {
+    /// Reads the settings of interface `ifname` in the calling thread's namespace.
+    ///
+    /// # Errors
+    ///
+    /// As [`quiet_stack`]: `InvalidInput` for an impossible name, else the `open`/`read` error
+    /// with the sysctl path.
+    pub fn read(ifname: &str) -> io::Result<Self> {
+        check_ifname(ifname)?;
+        let arp_ignore = read_sysctl(&format!("/proc/sys/net/ipv4/conf/{ifname}/arp_ignore"))?;
+        let disable_ipv6 =
+            match read_sysctl(&format!("/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6")) {
+                Ok(v) => Some(v),
+                Err(e)
+                    if e.kind() == io::ErrorKind::NotFound
+                        && !Path::new("/proc/sys/net/ipv6").exists() =>
+                {
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+        Ok(Self {
+            arp_ignore,
+            disable_ipv6,
+        })
+    }
+
+    /// Writes these settings back to interface `ifname` (each value is checked to be a
+    /// decimal number first, so a corrupt record cannot write anything else).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` for a value that is not a number, else the `open`/`write` error.
+    pub fn restore(&self, ifname: &str) -> io::Result<()> {
+        check_ifname(ifname)?;
+        let number = |v: &str| {
+            if !v.is_empty() && v.len() <= 10 && v.bytes().all(|b| b.is_ascii_digit()) {
+                Ok(())
+            } else {
+                Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("sysctl value {v:?} is not a number"),
+                ))
+            }
+        };
+        number(&self.arp_ignore)?;
+        write_sysctl(
+            &format!("/proc/sys/net/ipv4/conf/{ifname}/arp_ignore"),
+            &self.arp_ignore,
+        )?;
+        if let Some(v) = &self.disable_ipv6 {
+            number(v)?;
+            write_sysctl(&format!("/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6"), v)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_ifname(ifname: &str) -> io::Result<()> {
+    if ifname.is_empty()
+        || ifname.len() > IFNAME_MAX
+        || ifname == "."
+        || ifname == ".."
+        || ifname.contains(['/', '\0'])
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid interface name {ifname:?}"),
+        ));
+    }
+    Ok(())
+}
+
+fn read_sysctl(path: &str) -> io::Result<String> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .map_err(|e| error::annotate(e, "read", Some(path)))
 }
 
 /// Writes `value` to an existing sysctl file (no `O_CREAT`).

@@ -18,6 +18,7 @@
 //! * [`poll`]: an epoll wrapper, an eventfd to wake it, and a signalfd for clean shutdown.
 //! * [`peer`]: the credentials of a Unix socket's peer (the control socket's access check).
 //! * [`netns`]: run a closure inside a named network namespace on a fresh thread (tests, lab).
+//! * [`caps`]: keeping only the capabilities the running daemon needs.
 //! * [`fastpath`]: the kernel fast path's tcx programs and their maps (`bpf/fastpath.c`).
 //!
 //! # What this crate never does
@@ -34,6 +35,7 @@ mod error;
 mod ifreq;
 mod socket;
 
+pub mod caps;
 pub mod fastpath;
 pub mod isolate;
 pub mod link;

@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod generate;
 pub mod lab;
 pub mod metrics;
 pub mod status;

@@ -433,7 +433,7 @@ fn one_bond0_per_network_namespace_each_reachable() {
         }
     }
     assert_ne!(seen[0], seen[2], "both namespaces reached the same bond");
-    // A second lagd for bond0 in A is refused, naming the namespace and --control, and leaves
+    // A second lagd for bond0 in A is refused, naming the bond and the namespace, and leaves
     // the first one serving.
     let out = run_lagd(
         &topo,
@@ -443,9 +443,7 @@ fn one_bond0_per_network_namespace_each_reachable() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        err.contains("network namespace")
-            && err.contains("--control")
-            && err.contains("@lagd/bond0"),
+        err.contains("network namespace") && err.contains("'bond0'"),
         "{err}"
     );
     let out = lagctl_in(&topo, Side::A, &[], &["show", "bond0"]);

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use lagd::cli;
 
 /// lagd's control and analysis tool.
@@ -52,6 +52,12 @@ enum Command {
     Lacp(cli::lacp::LacpArgs),
     /// Two namespaces joined by shaped veth links, a bond at both ends, TCP through it.
     Lab(Box<cli::lab::LabArgs>),
+    /// Write the man pages and shell completions into a directory (packaging).
+    #[command(hide = true)]
+    Generate {
+        /// The directory.
+        dir: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -69,6 +75,15 @@ fn main() -> ExitCode {
         Command::Metrics(args) => cli::metrics::main(args),
         Command::Lacp(args) => cli::lacp::main(args),
         Command::Lab(args) => cli::lab::main(*args),
+        Command::Generate { dir } => {
+            return match lagd::generate::write_all(Cli::command(), &dir) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("lagctl: writing into {}: {e}", dir.display());
+                    ExitCode::FAILURE
+                }
+            };
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

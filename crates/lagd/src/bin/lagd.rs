@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use lagd::config::Config;
 use lagd::daemon::{Daemon, StartError};
 
@@ -13,6 +13,10 @@ use lagd::daemon::{Daemon, StartError};
 /// Either `--config FILE` or `--bond NAME --members A,B --opts "mode=... miimon=..."`, where
 /// `--opts` takes the kernel's bonding options verbatim (as BONDING_OPTS or NetworkManager's
 /// bond.options).
+///
+/// When lagd stops (SIGTERM, SIGINT, an error) the members get back the MTU, MAC, sysctls and
+/// up/down state they had before; the bond's TAP stays, with the host's addresses on it, until
+/// `lagd --remove BOND`.
 #[derive(Parser, Debug)]
 #[command(name = "lagd", version)]
 struct Args {
@@ -21,11 +25,21 @@ struct Args {
     #[arg(long, conflicts_with_all = ["bond", "members", "opts", "mac", "mtu", "control", "metrics"])]
     config: Option<PathBuf>,
     /// Bond (TAP) interface name.
-    #[arg(long, required_unless_present = "config")]
+    #[arg(long, required_unless_present_any = ["config", "remove", "generate_into"])]
     bond: Option<String>,
     /// Member interfaces, comma-separated, in enslave order.
-    #[arg(long, required_unless_present = "config")]
+    #[arg(long, required_unless_present_any = ["config", "remove", "generate_into"])]
     members: Option<String>,
+    /// Delete the bond's TAP, which stays when lagd stops (refused while a lagd runs it).
+    #[arg(
+        long,
+        value_name = "BOND",
+        conflicts_with_all = ["config", "bond", "members", "opts", "mac", "mtu", "control"]
+    )]
+    remove: Option<String>,
+    /// Write the man page and shell completions into this directory (packaging).
+    #[arg(long, hide = true, value_name = "DIR", exclusive = true)]
+    generate_into: Option<PathBuf>,
     /// Bonding options with the kernel's names, e.g. "mode=balance-xor xmit_hash_policy=layer3+4".
     #[arg(long, default_value = "")]
     opts: String,
@@ -57,12 +71,30 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(dir) = &args.generate_into {
+        return match lagd::generate::write_all(Args::command(), dir) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("lagd: writing into {}: {e}", dir.display());
+                ExitCode::from(1)
+            }
+        };
+    }
     tracing_subscriber::fmt()
         .with_max_level(args.log_level)
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Some(bond) = &args.remove {
+        return match lagd::daemon::restore::remove_tap(bond) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("lagd: {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let config = match &args.config {
         Some(path) => Config::from_file(path),
         None => Config::from_args(
@@ -108,6 +140,11 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // The bond is up: from here on lagd parses frames from the wire, with only what it needs.
+    match lagd::daemon::keep_needed_capabilities() {
+        Ok(kept) => tracing::info!(kept = kept.join(","), "capabilities dropped"),
+        Err(e) => tracing::warn!("could not drop capabilities: {e}"),
+    }
     match daemon.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

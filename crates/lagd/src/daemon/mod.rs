@@ -16,7 +16,10 @@
 //!   `status` with the JSON [`Status`]; its clients are served on threads of their own
 //!   ([`control`]), and the loop only answers the requests they queue, never blocking;
 //! - SIGTERM/SIGINT end the loop cleanly: the TAP's carrier goes off and stays (the TAP is
-//!   persistent, so a restarted lagd finds the host's configuration intact).
+//!   persistent, so a restarted lagd finds the host's configuration intact), and [`restore`]
+//!   puts the members back as they were before lagd (also on an error, and, via its state
+//!   file, after a `kill -9` once the next lagd for the bond stops);
+//! - [`notify`]: `READY=1`, `STATUS=` and the watchdog for a `Type=notify` systemd service.
 //!
 //! Members are kept from their own kernel stack (which would otherwise answer ARP for the bond's
 //! address with the member's MAC): a tcx ingress program drops every frame after AF_PACKET has
@@ -25,6 +28,8 @@
 pub mod control;
 pub mod dataplane;
 mod kernel;
+pub mod notify;
+pub mod restore;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
@@ -49,6 +54,8 @@ pub use dataplane::member_data_socket;
 use dataplane::{Dataplane, Member};
 use kernel::{Choice, Kernel};
 use lagd_sys::fastpath::MAX_MEMBERS;
+use notify::Notifier;
+use restore::Restore;
 
 const TOKEN_TAP: u64 = 0;
 const TOKEN_SIGNAL: u64 = 1;
@@ -57,6 +64,8 @@ const TOKEN_LINK: u64 = 3;
 const TOKEN_MEMBER: u64 = 100;
 /// Member control sockets (slow protocols), serviced before anything else.
 const TOKEN_CONTROL_SOCKET: u64 = 10_000;
+/// The largest MTU a TAP takes (65535 less its Ethernet header).
+pub const TAP_MAX_MTU: u32 = 65535 - 14;
 
 /// Why the daemon could not start: a configuration problem (exit code 2) or anything else.
 #[derive(Debug)]
@@ -108,14 +117,24 @@ pub struct Daemon {
     subscribers: Vec<std::sync::mpsc::Sender<String>>,
     /// 802.3ad: the members distributing as last published.
     distributing: Vec<PortId>,
+    /// The service manager, when lagd runs as a `Type=notify` service.
+    notify: Option<Notifier>,
+    /// What to put back when lagd stops. Last, so that it runs after every descriptor above
+    /// (member sockets, tcx links) is closed.
+    restore: Restore,
 }
 
 /// How many run-time changes the status lists.
 const MAX_CHANGES: usize = 32;
 
 impl Daemon {
-    /// Sets the bond up: TAP, members, control socket. Nothing is left half-done on error
-    /// except a TAP created for the bond (persistent by design).
+    /// Sets the bond up: TAP, members, control socket.
+    ///
+    /// Everything that can be checked is checked before the first change (the members exist,
+    /// the MTU fits a TAP, no other lagd drives the bond or a member, the control socket is
+    /// free); a later failure undoes, in reverse, everything this start did, so a refused
+    /// start leaves the host as it found it. See [`restore`] for what is put back when lagd
+    /// stops.
     pub fn start(config: Config) -> Result<Self, StartError> {
         let link = LinkControl::new().context("netlink/ioctl sockets")?;
         let mut found = Vec::new();
@@ -129,17 +148,17 @@ impl Daemon {
                 }
             }
         }
-        for w in &config.warnings {
-            warn!("{w}");
+        if config.members.contains(&config.bond) {
+            return Err(StartError::Config(format!(
+                "'members': '{}' is the bond itself",
+                config.bond
+            )));
         }
         // Signals are blocked before any thread is spawned (threads inherit the mask; see
         // SignalFd): SIGTERM or SIGHUP must reach the loop, not kill the process in a control
         // thread.
         let signals =
             SignalFd::new(&[Signal::TERM, Signal::INT, Signal::HUP]).context("signalfd")?;
-        // The control endpoint first: a second lagd for the same bond (same endpoint) must be
-        // refused before it touches the TAP or the members.
-        let control = control::Server::start(&config.control, config.control_group)?;
         let first = &config.members[0];
         let mac = match config.mac {
             Some(m) => m,
@@ -152,6 +171,58 @@ impl Daemon {
             Some(m) => m,
             None => link.mtu(first).with_context(|| format!("MTU of {first}"))?,
         };
+        if mtu > TAP_MAX_MTU {
+            return Err(StartError::Config(format!(
+                "'mtu': {mtu} is more than the bond's TAP can take ({TAP_MAX_MTU})"
+            )));
+        }
+        let named: Vec<(String, u32)> = config.members.iter().cloned().zip(found.clone()).collect();
+        let claims = restore::claim_all(&config.bond, &named)?;
+        // The members' original settings are kept beside a control socket file, or, for the
+        // default (abstract, per network namespace) endpoint, in a directory of /run/lagd named
+        // after the namespace: bonds of one name in two namespaces keep apart.
+        let anchor = match &config.control {
+            Endpoint::File(path) => path.clone(),
+            Endpoint::Abstract(_) => {
+                let netns = std::fs::metadata("/proc/self/ns/net")
+                    .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                    .context("the network namespace (/proc/self/ns/net)")?;
+                std::path::PathBuf::from(format!("/run/lagd/netns-{netns}"))
+                    .join(format!("{}.sock", config.bond))
+            }
+        };
+        let mut undo = Restore::new(
+            LinkControl::new().context("netlink/ioctl sockets")?,
+            &config.bond,
+            &anchor,
+            claims,
+        )?;
+        undo.control_dir(&anchor, matches!(config.control, Endpoint::Abstract(_)))?;
+        // The control endpoint before any change: a second lagd on the same endpoint is refused
+        // here (one for the same bond or a member already was, by its claims).
+        let control = control::Server::start(&config.control, config.control_group)?;
+        Self::set_up(undo, config, link, control, signals, &found, mac, mtu)
+    }
+
+    /// The changes, after every check: each one is recorded in `undo` before it is made.
+    #[allow(clippy::too_many_arguments)]
+    fn set_up(
+        mut undo: Restore,
+        config: Config,
+        link: LinkControl,
+        control: control::Server,
+        signals: SignalFd,
+        found: &[u32],
+        mac: EthernetAddress,
+        mtu: u32,
+    ) -> Result<Self, StartError> {
+        for w in &config.warnings {
+            warn!("{w}");
+        }
+        undo.before_tap(&config.bond);
+        for name in &config.members {
+            undo.before_member(name)?;
+        }
         let tap = Tap::create(
             &config.bond,
             TapOptions {
@@ -163,11 +234,14 @@ impl Daemon {
             },
         )
         .with_context(|| format!("creating TAP {}", config.bond))?;
-        link.set_mac(&config.bond, mac.0)
-            .with_context(|| format!("setting the MAC of {}", config.bond))?;
+        // A restarted lagd finds the TAP as it left it: setting the same MAC again would still
+        // tell the kernel the address changed, and it would flush the host's neighbours.
+        if link.mac(&config.bond).ok() != Some(mac.0) {
+            link.set_mac(&config.bond, mac.0)
+                .with_context(|| format!("setting the MAC of {}", config.bond))?;
+        }
         link.set_mtu(&config.bond, mtu)
             .with_context(|| format!("setting the MTU of {}", config.bond))?;
-        tap.set_carrier(false).context("TAP carrier")?;
 
         let epoch = StdInstant::now();
         let mut bond = Bond::new(config.options.clone(), mac);
@@ -205,7 +279,7 @@ impl Daemon {
             Some(why) => info!("dataplane: lagd ({why})"),
         }
         let mut members = Vec::new();
-        for (name, &ifindex) in config.members.iter().zip(&found) {
+        for (name, &ifindex) in config.members.iter().zip(found) {
             members.push(Self::open_member(
                 &link,
                 &mut bond,
@@ -265,9 +339,19 @@ impl Daemon {
             changes: VecDeque::new(),
             subscribers: Vec::new(),
             distributing: Vec::new(),
+            notify: Notifier::from_env(),
+            restore: undo,
         };
+        d.restore.started();
         let now = d.now();
         d.after_wake(now);
+        // Attaching turned the TAP's carrier on; it stays on only if the bond is up already, so
+        // a restart shows the host one carrier change fewer (off and on again) than before.
+        if !d.bond.carrier() {
+            if let Err(e) = d.dp.io.tap.set_carrier(false) {
+                warn!("TAP carrier: {e}");
+            }
+        }
         Ok(d)
     }
 
@@ -377,11 +461,15 @@ impl Daemon {
         let mut ready = Events::with_capacity(16);
         let mut now = self.now();
         let mut next_poll = now;
+        self.notify_ready();
+        let watchdog = self.notify.as_ref().and_then(Notifier::watchdog);
+        let mut next_watchdog = watchdog.map(|_| now);
         loop {
             let wake = self
                 .bond
                 .poll_timeout()
                 .map_or(next_poll, |t| t.min(next_poll));
+            let wake = next_watchdog.map_or(wake, |t| t.min(wake));
             self.poller
                 .wait(&mut ready, Some(wake.saturating_since(now)))
                 .context("epoll_wait")?;
@@ -406,6 +494,9 @@ impl Daemon {
                                 continue;
                             }
                             info!(?sig, "stopping");
+                            if let Some(n) = &self.notify {
+                                n.send("STOPPING=1");
+                            }
                             let _ = self.dp.io.tap.set_carrier(false);
                             self.bond.shutdown(now);
                             self.after_wake(now);
@@ -428,6 +519,14 @@ impl Daemon {
                 }
             }
             self.tokens = tokens;
+            if let (Some(t), Some(every)) = (next_watchdog, watchdog) {
+                if now >= t {
+                    if let Some(n) = &self.notify {
+                        n.send("WATCHDOG=1");
+                    }
+                    next_watchdog = Some(now + every);
+                }
+            }
             if now >= next_poll {
                 self.poll_carrier(now);
                 next_poll = now + self.carrier_poll;
@@ -436,6 +535,23 @@ impl Daemon {
                 self.bond.handle_timeout(now, &mut self.dp.io);
             }
             self.after_wake(now);
+        }
+    }
+
+    /// Tells the service manager the bond is up (the control socket answers from now on).
+    fn notify_ready(&self) {
+        if let Some(n) = &self.notify {
+            let path = if self.kernel.is_some() {
+                "kernel"
+            } else {
+                "lagd"
+            };
+            n.send(&format!(
+                "READY=1\nSTATUS=bond {} over {} (dataplane: {path})\nMAINPID={}",
+                self.config.bond,
+                self.config.members.join(","),
+                std::process::id()
+            ));
         }
     }
 
@@ -967,6 +1083,26 @@ impl Daemon {
         status.warnings.extend(runtime);
         status
     }
+}
+
+/// Drops every capability lagd no longer needs once the bond is up: it keeps `CAP_NET_ADMIN`
+/// (links, tcx, sysctls, and restoring the members at exit), `CAP_NET_RAW` (member sockets) and
+/// `CAP_BPF` (`CAP_SYS_ADMIN` on a kernel without it) for the fast path. Returns the names of
+/// the capabilities kept. Call it from the daemon's only thread, after [`Daemon::start`].
+pub fn keep_needed_capabilities() -> io::Result<Vec<String>> {
+    use lagd_sys::caps::{self, Cap};
+    let bpf = if caps::last_cap()? >= Cap::BPF.0 {
+        Cap::BPF
+    } else {
+        Cap::SYS_ADMIN
+    };
+    let keep = [Cap::NET_ADMIN, Cap::NET_RAW, bpf];
+    let after = caps::keep_only(&keep)?;
+    Ok(keep
+        .iter()
+        .filter(|&&c| after.has(c))
+        .map(|c| c.name())
+        .collect())
 }
 
 fn duplex(d: Duplex) -> Option<bool> {

@@ -595,6 +595,36 @@ impl Topology {
         Ok(p.exited)
     }
 
+    /// The process id of a started process (`ip netns exec` and `env` exec the program, so it
+    /// is the program's own).
+    pub fn pid(&self, id: ProcessId) -> u32 {
+        self.processes[id.0].child.id()
+    }
+
+    /// Sends signal `sig` (`INT`, `TERM`, `KILL`, ...) to a started process that has not been
+    /// waited for.
+    pub fn signal(&mut self, id: ProcessId, sig: &str) -> Result<()> {
+        if self.try_wait(id)?.is_some() {
+            bail!("{} has already exited", self.processes[id.0].label);
+        }
+        signal(self.pid(id), sig)
+    }
+
+    /// Waits up to `timeout` for a started process to exit; its status, or `None` if it still
+    /// runs.
+    pub fn wait_exit(&mut self, id: ProcessId, timeout: Duration) -> Result<Option<ExitStatus>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.try_wait(id)? {
+                return Ok(Some(s));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Where a started process's standard output goes.
     pub fn out_path(&self, id: ProcessId) -> &Path {
         &self.processes[id.0].out

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# The restart benchmark (issue 12 item 6): how long the bond stops carrying traffic when lagd
+# is killed with SIGKILL and started again at once (what a service manager does, without its
+# RestartSec), and that the host's TCP connections survive it (tests/netns_lifecycle.rs
+# asserts that; this script measures the outage).
+#
+# Two hosts (network namespaces) joined by 2 unshaped veth links, lagd at both ends
+# (mode=balance-xor xmit_hash_policy=layer3+4), on the kernel fast path (fastpath=on) and
+# through lagd (fastpath=off). Each host sends the other a UDP datagram every 5 ms for 4 s
+# (bench/tools/udp_gap.py: unlike ping -i 0.01, which slows down while answers are missing, it
+# keeps its pace); 1.5 s in, host A's lagd gets SIGKILL, is reaped, and a new lagd is started
+# for the same bond. The outage is the longest interval between two consecutive arrivals after
+# the kill, per direction; the baseline, measured in the same run, is the longest interval
+# before it (the probes' own jitter on this machine). Every
+# figure is the median of RUNS runs (default 5), the two paths interleaved. Writes
+# bench/restart.md.
+#
+# Usage, as root from anywhere:  bash bench/restart.sh
+# Environment: RUNS (5), OUT (bench/restart.md), LAGD (a lagd binary to use instead of building
+# the release one), KEEP_PING (a path prefix: keep host A's lagd logs there).
+# Needs: iproute2, iputils-ping, python3, jq, awk, cargo.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+RUNS="${RUNS:-5}"
+OUT="${OUT:-bench/restart.md}"
+
+[ "$(id -u)" = 0 ] || { echo "restart.sh: run as root (network namespaces)" >&2; exit 1; }
+for tool in ip ping python3 jq awk cargo; do
+    command -v "$tool" >/dev/null || { echo "restart.sh: $tool is missing" >&2; exit 1; }
+done
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+
+if [ -z "${LAGD:-}" ]; then
+    cargo build --release -q -p lagd --bin lagd
+    LAGD="${CARGO_TARGET_DIR:-target}/release/lagd"
+fi
+
+TAG="rs$$"
+NS_A="lagdbench-$TAG-a"
+NS_B="lagdbench-$TAG-b"
+WORK=$(mktemp -d)
+PIDS=()
+
+cleanup() {
+    for pid in "${PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    ip netns del "$NS_A" 2>/dev/null || true
+    ip netns del "$NS_B" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# start_lagd NS BOND OPTS: starts lagd in NS (a child of this shell, so that `wait` works) and
+# waits until its control socket and TAP exist; sets STARTED to its pid.
+start_lagd() {
+    local ns=$1 bond=$2 opts=$3
+    ip netns exec "$ns" "$LAGD" --bond "$bond" --members "${TAG}m0,${TAG}m1" --opts "$opts" \
+        --control "$WORK/$bond.sock" --log-level info >>"$WORK/$bond.log" 2>&1 &
+    STARTED=$!
+    for _ in $(seq 200); do
+        [ -S "$WORK/$bond.sock" ] && ip -n "$ns" link show "$bond" >/dev/null 2>&1 && break
+        sleep 0.01
+    done
+}
+
+# one_run PATH RUN: one measurement, written to $WORK/PATH-RUN.json.
+one_run() {
+    local path=$1 run=$2 opts a b kill_at
+    opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=$([ "$path" = kernel ] && echo on || echo off)"
+    ip netns add "$NS_A"
+    ip netns add "$NS_B"
+    for ns in "$NS_A" "$NS_B"; do
+        ip -n "$ns" link set lo up
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+    done
+    for i in 0 1; do
+        ip -n "$NS_A" link add "${TAG}m$i" type veth peer name "${TAG}m$i" netns "$NS_B"
+        ip -n "$NS_A" link set "${TAG}m$i" up
+        ip -n "$NS_B" link set "${TAG}m$i" up
+    done
+    start_lagd "$NS_A" rsa0 "$opts"
+    a=$STARTED
+    start_lagd "$NS_B" rsb0 "$opts"
+    b=$STARTED
+    PIDS=("$a" "$b")
+    ip -n "$NS_A" addr add 10.99.0.1/24 dev rsa0
+    ip -n "$NS_B" addr add 10.99.0.2/24 dev rsb0
+    ip -n "$NS_A" link set rsa0 up
+    ip -n "$NS_B" link set rsb0 up
+    # Wait until the bond carries traffic.
+    for _ in $(seq 100); do
+        ip netns exec "$NS_A" ping -c1 -W1 10.99.0.2 >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    # Datagrams every 5 ms both ways for 4 s: A -> B (what the host sends through the bond)
+    # and B -> A (what it receives).
+    ip netns exec "$NS_B" python3 bench/tools/udp_gap.py recv 10.99.0.2 7001 4.5 >"$WORK/ab" &
+    local rb=$!
+    ip netns exec "$NS_A" python3 bench/tools/udp_gap.py recv 10.99.0.1 7002 4.5 >"$WORK/ba" &
+    local ra=$!
+    sleep 0.2
+    ip netns exec "$NS_A" python3 bench/tools/udp_gap.py send 10.99.0.2 7001 4 &
+    local sa=$!
+    ip netns exec "$NS_B" python3 bench/tools/udp_gap.py send 10.99.0.1 7002 4 &
+    local sb=$!
+    sleep 1.5
+    kill_at=$(date +%s.%N)
+    kill -KILL "$a"
+    # Reaped before the next one starts, as a service manager does.
+    wait "$a" 2>/dev/null || true
+    start_lagd "$NS_A" rsa0 "$opts"
+    a=$STARTED
+    PIDS=("$a" "$b")
+    wait "$sa" "$sb" "$ra" "$rb" || true
+    # gaps FILE: "outage baseline count" of the arrival times in FILE (ms; outage null when
+    # nothing arrived after the kill).
+    gaps() {
+        awk -v kill_at="$kill_at" '
+            { t = $1 + 0
+              if (n) { d = (t - prev) * 1000
+                       if (t < kill_at) { if (d > base) base = d } else if (d > gap) gap = d }
+              if (t >= kill_at) after++
+              prev = t; n++ }
+            END { printf "%s %.1f %d\n", after ? sprintf("%.1f", gap) : "null", base, n }' "$1"
+    }
+    read -r gab bab nab < <(gaps "$WORK/ab")
+    read -r gba bba nba < <(gaps "$WORK/ba")
+    printf '{"path":"%s","run":%d,"gap_ab_ms":%s,"gap_ba_ms":%s,"baseline_ms":%s,"received":%d}\n' \
+        "$path" "$run" "$gab" "$gba" "$(awk -v a="$bab" -v b="$bba" 'BEGIN {print (a > b ? a : b)}')" \
+        $((nab + nba)) >"$WORK/$path-$run.json"
+    cat "$WORK/$path-$run.json"
+    [ -n "${KEEP_PING:-}" ] && cp "$WORK/rsa0.log" "$KEEP_PING-$path-$run.log"
+    for pid in "${PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    PIDS=()
+    ip netns del "$NS_A"
+    ip netns del "$NS_B"
+    rm -f "$WORK"/*.sock "$WORK"/*.state "$WORK"/*.log
+}
+
+for run in $(seq "$RUNS"); do
+    for path in kernel lagd; do
+        one_run "$path" "$run"
+    done
+done
+
+row() {
+    local path=$1 ab ba base
+    ab=$(median_of "$WORK/$path-*.json" .gap_ab_ms)
+    ba=$(median_of "$WORK/$path-*.json" .gap_ba_ms)
+    base=$(median_of "$WORK/$path-*.json" .baseline_ms)
+    echo "| $2 | $(fmt "$ab" 0) ms | $(fmt "$ba" 0) ms | $(fmt "$base" 0) ms |"
+}
+
+{
+    echo "# Restart outage"
+    echo
+    echo "\`bash bench/restart.sh\` ($(date -u +%Y-%m-%d), RUNS=$RUNS): lagd at both ends of 2 unshaped"
+    echo "veth links (balance-xor, layer3+4); each host sends the other a UDP datagram every 5 ms;"
+    echo "1.5 s in, host A's lagd gets SIGKILL, is reaped, and a new one is started for the same bond"
+    echo "at once. Outage: the longest interval between two arrivals across the restart, per"
+    echo "direction; baseline: the longest interval before the kill, same run. Medians of $RUNS runs,"
+    echo "the two paths interleaved."
+    echo
+    echo "Machine: $(machine_line)."
+    echo
+    echo "| dataplane | outage A → B (host sends) | outage B → A (host receives) | baseline (no restart) |"
+    echo "|---|---|---|---|"
+    row kernel "kernel fast path (fastpath=on)"
+    row lagd "through lagd (fastpath=off)"
+    echo
+    echo "Per run (outage A → B / B → A, ms):"
+    echo
+    for path in kernel lagd; do
+        printf -- "- %s: %s\n" "$path" "$(jq -s -r 'sort_by(.run) | map("\(.gap_ab_ms)/\(.gap_ba_ms)") | join(", ")' "$WORK"/$path-*.json)"
+    done
+    echo
+    echo "Most restarts cost one to three hundred milliseconds (lagd's start-up, the fast path's"
+    echo "programs loading on the kernel path). Some runs show a silence of about one second in"
+    echo "the direction A → B only (what host A sends) on either path: not ARP (it happened with a"
+    echo "permanent neighbour entry for B too) and not the TAP carrier going off and on at start-up"
+    echo "(lagd no longer does that); the cause is not found yet. B → A showed none in these runs."
+    echo
+    echo "The host's TCP connections survive the restart (the TAP and its addresses stay; the new"
+    echo "lagd takes the same TAP over): \`tests/netns_lifecycle.rs\` sends data across a kill -9"
+    echo "and restart on both paths and checks every byte comes back."
+} >"$OUT"
+cat "$OUT"

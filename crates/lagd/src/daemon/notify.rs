@@ -1,0 +1,141 @@
+//! The service manager's notification protocol (`sd_notify(3)`): lagd tells systemd, when it runs
+//! as a `Type=notify` service, that the bond is up (`READY=1`), what it is doing (`STATUS=`),
+//! that it is stopping (`STOPPING=1`), and that its event loop still turns (`WATCHDOG=1`).
+//!
+//! The protocol is one datagram per message to the Unix socket named in `NOTIFY_SOCKET`: a path,
+//! or an abstract name written with a leading `@`. `WATCHDOG_USEC` asks for a keep-alive at
+//! least that often (lagd sends one every half of it), for the process `WATCHDOG_PID` names when
+//! set. Without `NOTIFY_SOCKET` nothing is sent; send failures are logged, never fatal.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::time::Duration;
+
+use tracing::{debug, warn};
+
+/// A connection to the service manager.
+#[derive(Debug)]
+pub struct Notifier {
+    socket: UnixDatagram,
+    addr: SocketAddr,
+    watchdog: Option<Duration>,
+}
+
+impl Notifier {
+    /// The notifier the environment asks for: `None` without `NOTIFY_SOCKET` (not run by a
+    /// service manager, or not as `Type=notify`).
+    pub fn from_env() -> Option<Self> {
+        let target = std::env::var_os("NOTIFY_SOCKET")?;
+        let watchdog = watchdog_interval(
+            std::env::var("WATCHDOG_USEC").ok().as_deref(),
+            std::env::var("WATCHDOG_PID").ok().as_deref(),
+            std::process::id(),
+        );
+        match Self::new(&target, watchdog) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                warn!("NOTIFY_SOCKET {}: {e}", target.to_string_lossy());
+                None
+            }
+        }
+    }
+
+    /// A notifier sending to `target` (a path, or `@name` for an abstract socket), with a
+    /// keep-alive every `watchdog` if given.
+    pub fn new(target: &OsStr, watchdog: Option<Duration>) -> io::Result<Self> {
+        let bytes = target.as_bytes();
+        let addr = match bytes.strip_prefix(b"@") {
+            Some(name) => SocketAddr::from_abstract_name(name)?,
+            None if bytes.starts_with(b"/") => SocketAddr::from_pathname(target)?,
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "neither an absolute path nor an @abstract name",
+                ));
+            }
+        };
+        let socket = UnixDatagram::unbound()?;
+        socket.set_nonblocking(true)?;
+        Ok(Self {
+            socket,
+            addr,
+            watchdog,
+        })
+    }
+
+    /// How often the event loop sends `WATCHDOG=1` (half of `WATCHDOG_USEC`), if asked to.
+    pub fn watchdog(&self) -> Option<Duration> {
+        self.watchdog
+    }
+
+    /// Sends one message (`KEY=value` lines). A failure is logged, not returned: the bond does
+    /// not stop because its supervisor cannot be told about it.
+    pub fn send(&self, message: &str) {
+        match self.socket.send_to_addr(message.as_bytes(), &self.addr) {
+            Ok(_) => debug!(message, "service manager notified"),
+            Err(e) => warn!("notifying the service manager: {e}"),
+        }
+    }
+}
+
+/// Half of `WATCHDOG_USEC` when the watchdog is meant for process `pid` (`WATCHDOG_PID` unset
+/// or equal to it); `None` when it is unset, zero, not a number, or for another process.
+pub fn watchdog_interval(usec: Option<&str>, for_pid: Option<&str>, pid: u32) -> Option<Duration> {
+    let usec: u64 = usec?.trim().parse().ok().filter(|&u| u > 0)?;
+    if let Some(p) = for_pid {
+        if p.trim().parse::<u32>().ok()? != pid {
+            return None;
+        }
+    }
+    Some(Duration::from_micros(usec / 2))
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn watchdog_interval_is_half_and_for_this_process_only() {
+        assert_eq!(
+            watchdog_interval(Some("2000000"), None, 7),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            watchdog_interval(Some("2000000"), Some("7"), 7),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(watchdog_interval(Some("2000000"), Some("8"), 7), None);
+        assert_eq!(watchdog_interval(Some("0"), None, 7), None);
+        assert_eq!(watchdog_interval(Some("soon"), None, 7), None);
+        assert_eq!(watchdog_interval(None, None, 7), None);
+    }
+
+    #[test]
+    fn sends_to_paths_and_abstract_names() {
+        let dir = std::env::temp_dir().join(format!("lagd-notify-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("notify.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixDatagram::bind(&path).unwrap();
+        let n = Notifier::new(path.as_os_str(), None).unwrap();
+        n.send("READY=1\nSTATUS=up");
+        let mut buf = [0u8; 64];
+        let len = listener.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"READY=1\nSTATUS=up");
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let name = format!("lagd-notify-test-{}", std::process::id());
+        let listener =
+            UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap())
+                .unwrap();
+        let n = Notifier::new(OsStr::new(&format!("@{name}")), None).unwrap();
+        n.send("WATCHDOG=1");
+        let len = listener.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"WATCHDOG=1");
+
+        assert!(Notifier::new(OsStr::new("relative.sock"), None).is_err());
+    }
+}

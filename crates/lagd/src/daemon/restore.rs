@@ -1,0 +1,443 @@
+//! What lagd changes on the host, recorded before it changes it, and put back: when a start
+//! fails half-way (everything this start did, in reverse), and when lagd stops (the members as
+//! they were before any lagd drove them).
+//!
+//! - **Members.** Before a member is touched, its MTU, MAC, administrative state and the two
+//!   sysctls [`quiet_stack`](lagd_sys::isolate::quiet_stack) sets are read. Promiscuous mode,
+//!   the slow-protocols multicast membership and the tcx programs belong to descriptors the
+//!   kernel releases when they close (even after `kill -9`); the rest is written back here.
+//! - **The state file** (`<control socket file>` with the extension `.state`; with the default
+//!   abstract endpoint `/run/lagd/netns-N/BOND.state`, N the network namespace's inode) holds the members' original values while lagd runs. It is removed
+//!   on a clean stop; after `kill -9` it stays, and the next lagd for the bond takes the
+//!   originals from it (not the values the killed lagd left), so its clean stop restores what
+//!   the host had before.
+//! - **Locks.** Each member, and the bond, is claimed by binding an abstract Unix socket named
+//!   after it (`lagd/member/IFINDEX`, `lagd/bond/NAME`). Abstract names belong to the network
+//!   namespace and vanish with the process, however it ends: a second lagd for a member is
+//!   refused, naming the member, and a killed lagd never leaves a stale lock.
+//! - **The control socket file** is removed on every exit (by the control server); the TAP stays by design (the host's
+//!   addresses and routes live on it, so a restarted lagd carries on where the last one stopped;
+//!   `lagd --remove BOND` deletes it).
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use lagd_sys::isolate::StackSettings;
+use lagd_sys::link::LinkControl;
+use lagd_sys::tap::{Tap, TapOptions};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+/// One member's settings that lagd changes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct MemberRecord {
+    pub(crate) name: String,
+    pub(crate) ifindex: u32,
+    pub(crate) mtu: u32,
+    pub(crate) mac: [u8; 6],
+    pub(crate) up: bool,
+    pub(crate) arp_ignore: String,
+    pub(crate) disable_ipv6: Option<String>,
+}
+
+impl MemberRecord {
+    /// Reads member `name`'s settings now.
+    pub(crate) fn read(link: &LinkControl, name: &str) -> io::Result<Self> {
+        let stack = StackSettings::read(name)?;
+        Ok(Self {
+            name: name.to_owned(),
+            ifindex: link.ifindex(name)?,
+            mtu: link.mtu(name)?,
+            mac: link.mac(name)?,
+            up: link.is_up(name)?,
+            arp_ignore: stack.arp_ignore,
+            disable_ipv6: stack.disable_ipv6,
+        })
+    }
+
+    /// Writes the record back to the interface with the recorded index (under whatever name it
+    /// has now). Each setting is written only if it differs; every failure is logged, and the
+    /// remaining settings are still tried.
+    fn apply(&self, link: &LinkControl) {
+        let Ok(name) = link.name_of(self.ifindex) else {
+            info!(member = %self.name, "gone; nothing to restore");
+            return;
+        };
+        let stack = StackSettings {
+            arp_ignore: self.arp_ignore.clone(),
+            disable_ipv6: self.disable_ipv6.clone(),
+        };
+        if StackSettings::read(&name).ok().as_ref() != Some(&stack) {
+            if let Err(e) = stack.restore(&name) {
+                warn!(member = %name, "restoring sysctls: {e}");
+            }
+        }
+        if link.mtu(&name).ok() != Some(self.mtu) {
+            if let Err(e) = link.set_mtu(&name, self.mtu) {
+                warn!(member = %name, "restoring MTU {}: {e}", self.mtu);
+            }
+        }
+        if link.mac(&name).ok() != Some(self.mac) {
+            if let Err(e) = link.set_mac(&name, self.mac) {
+                warn!(member = %name, "restoring the MAC: {e}");
+            }
+        }
+        if link.is_up(&name).ok() != Some(self.up) {
+            if let Err(e) = link.set_up(&name, self.up) {
+                warn!(member = %name, "restoring the administrative state: {e}");
+            }
+        }
+    }
+}
+
+/// The state file's contents.
+#[derive(Debug, Serialize, Deserialize)]
+struct StateFile {
+    bond: String,
+    members: Vec<MemberRecord>,
+}
+
+/// Where the state of the bond whose control socket is `control` is kept.
+pub(crate) fn state_path(control: &Path) -> PathBuf {
+    control.with_extension("state")
+}
+
+/// A claim on a name in the network namespace, held as long as the value lives.
+#[derive(Debug)]
+pub(crate) struct Claim(#[allow(dead_code)] UnixDatagram);
+
+/// Claims `name` (an abstract Unix socket name). `Ok(None)`: another process holds it.
+fn claim(name: &str) -> io::Result<Option<Claim>> {
+    let addr = SocketAddr::from_abstract_name(name.as_bytes())?;
+    match UnixDatagram::bind_addr(&addr) {
+        Ok(s) => Ok(Some(Claim(s))),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Claims the bond and each member (by index); refuses, naming it, anything another lagd holds.
+pub(crate) fn claim_all(bond: &str, members: &[(String, u32)]) -> Result<Vec<Claim>> {
+    let mut claims = Vec::new();
+    match claim(&format!("lagd/bond/{bond}")).context("claiming the bond")? {
+        Some(c) => claims.push(c),
+        None => bail!(
+            "bond '{bond}' is already run by another lagd in this network namespace (`lagctl \
+             show {bond}` reaches it; stop it first)"
+        ),
+    }
+    for (name, ifindex) in members {
+        match claim(&format!("lagd/member/{ifindex}"))
+            .with_context(|| format!("claiming member {name}"))?
+        {
+            Some(c) => claims.push(c),
+            None => bail!("member '{name}' is already driven by another lagd"),
+        }
+    }
+    Ok(claims)
+}
+
+/// How an existing TAP is put back when a start fails.
+#[derive(Debug)]
+enum TapUndo {
+    /// This start created it: delete it.
+    Delete(String),
+    /// It was there: give it back its MAC and MTU.
+    Reset {
+        name: String,
+        mac: [u8; 6],
+        mtu: u32,
+    },
+}
+
+/// Everything to undo, in the order it was done; undone in reverse when dropped (see the module
+/// documentation). Until [`Restore::started`], a drop rolls a failed start back; after it, a
+/// drop is a clean stop.
+pub(crate) struct Restore {
+    link: LinkControl,
+    bond: String,
+    started: bool,
+    done: bool,
+    claims: Vec<Claim>,
+    created_dirs: Vec<PathBuf>,
+    state: PathBuf,
+    /// The state file's contents before this start (`None`: there was none).
+    state_before: Option<Vec<u8>>,
+    state_written: bool,
+    /// Originals recovered from the state file of a lagd that did not stop cleanly.
+    recovered: Vec<MemberRecord>,
+    tap: Option<TapUndo>,
+    /// Per member touched: its settings before this start, and the originals to restore on stop.
+    members: Vec<(MemberRecord, MemberRecord)>,
+}
+
+impl Restore {
+    /// Nothing done yet; `claims` are released last.
+    pub(crate) fn new(
+        link: LinkControl,
+        bond: &str,
+        control: &Path,
+        claims: Vec<Claim>,
+    ) -> Result<Self> {
+        let state = state_path(control);
+        let state_before = match fs::read(&state) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", state.display())),
+        };
+        let mut recovered = Vec::new();
+        if let Some(bytes) = &state_before {
+            match serde_json::from_slice::<StateFile>(bytes) {
+                Ok(f) if f.bond == bond => {
+                    info!(
+                        file = %state.display(),
+                        "a lagd for {bond} did not stop cleanly: the members' original \
+                         settings recorded by it are restored when this one stops"
+                    );
+                    recovered = f.members;
+                }
+                Ok(f) => warn!(
+                    "{} is about bond '{}', not '{bond}'; ignored",
+                    state.display(),
+                    f.bond
+                ),
+                Err(e) => warn!("{} is unreadable ({e}); ignored", state.display()),
+            }
+        }
+        Ok(Self {
+            link,
+            bond: bond.to_owned(),
+            started: false,
+            done: false,
+            claims,
+            created_dirs: Vec::new(),
+            state,
+            state_before,
+            state_written: false,
+            recovered,
+            tap: None,
+            members: Vec::new(),
+        })
+    }
+
+    /// The directory of the control socket (or of the state file), created if missing: only
+    /// its last level for a socket file the user named (a path whose parent is missing is
+    /// refused, as a mistake), every level with `parents`. What this start created is removed
+    /// again on a failed start, and a per-namespace state directory also when lagd stops.
+    pub(crate) fn control_dir(&mut self, control: &Path, parents: bool) -> Result<()> {
+        let Some(dir) = control.parent().filter(|d| !d.as_os_str().is_empty()) else {
+            return Ok(());
+        };
+        let mut missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.is_dir()).collect();
+        if !parents && missing.len() > 1 {
+            bail!(
+                "control socket {}: {} does not exist",
+                control.display(),
+                missing[1].display()
+            );
+        }
+        missing.reverse();
+        for d in missing {
+            fs::create_dir(d).with_context(|| format!("creating {}", d.display()))?;
+            self.created_dirs.push(d.to_path_buf());
+        }
+        Ok(())
+    }
+
+    /// The TAP `name` is about to be created or taken over: read what to put back.
+    pub(crate) fn before_tap(&mut self, name: &str) {
+        self.tap = Some(match (self.link.mac(name), self.link.mtu(name)) {
+            (Ok(mac), Ok(mtu)) => TapUndo::Reset {
+                name: name.to_owned(),
+                mac,
+                mtu,
+            },
+            _ => TapUndo::Delete(name.to_owned()),
+        });
+    }
+
+    /// Reads member `name` before it is touched, and records its originals in the state file.
+    pub(crate) fn before_member(&mut self, name: &str) -> Result<()> {
+        let now = MemberRecord::read(&self.link, name)
+            .with_context(|| format!("reading the settings of member {name}"))?;
+        let original = self
+            .recovered
+            .iter()
+            .find(|r| r.name == now.name && r.ifindex == now.ifindex)
+            .cloned()
+            .unwrap_or_else(|| now.clone());
+        self.members.push((now, original));
+        self.write_state()
+    }
+
+    fn write_state(&mut self) -> Result<()> {
+        let file = StateFile {
+            bond: self.bond.clone(),
+            members: self.members.iter().map(|(_, o)| o.clone()).collect(),
+        };
+        let text = serde_json::to_vec_pretty(&file).context("state file")?;
+        self.state_written = true;
+        write_atomically(&self.state, &text)
+            .with_context(|| format!("writing {}", self.state.display()))
+    }
+
+    /// The start succeeded: from now on a drop is a clean stop.
+    pub(crate) fn started(&mut self) {
+        self.started = true;
+    }
+
+    /// Undoes everything (once): the members' settings, the state file, the control socket
+    /// file; on a failed start also the TAP and a directory this start created.
+    pub(crate) fn finish(&mut self) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        for (before, original) in self.members.iter().rev() {
+            let target = if self.started { original } else { before };
+            target.apply(&self.link);
+        }
+        if self.state_written {
+            let result = match (&self.state_before, self.started) {
+                (Some(old), false) => write_atomically(&self.state, old),
+                _ => fs::remove_file(&self.state),
+            };
+            if let Err(e) = result {
+                warn!("{}: {e}", self.state.display());
+            }
+        }
+        if !self.started {
+            match self.tap.take() {
+                Some(TapUndo::Delete(name)) if self.link.ifindex(&name).is_ok() => {
+                    if let Err(e) = delete_tap(&name) {
+                        warn!("removing {name}: {e:#}");
+                    }
+                }
+                Some(TapUndo::Reset { name, mac, mtu }) => {
+                    let _ = self.link.set_mtu(&name, mtu);
+                    let _ = self.link.set_mac(&name, mac);
+                }
+                _ => {}
+            }
+        }
+        if !self.started {
+            // Innermost first; a directory something else now uses stays.
+            for d in self.created_dirs.drain(..).rev() {
+                let _ = fs::remove_dir(d);
+            }
+        } else if let Some(d) = self.state.parent().filter(|d| {
+            d.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("netns-"))
+        }) {
+            // The namespace's state directory, once it holds no other bond's state.
+            let _ = fs::remove_dir(d);
+        }
+        self.claims.clear();
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    fs::rename(&tmp, path)
+}
+
+/// Deletes the persistent TAP `name` (`lagd --remove`): attaches to it, clears persistence and
+/// closes it. Refused while a lagd runs the bond.
+pub fn remove_tap(name: &str) -> Result<()> {
+    let Some(_claim) = claim(&format!("lagd/bond/{name}")).context("claiming the bond")? else {
+        bail!("bond '{name}' is run by a lagd: stop it first");
+    };
+    let link = LinkControl::new().context("netlink/ioctl sockets")?;
+    if link.ifindex(name).is_err() {
+        bail!("there is no interface '{name}'");
+    }
+    delete_tap(name)
+}
+
+fn delete_tap(name: &str) -> Result<()> {
+    let tap = Tap::create(
+        name,
+        TapOptions {
+            vnet_hdr: false,
+            multi_queue: false,
+            persist: false,
+            no_uso: false,
+        },
+    )
+    .with_context(|| format!("'{name}' is not a TAP lagd can remove"))?;
+    tap.set_persist(false)
+        .with_context(|| format!("clearing persistence of {name}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lagd-restore-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_state_file_sits_next_to_the_control_socket() {
+        assert_eq!(
+            state_path(Path::new("/run/lagd/bond0.sock")),
+            Path::new("/run/lagd/bond0.state")
+        );
+        assert_eq!(
+            state_path(Path::new("/tmp/ctl")),
+            Path::new("/tmp/ctl.state")
+        );
+    }
+
+    #[test]
+    fn a_claim_is_refused_while_held_and_free_after() {
+        let name = format!("lagd/test/{}", std::process::id());
+        let held = claim(&name).unwrap().expect("free");
+        assert!(claim(&name).unwrap().is_none(), "held twice");
+        drop(held);
+        assert!(claim(&name).unwrap().is_some(), "released with its socket");
+    }
+
+    #[test]
+    fn a_corrupt_or_foreign_state_file_is_ignored_and_left_alone() {
+        let dir = scratch("corrupt");
+        let control = dir.join("b0.sock");
+        for text in [&b"{not json"[..], br#"{"bond":"other","members":[]}"#, b""] {
+            fs::write(state_path(&control), text).unwrap();
+            let link = LinkControl::new().expect("netlink/ioctl sockets");
+            let mut r = Restore::new(link, "b0", &control, Vec::new()).expect("new");
+            assert!(r.recovered.is_empty());
+            r.finish();
+            assert_eq!(fs::read(state_path(&control)).unwrap(), text, "untouched");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn recorded_sysctl_values_must_be_numbers() {
+        let bad = StackSettings {
+            arp_ignore: "1\n0".into(),
+            disable_ipv6: None,
+        };
+        let e = bad.restore("lo").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+    }
+}

@@ -1,0 +1,581 @@
+//! lagd's lifecycle in network namespaces (root): a refused start changes nothing; every stop
+//! (SIGTERM, SIGINT, and `kill -9` followed by a restart and a clean stop) leaves the members as
+//! they were before lagd; a member another lagd drives is refused by name; the running daemon
+//! keeps only the capabilities it needs; the service manager hears READY=1 and the watchdog.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lagd::daemon::query_status;
+use lagd::lab::topology::{ProcessId, Side, Topology};
+
+const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
+
+/// Everything lagd may change in host A: `ip -d link` of every interface, the members'
+/// sysctls, and the files in the control socket's directory.
+#[derive(Debug, PartialEq, Eq)]
+struct Snapshot {
+    links: BTreeMap<String, String>,
+    sysctls: BTreeMap<String, String>,
+    files: Vec<String>,
+}
+
+fn snapshot(topo: &Topology, dir: &Path) -> Snapshot {
+    let out = topo
+        .ip(Side::A, &["-d", "-o", "link", "show"])
+        .expect("ip link");
+    let mut links = BTreeMap::new();
+    for line in out.lines() {
+        // "3: name@if2: <FLAGS> ..." with the index first.
+        let name = line
+            .split(':')
+            .nth(1)
+            .map(|n| n.trim().split('@').next().unwrap_or("").to_owned())
+            .unwrap_or_default();
+        links.insert(name, line.to_owned());
+    }
+    let mut sysctls = BTreeMap::new();
+    for l in topo.links() {
+        for key in [
+            format!("net.ipv4.conf.{}.arp_ignore", l.name),
+            format!("net.ipv6.conf.{}.disable_ipv6", l.name),
+        ] {
+            let v = topo
+                .in_ns(Side::A, || {
+                    fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/")))
+                })
+                .expect("namespace")
+                .unwrap_or_else(|e| format!("unreadable: {e}"));
+            sysctls.insert(key, v.trim().to_owned());
+        }
+    }
+    let mut files: Vec<String> = fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".sock") || n.ends_with(".state") || n.ends_with(".tmp"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    Snapshot {
+        links,
+        sysctls,
+        files,
+    }
+}
+
+/// A lab of `links` veth pairs whose members start from non-default settings (so that a
+/// restore to the kernel's defaults would show): arp_ignore=1, IPv6 on, MTU 1400, one member
+/// down.
+fn lab(links: usize) -> Topology {
+    let topo = Topology::create(links).expect("lab topology (needs root and iproute2)");
+    for (i, l) in topo.links().iter().enumerate() {
+        topo.sysctl(
+            Side::A,
+            &format!("net/ipv4/conf/{}/arp_ignore", l.name),
+            "1",
+        )
+        .expect("sysctl");
+        topo.sysctl(
+            Side::A,
+            &format!("net/ipv6/conf/{}/disable_ipv6", l.name),
+            "0",
+        )
+        .expect("sysctl");
+        topo.ip(Side::A, &["link", "set", &l.name, "mtu", "1400"])
+            .expect("mtu");
+        if i == links - 1 && links > 1 {
+            topo.ip(Side::A, &["link", "set", &l.name, "down"])
+                .expect("down");
+        }
+    }
+    topo
+}
+
+/// Starts lagd in host A with `args` (the control socket is `<lab dir>/<bond>.sock` unless
+/// `args` name one).
+fn spawn(topo: &mut Topology, label: &str, bond: &str, args: &[&str]) -> (ProcessId, PathBuf) {
+    spawn_env(topo, label, bond, args, &[])
+}
+
+fn spawn_env(
+    topo: &mut Topology,
+    label: &str,
+    bond: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (ProcessId, PathBuf) {
+    let control = topo.dir().join(format!("{bond}.sock"));
+    let control_s = control.to_string_lossy().into_owned();
+    let mut full = vec!["--bond", bond];
+    if !args.contains(&"--control") {
+        full.extend(["--control", &control_s]);
+    }
+    full.extend_from_slice(args);
+    let id = topo
+        .spawn_with_env(Side::A, label, Path::new(LAGD), &full, env)
+        .expect("start lagd");
+    (id, control)
+}
+
+/// Waits until lagd answers on `control` (it must not exit first).
+fn wait_up(topo: &mut Topology, id: ProcessId, control: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while query_status(control).is_err() {
+        let exited = topo.try_wait(id).expect("try_wait");
+        assert!(
+            exited.is_none() && Instant::now() < deadline,
+            "lagd did not come up on {} ({exited:?}):\n{}",
+            control.display(),
+            topo.log_tail(id, 20)
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs lagd to completion (it must refuse to start) and returns its exit code and stderr.
+fn refused(topo: &mut Topology, label: &str, bond: &str, args: &[&str]) -> (i32, String) {
+    let (id, _) = spawn(topo, label, bond, args);
+    let status = topo
+        .wait_exit(id, Duration::from_secs(20))
+        .expect("wait")
+        .unwrap_or_else(|| panic!("lagd ({label}) kept running: {}", topo.log_tail(id, 20)));
+    (status.code().unwrap_or(-1), topo.log_tail(id, 20))
+}
+
+fn stop(topo: &mut Topology, id: ProcessId, sig: &str) {
+    topo.signal(id, sig).expect("signal");
+    let status = topo
+        .wait_exit(id, Duration::from_secs(20))
+        .expect("wait")
+        .unwrap_or_else(|| panic!("lagd did not stop on SIG{sig}"));
+    if sig != "KILL" {
+        assert!(
+            status.success(),
+            "lagd exited with {status} on SIG{sig}:\n{}",
+            topo.log_tail(id, 20)
+        );
+    }
+}
+
+fn sysctl(topo: &Topology, key: &str) -> String {
+    topo.in_ns(Side::A, || {
+        fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/")))
+    })
+    .expect("namespace")
+    .expect("sysctl")
+    .trim()
+    .to_owned()
+}
+
+#[test]
+fn refused_starts_change_nothing() {
+    let mut topo = lab(2);
+    let dir = topo.dir().to_path_buf();
+    let [m0, m1] = [0, 1].map(|i| topo.links()[i].name.clone());
+    let before = snapshot(&topo, &dir);
+
+    let (code, log) = refused(
+        &mut topo,
+        "nosuch",
+        "lcb0",
+        &["--members", &format!("{m0},nosuch")],
+    );
+    assert_eq!(code, 2, "{log}");
+    assert!(log.contains("'nosuch'"), "{log}");
+    assert_eq!(snapshot(&topo, &dir), before, "nonexistent member");
+
+    let members = format!("{m0},{m1}");
+    let (code, log) = refused(
+        &mut topo,
+        "mtu",
+        "lcb0",
+        &["--members", &members, "--mtu", "65530"],
+    );
+    assert_eq!(code, 2, "{log}");
+    assert!(log.contains("'mtu'") && log.contains("65530"), "{log}");
+    assert_eq!(snapshot(&topo, &dir), before, "MTU 65530");
+
+    // A control socket path lagd cannot make.
+    let bad = dir.join("missing").join("deeper").join("x.sock");
+    let bad = bad.to_string_lossy().into_owned();
+    let (code, log) = refused(
+        &mut topo,
+        "badpath",
+        "lcb0",
+        &["--members", &members, "--control", &bad],
+    );
+    assert_ne!(code, 0, "{log}");
+    assert!(log.contains("missing"), "{log}");
+    assert!(!dir.join("missing").exists(), "{log}");
+    assert_eq!(snapshot(&topo, &dir), before, "bad control path");
+
+    // Refused after the TAP was created and the members' settings recorded (the kernel path
+    // cannot carry balance-rr): the TAP and the state file go again.
+    let late = [
+        "--members",
+        &members,
+        "--mtu",
+        "9000",
+        "--opts",
+        "mode=balance-rr fastpath=on",
+    ];
+    let (code, log) = refused(&mut topo, "late", "lcb0", &late);
+    assert_eq!(code, 2, "{log}");
+    assert!(log.contains("fastpath=on"), "{log}");
+    assert_eq!(
+        snapshot(&topo, &dir),
+        before,
+        "refused after the first changes"
+    );
+
+    // Another lagd runs on m0 with the control socket lcb1.sock.
+    let (first, control) = spawn(&mut topo, "first", "lcb1", &["--members", &m0]);
+    wait_up(&mut topo, first, &control);
+    let running = snapshot(&topo, &dir);
+
+    // The same control socket for another bond over m1.
+    let control_s = control.to_string_lossy().into_owned();
+    let (id, _) = spawn(
+        &mut topo,
+        "occupied",
+        "lcb2",
+        &["--members", &m1, "--control", &control_s],
+    );
+    let status = topo.wait_exit(id, Duration::from_secs(20)).expect("wait");
+    let log = topo.log_tail(id, 20);
+    assert!(status.is_some_and(|s| !s.success()), "{log}");
+    assert!(log.contains("already serving"), "{log}");
+    assert_eq!(snapshot(&topo, &dir), running, "occupied control socket");
+
+    // m0 belongs to the first lagd: refused by name, m1 untouched.
+    let both = format!("{m1},{m0}");
+    let (code, log) = refused(&mut topo, "taken", "lcb3", &["--members", &both]);
+    assert_ne!(code, 0, "{log}");
+    assert!(
+        log.contains(&format!("member '{m0}' is already driven by another lagd")),
+        "{log}"
+    );
+    assert_eq!(snapshot(&topo, &dir), running, "a member of another lagd");
+    assert!(query_status(&control).is_ok(), "the first lagd still runs");
+
+    // Its TAP cannot be removed while it runs.
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", topo.ns(Side::A), LAGD, "--remove", "lcb1"])
+        .output()
+        .expect("lagd --remove");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("stop it first"),
+        "{err}"
+    );
+    assert_eq!(
+        snapshot(&topo, &dir),
+        running,
+        "lagd --remove of a running bond"
+    );
+
+    stop(&mut topo, first, "TERM");
+    topo.ip(Side::A, &["link", "del", "lcb1"])
+        .expect("the first lagd's TAP");
+    assert_eq!(
+        snapshot(&topo, &dir),
+        before,
+        "after the first lagd stopped"
+    );
+    topo.teardown().expect("teardown");
+}
+
+/// Starts lagd over every link, checks it changed the members, stops it with `how`, and checks
+/// the members and the directory are as before; then `lagd --remove` takes the TAP away.
+fn stop_restores(how: &str, opts: &str) {
+    let mut topo = lab(2);
+    let dir = topo.dir().to_path_buf();
+    let members = topo.member_list();
+    let m0 = topo.links()[0].name.clone();
+    let before = snapshot(&topo, &dir);
+    let bond = "lcs0";
+    let args = ["--members", &members, "--mtu", "1500", "--opts", opts];
+    let (id, control) = spawn(&mut topo, "lagd", bond, &args);
+    wait_up(&mut topo, id, &control);
+    assert_eq!(
+        sysctl(&topo, &format!("net.ipv4.conf.{m0}.arp_ignore")),
+        "8"
+    );
+    assert!(dir.join(format!("{bond}.state")).exists());
+    if how == "KILL" {
+        stop(&mut topo, id, "KILL");
+        // Nothing could run: the members keep lagd's settings, the state file their originals.
+        assert_eq!(
+            sysctl(&topo, &format!("net.ipv4.conf.{m0}.arp_ignore")),
+            "8"
+        );
+        let (again, control) = spawn(&mut topo, "lagd-again", bond, &args);
+        wait_up(&mut topo, again, &control);
+        stop(&mut topo, again, "TERM");
+    } else {
+        stop(&mut topo, id, how);
+    }
+    let mut after = snapshot(&topo, &dir);
+    let tap = after.links.remove(bond);
+    assert!(tap.is_some(), "the TAP stays by design");
+    assert_eq!(after, before, "after SIG{how}");
+
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", topo.ns(Side::A), LAGD, "--remove", bond])
+        .output()
+        .expect("lagd --remove");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(snapshot(&topo, &dir), before, "after lagd --remove");
+    topo.teardown().expect("teardown");
+}
+
+#[test]
+fn sigterm_restores_the_members() {
+    stop_restores("TERM", "mode=active-backup fail_over_mac=follow");
+}
+
+#[test]
+fn sigint_restores_the_members() {
+    stop_restores("INT", "mode=balance-xor fastpath=off");
+}
+
+#[test]
+fn kill_9_then_restart_and_stop_restores_the_members() {
+    stop_restores("KILL", "mode=balance-xor");
+}
+
+#[test]
+fn keeps_only_the_capabilities_it_needs() {
+    let mut topo = lab(2);
+    let members = topo.member_list();
+    let (id, control) = spawn(&mut topo, "lagd", "lcc0", &["--members", &members]);
+    wait_up(&mut topo, id, &control);
+    let status = fs::read_to_string(format!("/proc/{}/status", topo.pid(id))).expect("status");
+    let field = |name: &str| {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in /proc/PID/status"));
+        u64::from_str_radix(line.split_whitespace().nth(1).expect("value"), 16).expect("hex")
+    };
+    let (eff, prm, bnd) = (field("CapEff:"), field("CapPrm:"), field("CapBnd:"));
+    let bit = |c: u32| 1u64 << c;
+    // CAP_NET_ADMIN (12), CAP_NET_RAW (13), CAP_BPF (39) where the kernel has it.
+    let bpf = if fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .is_some_and(|l| l >= 39)
+    {
+        39
+    } else {
+        21
+    };
+    let want = bit(12) | bit(13) | bit(bpf);
+    assert_eq!(eff, want, "CapEff {eff:#x}");
+    assert_eq!(prm, want, "CapPrm {prm:#x}");
+    assert_eq!(bnd, want, "CapBnd {bnd:#x}");
+    assert!(
+        topo.log_tail(id, 40).contains("capabilities dropped"),
+        "{}",
+        topo.log_tail(id, 40)
+    );
+    stop(&mut topo, id, "TERM");
+    topo.teardown().expect("teardown");
+}
+
+/// READY=1 once the control socket answers, then WATCHDOG=1 at half of WATCHDOG_USEC, to a
+/// datagram socket at `target` (a path, or `@name` in host A's namespace).
+fn notifies(abstract_name: bool) {
+    let mut topo = lab(2);
+    let members = topo.member_list();
+    let (listener, target) = if abstract_name {
+        let name = format!("{}-notify", topo.prefix());
+        let n = name.clone();
+        let l = topo
+            .in_ns(Side::A, move || {
+                UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(n.as_bytes())?)
+            })
+            .expect("namespace")
+            .expect("bind abstract");
+        (l, format!("@{name}"))
+    } else {
+        let path = topo.dir().join("notify.sock");
+        let l = UnixDatagram::bind(&path).expect("bind");
+        (l, path.to_string_lossy().into_owned())
+    };
+    listener
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let env = [
+        ("NOTIFY_SOCKET", target.as_str()),
+        ("WATCHDOG_USEC", "400000"),
+    ];
+    let (id, control) = spawn_env(&mut topo, "lagd", "lcn0", &["--members", &members], &env);
+    let mut buf = [0u8; 512];
+    let len = listener
+        .recv(&mut buf)
+        .unwrap_or_else(|e| panic!("no notification: {e}\n{}", topo.log_tail(id, 20)));
+    let first = String::from_utf8_lossy(&buf[..len]).into_owned();
+    assert!(first.lines().any(|l| l == "READY=1"), "{first:?}");
+    assert!(first.contains("STATUS=bond lcn0"), "{first:?}");
+    // The bond works when READY=1 arrives: its control socket answers.
+    assert!(
+        query_status(&control).is_ok(),
+        "READY=1 before the bond answered"
+    );
+    let start = Instant::now();
+    let mut watchdogs = 0;
+    while watchdogs < 5 {
+        let len = listener.recv(&mut buf).expect("WATCHDOG=1 within 20 s");
+        if &buf[..len] == b"WATCHDOG=1" {
+            watchdogs += 1;
+        }
+    }
+    // Five keep-alives every 200 ms take at least 0.8 s (the first comes at once).
+    assert!(
+        start.elapsed() >= Duration::from_millis(700),
+        "{:?}",
+        start.elapsed()
+    );
+    stop(&mut topo, id, "TERM");
+    let mut stopping = false;
+    listener
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    while let Ok(len) = listener.recv(&mut buf) {
+        stopping |= &buf[..len] == b"STOPPING=1";
+    }
+    assert!(stopping, "STOPPING=1 on SIGTERM");
+    topo.teardown().expect("teardown");
+}
+
+#[test]
+fn notifies_a_path_socket() {
+    notifies(false);
+}
+
+#[test]
+fn notifies_an_abstract_socket() {
+    notifies(true);
+}
+
+/// A TCP connection through the bond outlives `kill -9` of lagd and a restart, on the kernel
+/// fast path and through lagd: the TAP and the host's configuration stay, the new lagd takes
+/// over the same TAP, and the data sent across the outage arrives.
+fn tcp_survives_restart(opts: &str) {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    let mut topo = Topology::create(2).expect("lab topology (needs root and iproute2)");
+    let bonds = ["lcr0".to_owned(), "lcr1".to_owned()];
+    let (a, control_a) = common::start_lagd(&mut topo, Side::A, &bonds[0], opts);
+    let (_b, _) = common::start_lagd(&mut topo, Side::B, &bonds[1], opts);
+    let [_, addr_b] = common::address_bonds(&topo, &bonds);
+    let listener = topo
+        .in_ns(Side::B, move || TcpListener::bind((addr_b, 5001)))
+        .expect("namespace")
+        .expect("listen");
+    // An echo server: every byte comes back.
+    let server = thread::spawn(move || -> std::io::Result<u64> {
+        let (mut s, _) = listener.accept()?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))?;
+        let mut buf = [0u8; 65536];
+        let mut total = 0;
+        loop {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                return Ok(total);
+            }
+            s.write_all(&buf[..n])?;
+            total += n as u64;
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut client = loop {
+        match topo
+            .in_ns(Side::A, move || {
+                TcpStream::connect_timeout(&(addr_b, 5001).into(), Duration::from_secs(2))
+            })
+            .expect("namespace")
+        {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no TCP connection through the bond: {e}"
+                );
+                thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    client
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let round = |client: &mut TcpStream, fill: u8| {
+        let data = vec![fill; 256 * 1024];
+        let mut back = vec![0u8; data.len()];
+        // Write and read in chunks so that neither side's buffers fill up.
+        for (chunk, echo) in data.chunks(16384).zip(back.chunks_mut(16384)) {
+            client.write_all(chunk).expect("write");
+            client.read_exact(echo).expect("echo");
+        }
+        assert!(back == data, "the echo differs");
+    };
+    round(&mut client, 1);
+
+    stop(&mut topo, a, "KILL");
+    // Sent while no lagd runs: the host queues and retransmits.
+    client
+        .write_all(&[2; 4096])
+        .expect("write during the outage");
+    let mut echo = [0u8; 4096];
+    let members = topo.member_list();
+    let control_s = control_a.to_string_lossy().into_owned();
+    let (again, _) = spawn(
+        &mut topo,
+        "lagd-again",
+        &bonds[0],
+        &[
+            "--members",
+            &members,
+            "--opts",
+            opts,
+            "--control",
+            &control_s,
+        ],
+    );
+    wait_up(&mut topo, again, &control_a);
+    client
+        .read_exact(&mut echo)
+        .expect("the echo of what was sent during the outage");
+    assert!(echo.iter().all(|&b| b == 2));
+    round(&mut client, 3);
+    drop(client);
+    let total = server.join().expect("server").expect("echo server");
+    assert_eq!(total, 2 * 256 * 1024 + 4096);
+    stop(&mut topo, again, "TERM");
+    topo.teardown().expect("teardown");
+}
+
+#[test]
+fn tcp_survives_kill_9_and_restart_kernel_path() {
+    tcp_survives_restart("mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on");
+}
+
+#[test]
+fn tcp_survives_kill_9_and_restart_lagd_path() {
+    tcp_survives_restart("mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off");
+}
