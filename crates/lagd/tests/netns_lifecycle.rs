@@ -17,6 +17,7 @@ use lagd::daemon::query_status;
 use lagd::lab::topology::{ProcessId, Side, Topology};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
+const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
 
 /// Everything lagd may change in host A: `ip -d link` of every interface, the members'
 /// sysctls, and the files in the control socket's directory.
@@ -339,6 +340,86 @@ fn stop_restores(how: &str, opts: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(snapshot(&topo, &dir), before, "after lagd --remove");
+    topo.teardown().expect("teardown");
+}
+
+/// `lagctl ARGS --control CONTROL` (a socket file: reachable from outside the namespace).
+fn lagctl_ok(control: &Path, args: &[&str]) {
+    let out = std::process::Command::new(LAGCTL)
+        .args(args)
+        .arg("--control")
+        .arg(control)
+        .output()
+        .expect("run lagctl");
+    assert!(
+        out.status.success(),
+        "lagctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A member added at run time is claimed like the ones lagd started with (another lagd is
+/// refused it), gets back its settings when it is removed, and the stop leaves the host as it
+/// was.
+#[test]
+fn a_member_added_at_run_time_is_claimed_and_given_back_when_removed() {
+    let mut topo = lab(3);
+    let dir = topo.dir().to_path_buf();
+    let names: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let before = snapshot(&topo, &dir);
+    let bond = "lcm0";
+    let first_two = format!("{},{}", names[0], names[1]);
+    let args = [
+        "--members",
+        &first_two,
+        "--mtu",
+        "1500",
+        "--opts",
+        "mode=balance-xor",
+    ];
+    let (id, control) = spawn(&mut topo, "lagd", bond, &args);
+    wait_up(&mut topo, id, &control);
+    let added = &names[2];
+    let arp_ignore = format!("net.ipv4.conf.{added}.arp_ignore");
+    assert_eq!(sysctl(&topo, &arp_ignore), "1");
+    lagctl_ok(&control, &["member", "add", added]);
+    assert_eq!(
+        sysctl(&topo, &arp_ignore),
+        "8",
+        "lagd's settings on the new member"
+    );
+    let (code, log) = refused(
+        &mut topo,
+        "other",
+        "lcm1",
+        &["--members", added, "--mtu", "1500"],
+    );
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains(&format!(
+            "member '{added}' is already driven by another lagd"
+        )),
+        "{log}"
+    );
+    lagctl_ok(&control, &["member", "remove", added]);
+    assert_eq!(sysctl(&topo, &arp_ignore), "1", "given back on removal");
+    // Free again: another lagd may take it now (and is stopped at once).
+    let (other, other_control) = spawn(&mut topo, "other-again", "lcm1", &["--members", added]);
+    wait_up(&mut topo, other, &other_control);
+    stop(&mut topo, other, "TERM");
+    stop(&mut topo, id, "TERM");
+    let mut after = snapshot(&topo, &dir);
+    assert!(
+        after.links.remove(bond).is_some(),
+        "the TAP stays by design"
+    );
+    after.links.remove("lcm1");
+    assert_eq!(after, before, "after the stop");
+    for b in [bond, "lcm1"] {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "exec", topo.ns(Side::A), LAGD, "--remove", b])
+            .output();
+    }
     topo.teardown().expect("teardown");
 }
 

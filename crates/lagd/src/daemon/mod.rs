@@ -823,6 +823,8 @@ impl Daemon {
                     MemberAction::Remove => {
                         let i = self.member_index(member)?;
                         self.release_member(now, i);
+                        let ifindex = self.dp.io.members[i].ifindex;
+                        self.restore.release_member(member, ifindex);
                         self.config.members.retain(|m| m != member);
                     }
                     MemberAction::Disable => {
@@ -981,6 +983,11 @@ impl Daemon {
             .mtu(&self.config.bond)
             .map_err(|e| format!("MTU of {}: {e}", self.config.bond))?;
         let mtu = bond_mtu + self.config.options.mode.encap_overhead();
+        // Claimed and its settings recorded first: another lagd's member is refused, and
+        // lagd's stop gives this one back what it had.
+        self.restore
+            .adopt_member(name, ifindex)
+            .map_err(|e| format!("{e:#}"))?;
         let opened = Self::open_member(
             &self.link,
             &mut self.bond,
@@ -997,6 +1004,7 @@ impl Daemon {
                 if let Some(k) = &mut self.kernel {
                     k.truncate(i);
                 }
+                self.restore.release_member(name, ifindex);
                 return Err(format!("{e:#}"));
             }
         };
@@ -1017,6 +1025,7 @@ impl Daemon {
         self.config.members.push(name.to_owned());
         if let Err(e) = token_ok {
             self.release_member(now, i);
+            self.restore.release_member(name, ifindex);
             return Err(format!("polling member {name}: {e}"));
         }
         Ok(())

@@ -108,13 +108,24 @@ pub(crate) fn state_path(control: &Path) -> PathBuf {
 
 /// A claim on a name in the network namespace, held as long as the value lives.
 #[derive(Debug)]
-pub(crate) struct Claim(#[allow(dead_code)] UnixDatagram);
+pub(crate) struct Claim {
+    name: String,
+    _socket: UnixDatagram,
+}
+
+/// The claim name of the member whose interface index is `ifindex`.
+fn member_claim(ifindex: u32) -> String {
+    format!("lagd/member/{ifindex}")
+}
 
 /// Claims `name` (an abstract Unix socket name). `Ok(None)`: another process holds it.
 fn claim(name: &str) -> io::Result<Option<Claim>> {
     let addr = SocketAddr::from_abstract_name(name.as_bytes())?;
     match UnixDatagram::bind_addr(&addr) {
-        Ok(s) => Ok(Some(Claim(s))),
+        Ok(s) => Ok(Some(Claim {
+            name: name.to_owned(),
+            _socket: s,
+        })),
         Err(e) if e.kind() == io::ErrorKind::AddrInUse => Ok(None),
         Err(e) => Err(e),
     }
@@ -131,9 +142,7 @@ pub(crate) fn claim_all(bond: &str, members: &[(String, u32)]) -> Result<Vec<Cla
         ),
     }
     for (name, ifindex) in members {
-        match claim(&format!("lagd/member/{ifindex}"))
-            .with_context(|| format!("claiming member {name}"))?
-        {
+        match claim(&member_claim(*ifindex)).with_context(|| format!("claiming member {name}"))? {
             Some(c) => claims.push(c),
             None => bail!("member '{name}' is already driven by another lagd"),
         }
@@ -283,6 +292,36 @@ impl Restore {
         self.state_written = true;
         write_atomically(&self.state, &text)
             .with_context(|| format!("writing {}", self.state.display()))
+    }
+
+    /// A member added at run time: claimed (refused, naming it, while another lagd drives it)
+    /// and its settings recorded before anything on it changes.
+    pub(crate) fn adopt_member(&mut self, name: &str, ifindex: u32) -> Result<()> {
+        let c = claim(&member_claim(ifindex))
+            .with_context(|| format!("claiming member {name}"))?
+            .ok_or_else(|| anyhow::anyhow!("member '{name}' is already driven by another lagd"))?;
+        self.claims.push(c);
+        if let Err(e) = self.before_member(name) {
+            self.claims.pop();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// A member removed at run time (or whose addition failed): its settings go back now
+    /// (the originals, or what it had just before when lagd is still starting), it leaves the
+    /// state file and its claim is let go.
+    pub(crate) fn release_member(&mut self, name: &str, ifindex: u32) {
+        if let Some(k) = self.members.iter().rposition(|(b, _)| b.name == name) {
+            let (before, original) = self.members.remove(k);
+            let target = if self.started { &original } else { &before };
+            target.apply(&self.link);
+            if let Err(e) = self.write_state() {
+                warn!("{e:#}");
+            }
+        }
+        let claim = member_claim(ifindex);
+        self.claims.retain(|c| c.name != claim);
     }
 
     /// The start succeeded: from now on a drop is a clean stop.
