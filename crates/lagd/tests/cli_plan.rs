@@ -161,7 +161,8 @@ fn mixed_frames() -> Vec<Vec<u8>> {
 fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
     for (i, f) in frames.iter().enumerate() {
-        w.write_packet(1_700_000_000_000_000_000 + i as u64 * 1000, f)
+        // 10 ms apart: 100 frames span the second the planner wants before it judges.
+        w.write_packet(1_700_000_000_000_000_000 + i as u64 * 10_000_000, f)
             .unwrap();
     }
     std::fs::write(path, w.into_inner()).unwrap();

@@ -1,5 +1,7 @@
 //! Packets and bytes ([`Load`]), and the counters about the input ([`InputStats`]).
 
+use super::control::ControlCounts;
+
 /// Packets and bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Load {
@@ -21,16 +23,23 @@ impl Load {
 /// Counters about the input itself.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InputStats {
-    /// Frames (or flow-list packets) seen.
+    /// Data frames (or flow-list packets) seen: the traffic the policies spread (link control
+    /// frames are in `control`, not here).
     pub packets: u64,
     /// Their bytes.
     pub bytes: u64,
+    /// Link control frames (LACP, pause, LLDP, STP, other link-local frames), counted apart:
+    /// no policy hashes them (see [`super::control`]).
+    pub control: ControlCounts,
     /// Frames and bytes of flows beyond the flow cap ("other flows").
     pub untracked: Load,
     /// Frames given an Ethernet header by the planner (raw IP, Linux cooked captures).
     pub rebuilt_ethernet: u64,
     /// Frames of link types the planner cannot use, skipped.
     pub skipped: u64,
+    /// The first link type whose frames were skipped (see
+    /// [`crate::capture::linktype_name`]), if any.
+    pub skipped_linktype: Option<u32>,
     /// Flow-list rows with no MACs.
     pub rows_without_macs: u64,
     /// Flow-list rows (0 for a capture).

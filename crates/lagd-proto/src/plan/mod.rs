@@ -73,8 +73,10 @@
 //! [`DEFAULT_MAX_FLOWS`] = 917,504 = 7/8 of 2^20, the most a table of 2^20 slots holds (a cap
 //! of 1,000,000 doubled the table for the last 8 % of flows: 494 MB).
 
+pub mod apply;
 pub mod buckets;
 mod config;
+pub mod control;
 pub mod csv;
 mod error;
 pub mod findings;

@@ -7,6 +7,7 @@ use std::io;
 
 use super::buckets::{self, BucketAcc};
 use super::config::{MAX_FAILURE_MEMBERS, PlanConfig};
+use super::control;
 use super::csv;
 use super::error::PlanError;
 use super::flow::{BuildKeyHasher, FlowKey, FlowRecord, Tunnel, extract};
@@ -277,10 +278,16 @@ impl Planner {
     }
 
     /// Adds one Ethernet frame (starting at the destination MAC, no FCS) that was `wire_len`
-    /// bytes long on the wire (`frame.len()` if not cut short).
+    /// bytes long on the wire (`frame.len()` if not cut short). A link control frame (see
+    /// [`control`]) is counted in [`InputStats::control`] and nothing else.
     #[inline]
     pub fn add_frame(&mut self, frame: &[u8], wire_len: u32) {
         let bytes = u64::from(wire_len.max(frame.len() as u32));
+        // Link control frames are not bond traffic: counted apart, never hashed.
+        if let Some(kind) = control::classify(frame) {
+            self.stats.control.add(kind, bytes);
+            return;
+        }
         self.stats.packets += 1;
         self.stats.bytes += bytes;
         let ex = extract(frame);
@@ -462,6 +469,7 @@ impl Planner {
         };
         let Some((drop, src, ethertype)) = conv else {
             self.stats.skipped += 1;
+            self.stats.skipped_linktype.get_or_insert(p.linktype);
             return;
         };
         self.stats.rebuilt_ethernet += 1;

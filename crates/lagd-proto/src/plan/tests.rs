@@ -547,9 +547,11 @@ fn tunnels_hiding_flows_and_single_elephants_are_flagged() {
         gre.extend_from_slice(&inner[14..]);
         let l = (gre.len() - 14) as u16;
         gre[16..18].copy_from_slice(&l.to_be_bytes());
-        frames.push(gre);
+        // Three packets each: enough packets to judge (and 40 inner flows).
+        frames.extend([gre.clone(), gre.clone(), gre]);
     }
     let plan = plan_of(&frames, PlanConfig::new(2));
+    assert!(plan.sample.too_small.is_empty(), "{:?}", plan.sample);
     assert_eq!(plan.tunnels.len(), 1);
     assert_eq!(plan.tunnels[0].inner_flows, 40);
     assert_eq!(plan.tunnels[0].outer_flows, 1);
@@ -1683,4 +1685,119 @@ fn table_slots_and_the_default_cap_are_as_documented() {
     let mut t: HashMap<FlowKey, Entry, BuildKeyHasher> = HashMap::default();
     t.reserve(DEFAULT_MAX_FLOWS);
     assert!(t.capacity() >= DEFAULT_MAX_FLOWS && t.capacity() < 1 << 20);
+}
+
+fn lacpdu(actor_port: u8) -> Vec<u8> {
+    let mut f = vec![
+        0x01, 0x80, 0xc2, 0, 0, 0x02, 2, 0, 0, 0, 0, actor_port, 0x88, 0x09, 1, 1,
+    ];
+    f.resize(124, 0);
+    f
+}
+
+#[test]
+fn control_frames_are_counted_apart_and_never_ranked() {
+    // LACPDUs alone: no data traffic, no recommendation, no elephant.
+    let only: Vec<Vec<u8>> = (0..50).map(|i| lacpdu(i % 2 + 1)).collect();
+    let plan = plan_of(&only, PlanConfig::new(2));
+    assert_eq!(plan.input.packets, 0);
+    assert_eq!(plan.flows, 0);
+    assert!(plan.elephants.is_empty());
+    assert!(plan.recommendation.is_none());
+    let lacp = plan.input.control.get(control::ControlKind::Lacp);
+    assert_eq!((lacp.packets, lacp.bytes), (50, 50 * 124));
+    // Mixed into data traffic, they change no policy's figures.
+    let data = mixed_frames(7, 3000);
+    let mut with = Vec::new();
+    for (i, f) in data.iter().enumerate() {
+        with.push(f.clone());
+        if i % 10 == 0 {
+            with.push(lacpdu(1));
+            let mut lldp = vec![0x01, 0x80, 0xc2, 0, 0, 0x0e, 2, 0, 0, 0, 0, 3, 0x88, 0xcc];
+            lldp.resize(60, 0);
+            with.push(lldp);
+        }
+    }
+    let a = plan_of(&data, PlanConfig::new(2));
+    let b = plan_of(&with, PlanConfig::new(2));
+    assert_eq!(a.policies, b.policies);
+    assert_eq!(a.elephants, b.elephants);
+    assert_eq!(b.input.control.total().packets, 600);
+    assert_eq!(a.input.packets, b.input.packets);
+}
+
+#[test]
+fn a_thin_sample_is_not_judged() {
+    // Two ARP frames: too few packets and flows; the best policy is named, not recommended.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    arp.resize(64, 0);
+    let plan = plan_of(&[arp.clone(), arp], PlanConfig::new(2));
+    assert!(plan.recommendation.is_none());
+    assert!(plan.sample.best_in_sample.is_some());
+    let why = plan.sample.too_small.join("; ");
+    assert!(why.contains("only 2 data packets"), "{why}");
+    assert!(why.contains("only 1 flows"), "{why}");
+    // A short capture: 1000 packets of 200 flows within 10 ms.
+    let mut p = Planner::new(PlanConfig::new(2)).unwrap();
+    for i in 0..1000u64 {
+        p.set_time(T0 + i * 10_000);
+        let f = frame_of(&format!("udp 10.0.0.1:{} > 10.0.0.2:53", 1000 + i % 200));
+        p.add_packet(&crate::capture::Packet {
+            ts_nanos: T0 + i * 10_000,
+            linktype: LINKTYPE_ETHERNET,
+            orig_len: f.len() as u32,
+            data: &f,
+            interface: 0,
+        });
+    }
+    let plan = p.finish();
+    assert_eq!(plan.sample.too_small.len(), 1, "{:?}", plan.sample);
+    assert!(plan.sample.too_small[0].contains("spans only 0.010 s"));
+    assert!(plan.recommendation.is_none());
+}
+
+#[test]
+fn confidence_from_halves_of_the_flows() {
+    // 400 UDP flows of equal size: layer3+4 spreads any half of them well.
+    let mut rng = Rng(11);
+    let frames: Vec<Vec<u8>> = (0..400)
+        .map(|_| {
+            frame_of(&format!(
+                "udp 10.0.{}.{}:{} > 10.9.0.1:{}",
+                rng.below(256),
+                rng.below(256),
+                1024 + rng.below(60000),
+                1024 + rng.below(60000)
+            ))
+        })
+        .collect();
+    let cfg = PlanConfig {
+        policies: vec![L34, PlanPolicy::Hash(HashPolicy::Layer2)],
+        ..PlanConfig::new(2)
+    };
+    let plan = plan_of(&frames, cfg.clone());
+    let rec = plan.recommendation.as_ref().expect("a recommendation");
+    assert_eq!(rec.policy, L34);
+    let c = plan.sample.confidence.as_ref().expect("a confidence");
+    assert_eq!(c.halves, 8);
+    assert_eq!(c.level, "high");
+    assert!(c.bound_range.0 > 0.8 && c.bound_range.1 <= 1.0, "{c:?}");
+    // Three big flows and many mice: which policy wins depends on which half is looked at.
+    let mut frames = Vec::new();
+    for i in 0..3u16 {
+        let mut f = frame_of(&format!("tcp 10.1.0.{i}:{} > 10.9.0.2:5201", 40000 + i));
+        f.resize(1500, 0);
+        frames.extend(std::iter::repeat_n(f, 300));
+    }
+    for i in 0..20u16 {
+        frames.push(frame_of(&format!(
+            "udp 10.2.0.{i}:{} > 10.9.0.3:53",
+            2000 + i
+        )));
+    }
+    let plan = plan_of(&frames, cfg);
+    let c = plan.sample.confidence.as_ref().expect("a confidence");
+    assert!(c.agreeing <= c.halves);
+    assert!(c.bound_range.0 <= c.bound_range.1);
 }

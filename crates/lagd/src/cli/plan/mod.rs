@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::CliError;
+use lagd_proto::plan::apply::applied_name;
 use lagd_proto::plan::report::{Distribution, MemberLoad, Plan, Rebalancing};
 use lagd_proto::plan::switch::SwitchHash;
 use lagd_proto::plan::{
@@ -84,6 +85,10 @@ pub struct PlanArgs {
     /// Hash every frame instead of once per flow (same figures, slower; for checking).
     #[arg(long, hide = true)]
     pub exact: bool,
+    /// Plan from the frames that can be read as Ethernet and skip the others (by default, a
+    /// capture with frames of a link type the planner cannot read is an error naming it).
+    #[arg(long)]
+    pub skip_unsupported: bool,
 }
 
 /// Parses `10G`, `2.5g`, `100M`, `400Mb`, `1T`, `25` (Gbit/s) into Gbit/s.
@@ -155,6 +160,16 @@ pub fn config(args: &PlanArgs) -> Result<PlanConfig, String> {
 pub fn main(args: PlanArgs) -> Result<(), CliError> {
     let cfg = config(&args).map_err(CliError::Usage)?;
     let (plan, title) = read_input(&args, cfg)?;
+    if let (Some(lt), false) = (plan.input.skipped_linktype, args.skip_unsupported) {
+        return Err(CliError::Usage(format!(
+            "{title}: link type {lt} ({}) is not readable as Ethernet ({} of {} frames); \
+             the planner reads Ethernet, raw IP and Linux cooked captures \
+             (--skip-unsupported plans from the others)",
+            lagd_proto::capture::linktype_name(lt).unwrap_or("unknown"),
+            plan.input.skipped,
+            plan.input.skipped + plan.input.packets + plan.input.control.total().packets,
+        )));
+    }
     if let Some(path) = &args.html {
         std::fs::write(path, html::render(&plan, &title)).map_err(|e| {
             CliError::Io(io::Error::new(
@@ -437,6 +452,16 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
             "other_flows": {"packets": inp.untracked.packets, "bytes": inp.untracked.bytes},
             "rebuilt_ethernet": inp.rebuilt_ethernet,
             "skipped": inp.skipped,
+            "skipped_linktype": inp.skipped_linktype.map(|lt| json!({
+                "linktype": lt,
+                "name": lagd_proto::capture::linktype_name(lt),
+            })),
+            "control": inp.control.seen().map(|(k, l)| json!({
+                "kind": k.name(),
+                "packets": l.packets,
+                "bytes": l.bytes,
+                "how_sent": k.how_sent(),
+            })).collect::<Vec<_>>(),
             "flow_list_rows": inp.rows,
             "duration_s": inp.time_span.map(|(a, b)| r4((b - a) as f64 / 1e9)),
         },
@@ -445,9 +470,26 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
         "policies": policies,
         "recommendation": plan.recommendation.as_ref().map(|r| json!({
             "policy": r.policy.name(),
+            "apply": applied_name(r.policy),
             "reason": r.reason,
             "note": r.note,
+            "settings": r.settings.iter().map(|s| json!({
+                "target": s.target,
+                "value": s.value,
+                "note": s.note,
+            })).collect::<Vec<_>>(),
         })),
+        "sample": {
+            "judgeable": plan.sample.too_small.is_empty(),
+            "too_small": plan.sample.too_small,
+            "best_in_sample": plan.sample.best_in_sample.map(|p| p.name()),
+            "confidence": plan.sample.confidence.as_ref().map(|c| json!({
+                "level": c.level,
+                "agreeing_halves": c.agreeing,
+                "halves": c.halves,
+                "bound_share_range": [r4(c.bound_range.0), r4(c.bound_range.1)],
+            })),
+        },
         "findings": plan.findings.iter().map(|f| json!({
             "kind": f.kind,
             "field": f.field,

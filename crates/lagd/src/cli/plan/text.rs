@@ -6,6 +6,8 @@
 use core::fmt::{self, Write as _};
 use core::time::Duration;
 
+use lagd_proto::capture::linktype_name;
+use lagd_proto::plan::apply::applied_name;
 use lagd_proto::plan::report::{Plan, Rebalancing, human_bytes};
 
 /// A count as `12.3k` / `4.5M` when large.
@@ -23,6 +25,31 @@ fn pct(part: u64, total: u64) -> String {
     } else {
         format!("{:.1}%", part as f64 * 100.0 / total as f64)
     }
+}
+
+/// The link control frames counted apart, one line per kind seen.
+fn write_control(plan: &Plan, out: &mut dyn fmt::Write) -> fmt::Result {
+    let c = &plan.input.control;
+    let total = c.total();
+    if total.packets == 0 {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "Link control frames, not hashed and not planned: {} frames, {}",
+        total.packets,
+        human_bytes(total.bytes)
+    )?;
+    for (kind, l) in c.seen() {
+        writeln!(
+            out,
+            "  {:<10} {:>7} frames  {}",
+            kind.name(),
+            l.packets,
+            kind.how_sent()
+        )?;
+    }
+    Ok(())
 }
 
 /// Renders the report for a terminal: the policy table, the recommendation, findings,
@@ -49,6 +76,22 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
         if n == 1 { "" } else { "s" },
         speeds.join(" + ")
     )?;
+    if let Some(lt) = inp.skipped_linktype {
+        writeln!(
+            out,
+            "Link type {lt} ({}) is not readable as Ethernet: {} frames skipped.",
+            linktype_name(lt).unwrap_or("unknown"),
+            inp.skipped
+        )?;
+    }
+    write_control(plan, out)?;
+    if !plan.sample.too_small.is_empty() {
+        writeln!(
+            out,
+            "Too small to judge: {}.",
+            plan.sample.too_small.join("; ")
+        )?;
+    }
     writeln!(out)?;
 
     // The policy table: share of bytes per member (up to 8 members shown).
@@ -121,7 +164,47 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
                 writeln!(out, "  Note: {note}")?;
             }
         }
+        None if !plan.sample.too_small.is_empty() => {
+            writeln!(
+                out,
+                "Recommendation: none: the input is too small to judge (see above)."
+            )?;
+            if let Some(p) = plan.sample.best_in_sample {
+                writeln!(
+                    out,
+                    "  Best on this sample alone: {} ({}); capture more traffic to confirm it.",
+                    p,
+                    applied_name(p)
+                )?;
+            }
+        }
+        None if inp.control.total().packets > 0 => writeln!(
+            out,
+            "Recommendation: none (only link control frames in the input, which no policy hashes)"
+        )?,
         None => writeln!(out, "Recommendation: none (no traffic in the input)")?,
+    }
+    if let Some(c) = &plan.sample.confidence {
+        writeln!(
+            out,
+            "  Confidence: {}: the best hash policy in {} of {} halves of the flows (bound {:.0}-{:.0}% of the bond's speed over the halves).",
+            c.level,
+            c.agreeing,
+            c.halves,
+            c.bound_range.0 * 100.0,
+            c.bound_range.1 * 100.0
+        )?;
+    }
+    if let Some(r) = &plan.recommendation {
+        writeln!(out, "  To apply it:")?;
+        for st in &r.settings {
+            match (&st.value, &st.note) {
+                (Some(v), Some(n)) => writeln!(out, "    {:<13} {v}  ({n})", st.target)?,
+                (Some(v), None) => writeln!(out, "    {:<13} {v}", st.target)?,
+                (None, Some(n)) => writeln!(out, "    {:<13} not possible: {n}", st.target)?,
+                (None, None) => {}
+            }
+        }
     }
 
     if !plan.findings.is_empty() {
