@@ -104,6 +104,45 @@ fn unranked(
         sweep,
         failures,
         rebalancing: None,
+        cannot_judge: None,
+    }
+}
+
+/// Why the input cannot judge `policy` (see [`PolicyPlan::cannot_judge`]): more than half of
+/// it lacks the destination MAC (or the source MAC) that the policy hashes.
+fn cannot_judge(policy: PlanPolicy, st: &super::load::InputStats) -> Option<String> {
+    let (units, no_dst, no_src, what) = if st.rows > 0 {
+        (
+            st.rows,
+            st.rows_without_macs,
+            st.rows_without_macs,
+            "the flow list has no MAC addresses",
+        )
+    } else {
+        (
+            st.packets,
+            st.rebuilt_ethernet,
+            st.rebuilt_without_src_mac,
+            "the capture holds no Ethernet header (Linux cooked or raw IP): no destination MAC",
+        )
+    };
+    let h = policy.hash()?;
+    let dst = matches!(
+        h,
+        HashPolicy::Layer2 | HashPolicy::Layer23 | HashPolicy::Encap23
+    );
+    let src = dst || matches!(h, HashPolicy::VlanSrcMac | HashPolicy::OvsSlb);
+    if units == 0 {
+        return None;
+    }
+    if dst && no_dst * 2 > units {
+        Some(format!("cannot be judged from this input: {what}"))
+    } else if src && no_src * 2 > units {
+        Some(format!(
+            "cannot be judged from this input: {what}, and no source MAC"
+        ))
+    } else {
+        None
     }
 }
 
@@ -226,14 +265,19 @@ fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Plan 
         policies.push(plan);
     }
 
-    // Rank: bound (to 0.5% of the bond's speed), then no reordering risk, then evenness, then
-    // the simpler policy.
+    for p in &mut policies {
+        p.cannot_judge = cannot_judge(p.policy, &pl.stats);
+    }
+    // Rank: what the input can judge first, then bound (to 0.5% of the bond's speed), then no
+    // reordering risk, then evenness, then the simpler policy.
     let bond_speed: f64 = speeds.iter().sum();
     let bucket =
         |p: &PolicyPlan| (p.dist.throughput_bound_gbps / bond_speed * 200.0).round() as i64;
     policies.sort_by(|a, b| {
-        bucket(b)
-            .cmp(&bucket(a))
+        a.cannot_judge
+            .is_some()
+            .cmp(&b.cannot_judge.is_some())
+            .then(bucket(b).cmp(&bucket(a)))
             .then(a.has_reorder_risk().cmp(&b.has_reorder_risk()))
             .then(hundredths(a.dist.imbalance).cmp(&hundredths(b.dist.imbalance)))
             .then(preference(a.policy).cmp(&preference(b.policy)))
@@ -840,11 +884,16 @@ fn recommend(
     }
     // The best policy without reordering that works against any peer; `stripe` (lagd at both
     // ends) only when nothing else without reordering was evaluated.
-    let best = policies
+    let judged: Vec<&PolicyPlan> = policies
+        .iter()
+        .filter(|p| p.cannot_judge.is_none())
+        .collect();
+    let best = judged
         .iter()
         .find(|p| p.reorder.is_none() && p.policy.needs().is_none())
-        .or_else(|| policies.iter().find(|p| p.reorder.is_none()))
-        .or_else(|| policies.first())?;
+        .or_else(|| judged.iter().find(|p| p.reorder.is_none()))
+        .or_else(|| judged.first())
+        .copied()?;
     let d = &best.dist;
     let busiest = d.members[d.busiest()].bytes as f64 / total as f64 * 100.0;
     let speed = d.speed_gbps();

@@ -86,6 +86,8 @@ pub struct Planner {
     position: u64,
     /// Consecutive simple frames of one tracked flow, not yet in its entry.
     run: Run,
+    /// Recent Linux cooked frames, to count a frame seen on the bond and a member once.
+    cooked: CookedRecent,
     scratch: Vec<u8>,
 }
 
@@ -94,6 +96,56 @@ pub struct Planner {
 pub(super) struct Clock {
     base: Option<u64>,
     pub(super) now: Instant,
+}
+
+/// How many recent Linux cooked frames [`CookedRecent`] remembers.
+const COOKED_RECENT: usize = 64;
+/// Two identical cooked frames this close in time (ns) are one frame seen twice.
+const COOKED_WINDOW_NS: u64 = 20_000_000;
+
+/// The last [`COOKED_RECENT`] frames of a Linux cooked capture (`tcpdump -i any`), which sees
+/// every frame a bond sends or receives twice: on the bond and on the member that carries it
+/// (in either order). A frame whose bytes and length equal a recent one's, within
+/// [`COOKED_WINDOW_NS`], and (SLL2, which records the interface) captured on another
+/// interface, is that frame's second copy. Real repeats of a frame are rare that close
+/// (TCP sequence numbers, IP identifiers, ICMP sequence numbers and DNS identifiers differ).
+#[derive(Debug, Clone)]
+struct CookedRecent {
+    /// (content hash, wire length, time, interface index or `u32::MAX`).
+    ring: [(u64, u32, u64, u32); COOKED_RECENT],
+    next: usize,
+}
+
+impl Default for CookedRecent {
+    fn default() -> Self {
+        Self {
+            ring: [(0, 0, 0, 0); COOKED_RECENT],
+            next: 0,
+        }
+    }
+}
+
+impl CookedRecent {
+    /// Whether the frame is the second copy of a recent one (which is then forgotten, so a
+    /// third copy counts again); remembers it otherwise.
+    fn is_second_copy(&mut self, data: &[u8], len: u32, ts: u64, ifindex: Option<u32>) -> bool {
+        use core::hash::BuildHasher as _;
+        let h = BuildKeyHasher::default().hash_one(data) | 1;
+        let ifx = ifindex.unwrap_or(u32::MAX);
+        for e in &mut self.ring {
+            if e.0 == h
+                && e.1 == len
+                && ts.abs_diff(e.2) <= COOKED_WINDOW_NS
+                && (ifindex.is_none() || e.3 != ifx)
+            {
+                *e = (0, 0, 0, 0);
+                return true;
+            }
+        }
+        self.ring[self.next] = (h, len, ts, ifx);
+        self.next = (self.next + 1) % COOKED_RECENT;
+        false
+    }
 }
 
 /// Frames of one flow that arrived back to back: added to the flow's entry in one go, so a
@@ -200,6 +252,7 @@ impl Planner {
             stats: InputStats::default(),
             position: 0,
             run: Run::default(),
+            cooked: CookedRecent::default(),
             scratch: Vec::with_capacity(2048),
             config,
         })
@@ -472,7 +525,22 @@ impl Planner {
             self.stats.skipped_linktype.get_or_insert(p.linktype);
             return;
         };
+        if matches!(p.linktype, LINKTYPE_LINUX_SLL | LINKTYPE_LINUX_SLL2) {
+            // SLL2 names the interface (its index); SLL does not.
+            let ifindex = (p.linktype == LINKTYPE_LINUX_SLL2)
+                .then(|| u32::from_be_bytes([d[4], d[5], d[6], d[7]]));
+            if self
+                .cooked
+                .is_second_copy(&d[drop..], p.orig_len, p.ts_nanos, ifindex)
+            {
+                self.stats.cooked_duplicates += 1;
+                return;
+            }
+        }
         self.stats.rebuilt_ethernet += 1;
+        if src == [0; 6] {
+            self.stats.rebuilt_without_src_mac += 1;
+        }
         let mut buf = core::mem::take(&mut self.scratch);
         buf.clear();
         buf.extend_from_slice(&[0; 6]);

@@ -197,6 +197,11 @@ pub struct PolicyPlan {
     pub failures: Vec<Failure>,
     /// Bucket policies: what the table did (`None` for the others).
     pub rebalancing: Option<Rebalancing>,
+    /// Why the input cannot judge this policy (it hashes fields most of the input lacks: MACs
+    /// in a Linux cooked or raw IP capture, or a flow list without MACs). Such a policy is
+    /// ranked after every other and never recommended; its figures are shown as computed
+    /// with the missing fields zero.
+    pub cannot_judge: Option<String>,
 }
 
 impl PolicyPlan {

@@ -1801,3 +1801,80 @@ fn confidence_from_halves_of_the_flows() {
     assert!(c.agreeing <= c.halves);
     assert!(c.bound_range.0 <= c.bound_range.1);
 }
+
+/// A Linux cooked (v1) header for `frame`'s payload: packet type, ARPHRD_ETHER, the source
+/// MAC, the EtherType.
+fn sll1(frame: &[u8], pkttype: u16) -> Vec<u8> {
+    let mut h = pkttype.to_be_bytes().to_vec();
+    h.extend_from_slice(&[0, 1, 0, 6]);
+    h.extend_from_slice(&frame[6..12]);
+    h.extend_from_slice(&[0, 0]);
+    h.extend_from_slice(&frame[12..]);
+    h
+}
+
+/// A Linux cooked v2 header on interface `ifindex`.
+fn sll2(frame: &[u8], ifindex: u32) -> Vec<u8> {
+    let mut h = frame[12..14].to_vec();
+    h.extend_from_slice(&[0, 0]);
+    h.extend_from_slice(&ifindex.to_be_bytes());
+    h.extend_from_slice(&[0, 1, 4, 6]);
+    h.extend_from_slice(&frame[6..12]);
+    h.extend_from_slice(&[0, 0]);
+    h.extend_from_slice(&frame[14..]);
+    h
+}
+
+#[test]
+fn cooked_captures_count_each_frame_once_and_mac_policies_are_not_judged() {
+    let mut rng = Rng(5);
+    let frames: Vec<Vec<u8>> = (0..300)
+        .map(|i| {
+            let mut f = frame_of(&format!(
+                "udp 10.0.0.{}:{} > 10.1.0.1:{}",
+                i % 50,
+                1024 + rng.below(60000),
+                1000 + i
+            ));
+            f.resize(100 + i, 0);
+            f
+        })
+        .collect();
+    // Every frame on the bond (ifindex 7) and on a member (3 or 4), 1 ms apart; one frame
+    // really sent twice on the bond 1 ms apart is two frames.
+    let mut w = PcapWriter::new(Vec::new(), crate::capture::LINKTYPE_LINUX_SLL2).unwrap();
+    let mut w1 = PcapWriter::new(Vec::new(), crate::capture::LINKTYPE_LINUX_SLL).unwrap();
+    let mut t = 1_000_000_000u64;
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(t, &sll2(f, 7)).unwrap();
+        w1.write_packet(t, &sll1(f, 4)).unwrap();
+        t += 1_000_000;
+        w.write_packet(t, &sll2(f, 3 + (i % 2) as u32)).unwrap();
+        w1.write_packet(t, &sll1(f, 4)).unwrap();
+        t += 10_000_000;
+    }
+    w.write_packet(t, &sll2(&frames[0], 7)).unwrap();
+    w.write_packet(t + 1_000_000, &sll2(&frames[0], 7)).unwrap();
+    for (cap, want) in [(w.into_inner(), 302), (w1.into_inner(), 300)] {
+        let plan = plan_capture(&cap[..], PlanConfig::new(2), &mut |_, _| {}).unwrap();
+        assert_eq!(plan.input.packets, want);
+        assert_eq!(plan.input.cooked_duplicates, 300);
+        assert_eq!(plan.input.rebuilt_ethernet, want);
+        for p in &plan.policies {
+            let mac_dst = matches!(
+                p.policy.hash(),
+                Some(HashPolicy::Layer2 | HashPolicy::Layer23 | HashPolicy::Encap23)
+            );
+            assert_eq!(p.cannot_judge.is_some(), mac_dst, "{}", p.policy);
+        }
+        // The policies that cannot be judged rank last and are not recommended.
+        let n = plan.policies.len();
+        assert!(
+            plan.policies[n - 3..]
+                .iter()
+                .all(|p| p.cannot_judge.is_some())
+        );
+        let rec = plan.recommendation.as_ref().expect("enough to judge");
+        assert!(plan.policy(rec.policy).unwrap().cannot_judge.is_none());
+    }
+}

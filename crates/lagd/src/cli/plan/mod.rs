@@ -375,6 +375,7 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
             let mut o = serde_json::Map::new();
             o.insert("policy".into(), json!(p.policy.name()));
             o.insert("rank".into(), json!(p.rank));
+            o.insert("cannot_judge".into(), json!(p.cannot_judge));
             if let Some(need) = p.policy.needs() {
                 o.insert("needs".into(), json!(need));
             }
@@ -451,6 +452,7 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
             "max_flows": plan.max_flows,
             "other_flows": {"packets": inp.untracked.packets, "bytes": inp.untracked.bytes},
             "rebuilt_ethernet": inp.rebuilt_ethernet,
+            "cooked_duplicates": inp.cooked_duplicates,
             "skipped": inp.skipped,
             "skipped_linktype": inp.skipped_linktype.map(|lt| json!({
                 "linktype": lt,

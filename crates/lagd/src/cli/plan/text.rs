@@ -85,6 +85,13 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
         )?;
     }
     write_control(plan, out)?;
+    if inp.cooked_duplicates > 0 {
+        writeln!(
+            out,
+            "Cooked capture (tcpdump -i any): {} frames seen twice (on the bond and on a member) were counted once, as the first copy.",
+            inp.cooked_duplicates
+        )?;
+    }
     if !plan.sample.too_small.is_empty() {
         writeln!(
             out,
@@ -114,6 +121,10 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
     header.push_str("  risk");
     writeln!(out, "{header}")?;
     for p in &plan.policies {
+        if let Some(why) = &p.cannot_judge {
+            writeln!(out, "{:<4} {:<w$} {why}", "-", p.policy.name())?;
+            continue;
+        }
         let total = p.dist.bytes();
         let mut line = format!(
             "{:<4} {:<w$} {:>9.2} {:>10.1}",
