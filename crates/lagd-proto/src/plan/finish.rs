@@ -341,6 +341,22 @@ fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Plan 
         sample: SampleVerdict::default(),
     };
     plan.findings = findings::find(&plan, pl, table);
+    // A finding about policies the input cannot judge says nothing: drop those policies from
+    // it, and the finding when none is left.
+    let unjudged: Vec<PlanPolicy> = plan
+        .policies
+        .iter()
+        .filter(|p| p.cannot_judge.is_some())
+        .map(|p| p.policy)
+        .collect();
+    plan.findings.retain_mut(|f| {
+        // `no-macs` says why they cannot be judged: it stays.
+        if f.policies.is_empty() || f.kind == "no-macs" {
+            return true;
+        }
+        f.policies.retain(|p| !unjudged.contains(p));
+        !f.policies.is_empty()
+    });
     plan.sample = verdict(pl, table, &plan);
     if !plan.sample.too_small.is_empty() {
         plan.recommendation = None;
@@ -357,6 +373,10 @@ fn verdict(
 ) -> SampleVerdict {
     let n = plan.members();
     let st = &pl.stats;
+    if st.packets == 0 {
+        // Nothing to judge at all: the report says there is no data traffic.
+        return SampleVerdict::default();
+    }
     let mut too_small = Vec::new();
     if st.packets < MIN_PACKETS {
         too_small.push(format!(

@@ -101,6 +101,16 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
     }
     writeln!(out)?;
 
+    if inp.packets == 0 {
+        // No data traffic: no table of zeros.
+        return match &plan.recommendation {
+            None if inp.control.total().packets > 0 => writeln!(
+                out,
+                "Recommendation: none (only link control frames in the input, which no policy hashes)"
+            ),
+            _ => writeln!(out, "Recommendation: none (no traffic in the input)"),
+        };
+    }
     // The policy table: share of bytes per member (up to 8 members shown).
     let shown = n.min(8);
     let w = plan
