@@ -378,11 +378,18 @@ fn verdict(
         return SampleVerdict::default();
     }
     let mut too_small = Vec::new();
-    if st.packets < MIN_PACKETS {
-        too_small.push(format!(
+    match st.sflow {
+        // Sampled input: the samples are what was seen.
+        Some(sf) if sf.samples < MIN_PACKETS => too_small.push(format!(
+            "only {} sFlow samples (at least {MIN_PACKETS} are needed)",
+            sf.samples
+        )),
+        Some(_) => {}
+        None if st.packets < MIN_PACKETS => too_small.push(format!(
             "only {} data packets (at least {MIN_PACKETS} are needed)",
             st.packets
-        ));
+        )),
+        None => {}
     }
     let min_flows = (MIN_FLOWS_PER_MEMBER * n as u64).max(4);
     // Tunnelled flows count by their inner flows (the encap policies see those).

@@ -1,6 +1,7 @@
 //! Packets and bytes ([`Load`]), and the counters about the input ([`InputStats`]).
 
 use super::control::ControlCounts;
+use super::sflow::SflowStats;
 
 /// Packets and bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -49,6 +50,9 @@ pub struct InputStats {
     pub rows_without_macs: u64,
     /// Flow-list rows (0 for a capture).
     pub rows: u64,
+    /// sFlow input: what the datagrams held (`packets` and `bytes` are then the samples
+    /// scaled by their sampling rates).
+    pub sflow: Option<SflowStats>,
     /// Earliest and latest capture timestamp (ns since the epoch), if any.
     pub time_span: Option<(u64, u64)>,
 }

@@ -101,6 +101,7 @@ pub mod report;
 mod rr;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
+pub mod sflow;
 pub mod stripe;
 pub mod switch;
 

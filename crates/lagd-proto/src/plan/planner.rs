@@ -278,6 +278,17 @@ impl Planner {
         self.clock.now = self.clock.now.max(now);
     }
 
+    /// Sets the time ([`Planner::set_time`]) and widens the input's time span to it.
+    pub(super) fn note_time(&mut self, ts_nanos: u64) {
+        self.set_time(ts_nanos);
+        if let Some((a, b)) = &mut self.stats.time_span {
+            *a = (*a).min(ts_nanos);
+            *b = (*b).max(ts_nanos);
+        } else if ts_nanos != 0 {
+            self.stats.time_span = Some((ts_nanos, ts_nanos));
+        }
+    }
+
     /// Sends a frame through the bucket policies' tables.
     #[inline(always)]
     fn route(&mut self, h: &[u32; SLOTS], bytes: u64, new_flow: bool) {
@@ -485,13 +496,7 @@ impl Planner {
     /// Adds one captured packet, giving frames of other link types an Ethernet header (raw IP,
     /// Linux cooked v1/v2); packets of other link types are counted as skipped.
     pub fn add_packet(&mut self, p: &Packet<'_>) {
-        self.set_time(p.ts_nanos);
-        if let Some((a, b)) = &mut self.stats.time_span {
-            *a = (*a).min(p.ts_nanos);
-            *b = (*b).max(p.ts_nanos);
-        } else if p.ts_nanos != 0 {
-            self.stats.time_span = Some((p.ts_nanos, p.ts_nanos));
-        }
+        self.note_time(p.ts_nanos);
         if p.linktype == LINKTYPE_ETHERNET {
             self.add_frame(p.data, p.orig_len);
             return;

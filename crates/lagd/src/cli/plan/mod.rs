@@ -35,7 +35,7 @@ mod render_tests;
 
 /// What `lagctl plan` was asked to do.
 #[derive(Debug, Clone, clap::Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "flows"])))]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "flows", "sflow"])))]
 pub struct PlanArgs {
     /// A pcap or pcapng capture to plan from (`-` reads stdin).
     #[arg(long, value_name = "FILE")]
@@ -43,6 +43,10 @@ pub struct PlanArgs {
     /// A CSV flow list (NetFlow/IPFIX export) to plan from instead of a capture.
     #[arg(long, value_name = "FILE.csv")]
     pub flows: Option<PathBuf>,
+    /// A capture (pcap/pcapng) of sFlow v5 datagrams (UDP port 6343) to plan from: the flow
+    /// samples' raw packet headers, scaled by their sampling rates.
+    #[arg(long, value_name = "FILE")]
+    pub sflow: Option<PathBuf>,
     /// Number of bond members, each of 10 Gbit/s (default 2).
     #[arg(long, conflicts_with = "speeds")]
     pub members: Option<usize>,
@@ -212,10 +216,16 @@ fn read_input(args: &PlanArgs, cfg: PlanConfig) -> Result<(Plan, String), CliErr
         let plan = plan_flows(BufReader::new(r), cfg).map_err(|e| plan_error(path, e))?;
         return Ok((plan, display_name(path)));
     }
+    if let Some(path) = &args.sflow {
+        let (r, _) = open(path)?;
+        let plan = lagd_proto::plan::sflow::plan_sflow_capture(BufReader::new(r), cfg)
+            .map_err(|e| plan_error(path, e))?;
+        return Ok((plan, display_name(path)));
+    }
     let path = args
         .pcap
         .as_ref()
-        .ok_or_else(|| CliError::Usage("give --pcap FILE or --flows FILE".into()))?;
+        .ok_or_else(|| CliError::Usage("give --pcap FILE, --flows FILE or --sflow FILE".into()))?;
     let (r, size) = open(path)?;
     let mut bar = Progress::new(show, size);
     let plan =
@@ -465,6 +475,15 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
                 "how_sent": k.how_sent(),
             })).collect::<Vec<_>>(),
             "flow_list_rows": inp.rows,
+            "sflow": inp.sflow.map(|sf| json!({
+                "datagrams": sf.datagrams,
+                "samples": sf.samples,
+                "skipped_samples": sf.skipped_samples,
+                "sampling_rate_min": sf.rate_range.map(|r| r.0),
+                "sampling_rate_max": sf.rate_range.map(|r| r.1),
+                "other_packets": sf.other_packets,
+                "share_error_95": r4(lagd_proto::plan::sflow::SflowStats::share_error(sf.samples)),
+            })),
             "duration_s": inp.time_span.map(|(a, b)| r4((b - a) as f64 / 1e9)),
         },
         "members": plan.members(),

@@ -85,6 +85,32 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
         )?;
     }
     write_control(plan, out)?;
+    if let Some(sf) = inp.sflow {
+        let (lo, hi) = sf.rate_range.unwrap_or((0, 0));
+        let rates = if lo == hi {
+            format!("1 in {lo}")
+        } else {
+            format!("1 in {lo} to 1 in {hi}")
+        };
+        writeln!(
+            out,
+            "sFlow: {} datagrams, {} flow samples ({rates}) scaled to the packets above; {} other samples and {} other packets skipped.",
+            sf.datagrams, sf.samples, sf.skipped_samples, sf.other_packets
+        )?;
+        // The busiest member of the best policy carries this share of the samples.
+        let busiest = plan.policies.first().map_or(1.0, |p| {
+            let d = &p.dist;
+            let total = d.bytes().max(1) as f64;
+            d.members[d.busiest()].bytes as f64 / total
+        });
+        let n = (sf.samples as f64 * busiest).round() as u64;
+        writeln!(
+            out,
+            "Sampling widens the error: a share estimated from n samples is within 196*sqrt(1/n)% of itself (95%): ±{:.1}% for the busiest member's share here (n = {n}), ±{:.1}% for the total.",
+            lagd_proto::plan::sflow::SflowStats::share_error(n) * 100.0,
+            lagd_proto::plan::sflow::SflowStats::share_error(sf.samples) * 100.0
+        )?;
+    }
     if inp.cooked_duplicates > 0 {
         writeln!(
             out,
