@@ -254,7 +254,7 @@ fn captures_on_a_bond_a_member_and_any() {
     for f in &files[2..4] {
         let any = plan_json(f);
         let packets = any["input"]["packets"].as_u64().unwrap();
-        let dups = any["input"]["cooked_duplicates"].as_u64().unwrap();
+        let dups = any["input"]["duplicates"].as_u64().unwrap();
         let captured = tshark_count(f, None);
         assert_eq!(packets + dups + control_packets(&any, "lacp"), captured);
         let sll2 = f.ends_with("any2.pcap");

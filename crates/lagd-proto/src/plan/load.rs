@@ -38,9 +38,10 @@ pub struct InputStats {
     pub rebuilt_ethernet: u64,
     /// Of `rebuilt_ethernet`, frames with no source MAC either (raw IP).
     pub rebuilt_without_src_mac: u64,
-    /// Linux cooked capture frames dropped as the second copy of a frame the capture holds
-    /// twice (`tcpdump -i any` sees a frame on the bond and on its member).
-    pub cooked_duplicates: u64,
+    /// Frames dropped as the second copy of a frame the capture holds twice: a Linux cooked
+    /// capture (`tcpdump -i any`) or a capture of several interfaces sees a frame on the bond
+    /// and on its member.
+    pub duplicates: u64,
     /// Frames of link types the planner cannot use, skipped.
     pub skipped: u64,
     /// The first link type whose frames were skipped (see

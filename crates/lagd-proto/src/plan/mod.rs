@@ -51,7 +51,8 @@
 //!   ([`report::PolicyPlan::cannot_judge`]), ranked last and never recommended. A Linux cooked
 //!   capture (`tcpdump -i any`) holds a bond's frames twice, on the bond and on a member: the
 //!   second copy of a frame (equal bytes within 20 ms; for SLL2 on another interface) is
-//!   dropped and counted ([`InputStats::cooked_duplicates`]).
+//!   dropped and counted ([`InputStats::duplicates`]); so is a frame a pcapng capture of
+//!   several Ethernet interfaces (the bond and a member) holds on two of them.
 //! - Link control frames (LACP, Marker, pause, LLDP, STP, other frames to
 //!   `01:80:c2:00:00:0x`: [`control`]) are not bond traffic: counted apart by kind, never
 //!   hashed or ranked.

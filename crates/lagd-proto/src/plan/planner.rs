@@ -86,8 +86,13 @@ pub struct Planner {
     position: u64,
     /// Consecutive simple frames of one tracked flow, not yet in its entry.
     run: Run,
-    /// Recent Linux cooked frames, to count a frame seen on the bond and a member once.
+    /// Recent Linux cooked frames (or frames of a capture of several interfaces), to count a
+    /// frame seen on the bond and a member once.
     cooked: CookedRecent,
+    /// The capture interface of the first Ethernet packet.
+    first_interface: Option<u32>,
+    /// Ethernet packets came from more than one capture interface.
+    multi_interface: bool,
     scratch: Vec<u8>,
 }
 
@@ -253,6 +258,8 @@ impl Planner {
             position: 0,
             run: Run::default(),
             cooked: CookedRecent::default(),
+            first_interface: None,
+            multi_interface: false,
             scratch: Vec::with_capacity(2048),
             config,
         })
@@ -276,6 +283,16 @@ impl Planner {
         let base = *self.clock.base.get_or_insert(ts_nanos);
         let now = Instant::from_micros(ts_nanos.saturating_sub(base) / 1000);
         self.clock.now = self.clock.now.max(now);
+    }
+
+    /// Tells the planner the capture has `count` interfaces (pcapng): with more than one, an
+    /// Ethernet frame seen on two of them (the bond and a member) within 20 ms is counted once.
+    /// [`plan_capture`] calls it with each packet; [`Planner::add_packet`] alone notices a
+    /// second interface from its first packet on.
+    pub fn expect_interfaces(&mut self, count: usize) {
+        if count > 1 {
+            self.multi_interface = true;
+        }
     }
 
     /// Sets the time ([`Planner::set_time`]) and widens the input's time span to it.
@@ -498,6 +515,21 @@ impl Planner {
     pub fn add_packet(&mut self, p: &Packet<'_>) {
         self.note_time(p.ts_nanos);
         if p.linktype == LINKTYPE_ETHERNET {
+            // A capture of several interfaces (pcapng: the bond and a member) may hold a frame
+            // twice; checked from the second interface seen on.
+            match self.first_interface {
+                None => self.first_interface = Some(p.interface),
+                Some(i) if i != p.interface => self.multi_interface = true,
+                Some(_) => {}
+            }
+            if self.multi_interface
+                && self
+                    .cooked
+                    .is_second_copy(p.data, p.orig_len, p.ts_nanos, Some(p.interface))
+            {
+                self.stats.duplicates += 1;
+                return;
+            }
             self.add_frame(p.data, p.orig_len);
             return;
         }
@@ -538,7 +570,7 @@ impl Planner {
                 .cooked
                 .is_second_copy(&d[drop..], p.orig_len, p.ts_nanos, ifindex)
             {
-                self.stats.cooked_duplicates += 1;
+                self.stats.duplicates += 1;
                 return;
             }
         }
@@ -643,7 +675,9 @@ pub fn plan_capture<R: io::Read>(
     let mut planner = Planner::new(config)?;
     let mut cap = CaptureReader::new(reader).map_err(PlanError::Capture)?;
     let mut n = 0u64;
-    while let Some(p) = cap.next_packet().map_err(PlanError::Capture)? {
+    while let Some((p, interfaces)) = cap.next_packet_counted().map_err(PlanError::Capture)? {
+        // pcapng interfaces are described before their packets.
+        planner.expect_interfaces(interfaces);
         planner.add_packet(&p);
         n += 1;
         if n & 0xffff == 0 {

@@ -343,7 +343,9 @@ fn captures_in_both_formats_and_other_link_types_are_read() {
         .add_interface(LINKTYPE_RAW, 0, None, TsResolution::NANOS)
         .unwrap();
     for (i, f) in frames.iter().enumerate() {
-        w.write_packet(if i % 2 == 0 { e0 } else { e1 }, 5_000_000_000, f)
+        // 30 ms apart: equal frames on the two interfaces are not one frame seen twice.
+        let t = 5_000_000_000 + i as u64 * 30_000_000;
+        w.write_packet(if i % 2 == 0 { e0 } else { e1 }, t, f)
             .unwrap();
     }
     let ip = frame_of("udp 10.0.0.1:1 > 10.0.0.2:2");
@@ -1858,7 +1860,7 @@ fn cooked_captures_count_each_frame_once_and_mac_policies_are_not_judged() {
     for (cap, want) in [(w.into_inner(), 302), (w1.into_inner(), 300)] {
         let plan = plan_capture(&cap[..], PlanConfig::new(2), &mut |_, _| {}).unwrap();
         assert_eq!(plan.input.packets, want);
-        assert_eq!(plan.input.cooked_duplicates, 300);
+        assert_eq!(plan.input.duplicates, 300);
         assert_eq!(plan.input.rebuilt_ethernet, want);
         for p in &plan.policies {
             let mac_dst = matches!(
@@ -1877,4 +1879,34 @@ fn cooked_captures_count_each_frame_once_and_mac_policies_are_not_judged() {
         let rec = plan.recommendation.as_ref().expect("enough to judge");
         assert!(plan.policy(rec.policy).unwrap().cannot_judge.is_none());
     }
+}
+
+#[test]
+fn a_capture_of_the_bond_and_a_member_counts_each_frame_once() {
+    // pcapng with "bond0" and "eth1": every frame on both, 100 µs apart; frames only on the
+    // bond (as the other member's) once; a frame repeated on one interface stays twice.
+    let frames = mixed_frames(3, 400);
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    let bond = w
+        .add_interface(LINKTYPE_ETHERNET, 0, Some("bond0"), TsResolution::NANOS)
+        .unwrap();
+    let member = w
+        .add_interface(LINKTYPE_ETHERNET, 0, Some("eth1"), TsResolution::NANOS)
+        .unwrap();
+    let mut t = 1_000_000_000u64;
+    let mut both = 0;
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(bond, t, f).unwrap();
+        if i % 2 == 0 {
+            w.write_packet(member, t + 100_000, f).unwrap();
+            both += 1;
+        }
+        t += 30_000_000;
+    }
+    let ng = w.into_inner();
+    let plan = plan_capture(&ng[..], PlanConfig::new(2), &mut |_, _| {}).unwrap();
+    let direct = plan_of(&frames, PlanConfig::new(2));
+    assert_eq!(plan.input.duplicates, both);
+    assert_eq!(plan.input.packets, direct.input.packets);
+    assert_eq!(plan.policies, direct.policies);
 }

@@ -462,7 +462,7 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
             "max_flows": plan.max_flows,
             "other_flows": {"packets": inp.untracked.packets, "bytes": inp.untracked.bytes},
             "rebuilt_ethernet": inp.rebuilt_ethernet,
-            "cooked_duplicates": inp.cooked_duplicates,
+            "duplicates": inp.duplicates,
             "skipped": inp.skipped,
             "skipped_linktype": inp.skipped_linktype.map(|lt| json!({
                 "linktype": lt,

@@ -111,11 +111,11 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
             lagd_proto::plan::sflow::SflowStats::share_error(sf.samples) * 100.0
         )?;
     }
-    if inp.cooked_duplicates > 0 {
+    if inp.duplicates > 0 {
         writeln!(
             out,
-            "Cooked capture (tcpdump -i any): {} frames seen twice (on the bond and on a member) were counted once, as the first copy.",
-            inp.cooked_duplicates
+            "{} frames seen twice (on the bond and on a member: tcpdump -i any, or a capture of several interfaces) were counted once, as the first copy.",
+            inp.duplicates
         )?;
     }
     if !plan.sample.too_small.is_empty() {
