@@ -3,7 +3,7 @@
 //! counter sample to skip), sent as UDP to port 6343 in a pcap; tshark's dissection of the
 //! same file checks the datagrams, and the hash code checks the planner's scaled figures.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::Command;
 
 use lagd::lab::topology::require_program;
@@ -13,6 +13,23 @@ use lagd_proto::plan::flow::parse_flow_spec;
 use serde_json::Value;
 
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
+
+/// A scratch directory, removed when the test ends (passed or failed).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let d = std::env::temp_dir().join(format!("lagd-sflow-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Self(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 fn word(out: &mut Vec<u8>, w: u32) {
     out.extend_from_slice(&w.to_be_bytes());
@@ -173,8 +190,8 @@ fn sflow_samples_are_scaled_by_their_rate_and_match_tshark() {
             expanded: i % 2 == 1,
         })
         .collect();
-    let dir = std::env::temp_dir().join(format!("lagd-sflow-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let guard = TempDir::new();
+    let dir = guard.0.clone();
     let pcap = dir.join("sflow.pcap");
     let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
     let t0 = 1_700_000_000_000_000_000u64;
@@ -317,5 +334,4 @@ fn sflow_samples_are_scaled_by_their_rate_and_match_tshark() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("packet 1: sFlow datagram, byte 36"), "{err}");
-    std::fs::remove_dir_all(Path::new(&dir)).unwrap();
 }

@@ -4,6 +4,7 @@
 //! link control frames are counted apart (against tshark's count of LACPDUs), that a cooked
 //! capture counts each frame once (against the bond's own capture) and marks the MAC policies
 //! it cannot judge, and that a capture of LACPDUs alone gets no recommendation.
+//! `KEEP_CAPTURES=DIR` copies the captures to DIR for a look afterwards.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
