@@ -2,6 +2,8 @@
 //! specification (flow samples and expanded flow samples with raw packet header records, and a
 //! counter sample to skip), sent as UDP to port 6343 in a pcap; tshark's dissection of the
 //! same file checks the datagrams, and the hash code checks the planner's scaled figures.
+//! `--sflow-listen` receives such datagrams on a UDP socket in a network namespace of its own
+//! (root) for a given time.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -334,4 +336,108 @@ fn sflow_samples_are_scaled_by_their_rate_and_match_tshark() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("packet 1: sFlow datagram, byte 36"), "{err}");
+}
+
+/// A network namespace of the test's own, removed at the end.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+#[test]
+fn sflow_from_a_socket_for_a_time() {
+    use lagd::lab::topology::{in_named_ns, is_root};
+    assert!(
+        is_root(),
+        "this test needs root for its network namespace (CI runs as root)"
+    );
+    require_program("ss", "iproute2").unwrap_or_else(|e| panic!("{e:#}"));
+    let ns = Netns(format!("lagdsflow-{}", std::process::id()));
+    let _ = Command::new("ip").args(["netns", "del", &ns.0]).output();
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(
+        Command::new("ip")
+            .args(["-n", &ns.0, "link", "set", "lo", "up"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let child = Command::new("ip")
+        .args([
+            "netns", "exec", &ns.0, LAGCTL, "plan", "--json", "--policy", "layer3+4",
+        ])
+        .args(["--sflow-listen", "127.0.0.1:6343", "--listen-seconds", "4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("lagctl");
+    // Wait until it listens.
+    let t = std::time::Instant::now();
+    loop {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.0, "ss", "-Huln", "sport", "=", ":6343"])
+            .output()
+            .unwrap();
+        if !out.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(3),
+            "lagctl did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let samples: Vec<Sample> = (0..40u32)
+        .map(|i| Sample {
+            frame: frame(
+                &format!("udp 10.1.0.{i}:{} > 10.2.0.1:53", 1000 + i * 3),
+                300,
+            ),
+            header: 128,
+            rate: 64,
+            expanded: false,
+        })
+        .collect();
+    in_named_ns(&ns.0, || {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for (k, chunk) in samples.chunks(4).enumerate() {
+            let refs: Vec<&Sample> = chunk.iter().collect();
+            s.send_to(&datagram(k as u32 + 1, &refs), "127.0.0.1:6343")
+                .unwrap();
+        }
+        // And one that is not sFlow v5.
+        s.send_to(&[0, 0, 0, 4, 1, 2], "127.0.0.1:6343").unwrap();
+    })
+    .expect("enter the namespace");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sf = &v["input"]["sflow"];
+    assert_eq!(sf["datagrams"], 10);
+    assert_eq!(sf["samples"], 40);
+    assert_eq!(sf["unreadable_datagrams"], 1);
+    assert_eq!(v["input"]["packets"], 40 * 64);
+    assert_eq!(v["input"]["bytes"], 40 * 64 * 300);
+    assert_eq!(v["input"]["name"], "sFlow on 127.0.0.1:6343");
+    // 40 samples are too few to judge.
+    assert!(v["recommendation"].is_null());
+    let why = v["sample"]["too_small"].as_array().unwrap();
+    assert!(
+        why.iter()
+            .any(|w| w.as_str().unwrap().contains("only 40 sFlow samples")),
+        "{why:?}"
+    );
 }

@@ -295,8 +295,10 @@ impl Planner {
         }
     }
 
-    /// Sets the time ([`Planner::set_time`]) and widens the input's time span to it.
-    pub(super) fn note_time(&mut self, ts_nanos: u64) {
+    /// Sets the time ([`Planner::set_time`]) and widens the input's time span
+    /// ([`InputStats::time_span`]) to it: for input that arrives without a capture's packets
+    /// (sFlow datagrams from a socket).
+    pub fn note_time(&mut self, ts_nanos: u64) {
         self.set_time(ts_nanos);
         if let Some((a, b)) = &mut self.stats.time_span {
             *a = (*a).min(ts_nanos);

@@ -46,6 +46,8 @@ pub struct SflowStats {
     pub rate_range: Option<(u32, u32)>,
     /// Captured packets that were not sFlow datagrams (UDP to port 6343), skipped.
     pub other_packets: u64,
+    /// Datagrams received on a socket that could not be read, skipped.
+    pub unreadable: u64,
 }
 
 impl SflowStats {
@@ -344,6 +346,16 @@ pub fn plan_sflow_capture<R: io::Read>(
         }
     }
     Ok(planner.finish())
+}
+
+impl Planner {
+    /// Counts a datagram from a socket that could not be read (see [`read_datagram`]).
+    pub fn count_unreadable_sflow(&mut self) {
+        self.stats
+            .sflow
+            .get_or_insert_with(SflowStats::default)
+            .unreadable += 1;
+    }
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ mod render_tests;
 
 /// What `lagctl plan` was asked to do.
 #[derive(Debug, Clone, clap::Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "flows", "sflow"])))]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "flows", "sflow", "sflow_listen"])))]
 pub struct PlanArgs {
     /// A pcap or pcapng capture to plan from (`-` reads stdin).
     #[arg(long, value_name = "FILE")]
@@ -47,6 +47,13 @@ pub struct PlanArgs {
     /// samples' raw packet headers, scaled by their sampling rates.
     #[arg(long, value_name = "FILE")]
     pub sflow: Option<PathBuf>,
+    /// Receive sFlow v5 datagrams on this UDP address (e.g. `0.0.0.0:6343`) for
+    /// `--listen-seconds`, then plan from them.
+    #[arg(long, value_name = "ADDR:PORT", requires = "listen_seconds")]
+    pub sflow_listen: Option<String>,
+    /// How long `--sflow-listen` receives, in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub listen_seconds: Option<f64>,
     /// Number of bond members, each of 10 Gbit/s (default 2).
     #[arg(long, conflicts_with = "speeds")]
     pub members: Option<usize>,
@@ -216,6 +223,16 @@ fn read_input(args: &PlanArgs, cfg: PlanConfig) -> Result<(Plan, String), CliErr
         let plan = plan_flows(BufReader::new(r), cfg).map_err(|e| plan_error(path, e))?;
         return Ok((plan, display_name(path)));
     }
+    if let Some(addr) = &args.sflow_listen {
+        let secs = args.listen_seconds.unwrap_or(0.0);
+        if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+            return Err(CliError::Usage(format!(
+                "--listen-seconds {secs}: expected more than 0 and at most 86400"
+            )));
+        }
+        let plan = listen_sflow(addr, Duration::from_secs_f64(secs), cfg)?;
+        return Ok((plan, format!("sFlow on {addr}")));
+    }
     if let Some(path) = &args.sflow {
         let (r, _) = open(path)?;
         let plan = lagd_proto::plan::sflow::plan_sflow_capture(BufReader::new(r), cfg)
@@ -235,6 +252,45 @@ fn read_input(args: &PlanArgs, cfg: PlanConfig) -> Result<(Plan, String), CliErr
         })?;
     bar.end();
     Ok((plan, display_name(path)))
+}
+
+/// Receives sFlow datagrams on `addr` for `time`, then plans from them; unreadable datagrams
+/// are counted and skipped.
+fn listen_sflow(addr: &str, time: Duration, cfg: PlanConfig) -> Result<Plan, CliError> {
+    let sock = std::net::UdpSocket::bind(addr)
+        .map_err(|e| CliError::Usage(format!("--sflow-listen {addr}: cannot bind: {e}")))?;
+    let mut planner =
+        lagd_proto::plan::Planner::new(cfg).map_err(|e| CliError::Usage(e.to_string()))?;
+    let deadline = std::time::Instant::now() + time;
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        sock.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .map_err(CliError::Io)?;
+        match sock.recv_from(&mut buf) {
+            Ok((n, _)) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+                planner.note_time(now);
+                if planner.add_sflow_datagram(&buf[..n]).is_err() {
+                    planner.count_unreadable_sflow();
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(CliError::Io(e)),
+        }
+    }
+    Ok(planner.finish())
 }
 
 fn display_name(path: &std::path::Path) -> String {
@@ -482,6 +538,7 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
                 "sampling_rate_min": sf.rate_range.map(|r| r.0),
                 "sampling_rate_max": sf.rate_range.map(|r| r.1),
                 "other_packets": sf.other_packets,
+                "unreadable_datagrams": sf.unreadable,
                 "share_error_95": r4(lagd_proto::plan::sflow::SflowStats::share_error(sf.samples)),
             })),
             "duration_s": inp.time_span.map(|(a, b)| r4((b - a) as f64 / 1e9)),
