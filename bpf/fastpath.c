@@ -174,16 +174,14 @@ INLINE void view_of(struct __sk_buff *skb, struct view *v) {
         v->tci = skb->vlan_tci;
         return;
     }
-    if (v->len >= 16 && (v->proto == ETH_P_8021Q || v->proto == ETH_P_8021AD)) {
-        // A whole tag is lifted even when the EtherType after it is cut.
+    if (v->len >= 18 && (v->proto == ETH_P_8021Q || v->proto == ETH_P_8021AD)) {
+        // Only a whole tag (TCI and the EtherType it encloses) is lifted, as the kernel's
+        // untagging needs 18 bytes; a shorter frame keeps the TPID as its type.
         __u8 tag[4] = {};
-        if (v->len >= 18)
-            bpf_skb_load_bytes(skb, 14, tag, 4);
-        else
-            bpf_skb_load_bytes(skb, 14, tag, 2);
+        bpf_skb_load_bytes(skb, 14, tag, 4);
         v->tagged = 1;
         v->tci = be16(&tag[0]);
-        v->proto = v->len >= 18 ? be16(&tag[2]) : 0;
+        v->proto = be16(&tag[2]);
         v->nhoff = 18;
     }
 }

@@ -173,7 +173,9 @@ def skb_from_frame(frame: bytes) -> Skb:
     """Apply lagd's model: outermost 802.1Q/802.1ad tag -> accelerated tag (metadata)."""
     tci = None
     data = bytes(frame)
-    if len(data) >= 16 and be16(data, 12) in (ETH_P_8021Q, ETH_P_8021AD):
+    # Only a whole tag (TCI and the EtherType it encloses, 18 bytes: the kernel's untagging
+    # needs VLAN_ETH_HLEN) is lifted; a shorter frame keeps its tag in band (type = TPID).
+    if len(data) >= 18 and be16(data, 12) in (ETH_P_8021Q, ETH_P_8021AD):
         tci = be16(data, 14)
         data = data[:12] + data[16:]
     proto = be16(data, 12) if len(data) >= 14 else 0

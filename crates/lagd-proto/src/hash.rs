@@ -8,7 +8,9 @@
 //!
 //! - The **outermost VLAN tag** (802.1Q or 802.1ad) is treated as a hardware-accelerated tag,
 //!   which is what a VLAN interface stacked on a kernel bond produces: it is metadata, not data
-//!   (a whole tag is lifted even when the frame ends before the EtherType after it).
+//!   (only a whole tag: a frame that ends inside its TCI or before the EtherType after it keeps
+//!   the tag in band, as the kernel's untagging needs 18 bytes, and hashes its 14-byte header
+//!   with the TPID as the type).
 //!   `layer2`, `layer2+3` and `layer3+4` ignore it; `vlan+srcmac` uses its full TCI (priority
 //!   bits included); the encap policies start at the inner EtherType. A second, in-band tag
 //!   (QinQ) makes `skb->protocol` a TPID, so the bond's own parser falls back to the layer2
@@ -387,15 +389,17 @@ struct KernelView<'a> {
 impl<'a> KernelView<'a> {
     #[inline(always)]
     fn new(b: &'a [u8]) -> Self {
-        if b.len() >= 16 {
+        // Only a whole tag (TCI and the EtherType it encloses: an 18-byte header) is lifted,
+        // as the kernel's untagging needs `VLAN_ETH_HLEN` bytes; a frame that ends inside or
+        // right after its tag keeps it in band, and hashes its 14-byte header with the TPID as
+        // the type.
+        if b.len() >= 18 {
             let t = be16(b, 12);
             if t == ETH_P_8021Q || t == ETH_P_8021AD {
-                // A whole tag is lifted even when the EtherType after it is cut: what remains
-                // is then shorter than an Ethernet header.
                 return Self {
                     b,
                     tci: Some(be16(b, 14)),
-                    proto: if b.len() >= 18 { be16(b, 16) } else { 0 },
+                    proto: be16(b, 16),
                     nhoff: 18,
                 };
             }

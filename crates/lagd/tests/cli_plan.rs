@@ -161,7 +161,8 @@ fn mixed_frames() -> Vec<Vec<u8>> {
 fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
     for (i, f) in frames.iter().enumerate() {
-        w.write_packet(1_700_000_000_000_000_000 + i as u64 * 1000, f)
+        // 10 ms apart: 100 frames span the second the planner wants before it judges.
+        w.write_packet(1_700_000_000_000_000_000 + i as u64 * 10_000_000, f)
             .unwrap();
     }
     std::fs::write(path, w.into_inner()).unwrap();
@@ -1225,4 +1226,104 @@ fn stripe_policy_and_what_explain_accepts() {
         "{out}"
     );
     assert!(out.contains("layer3+4+buckets: bucket "), "{out}");
+}
+
+#[test]
+fn unsupported_link_types_are_named_and_fail_unless_skipped() {
+    let dir = TempDir::new("linktype");
+    // A capture of IPNET (226) frames only: exit 2, the link type named.
+    let ipnet = dir.path("ipnet.pcap");
+    let mut w = PcapWriter::new(Vec::new(), 226).unwrap();
+    for i in 0..5u64 {
+        w.write_packet(1_700_000_000_000_000_000 + i, &[1, 2, 0, 0x1c, 0x45, 0])
+            .unwrap();
+    }
+    std::fs::write(&ipnet, w.into_inner()).unwrap();
+    let out = lagctl(&["plan", "--pcap", ipnet.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("link type 226 (IPNET) is not readable as Ethernet (5 of 5 frames)"),
+        "{err}"
+    );
+    assert!(err.contains("--skip-unsupported"), "{err}");
+    assert!(out.stdout.is_empty());
+    // Ethernet and PPP interfaces in one pcapng: skipped on request, named at the top.
+    let mixed = dir.path("mixed.pcapng");
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    let e = w
+        .add_interface(LINKTYPE_ETHERNET, 0, Some("eth0"), TsResolution::MICROS)
+        .unwrap();
+    let ppp = w
+        .add_interface(9, 0, Some("ppp0"), TsResolution::MICROS)
+        .unwrap();
+    let frames = mixed_frames();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(e, 1_700_000_000_000_000_000 + i as u64 * 10_000_000, f)
+            .unwrap();
+    }
+    w.write_packet(ppp, 1_700_000_000_000_000_000, &[0xff, 0x03, 0, 0x21, 0x45])
+        .unwrap();
+    std::fs::write(&mixed, w.into_inner()).unwrap();
+    let p = mixed.to_str().unwrap();
+    assert_eq!(lagctl(&["plan", "--pcap", p]).status.code(), Some(2));
+    let table = ok_stdout(&lagctl(&["plan", "--pcap", p, "--skip-unsupported"]));
+    let second = table.lines().nth(1).unwrap();
+    assert_eq!(
+        second,
+        "Link type 9 (PPP) is not readable as Ethernet: 1 frames skipped."
+    );
+    let v = plan_json(p, &["--skip-unsupported"]);
+    assert_eq!(v["input"]["packets"].as_u64(), Some(frames.len() as u64));
+    assert_eq!(v["input"]["skipped_linktype"]["name"], "PPP");
+}
+
+#[test]
+fn a_handful_of_frames_is_too_small_to_judge() {
+    // Two ARP frames: no recommendation, and why.
+    let dir = TempDir::new("thin");
+    let path = dir.path("arp.pcap");
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    arp.resize(64, 0);
+    write_pcap(&path, &[arp.clone(), arp]);
+    let p = path.to_str().unwrap();
+    let table = ok_stdout(&lagctl(&["plan", "--pcap", p]));
+    assert!(
+        table.contains(
+            "Too small to judge: only 2 data packets (at least 100 are needed); only 1 flows"
+        ),
+        "{table}"
+    );
+    assert!(table.contains("Recommendation: none: the input is too small to judge"));
+    assert!(table.contains("Best on this sample alone: "), "{table}");
+    assert!(!table.contains("To apply it"), "{table}");
+    let v = plan_json(p, &[]);
+    assert!(v["recommendation"].is_null());
+    assert_eq!(v["sample"]["judgeable"], false);
+    assert_eq!(v["sample"]["too_small"].as_array().unwrap().len(), 3);
+    // A policy that is a mode is recommended as that mode, with the settings to apply it.
+    let big = dir.path("big.pcap");
+    write_pcap(&big, &mixed_frames());
+    let v = plan_json(big.to_str().unwrap(), &["--policy", "ovs-tcp"]);
+    assert_eq!(v["recommendation"]["apply"], "mode=balance-tcp");
+    let reason = v["recommendation"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("mode=balance-tcp (the ovs-tcp hash)")
+            && !reason.replace("(the ovs-tcp hash)", "").contains("ovs-tcp"),
+        "{reason}"
+    );
+    let settings = v["recommendation"]["settings"].as_array().unwrap();
+    let lagd = settings.iter().find(|s| s["target"] == "lagd").unwrap();
+    assert!(
+        lagd["value"]
+            .as_str()
+            .unwrap()
+            .contains("--opts \"mode=balance-tcp miimon=100\"")
+    );
+    let kernel = settings
+        .iter()
+        .find(|s| s["target"] == "BONDING_OPTS")
+        .unwrap();
+    assert!(kernel["value"].is_null());
 }

@@ -553,10 +553,22 @@ impl BondOptions {
                     .ok_or_else(|| {
                         let names: Vec<&str> =
                             HashPolicy::KERNEL.iter().map(|p| p.name()).collect();
-                        format!(
-                            "invalid value '{value}': expected one of {}",
-                            names.join(", ")
-                        )
+                        // The OVS hashes are modes, not hash policies: point there.
+                        let mode = match value.parse::<HashPolicy>() {
+                            Ok(HashPolicy::OvsTcp) => Some("balance-tcp"),
+                            Ok(HashPolicy::OvsSlb) => Some("balance-slb"),
+                            _ => None,
+                        };
+                        match mode {
+                            Some(m) => format!(
+                                "invalid value '{value}': {value} is the hash of mode={m}, not an xmit_hash_policy; set mode={m} instead (xmit_hash_policy takes {})",
+                                names.join(", ")
+                            ),
+                            None => format!(
+                                "invalid value '{value}': expected one of {}",
+                                names.join(", ")
+                            ),
+                        }
                     })?
             }
             "packets_per_slave" => {
@@ -883,6 +895,21 @@ mod test {
         assert_eq!(o.miimon, 100);
         let (o, _) = BondOptions::parse_opts("xmit_hash_policy=2").unwrap();
         assert_eq!(o.xmit_hash_policy, HashPolicy::Layer23);
+    }
+
+    #[test]
+    fn an_ovs_hash_as_xmit_hash_policy_points_to_its_mode() {
+        for (name, mode) in [("ovs-tcp", "balance-tcp"), ("ovs-slb", "balance-slb")] {
+            let mut o = BondOptions::default();
+            let before = o.clone();
+            let e = o.set("xmit_hash_policy", name).unwrap_err();
+            assert_eq!(e.key, "xmit_hash_policy");
+            let text = e.to_string();
+            assert!(text.contains(&format!("set mode={mode} instead")), "{text}");
+            assert_eq!(o, before);
+            // The mode itself is accepted.
+            assert!(o.set("mode", mode).is_ok());
+        }
     }
 
     #[test]

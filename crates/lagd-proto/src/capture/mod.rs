@@ -44,5 +44,5 @@ pub use pcapng::PcapNgWriter;
 pub use reader::{CaptureReader, InterfaceInfo, Packet};
 pub use types::{
     CaptureFormat, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW,
-    MAX_INTERFACES, MAX_RECORD_LEN, MAX_SNAPLEN, TsResolution,
+    MAX_INTERFACES, MAX_RECORD_LEN, MAX_SNAPLEN, TsResolution, linktype_name,
 };

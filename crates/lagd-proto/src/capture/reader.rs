@@ -190,6 +190,12 @@ impl<R: io::Read> CaptureReader<R> {
 
     /// The next packet, `Ok(None)` at a clean end of input.
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        Ok(self.next_packet_counted()?.map(|(p, _)| p))
+    }
+
+    /// [`CaptureReader::next_packet`], with the number of interfaces described so far (those
+    /// of [`CaptureReader::interfaces`], the packet's included).
+    pub fn next_packet_counted(&mut self) -> Result<Option<(Packet<'_>, usize)>, CaptureError> {
         if self.done {
             return Ok(None);
         }
@@ -198,13 +204,16 @@ impl<R: io::Read> CaptureReader<R> {
             CaptureFormat::PcapNg => self.next_pcapng_packet(),
         };
         match res {
-            Ok(Some(rec)) => Ok(Some(Packet {
-                ts_nanos: rec.ts_nanos,
-                interface: rec.interface,
-                linktype: rec.linktype,
-                orig_len: rec.orig_len,
-                data: &self.buf[rec.data],
-            })),
+            Ok(Some(rec)) => Ok(Some((
+                Packet {
+                    ts_nanos: rec.ts_nanos,
+                    interface: rec.interface,
+                    linktype: rec.linktype,
+                    orig_len: rec.orig_len,
+                    data: &self.buf[rec.data],
+                },
+                self.interfaces.len(),
+            ))),
             Ok(None) => {
                 self.done = true;
                 Ok(None)

@@ -10,6 +10,42 @@ pub const LINKTYPE_LINUX_SLL: u32 = 113;
 /// `LINKTYPE_LINUX_SLL2`: Linux "cooked" capture, version 2.
 pub const LINKTYPE_LINUX_SLL2: u32 = 276;
 
+/// The name tcpdump and the pcap registry give a link type (`ETHERNET`, `LINUX_SLL`, `IPNET`...),
+/// or `None` for one this table does not know.
+pub const fn linktype_name(linktype: u32) -> Option<&'static str> {
+    Some(match linktype {
+        0 => "NULL",
+        1 => "ETHERNET",
+        6 => "IEEE802_5",
+        8 => "SLIP",
+        9 => "PPP",
+        10 => "FDDI",
+        50 => "PPP_HDLC",
+        51 => "PPP_ETHER",
+        101 => "RAW",
+        104 => "C_HDLC",
+        105 => "IEEE802_11",
+        107 => "FRELAY",
+        108 => "LOOP",
+        113 => "LINUX_SLL",
+        119 => "PRISM_HEADER",
+        127 => "IEEE802_11_RADIOTAP",
+        143 => "DOCSIS",
+        163 => "IEEE802_11_AVS",
+        192 => "PPI",
+        195 => "IEEE802_15_4_WITHFCS",
+        201 => "BLUETOOTH_HCI_H4_WITH_PHDR",
+        220 => "USB_LINUX_MMAPPED",
+        226 => "IPNET",
+        227 => "CAN_SOCKETCAN",
+        228 => "IPV4",
+        229 => "IPV6",
+        239 => "NFLOG",
+        276 => "LINUX_SLL2",
+        _ => return None,
+    })
+}
+
 /// The largest pcapng block the reader accepts, and the most a classic pcap file's snaplen can
 /// raise its record limit to (256 MiB).
 ///

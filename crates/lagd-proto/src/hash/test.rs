@@ -386,6 +386,47 @@ fn truncation_falls_back_like_the_kernel() {
     }
 }
 
+/// A frame that ends inside its 802.1Q/802.1ad tag, or right after the TCI before the
+/// EtherType it encloses, is not untagged (the kernel needs the whole 18-byte header): it
+/// keeps its tag in band and every kernel policy hashes the 14-byte header with the TPID as
+/// its type; from 18 bytes on, the tag is lifted and the inner EtherType counts.
+#[test]
+fn a_tag_cut_short_stays_in_band() {
+    for tpid in [ETH_P_8021Q, ETH_P_8021AD] {
+        let f = tagged(tcp_frame(), tpid, 0x2005);
+        for len in 14..f.len() {
+            let cut = &f[..len];
+            let eth = if len < 18 {
+                u32::from(tpid) ^ 0x02 ^ 0x01
+            } else {
+                0x0800 ^ 0x02 ^ 0x01
+            };
+            assert_eq!(
+                xmit_hash(HashPolicy::Layer2, cut),
+                eth,
+                "{tpid:04x} len {len}"
+            );
+            if len < 18 {
+                for p in [
+                    HashPolicy::Layer23,
+                    HashPolicy::Layer34,
+                    HashPolicy::Encap23,
+                    HashPolicy::Encap34,
+                ] {
+                    assert_eq!(xmit_hash(p, cut), eth, "{p} {tpid:04x} len {len}");
+                }
+            }
+            // vlan+srcmac sees the TCI only once the tag is lifted.
+            let tci = if len < 18 { 0 } else { 0x2005 };
+            assert_eq!(
+                xmit_hash(HashPolicy::VlanSrcMac, cut),
+                tci ^ 0x0002_0000 ^ 0x0000_0001,
+                "{tpid:04x} len {len}"
+            );
+        }
+    }
+}
+
 /// The 2017 ">> 1" exists because Linux prefers even ephemeral ports: flows differing only in
 /// the lowest bit must still spread under layer3+4 but not be split by it.
 #[test]

@@ -14,8 +14,9 @@ use super::load::Load;
 use super::planner::{Entry, Planner};
 use super::policy::PlanPolicy;
 use super::report::{
-    Collision, Distribution, ELEPHANT_FRACTION_OF_FAIR_SHARE, Failure, FlowSummary, MemberLoad,
-    Plan, PolicyPlan, Rebalancing, Recommendation, Reorder, ReturnPath, SweepPoint, TunnelSummary,
+    Collision, Confidence, Distribution, ELEPHANT_FRACTION_OF_FAIR_SHARE, Failure, FlowSummary,
+    MIN_DURATION_S, MIN_FLOWS_PER_MEMBER, MIN_PACKETS, MemberLoad, Plan, PolicyPlan, Rebalancing,
+    Recommendation, Reorder, ReturnPath, SampleVerdict, SweepPoint, TunnelSummary,
 };
 use super::stripe::StripeAcc;
 use super::switch::SwitchHash;
@@ -103,6 +104,45 @@ fn unranked(
         sweep,
         failures,
         rebalancing: None,
+        cannot_judge: None,
+    }
+}
+
+/// Why the input cannot judge `policy` (see [`PolicyPlan::cannot_judge`]): more than half of
+/// it lacks the destination MAC (or the source MAC) that the policy hashes.
+fn cannot_judge(policy: PlanPolicy, st: &super::load::InputStats) -> Option<String> {
+    let (units, no_dst, no_src, what) = if st.rows > 0 {
+        (
+            st.rows,
+            st.rows_without_macs,
+            st.rows_without_macs,
+            "the flow list has no MAC addresses",
+        )
+    } else {
+        (
+            st.packets,
+            st.rebuilt_ethernet,
+            st.rebuilt_without_src_mac,
+            "the capture holds no Ethernet header (Linux cooked or raw IP): no destination MAC",
+        )
+    };
+    let h = policy.hash()?;
+    let dst = matches!(
+        h,
+        HashPolicy::Layer2 | HashPolicy::Layer23 | HashPolicy::Encap23
+    );
+    let src = dst || matches!(h, HashPolicy::VlanSrcMac | HashPolicy::OvsSlb);
+    if units == 0 {
+        return None;
+    }
+    if dst && no_dst * 2 > units {
+        Some(format!("cannot be judged from this input: {what}"))
+    } else if src && no_src * 2 > units {
+        Some(format!(
+            "cannot be judged from this input: {what}, and no source MAC"
+        ))
+    } else {
+        None
     }
 }
 
@@ -225,14 +265,19 @@ fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Plan 
         policies.push(plan);
     }
 
-    // Rank: bound (to 0.5% of the bond's speed), then no reordering risk, then evenness, then
-    // the simpler policy.
+    for p in &mut policies {
+        p.cannot_judge = cannot_judge(p.policy, &pl.stats);
+    }
+    // Rank: what the input can judge first, then bound (to 0.5% of the bond's speed), then no
+    // reordering risk, then evenness, then the simpler policy.
     let bond_speed: f64 = speeds.iter().sum();
     let bucket =
         |p: &PolicyPlan| (p.dist.throughput_bound_gbps / bond_speed * 200.0).round() as i64;
     policies.sort_by(|a, b| {
-        bucket(b)
-            .cmp(&bucket(a))
+        a.cannot_judge
+            .is_some()
+            .cmp(&b.cannot_judge.is_some())
+            .then(bucket(b).cmp(&bucket(a)))
             .then(a.has_reorder_risk().cmp(&b.has_reorder_risk()))
             .then(hundredths(a.dist.imbalance).cmp(&hundredths(b.dist.imbalance)))
             .then(preference(a.policy).cmp(&preference(b.policy)))
@@ -277,6 +322,10 @@ fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Plan 
         .collect();
     tunnels.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.tunnel.cmp(&b.tunnel)));
 
+    let mut recommendation = recommendation;
+    if let Some(r) = &mut recommendation {
+        r.settings = super::apply::settings(r.policy, n, &return_path);
+    }
     let mut plan = Plan {
         input: pl.stats,
         flows: table.len() as u64,
@@ -289,9 +338,179 @@ fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Plan 
         switch_hash: cfg.switch_hash,
         return_path,
         tunnels,
+        sample: SampleVerdict::default(),
     };
     plan.findings = findings::find(&plan, pl, table);
+    // A finding about policies the input cannot judge says nothing: drop those policies from
+    // it, and the finding when none is left.
+    let unjudged: Vec<PlanPolicy> = plan
+        .policies
+        .iter()
+        .filter(|p| p.cannot_judge.is_some())
+        .map(|p| p.policy)
+        .collect();
+    plan.findings.retain_mut(|f| {
+        // `no-macs` says why they cannot be judged: it stays.
+        if f.policies.is_empty() || f.kind == "no-macs" {
+            return true;
+        }
+        f.policies.retain(|p| !unjudged.contains(p));
+        !f.policies.is_empty()
+    });
+    plan.sample = verdict(pl, table, &plan);
+    if !plan.sample.too_small.is_empty() {
+        plan.recommendation = None;
+    }
     plan
+}
+
+/// Whether the input is big enough to judge ([`SampleVerdict::too_small`]), and the
+/// recommendation's confidence from split halves of the flows.
+fn verdict(
+    pl: &Planner,
+    table: &HashMap<FlowKey, Entry, BuildKeyHasher>,
+    plan: &Plan,
+) -> SampleVerdict {
+    let n = plan.members();
+    let st = &pl.stats;
+    if st.packets == 0 {
+        // Nothing to judge at all: the report says there is no data traffic.
+        return SampleVerdict::default();
+    }
+    let mut too_small = Vec::new();
+    match st.sflow {
+        // Sampled input: the samples are what was seen.
+        Some(sf) if sf.samples < MIN_PACKETS => too_small.push(format!(
+            "only {} sFlow samples (at least {MIN_PACKETS} are needed)",
+            sf.samples
+        )),
+        Some(_) => {}
+        None if st.packets < MIN_PACKETS => too_small.push(format!(
+            "only {} data packets (at least {MIN_PACKETS} are needed)",
+            st.packets
+        )),
+        None => {}
+    }
+    let min_flows = (MIN_FLOWS_PER_MEMBER * n as u64).max(4);
+    // Tunnelled flows count by their inner flows (the encap policies see those).
+    let inner: u64 = plan.tunnels.iter().map(|t| t.inner_flows).sum();
+    let flows = plan.flows.max(inner) + u64::from(st.untracked.packets > 0);
+    if flows < min_flows {
+        too_small.push(format!(
+            "only {flows} flows: with {n} members at least {min_flows} are needed, or the spread is chance"
+        ));
+    }
+    if st.rows == 0 {
+        if let Some((a, b)) = st.time_span {
+            let secs = (b - a) as f64 / 1e9;
+            if secs < MIN_DURATION_S {
+                too_small.push(format!(
+                    "it spans only {secs:.3} s (at least {MIN_DURATION_S:.0} s are needed)"
+                ));
+            }
+        }
+    }
+    let best_in_sample = plan.recommendation.as_ref().map(|r| r.policy);
+    let confidence = match best_in_sample {
+        Some(PlanPolicy::Hash(h)) if n >= 2 && too_small.is_empty() => confidence(pl, table, h),
+        _ => None,
+    };
+    SampleVerdict {
+        too_small,
+        best_in_sample,
+        confidence,
+    }
+}
+
+/// Redoes the hash policies' ranking (by throughput bound, to 0.5% of the bond's speed) on
+/// half of the tracked flows, for 4 splits of the flows into two halves, and counts the halves
+/// in which `best` is still among the best.
+fn confidence(
+    pl: &Planner,
+    table: &HashMap<FlowKey, Entry, BuildKeyHasher>,
+    best: HashPolicy,
+) -> Option<Confidence> {
+    use core::hash::BuildHasher as _;
+    const SPLITS: usize = 4;
+    let cfg = &pl.config;
+    let n = cfg.members();
+    let slots = pl.hash_policies.len();
+    let best_slot = pl.hash_policies.iter().position(|(h, _)| *h == best)?;
+    // The slots of the hash policies evaluated as such (not only for a bucket policy).
+    let ranked: Vec<usize> = (0..slots)
+        .filter(|&s| {
+            cfg.policies
+                .contains(&PlanPolicy::Hash(pl.hash_policies[s].0))
+        })
+        .collect();
+    let m = crate::hash::MemberMod::new(n)?;
+    // bytes[split][half][slot][member]
+    let mut bytes = vec![vec![vec![vec![0u64; n]; slots]; 2]; SPLITS];
+    let hasher = BuildKeyHasher::default();
+    for (key, e) in table {
+        let mut x = hasher.hash_one(key);
+        // Mix the bits (splitmix64's finaliser) so each split is independent.
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^= x >> 31;
+        for (split, halves) in bytes.iter_mut().enumerate() {
+            let half = ((x >> split) & 1) as usize;
+            for (slot, per_member) in halves[half].iter_mut().enumerate() {
+                per_member[m.index(e.hashes[slot])] += e.total.bytes;
+            }
+        }
+    }
+    let bond: f64 = cfg.speeds_gbps.iter().sum();
+    let bound = |per_member: &[u64]| -> f64 {
+        let total: u64 = per_member.iter().sum();
+        let worst = per_member
+            .iter()
+            .enumerate()
+            .map(|(i, b)| *b as f64 / speed_for(&cfg.speeds_gbps, i))
+            .fold(0.0, f64::max);
+        if worst == 0.0 {
+            1.0
+        } else {
+            total as f64 / worst / bond
+        }
+    };
+    let (mut agreeing, mut halves) = (0, 0);
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for split in &bytes {
+        for half in split {
+            if half[best_slot].iter().all(|&b| b == 0) {
+                continue;
+            }
+            halves += 1;
+            let mine = bound(&half[best_slot]);
+            lo = lo.min(mine);
+            hi = hi.max(mine);
+            let top = ranked
+                .iter()
+                .map(|&slot| (bound(&half[slot]) * 200.0).round() as i64)
+                .max()
+                .unwrap_or(0);
+            if (mine * 200.0).round() as i64 >= top {
+                agreeing += 1;
+            }
+        }
+    }
+    if halves == 0 {
+        return None;
+    }
+    let level = if agreeing == halves {
+        "high"
+    } else if agreeing * 4 >= halves * 3 {
+        "medium"
+    } else {
+        "low"
+    };
+    Some(Confidence {
+        level,
+        agreeing,
+        halves,
+        bound_range: (lo, hi),
+    })
 }
 
 fn hash_plan(
@@ -692,15 +911,28 @@ fn recommend(
     }
     // The best policy without reordering that works against any peer; `stripe` (lagd at both
     // ends) only when nothing else without reordering was evaluated.
-    let best = policies
+    let judged: Vec<&PolicyPlan> = policies
+        .iter()
+        .filter(|p| p.cannot_judge.is_none())
+        .collect();
+    let best = judged
         .iter()
         .find(|p| p.reorder.is_none() && p.policy.needs().is_none())
-        .or_else(|| policies.iter().find(|p| p.reorder.is_none()))
-        .or_else(|| policies.first())?;
+        .or_else(|| judged.iter().find(|p| p.reorder.is_none()))
+        .or_else(|| judged.first())
+        .copied()?;
     let d = &best.dist;
     let busiest = d.members[d.busiest()].bytes as f64 / total as f64 * 100.0;
     let speed = d.speed_gbps();
-    let name = best.policy.name();
+    // A hash that belongs to a mode (ovs-tcp, ovs-slb) is named as that mode.
+    let name = match best.policy {
+        PlanPolicy::Hash(HashPolicy::OvsTcp | HashPolicy::OvsSlb) => format!(
+            "{} (the {} hash)",
+            super::apply::applied_name(best.policy),
+            best.policy.name()
+        ),
+        p => p.name().to_owned(),
+    };
     let top = elephants
         .first()
         .map_or(0.0, |e| e.bytes as f64 / total as f64);
@@ -768,5 +1000,6 @@ fn recommend(
         policy: best.policy,
         reason,
         note,
+        settings: Vec::new(),
     })
 }

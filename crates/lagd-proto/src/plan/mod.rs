@@ -46,8 +46,20 @@
 //!   traffic) and sends the rest on its active member, which the planner does not model.
 //! - Bytes are whole frames as on the wire (a capture's original length, not the captured
 //!   part). Frames of other link types are given an Ethernet header first: raw IP gets zero
-//!   MACs, Linux cooked captures get their source MAC and a zero destination; the report says
-//!   how many frames that concerned, as MAC-based results mean little for them.
+//!   MACs, Linux cooked captures get their source MAC and a zero destination; when most of the
+//!   input lacks a MAC a policy hashes, that policy is marked as one the input cannot judge
+//!   ([`report::PolicyPlan::cannot_judge`]), ranked last and never recommended. A Linux cooked
+//!   capture (`tcpdump -i any`) holds a bond's frames twice, on the bond and on a member: the
+//!   second copy of a frame (equal bytes within 20 ms; for SLL2 on another interface) is
+//!   dropped and counted ([`InputStats::duplicates`]); so is a frame a pcapng capture of
+//!   several Ethernet interfaces (the bond and a member) holds on two of them.
+//! - Link control frames (LACP, Marker, pause, LLDP, STP, other frames to
+//!   `01:80:c2:00:00:0x`: [`control`]) are not bond traffic: counted apart by kind, never
+//!   hashed or ranked.
+//! - The report judges its own input ([`report::SampleVerdict`]): too few packets, flows or
+//!   seconds and it recommends nothing and says why; otherwise the recommendation of a hash
+//!   policy carries a confidence from the ranking redone on halves of the flows, and ends with
+//!   the settings that apply it ([`apply`]).
 //!
 //! # Cost and memory
 //! Each frame is parsed once into a [`flow::FlowKey`]. A frame that is **simple** (see
@@ -73,8 +85,10 @@
 //! [`DEFAULT_MAX_FLOWS`] = 917,504 = 7/8 of 2^20, the most a table of 2^20 slots holds (a cap
 //! of 1,000,000 doubled the table for the last 8 % of flows: 494 MB).
 
+pub mod apply;
 pub mod buckets;
 mod config;
+pub mod control;
 pub mod csv;
 mod error;
 pub mod findings;
@@ -88,6 +102,7 @@ pub mod report;
 mod rr;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
+pub mod sflow;
 pub mod stripe;
 pub mod switch;
 

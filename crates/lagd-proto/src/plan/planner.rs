@@ -7,6 +7,7 @@ use std::io;
 
 use super::buckets::{self, BucketAcc};
 use super::config::{MAX_FAILURE_MEMBERS, PlanConfig};
+use super::control;
 use super::csv;
 use super::error::PlanError;
 use super::flow::{BuildKeyHasher, FlowKey, FlowRecord, Tunnel, extract};
@@ -85,6 +86,13 @@ pub struct Planner {
     position: u64,
     /// Consecutive simple frames of one tracked flow, not yet in its entry.
     run: Run,
+    /// Recent Linux cooked frames (or frames of a capture of several interfaces), to count a
+    /// frame seen on the bond and a member once.
+    cooked: CookedRecent,
+    /// The capture interface of the first Ethernet packet.
+    first_interface: Option<u32>,
+    /// Ethernet packets came from more than one capture interface.
+    multi_interface: bool,
     scratch: Vec<u8>,
 }
 
@@ -93,6 +101,56 @@ pub struct Planner {
 pub(super) struct Clock {
     base: Option<u64>,
     pub(super) now: Instant,
+}
+
+/// How many recent Linux cooked frames [`CookedRecent`] remembers.
+const COOKED_RECENT: usize = 64;
+/// Two identical cooked frames this close in time (ns) are one frame seen twice.
+const COOKED_WINDOW_NS: u64 = 20_000_000;
+
+/// The last [`COOKED_RECENT`] frames of a Linux cooked capture (`tcpdump -i any`), which sees
+/// every frame a bond sends or receives twice: on the bond and on the member that carries it
+/// (in either order). A frame whose bytes and length equal a recent one's, within
+/// [`COOKED_WINDOW_NS`], and (SLL2, which records the interface) captured on another
+/// interface, is that frame's second copy. Real repeats of a frame are rare that close
+/// (TCP sequence numbers, IP identifiers, ICMP sequence numbers and DNS identifiers differ).
+#[derive(Debug, Clone)]
+struct CookedRecent {
+    /// (content hash, wire length, time, interface index or `u32::MAX`).
+    ring: [(u64, u32, u64, u32); COOKED_RECENT],
+    next: usize,
+}
+
+impl Default for CookedRecent {
+    fn default() -> Self {
+        Self {
+            ring: [(0, 0, 0, 0); COOKED_RECENT],
+            next: 0,
+        }
+    }
+}
+
+impl CookedRecent {
+    /// Whether the frame is the second copy of a recent one (which is then forgotten, so a
+    /// third copy counts again); remembers it otherwise.
+    fn is_second_copy(&mut self, data: &[u8], len: u32, ts: u64, ifindex: Option<u32>) -> bool {
+        use core::hash::BuildHasher as _;
+        let h = BuildKeyHasher::default().hash_one(data) | 1;
+        let ifx = ifindex.unwrap_or(u32::MAX);
+        for e in &mut self.ring {
+            if e.0 == h
+                && e.1 == len
+                && ts.abs_diff(e.2) <= COOKED_WINDOW_NS
+                && (ifindex.is_none() || e.3 != ifx)
+            {
+                *e = (0, 0, 0, 0);
+                return true;
+            }
+        }
+        self.ring[self.next] = (h, len, ts, ifx);
+        self.next = (self.next + 1) % COOKED_RECENT;
+        false
+    }
 }
 
 /// Frames of one flow that arrived back to back: added to the flow's entry in one go, so a
@@ -199,6 +257,9 @@ impl Planner {
             stats: InputStats::default(),
             position: 0,
             run: Run::default(),
+            cooked: CookedRecent::default(),
+            first_interface: None,
+            multi_interface: false,
             scratch: Vec::with_capacity(2048),
             config,
         })
@@ -222,6 +283,29 @@ impl Planner {
         let base = *self.clock.base.get_or_insert(ts_nanos);
         let now = Instant::from_micros(ts_nanos.saturating_sub(base) / 1000);
         self.clock.now = self.clock.now.max(now);
+    }
+
+    /// Tells the planner the capture has `count` interfaces (pcapng): with more than one, an
+    /// Ethernet frame seen on two of them (the bond and a member) within 20 ms is counted once.
+    /// [`plan_capture`] calls it with each packet; [`Planner::add_packet`] alone notices a
+    /// second interface from its first packet on.
+    pub fn expect_interfaces(&mut self, count: usize) {
+        if count > 1 {
+            self.multi_interface = true;
+        }
+    }
+
+    /// Sets the time ([`Planner::set_time`]) and widens the input's time span
+    /// ([`InputStats::time_span`]) to it: for input that arrives without a capture's packets
+    /// (sFlow datagrams from a socket).
+    pub fn note_time(&mut self, ts_nanos: u64) {
+        self.set_time(ts_nanos);
+        if let Some((a, b)) = &mut self.stats.time_span {
+            *a = (*a).min(ts_nanos);
+            *b = (*b).max(ts_nanos);
+        } else if ts_nanos != 0 {
+            self.stats.time_span = Some((ts_nanos, ts_nanos));
+        }
     }
 
     /// Sends a frame through the bucket policies' tables.
@@ -277,10 +361,16 @@ impl Planner {
     }
 
     /// Adds one Ethernet frame (starting at the destination MAC, no FCS) that was `wire_len`
-    /// bytes long on the wire (`frame.len()` if not cut short).
+    /// bytes long on the wire (`frame.len()` if not cut short). A link control frame (see
+    /// [`control`]) is counted in [`InputStats::control`] and nothing else.
     #[inline]
     pub fn add_frame(&mut self, frame: &[u8], wire_len: u32) {
         let bytes = u64::from(wire_len.max(frame.len() as u32));
+        // Link control frames are not bond traffic: counted apart, never hashed.
+        if let Some(kind) = control::classify(frame) {
+            self.stats.control.add(kind, bytes);
+            return;
+        }
         self.stats.packets += 1;
         self.stats.bytes += bytes;
         let ex = extract(frame);
@@ -425,14 +515,23 @@ impl Planner {
     /// Adds one captured packet, giving frames of other link types an Ethernet header (raw IP,
     /// Linux cooked v1/v2); packets of other link types are counted as skipped.
     pub fn add_packet(&mut self, p: &Packet<'_>) {
-        self.set_time(p.ts_nanos);
-        if let Some((a, b)) = &mut self.stats.time_span {
-            *a = (*a).min(p.ts_nanos);
-            *b = (*b).max(p.ts_nanos);
-        } else if p.ts_nanos != 0 {
-            self.stats.time_span = Some((p.ts_nanos, p.ts_nanos));
-        }
+        self.note_time(p.ts_nanos);
         if p.linktype == LINKTYPE_ETHERNET {
+            // A capture of several interfaces (pcapng: the bond and a member) may hold a frame
+            // twice; checked from the second interface seen on.
+            match self.first_interface {
+                None => self.first_interface = Some(p.interface),
+                Some(i) if i != p.interface => self.multi_interface = true,
+                Some(_) => {}
+            }
+            if self.multi_interface
+                && self
+                    .cooked
+                    .is_second_copy(p.data, p.orig_len, p.ts_nanos, Some(p.interface))
+            {
+                self.stats.duplicates += 1;
+                return;
+            }
             self.add_frame(p.data, p.orig_len);
             return;
         }
@@ -462,9 +561,25 @@ impl Planner {
         };
         let Some((drop, src, ethertype)) = conv else {
             self.stats.skipped += 1;
+            self.stats.skipped_linktype.get_or_insert(p.linktype);
             return;
         };
+        if matches!(p.linktype, LINKTYPE_LINUX_SLL | LINKTYPE_LINUX_SLL2) {
+            // SLL2 names the interface (its index); SLL does not.
+            let ifindex = (p.linktype == LINKTYPE_LINUX_SLL2)
+                .then(|| u32::from_be_bytes([d[4], d[5], d[6], d[7]]));
+            if self
+                .cooked
+                .is_second_copy(&d[drop..], p.orig_len, p.ts_nanos, ifindex)
+            {
+                self.stats.duplicates += 1;
+                return;
+            }
+        }
         self.stats.rebuilt_ethernet += 1;
+        if src == [0; 6] {
+            self.stats.rebuilt_without_src_mac += 1;
+        }
         let mut buf = core::mem::take(&mut self.scratch);
         buf.clear();
         buf.extend_from_slice(&[0; 6]);
@@ -562,7 +677,9 @@ pub fn plan_capture<R: io::Read>(
     let mut planner = Planner::new(config)?;
     let mut cap = CaptureReader::new(reader).map_err(PlanError::Capture)?;
     let mut n = 0u64;
-    while let Some(p) = cap.next_packet().map_err(PlanError::Capture)? {
+    while let Some((p, interfaces)) = cap.next_packet_counted().map_err(PlanError::Capture)? {
+        // pcapng interfaces are described before their packets.
+        planner.expect_interfaces(interfaces);
         planner.add_packet(&p);
         n += 1;
         if n & 0xffff == 0 {

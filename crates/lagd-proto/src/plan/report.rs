@@ -197,6 +197,11 @@ pub struct PolicyPlan {
     pub failures: Vec<Failure>,
     /// Bucket policies: what the table did (`None` for the others).
     pub rebalancing: Option<Rebalancing>,
+    /// Why the input cannot judge this policy (it hashes fields most of the input lacks: MACs
+    /// in a Linux cooked or raw IP capture, or a flow list without MACs). Such a policy is
+    /// ranked after every other and never recommended; its figures are shown as computed
+    /// with the missing fields zero.
+    pub cannot_judge: Option<String>,
 }
 
 impl PolicyPlan {
@@ -252,7 +257,48 @@ pub struct Recommendation {
     pub reason: String,
     /// A caveat worth knowing (e.g. what round-robin would give, at what cost).
     pub note: Option<String>,
+    /// The exact settings that apply it (see [`super::apply::settings`]), the switch's for the
+    /// return path last.
+    pub settings: Vec<super::apply::Setting>,
 }
+
+/// How sure the recommendation is: how often the recommended hash policy is still among the
+/// best when the ranking is redone on half of the flows (each flow in one half or the other by
+/// a hash of its key, for several such splits).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confidence {
+    /// `high` (best in every half), `medium` (in at least three quarters), or `low`.
+    pub level: &'static str,
+    /// Halves in which the recommended policy is among the best hash policies.
+    pub agreeing: usize,
+    /// Halves tried.
+    pub halves: usize,
+    /// The lowest and highest bound of the recommended policy over the halves, as a share of
+    /// the bond's speed.
+    pub bound_range: (f64, f64),
+}
+
+/// Whether the input is big enough to judge, and how sure the recommendation is.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SampleVerdict {
+    /// Why the input is too small to judge, one plain sentence each (empty: big enough). When
+    /// not empty, [`Plan::recommendation`] is `None` and `best_in_sample` names the policy
+    /// that did best.
+    pub too_small: Vec<String>,
+    /// The policy that would be recommended, were the input big enough.
+    pub best_in_sample: Option<PlanPolicy>,
+    /// The recommendation's confidence (`None` when there is no recommendation, or it is not
+    /// a plain hash policy, or the bond has one member).
+    pub confidence: Option<Confidence>,
+}
+
+/// Fewer data packets than this: too small to judge.
+pub const MIN_PACKETS: u64 = 100;
+/// A capture shorter than this (seconds, from its timestamps): too short to judge.
+pub const MIN_DURATION_S: f64 = 1.0;
+/// Fewer tracked flows than this many per member (and at least 4): too few to judge how a
+/// hash spreads them.
+pub const MIN_FLOWS_PER_MEMBER: u64 = 2;
 
 /// A pathology and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,7 +329,8 @@ pub struct Plan {
     pub speeds_gbps: Vec<f64>,
     /// Every evaluated policy, best first.
     pub policies: Vec<PolicyPlan>,
-    /// The recommended policy (`None` only with no traffic at all).
+    /// The recommended policy (`None` with no data traffic, or when the input is too small to
+    /// judge: see [`Plan::sample`]).
     pub recommendation: Option<Recommendation>,
     /// Pathologies, each naming the field behind it.
     pub findings: Vec<Finding>,
@@ -295,6 +342,8 @@ pub struct Plan {
     pub return_path: Vec<ReturnPath>,
     /// Tunnelled traffic, by kind.
     pub tunnels: Vec<TunnelSummary>,
+    /// Whether the input is big enough to judge, and how sure the recommendation is.
+    pub sample: SampleVerdict,
 }
 
 impl Plan {

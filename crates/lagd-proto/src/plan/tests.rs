@@ -343,7 +343,9 @@ fn captures_in_both_formats_and_other_link_types_are_read() {
         .add_interface(LINKTYPE_RAW, 0, None, TsResolution::NANOS)
         .unwrap();
     for (i, f) in frames.iter().enumerate() {
-        w.write_packet(if i % 2 == 0 { e0 } else { e1 }, 5_000_000_000, f)
+        // 30 ms apart: equal frames on the two interfaces are not one frame seen twice.
+        let t = 5_000_000_000 + i as u64 * 30_000_000;
+        w.write_packet(if i % 2 == 0 { e0 } else { e1 }, t, f)
             .unwrap();
     }
     let ip = frame_of("udp 10.0.0.1:1 > 10.0.0.2:2");
@@ -547,9 +549,11 @@ fn tunnels_hiding_flows_and_single_elephants_are_flagged() {
         gre.extend_from_slice(&inner[14..]);
         let l = (gre.len() - 14) as u16;
         gre[16..18].copy_from_slice(&l.to_be_bytes());
-        frames.push(gre);
+        // Three packets each: enough packets to judge (and 40 inner flows).
+        frames.extend([gre.clone(), gre.clone(), gre]);
     }
     let plan = plan_of(&frames, PlanConfig::new(2));
+    assert!(plan.sample.too_small.is_empty(), "{:?}", plan.sample);
     assert_eq!(plan.tunnels.len(), 1);
     assert_eq!(plan.tunnels[0].inner_flows, 40);
     assert_eq!(plan.tunnels[0].outer_flows, 1);
@@ -1683,4 +1687,226 @@ fn table_slots_and_the_default_cap_are_as_documented() {
     let mut t: HashMap<FlowKey, Entry, BuildKeyHasher> = HashMap::default();
     t.reserve(DEFAULT_MAX_FLOWS);
     assert!(t.capacity() >= DEFAULT_MAX_FLOWS && t.capacity() < 1 << 20);
+}
+
+fn lacpdu(actor_port: u8) -> Vec<u8> {
+    let mut f = vec![
+        0x01, 0x80, 0xc2, 0, 0, 0x02, 2, 0, 0, 0, 0, actor_port, 0x88, 0x09, 1, 1,
+    ];
+    f.resize(124, 0);
+    f
+}
+
+#[test]
+fn control_frames_are_counted_apart_and_never_ranked() {
+    // LACPDUs alone: no data traffic, no recommendation, no elephant.
+    let only: Vec<Vec<u8>> = (0..50).map(|i| lacpdu(i % 2 + 1)).collect();
+    let plan = plan_of(&only, PlanConfig::new(2));
+    assert_eq!(plan.input.packets, 0);
+    assert_eq!(plan.flows, 0);
+    assert!(plan.elephants.is_empty());
+    assert!(plan.recommendation.is_none());
+    let lacp = plan.input.control.get(control::ControlKind::Lacp);
+    assert_eq!((lacp.packets, lacp.bytes), (50, 50 * 124));
+    // Mixed into data traffic, they change no policy's figures.
+    let data = mixed_frames(7, 3000);
+    let mut with = Vec::new();
+    for (i, f) in data.iter().enumerate() {
+        with.push(f.clone());
+        if i % 10 == 0 {
+            with.push(lacpdu(1));
+            let mut lldp = vec![0x01, 0x80, 0xc2, 0, 0, 0x0e, 2, 0, 0, 0, 0, 3, 0x88, 0xcc];
+            lldp.resize(60, 0);
+            with.push(lldp);
+        }
+    }
+    let a = plan_of(&data, PlanConfig::new(2));
+    let b = plan_of(&with, PlanConfig::new(2));
+    assert_eq!(a.policies, b.policies);
+    assert_eq!(a.elephants, b.elephants);
+    assert_eq!(b.input.control.total().packets, 600);
+    assert_eq!(a.input.packets, b.input.packets);
+}
+
+#[test]
+fn a_thin_sample_is_not_judged() {
+    // Two ARP frames: too few packets and flows; the best policy is named, not recommended.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    arp.resize(64, 0);
+    let plan = plan_of(&[arp.clone(), arp], PlanConfig::new(2));
+    assert!(plan.recommendation.is_none());
+    assert!(plan.sample.best_in_sample.is_some());
+    let why = plan.sample.too_small.join("; ");
+    assert!(why.contains("only 2 data packets"), "{why}");
+    assert!(why.contains("only 1 flows"), "{why}");
+    // A short capture: 1000 packets of 200 flows within 10 ms.
+    let mut p = Planner::new(PlanConfig::new(2)).unwrap();
+    for i in 0..1000u64 {
+        p.set_time(T0 + i * 10_000);
+        let f = frame_of(&format!("udp 10.0.0.1:{} > 10.0.0.2:53", 1000 + i % 200));
+        p.add_packet(&crate::capture::Packet {
+            ts_nanos: T0 + i * 10_000,
+            linktype: LINKTYPE_ETHERNET,
+            orig_len: f.len() as u32,
+            data: &f,
+            interface: 0,
+        });
+    }
+    let plan = p.finish();
+    assert_eq!(plan.sample.too_small.len(), 1, "{:?}", plan.sample);
+    assert!(plan.sample.too_small[0].contains("spans only 0.010 s"));
+    assert!(plan.recommendation.is_none());
+}
+
+#[test]
+fn confidence_from_halves_of_the_flows() {
+    // 400 UDP flows of equal size: layer3+4 spreads any half of them well.
+    let mut rng = Rng(11);
+    let frames: Vec<Vec<u8>> = (0..400)
+        .map(|_| {
+            frame_of(&format!(
+                "udp 10.0.{}.{}:{} > 10.9.0.1:{}",
+                rng.below(256),
+                rng.below(256),
+                1024 + rng.below(60000),
+                1024 + rng.below(60000)
+            ))
+        })
+        .collect();
+    let cfg = PlanConfig {
+        policies: vec![L34, PlanPolicy::Hash(HashPolicy::Layer2)],
+        ..PlanConfig::new(2)
+    };
+    let plan = plan_of(&frames, cfg.clone());
+    let rec = plan.recommendation.as_ref().expect("a recommendation");
+    assert_eq!(rec.policy, L34);
+    let c = plan.sample.confidence.as_ref().expect("a confidence");
+    assert_eq!(c.halves, 8);
+    assert_eq!(c.level, "high");
+    assert!(c.bound_range.0 > 0.8 && c.bound_range.1 <= 1.0, "{c:?}");
+    // Three big flows and many mice: which policy wins depends on which half is looked at.
+    let mut frames = Vec::new();
+    for i in 0..3u16 {
+        let mut f = frame_of(&format!("tcp 10.1.0.{i}:{} > 10.9.0.2:5201", 40000 + i));
+        f.resize(1500, 0);
+        frames.extend(std::iter::repeat_n(f, 300));
+    }
+    for i in 0..20u16 {
+        frames.push(frame_of(&format!(
+            "udp 10.2.0.{i}:{} > 10.9.0.3:53",
+            2000 + i
+        )));
+    }
+    let plan = plan_of(&frames, cfg);
+    let c = plan.sample.confidence.as_ref().expect("a confidence");
+    assert!(c.agreeing <= c.halves);
+    assert!(c.bound_range.0 <= c.bound_range.1);
+}
+
+/// A Linux cooked (v1) header for `frame`'s payload: packet type, ARPHRD_ETHER, the source
+/// MAC, the EtherType.
+fn sll1(frame: &[u8], pkttype: u16) -> Vec<u8> {
+    let mut h = pkttype.to_be_bytes().to_vec();
+    h.extend_from_slice(&[0, 1, 0, 6]);
+    h.extend_from_slice(&frame[6..12]);
+    h.extend_from_slice(&[0, 0]);
+    h.extend_from_slice(&frame[12..]);
+    h
+}
+
+/// A Linux cooked v2 header on interface `ifindex`.
+fn sll2(frame: &[u8], ifindex: u32) -> Vec<u8> {
+    let mut h = frame[12..14].to_vec();
+    h.extend_from_slice(&[0, 0]);
+    h.extend_from_slice(&ifindex.to_be_bytes());
+    h.extend_from_slice(&[0, 1, 4, 6]);
+    h.extend_from_slice(&frame[6..12]);
+    h.extend_from_slice(&[0, 0]);
+    h.extend_from_slice(&frame[14..]);
+    h
+}
+
+#[test]
+fn cooked_captures_count_each_frame_once_and_mac_policies_are_not_judged() {
+    let mut rng = Rng(5);
+    let frames: Vec<Vec<u8>> = (0..300)
+        .map(|i| {
+            let mut f = frame_of(&format!(
+                "udp 10.0.0.{}:{} > 10.1.0.1:{}",
+                i % 50,
+                1024 + rng.below(60000),
+                1000 + i
+            ));
+            f.resize(100 + i, 0);
+            f
+        })
+        .collect();
+    // Every frame on the bond (ifindex 7) and on a member (3 or 4), 1 ms apart; one frame
+    // really sent twice on the bond 1 ms apart is two frames.
+    let mut w = PcapWriter::new(Vec::new(), crate::capture::LINKTYPE_LINUX_SLL2).unwrap();
+    let mut w1 = PcapWriter::new(Vec::new(), crate::capture::LINKTYPE_LINUX_SLL).unwrap();
+    let mut t = 1_000_000_000u64;
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(t, &sll2(f, 7)).unwrap();
+        w1.write_packet(t, &sll1(f, 4)).unwrap();
+        t += 1_000_000;
+        w.write_packet(t, &sll2(f, 3 + (i % 2) as u32)).unwrap();
+        w1.write_packet(t, &sll1(f, 4)).unwrap();
+        t += 10_000_000;
+    }
+    w.write_packet(t, &sll2(&frames[0], 7)).unwrap();
+    w.write_packet(t + 1_000_000, &sll2(&frames[0], 7)).unwrap();
+    for (cap, want) in [(w.into_inner(), 302), (w1.into_inner(), 300)] {
+        let plan = plan_capture(&cap[..], PlanConfig::new(2), &mut |_, _| {}).unwrap();
+        assert_eq!(plan.input.packets, want);
+        assert_eq!(plan.input.duplicates, 300);
+        assert_eq!(plan.input.rebuilt_ethernet, want);
+        for p in &plan.policies {
+            let mac_dst = matches!(
+                p.policy.hash(),
+                Some(HashPolicy::Layer2 | HashPolicy::Layer23 | HashPolicy::Encap23)
+            );
+            assert_eq!(p.cannot_judge.is_some(), mac_dst, "{}", p.policy);
+        }
+        // The policies that cannot be judged rank last and are not recommended.
+        let n = plan.policies.len();
+        assert!(
+            plan.policies[n - 3..]
+                .iter()
+                .all(|p| p.cannot_judge.is_some())
+        );
+        let rec = plan.recommendation.as_ref().expect("enough to judge");
+        assert!(plan.policy(rec.policy).unwrap().cannot_judge.is_none());
+    }
+}
+
+#[test]
+fn a_capture_of_the_bond_and_a_member_counts_each_frame_once() {
+    // pcapng with "bond0" and "eth1": every frame on both, 100 µs apart; frames only on the
+    // bond (as the other member's) once; a frame repeated on one interface stays twice.
+    let frames = mixed_frames(3, 400);
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    let bond = w
+        .add_interface(LINKTYPE_ETHERNET, 0, Some("bond0"), TsResolution::NANOS)
+        .unwrap();
+    let member = w
+        .add_interface(LINKTYPE_ETHERNET, 0, Some("eth1"), TsResolution::NANOS)
+        .unwrap();
+    let mut t = 1_000_000_000u64;
+    let mut both = 0;
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(bond, t, f).unwrap();
+        if i % 2 == 0 {
+            w.write_packet(member, t + 100_000, f).unwrap();
+            both += 1;
+        }
+        t += 30_000_000;
+    }
+    let ng = w.into_inner();
+    let plan = plan_capture(&ng[..], PlanConfig::new(2), &mut |_, _| {}).unwrap();
+    let direct = plan_of(&frames, PlanConfig::new(2));
+    assert_eq!(plan.input.duplicates, both);
+    assert_eq!(plan.input.packets, direct.input.packets);
+    assert_eq!(plan.policies, direct.policies);
 }

@@ -5,7 +5,9 @@
 //! MACs, VLAN and ICMP fields may follow). For each policy asked for, the output names the
 //! fields that fed the hash (the daemon's own tracing, `xmit_hash_traced`), the hash, and the
 //! member `hash % members`; for a bucket policy, the bucket and its member as the daemon's
-//! table is first assigned.
+//! table is first assigned. A link control frame (LACPDU, Marker, pause, LLDP, STP, other
+//! frames to `01:80:c2:00:00:0x`) is hashed by no policy: the output says so, and how each mode
+//! sends it.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -16,6 +18,7 @@ use lagd_proto::balance::{self, BalanceConfig, Buckets};
 use lagd_proto::bond::PortId;
 use lagd_proto::hash::{Explain, member_index, xmit_hash_traced};
 use lagd_proto::plan::PlanPolicy;
+use lagd_proto::plan::control::classify;
 use lagd_proto::plan::flow::{extract, parse_flow_spec};
 
 /// What `lagctl explain` was asked to do.
@@ -84,6 +87,19 @@ pub fn run(args: &ExplainArgs) -> Result<String, String> {
         }
     }
     let n = args.members;
+    if let Some(kind) = classify(&frame) {
+        // A link control frame: no policy hashes it.
+        let _ = writeln!(
+            out,
+            "{} is a link control frame: it is not hashed, by any policy.",
+            capitalized(kind.describe())
+        );
+        let _ = writeln!(out, "  {}.", kind.how_sent());
+        for p in policies {
+            let _ = writeln!(out, "{p}: not hashed (no member is chosen by the policy)");
+        }
+        return Ok(out);
+    }
     for p in policies {
         match p {
             PlanPolicy::Hash(h) => {
@@ -134,6 +150,13 @@ pub fn run(args: &ExplainArgs) -> Result<String, String> {
     Ok(out)
 }
 
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().fold(String::new(), |mut s, x| {
         let _ = write!(s, "{x:02x}");
@@ -172,6 +195,31 @@ mod test {
         assert!(
             b.starts_with("flow: tcp 10.0.0.1:1234 > 10.0.0.2:80"),
             "{b}"
+        );
+    }
+
+    #[test]
+    fn control_frames_are_not_hashed() {
+        // An LACPDU (Slow Protocols, subtype 1) and an LLDP frame.
+        let lacp = "0180c2000002 020000000001 8809 0101";
+        let a = run(&args("all", None, &[lacp])).unwrap();
+        assert!(a.contains("An LACPDU"), "{a}");
+        assert!(a.contains("not hashed"), "{a}");
+        assert!(a.contains("802.3ad machine of each member"), "{a}");
+        assert!(!a.contains("hash 0x"), "{a}");
+        assert_eq!(a.matches(": not hashed (no member").count(), 10, "{a}");
+        let lldp = "0180c200000e 020000000001 88cc 0207";
+        let b = run(&args("layer3+4", None, &[lldp])).unwrap();
+        assert!(
+            b.contains("LLDP") && b.contains("layer3+4: not hashed"),
+            "{b}"
+        );
+        // Ordinary multicast is hashed.
+        let mc = "01005e000001 020000000001 0800 4500";
+        assert!(
+            run(&args("layer2", None, &[mc]))
+                .unwrap()
+                .contains("hash 0x")
         );
     }
 

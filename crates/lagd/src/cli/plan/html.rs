@@ -199,11 +199,26 @@ fn write_page(plan: &Plan, title: &str, o: &mut String) -> fmt::Result {
             if let Some(note) = &r.note {
                 write!(o, "<div class=\"note\">{}</div>", esc(note))?;
             }
+            for st in &r.settings {
+                if let Some(v) = &st.value {
+                    write!(
+                        o,
+                        "<div class=\"note\">{}: <code>{}</code></div>",
+                        esc(st.target),
+                        esc(v)
+                    )?;
+                }
+            }
             o.push_str("</div>");
         }
-        None => {
-            o.push_str("<div class=\"rec\">No traffic in the input: nothing to recommend.</div>")
-        }
+        None if !plan.sample.too_small.is_empty() => write!(
+            o,
+            "<div class=\"rec\">Too small to judge: {}. Nothing to recommend.</div>",
+            esc(&plan.sample.too_small.join("; "))
+        )?,
+        None => o.push_str(
+            "<div class=\"rec\">No data traffic in the input: nothing to recommend.</div>",
+        ),
     }
 
     o.push_str("<h2>Bytes per member, by policy (best first)</h2><div class=\"grid\">");
@@ -222,6 +237,9 @@ fn write_page(plan: &Plan, title: &str, o: &mut String) -> fmt::Result {
             p.dist.throughput_bound_gbps,
             p.dist.speed_gbps()
         )?;
+        if let Some(why) = &p.cannot_judge {
+            write!(o, "<div class=\"stats\">{}</div>", esc(why))?;
+        }
         bars(&p.dist, 320, 150, o)?;
         if let Some(r) = &p.rebalancing {
             write!(

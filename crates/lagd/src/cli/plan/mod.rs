@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::CliError;
+use lagd_proto::plan::apply::applied_name;
 use lagd_proto::plan::report::{Distribution, MemberLoad, Plan, Rebalancing};
 use lagd_proto::plan::switch::SwitchHash;
 use lagd_proto::plan::{
@@ -34,7 +35,7 @@ mod render_tests;
 
 /// What `lagctl plan` was asked to do.
 #[derive(Debug, Clone, clap::Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "flows"])))]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "flows", "sflow", "sflow_listen"])))]
 pub struct PlanArgs {
     /// A pcap or pcapng capture to plan from (`-` reads stdin).
     #[arg(long, value_name = "FILE")]
@@ -42,6 +43,17 @@ pub struct PlanArgs {
     /// A CSV flow list (NetFlow/IPFIX export) to plan from instead of a capture.
     #[arg(long, value_name = "FILE.csv")]
     pub flows: Option<PathBuf>,
+    /// A capture (pcap/pcapng) of sFlow v5 datagrams (UDP port 6343) to plan from: the flow
+    /// samples' raw packet headers, scaled by their sampling rates.
+    #[arg(long, value_name = "FILE")]
+    pub sflow: Option<PathBuf>,
+    /// Receive sFlow v5 datagrams on this UDP address (e.g. `0.0.0.0:6343`) for
+    /// `--listen-seconds`, then plan from them.
+    #[arg(long, value_name = "ADDR:PORT", requires = "listen_seconds")]
+    pub sflow_listen: Option<String>,
+    /// How long `--sflow-listen` receives, in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub listen_seconds: Option<f64>,
     /// Number of bond members, each of 10 Gbit/s (default 2).
     #[arg(long, conflicts_with = "speeds")]
     pub members: Option<usize>,
@@ -84,6 +96,10 @@ pub struct PlanArgs {
     /// Hash every frame instead of once per flow (same figures, slower; for checking).
     #[arg(long, hide = true)]
     pub exact: bool,
+    /// Plan from the frames that can be read as Ethernet and skip the others (by default, a
+    /// capture with frames of a link type the planner cannot read is an error naming it).
+    #[arg(long)]
+    pub skip_unsupported: bool,
 }
 
 /// Parses `10G`, `2.5g`, `100M`, `400Mb`, `1T`, `25` (Gbit/s) into Gbit/s.
@@ -155,6 +171,16 @@ pub fn config(args: &PlanArgs) -> Result<PlanConfig, String> {
 pub fn main(args: PlanArgs) -> Result<(), CliError> {
     let cfg = config(&args).map_err(CliError::Usage)?;
     let (plan, title) = read_input(&args, cfg)?;
+    if let (Some(lt), false) = (plan.input.skipped_linktype, args.skip_unsupported) {
+        return Err(CliError::Usage(format!(
+            "{title}: link type {lt} ({}) is not readable as Ethernet ({} of {} frames); \
+             the planner reads Ethernet, raw IP and Linux cooked captures \
+             (--skip-unsupported plans from the others)",
+            lagd_proto::capture::linktype_name(lt).unwrap_or("unknown"),
+            plan.input.skipped,
+            plan.input.skipped + plan.input.packets + plan.input.control.total().packets,
+        )));
+    }
     if let Some(path) = &args.html {
         std::fs::write(path, html::render(&plan, &title)).map_err(|e| {
             CliError::Io(io::Error::new(
@@ -197,10 +223,26 @@ fn read_input(args: &PlanArgs, cfg: PlanConfig) -> Result<(Plan, String), CliErr
         let plan = plan_flows(BufReader::new(r), cfg).map_err(|e| plan_error(path, e))?;
         return Ok((plan, display_name(path)));
     }
+    if let Some(addr) = &args.sflow_listen {
+        let secs = args.listen_seconds.unwrap_or(0.0);
+        if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+            return Err(CliError::Usage(format!(
+                "--listen-seconds {secs}: expected more than 0 and at most 86400"
+            )));
+        }
+        let plan = listen_sflow(addr, Duration::from_secs_f64(secs), cfg)?;
+        return Ok((plan, format!("sFlow on {addr}")));
+    }
+    if let Some(path) = &args.sflow {
+        let (r, _) = open(path)?;
+        let plan = lagd_proto::plan::sflow::plan_sflow_capture(BufReader::new(r), cfg)
+            .map_err(|e| plan_error(path, e))?;
+        return Ok((plan, display_name(path)));
+    }
     let path = args
         .pcap
         .as_ref()
-        .ok_or_else(|| CliError::Usage("give --pcap FILE or --flows FILE".into()))?;
+        .ok_or_else(|| CliError::Usage("give --pcap FILE, --flows FILE or --sflow FILE".into()))?;
     let (r, size) = open(path)?;
     let mut bar = Progress::new(show, size);
     let plan =
@@ -210,6 +252,45 @@ fn read_input(args: &PlanArgs, cfg: PlanConfig) -> Result<(Plan, String), CliErr
         })?;
     bar.end();
     Ok((plan, display_name(path)))
+}
+
+/// Receives sFlow datagrams on `addr` for `time`, then plans from them; unreadable datagrams
+/// are counted and skipped.
+fn listen_sflow(addr: &str, time: Duration, cfg: PlanConfig) -> Result<Plan, CliError> {
+    let sock = std::net::UdpSocket::bind(addr)
+        .map_err(|e| CliError::Usage(format!("--sflow-listen {addr}: cannot bind: {e}")))?;
+    let mut planner =
+        lagd_proto::plan::Planner::new(cfg).map_err(|e| CliError::Usage(e.to_string()))?;
+    let deadline = std::time::Instant::now() + time;
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        sock.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .map_err(CliError::Io)?;
+        match sock.recv_from(&mut buf) {
+            Ok((n, _)) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+                planner.note_time(now);
+                if planner.add_sflow_datagram(&buf[..n]).is_err() {
+                    planner.count_unreadable_sflow();
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(CliError::Io(e)),
+        }
+    }
+    Ok(planner.finish())
 }
 
 fn display_name(path: &std::path::Path) -> String {
@@ -360,6 +441,7 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
             let mut o = serde_json::Map::new();
             o.insert("policy".into(), json!(p.policy.name()));
             o.insert("rank".into(), json!(p.rank));
+            o.insert("cannot_judge".into(), json!(p.cannot_judge));
             if let Some(need) = p.policy.needs() {
                 o.insert("needs".into(), json!(need));
             }
@@ -436,8 +518,29 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
             "max_flows": plan.max_flows,
             "other_flows": {"packets": inp.untracked.packets, "bytes": inp.untracked.bytes},
             "rebuilt_ethernet": inp.rebuilt_ethernet,
+            "duplicates": inp.duplicates,
             "skipped": inp.skipped,
+            "skipped_linktype": inp.skipped_linktype.map(|lt| json!({
+                "linktype": lt,
+                "name": lagd_proto::capture::linktype_name(lt),
+            })),
+            "control": inp.control.seen().map(|(k, l)| json!({
+                "kind": k.name(),
+                "packets": l.packets,
+                "bytes": l.bytes,
+                "how_sent": k.how_sent(),
+            })).collect::<Vec<_>>(),
             "flow_list_rows": inp.rows,
+            "sflow": inp.sflow.map(|sf| json!({
+                "datagrams": sf.datagrams,
+                "samples": sf.samples,
+                "skipped_samples": sf.skipped_samples,
+                "sampling_rate_min": sf.rate_range.map(|r| r.0),
+                "sampling_rate_max": sf.rate_range.map(|r| r.1),
+                "other_packets": sf.other_packets,
+                "unreadable_datagrams": sf.unreadable,
+                "share_error_95": r4(lagd_proto::plan::sflow::SflowStats::share_error(sf.samples)),
+            })),
             "duration_s": inp.time_span.map(|(a, b)| r4((b - a) as f64 / 1e9)),
         },
         "members": plan.members(),
@@ -445,9 +548,26 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
         "policies": policies,
         "recommendation": plan.recommendation.as_ref().map(|r| json!({
             "policy": r.policy.name(),
+            "apply": applied_name(r.policy),
             "reason": r.reason,
             "note": r.note,
+            "settings": r.settings.iter().map(|s| json!({
+                "target": s.target,
+                "value": s.value,
+                "note": s.note,
+            })).collect::<Vec<_>>(),
         })),
+        "sample": {
+            "judgeable": plan.sample.too_small.is_empty(),
+            "too_small": plan.sample.too_small,
+            "best_in_sample": plan.sample.best_in_sample.map(|p| p.name()),
+            "confidence": plan.sample.confidence.as_ref().map(|c| json!({
+                "level": c.level,
+                "agreeing_halves": c.agreeing,
+                "halves": c.halves,
+                "bound_share_range": [r4(c.bound_range.0), r4(c.bound_range.1)],
+            })),
+        },
         "findings": plan.findings.iter().map(|f| json!({
             "kind": f.kind,
             "field": f.field,

@@ -6,6 +6,8 @@
 use core::fmt::{self, Write as _};
 use core::time::Duration;
 
+use lagd_proto::capture::linktype_name;
+use lagd_proto::plan::apply::applied_name;
 use lagd_proto::plan::report::{Plan, Rebalancing, human_bytes};
 
 /// A count as `12.3k` / `4.5M` when large.
@@ -23,6 +25,31 @@ fn pct(part: u64, total: u64) -> String {
     } else {
         format!("{:.1}%", part as f64 * 100.0 / total as f64)
     }
+}
+
+/// The link control frames counted apart, one line per kind seen.
+fn write_control(plan: &Plan, out: &mut dyn fmt::Write) -> fmt::Result {
+    let c = &plan.input.control;
+    let total = c.total();
+    if total.packets == 0 {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "Link control frames, not hashed and not planned: {} frames, {}",
+        total.packets,
+        human_bytes(total.bytes)
+    )?;
+    for (kind, l) in c.seen() {
+        writeln!(
+            out,
+            "  {:<10} {:>7} frames  {}",
+            kind.name(),
+            l.packets,
+            kind.how_sent()
+        )?;
+    }
+    Ok(())
 }
 
 /// Renders the report for a terminal: the policy table, the recommendation, findings,
@@ -49,8 +76,67 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
         if n == 1 { "" } else { "s" },
         speeds.join(" + ")
     )?;
+    if let Some(lt) = inp.skipped_linktype {
+        writeln!(
+            out,
+            "Link type {lt} ({}) is not readable as Ethernet: {} frames skipped.",
+            linktype_name(lt).unwrap_or("unknown"),
+            inp.skipped
+        )?;
+    }
+    write_control(plan, out)?;
+    if let Some(sf) = inp.sflow {
+        let (lo, hi) = sf.rate_range.unwrap_or((0, 0));
+        let rates = if lo == hi {
+            format!("1 in {lo}")
+        } else {
+            format!("1 in {lo} to 1 in {hi}")
+        };
+        writeln!(
+            out,
+            "sFlow: {} datagrams, {} flow samples ({rates}) scaled to the packets above; {} other samples and {} other packets skipped.",
+            sf.datagrams, sf.samples, sf.skipped_samples, sf.other_packets
+        )?;
+        // The busiest member of the best policy carries this share of the samples.
+        let busiest = plan.policies.first().map_or(1.0, |p| {
+            let d = &p.dist;
+            let total = d.bytes().max(1) as f64;
+            d.members[d.busiest()].bytes as f64 / total
+        });
+        let n = (sf.samples as f64 * busiest).round() as u64;
+        writeln!(
+            out,
+            "Sampling widens the error: a share estimated from n samples is within 196*sqrt(1/n)% of itself (95%): ±{:.1}% for the busiest member's share here (n = {n}), ±{:.1}% for the total.",
+            lagd_proto::plan::sflow::SflowStats::share_error(n) * 100.0,
+            lagd_proto::plan::sflow::SflowStats::share_error(sf.samples) * 100.0
+        )?;
+    }
+    if inp.duplicates > 0 {
+        writeln!(
+            out,
+            "{} frames seen twice (on the bond and on a member: tcpdump -i any, or a capture of several interfaces) were counted once, as the first copy.",
+            inp.duplicates
+        )?;
+    }
+    if !plan.sample.too_small.is_empty() {
+        writeln!(
+            out,
+            "Too small to judge: {}.",
+            plan.sample.too_small.join("; ")
+        )?;
+    }
     writeln!(out)?;
 
+    if inp.packets == 0 {
+        // No data traffic: no table of zeros.
+        return match &plan.recommendation {
+            None if inp.control.total().packets > 0 => writeln!(
+                out,
+                "Recommendation: none (only link control frames in the input, which no policy hashes)"
+            ),
+            _ => writeln!(out, "Recommendation: none (no traffic in the input)"),
+        };
+    }
     // The policy table: share of bytes per member (up to 8 members shown).
     let shown = n.min(8);
     let w = plan
@@ -71,6 +157,10 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
     header.push_str("  risk");
     writeln!(out, "{header}")?;
     for p in &plan.policies {
+        if let Some(why) = &p.cannot_judge {
+            writeln!(out, "{:<4} {:<w$} {why}", "-", p.policy.name())?;
+            continue;
+        }
         let total = p.dist.bytes();
         let mut line = format!(
             "{:<4} {:<w$} {:>9.2} {:>10.1}",
@@ -121,7 +211,47 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
                 writeln!(out, "  Note: {note}")?;
             }
         }
+        None if !plan.sample.too_small.is_empty() => {
+            writeln!(
+                out,
+                "Recommendation: none: the input is too small to judge (see above)."
+            )?;
+            if let Some(p) = plan.sample.best_in_sample {
+                writeln!(
+                    out,
+                    "  Best on this sample alone: {} ({}); capture more traffic to confirm it.",
+                    p,
+                    applied_name(p)
+                )?;
+            }
+        }
+        None if inp.control.total().packets > 0 => writeln!(
+            out,
+            "Recommendation: none (only link control frames in the input, which no policy hashes)"
+        )?,
         None => writeln!(out, "Recommendation: none (no traffic in the input)")?,
+    }
+    if let Some(c) = &plan.sample.confidence {
+        writeln!(
+            out,
+            "  Confidence: {}: the best hash policy in {} of {} halves of the flows (bound {:.0}-{:.0}% of the bond's speed over the halves).",
+            c.level,
+            c.agreeing,
+            c.halves,
+            c.bound_range.0 * 100.0,
+            c.bound_range.1 * 100.0
+        )?;
+    }
+    if let Some(r) = &plan.recommendation {
+        writeln!(out, "  To apply it:")?;
+        for st in &r.settings {
+            match (&st.value, &st.note) {
+                (Some(v), Some(n)) => writeln!(out, "    {:<13} {v}  ({n})", st.target)?,
+                (Some(v), None) => writeln!(out, "    {:<13} {v}", st.target)?,
+                (None, Some(n)) => writeln!(out, "    {:<13} not possible: {n}", st.target)?,
+                (None, None) => {}
+            }
+        }
     }
 
     if !plan.findings.is_empty() {
