@@ -270,6 +270,15 @@ pub struct MemberLacp {
     pub illegal_rx: u64,
     /// Slow-protocol frames of unknown subtype received.
     pub unknown_rx: u64,
+    /// Marker Information PDUs not answered (over the response rate limit).
+    #[serde(default)]
+    pub marker_dropped: u64,
+    /// Slow-protocol frames dropped unparsed, over the member's receive budget.
+    #[serde(default)]
+    pub rate_limited_rx: u64,
+    /// Slow-protocol frames the kernel dropped before lagd read them (socket buffer full).
+    #[serde(default)]
+    pub socket_drops: u64,
 }
 
 /// One member's status. The default is a member with no name, nothing known of its link, and
@@ -599,6 +608,9 @@ impl MemberLacp {
             marker_response_tx: p.counters.marker_response_tx,
             illegal_rx: p.counters.illegal_rx,
             unknown_rx: p.counters.unknown_rx,
+            marker_dropped: p.counters.marker_dropped,
+            rate_limited_rx: p.counters.rate_limited_rx,
+            socket_drops: 0,
         }
     }
 }
@@ -755,6 +767,11 @@ impl Status {
                     l.marker_response_tx,
                     l.illegal_rx,
                     l.unknown_rx
+                );
+                let _ = writeln!(
+                    s,
+                    "Slow protocols dropped: rate-limited {}, markers unanswered {}, socket {}",
+                    l.rate_limited_rx, l.marker_dropped, l.socket_drops
                 );
             }
         }
@@ -1014,6 +1031,9 @@ mod test {
             marker_response_tx: 0,
             illegal_rx: 0,
             unknown_rx: 0,
+            marker_dropped: 3,
+            rate_limited_rx: 40,
+            socket_drops: 5,
         });
         s
     }
@@ -1063,6 +1083,13 @@ mod test {
             text.lines().any(|l| l
                 == "LACPDUs: rx 4 tx 5 (2 not sent), markers rx 0 responses tx 0, illegal 0, \
                     unknown 0"),
+            "{text}"
+        );
+        // And what was dropped before or instead of an answer.
+        assert!(
+            text.lines()
+                .any(|l| l
+                    == "Slow protocols dropped: rate-limited 40, markers unanswered 3, socket 5"),
             "{text}"
         );
         // Other modes have no such section.

@@ -699,6 +699,17 @@ impl Bond {
             match ev {
                 LacpEvent::DistributionChanged => distribution = true,
                 LacpEvent::CarrierChanged { up } => carrier = Some(up),
+                LacpEvent::PartnerChanged {
+                    port,
+                    system,
+                    key,
+                    partner_port,
+                } => self.events.push_back(BondEvent::LacpPartner {
+                    port,
+                    system,
+                    key,
+                    partner_port,
+                }),
                 _ => {}
             }
         }

@@ -92,6 +92,7 @@
 mod churn;
 mod config;
 mod fallback;
+pub mod limit;
 mod marker;
 mod mux;
 mod periodic;
@@ -200,6 +201,19 @@ pub enum LacpEvent {
         /// The new active aggregator.
         aggregator: Option<AggregatorId>,
     },
+    /// The partner a port records changed: another system, key or port number, or none (the
+    /// partner timed out, or the port was reset, and the administrative defaults apply:
+    /// system all zeros).
+    PartnerChanged {
+        /// The port.
+        port: PortId,
+        /// The partner's system id (all zeros: no partner).
+        system: EthernetAddress,
+        /// The partner's operational key.
+        key: u16,
+        /// The partner's port number.
+        partner_port: u16,
+    },
     /// The LACP fallback started, moved to another port, or ended (`None`).
     FallbackChanged {
         /// The port carrying traffic in fallback.
@@ -212,6 +226,7 @@ impl LacpEvent {
     fn same_slot(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::PortStateChanged { port: a }, Self::PortStateChanged { port: b }) => a == b,
+            (Self::PartnerChanged { port: a, .. }, Self::PartnerChanged { port: b, .. }) => a == b,
             _ => core::mem::discriminant(self) == core::mem::discriminant(other),
         }
     }
@@ -399,6 +414,8 @@ impl Port {
             actor_churn: churn::Churn::new(),
             partner_churn: churn::Churn::new(),
             markers: marker::Responder::new(),
+            rx_limit: limit::RxLimiter::new(),
+            marker_limit: limit::TokenBucket::new(limit::MARKER_RESPONSE_RATE),
             counters: PortCounters::default(),
         };
         port.begin();
@@ -426,6 +443,7 @@ impl Port {
             aggregator: self.aggregator,
             actor_state: self.actor_state,
             partner_state: self.partner.state,
+            partner: (self.partner.system, self.partner.key, self.partner.port),
             enabled: self.port_enabled,
         }
     }
@@ -440,6 +458,8 @@ struct PortView {
     aggregator: Option<AggregatorId>,
     actor_state: PortState,
     partner_state: PortState,
+    /// The partner's system, key and port number.
+    partner: (EthernetAddress, u16, u16),
     enabled: bool,
 }
 
@@ -626,9 +646,18 @@ impl Lacp {
     /// If the bond has no such port.
     pub fn handle_frame(&mut self, now: Instant, port: PortId, frame: &[u8]) {
         let now = self.advance(now);
+        let idx = self.expect_index(port);
+        let src = frame
+            .get(6..12)
+            .map(|b| EthernetAddress([b[0], b[1], b[2], b[3], b[4], b[5]]));
+        if !self.ports[idx].rx_limit.admit(now, src) {
+            // Over the port's budget: dropped before any parsing or machine run (see `limit`);
+            // timers due are run by the next `handle_timeout`.
+            self.ports[idx].counters.rate_limited_rx += 1;
+            return;
+        }
         let before = self.observe();
         self.run(now);
-        let idx = self.expect_index(port);
         let parsed = if is_slow_protocols_frame(frame) {
             SlowPdu::parse_frame(frame).ok()
         } else {
@@ -642,7 +671,7 @@ impl Lacp {
                 MarkerKind::Information => {
                     counters.marker_rx += 1;
                     let p = &mut self.ports[idx];
-                    if !p.markers.push(m) {
+                    if !p.marker_limit.take(now) || !p.markers.push(m) {
                         p.counters.marker_dropped += 1;
                     }
                 }
@@ -654,6 +683,13 @@ impl Lacp {
                 if pdu.actor.system == self.actor.system {
                     counters.loopback_rx += 1;
                 } else {
+                    let p = &mut self.ports[idx];
+                    if let Some(src) = src {
+                        let knows_us =
+                            pdu.partner.system == self.actor.system && pdu.partner.port == p.number;
+                        p.rx_limit
+                            .lacpdu(src, pdu.actor.system, pdu.actor.port, knows_us);
+                    }
                     rx::mark_moved(&mut self.ports, idx, &pdu.actor);
                     let actor = self.actor;
                     rx::receive(&mut self.ports[idx], &actor, &pdu, now);
@@ -954,6 +990,15 @@ impl Lacp {
             let old = before.ports.iter().find(|(b, _)| b == id).map(|(_, v)| v);
             if old != Some(view) {
                 self.push_event(LacpEvent::PortStateChanged { port: *id });
+            }
+            if old.is_some_and(|o| o.partner != view.partner) {
+                let (system, key, partner_port) = view.partner;
+                self.push_event(LacpEvent::PartnerChanged {
+                    port: *id,
+                    system,
+                    key,
+                    partner_port,
+                });
             }
         }
         for (id, _) in &before.ports {

@@ -4,7 +4,7 @@
 use core::time::Duration;
 
 use super::state::Selected;
-use super::{churn, marker, state};
+use super::{churn, limit, marker, state};
 use crate::port::{AggregatorId, PortId};
 use crate::wire::EthernetAddress;
 use crate::wire::slow::{LacpInfo, PortState};
@@ -31,8 +31,13 @@ pub struct PortCounters {
     pub unknown_rx: u64,
     /// LACPDUs carrying our own system id (a loop), dropped.
     pub loopback_rx: u64,
-    /// Marker Information PDUs dropped because responses were already queued.
+    /// Marker Information PDUs not answered: over the response rate
+    /// ([`MARKER_RESPONSE_RATE`](super::limit::MARKER_RESPONSE_RATE)) or with responses
+    /// already queued.
     pub marker_dropped: u64,
+    /// Slow-protocol frames dropped unparsed: over the port's receive budget
+    /// ([`limit`](super::limit)).
+    pub rate_limited_rx: u64,
 }
 
 /// The system-wide actor values every machine reads.
@@ -87,6 +92,10 @@ pub(crate) struct Port {
     pub(crate) actor_churn: churn::Churn,
     pub(crate) partner_churn: churn::Churn,
     pub(crate) markers: marker::Responder,
+    /// Admission of received slow-protocol frames.
+    pub(crate) rx_limit: limit::RxLimiter,
+    /// Marker Responses allowed.
+    pub(crate) marker_limit: limit::TokenBucket,
     pub(crate) counters: PortCounters,
 }
 

@@ -447,6 +447,9 @@ mod test {
                 marker_response_tx: 0,
                 illegal_rx: 0,
                 unknown_rx: 0,
+                marker_dropped: 0,
+                rate_limited_rx: 0,
+                socket_drops: 0,
             }),
             ..MemberStatus::default()
         }

@@ -45,6 +45,8 @@ pub(crate) struct Counters {
     rx_dropped: [u64; DropReason::ALL.len()],
     tx_dropped: u64,
     pub(crate) rx_socket_drops: u64,
+    /// Slow-protocols frames the kernel dropped on the control socket (buffer full).
+    pub(crate) slow_socket_drops: u64,
     /// LACPDUs the member's control socket refused (the engine counts them as sent).
     lacpdu_tx_errors: FailureCount,
 }
@@ -255,8 +257,11 @@ impl Dataplane {
             // PACKET_STATISTICS resets on read: accumulate.
             m.counters.rx_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
         }
+        if let Some(s) = &m.control {
+            m.counters.slow_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
+        }
         let c = &m.counters;
-        MemberStatus {
+        let mut status = MemberStatus {
             rx_packets: c.rx_packets,
             rx_bytes: c.rx_bytes,
             tx_packets: c.tx_packets,
@@ -269,7 +274,11 @@ impl Dataplane {
             tx_dropped: c.tx_dropped,
             rx_socket_drops: c.rx_socket_drops,
             ..MemberStatus::from_snapshot(p, lacp, c.lacpdu_tx_errors.total())
+        };
+        if let Some(l) = &mut status.lacp {
+            l.socket_drops = c.slow_socket_drops;
         }
+        status
     }
 }
 

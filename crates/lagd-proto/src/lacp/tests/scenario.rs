@@ -645,3 +645,97 @@ fn shorter_aggregate_wait_forms_within_one_second() {
     let (_, standard) = formation_time(fast(), fast(), 2);
     assert!(standard >= Instant::from_millis(2000), "{standard}");
 }
+
+/// A LACPDU from a foreign system `sys` (port `port`), sent from `src`, that knows nothing of us.
+fn foreign_frame(src: EthernetAddress, sys: EthernetAddress, port: u16) -> Vec<u8> {
+    let pdu = crate::wire::slow::LacpRepr {
+        actor: crate::wire::slow::LacpInfo {
+            system_priority: 1,
+            system: sys,
+            key: 7,
+            port_priority: 1,
+            port,
+            state: PortState::ACTIVITY | PortState::AGGREGATION | PortState::SYNCHRONIZATION,
+        },
+        ..Default::default()
+    };
+    let mut f = vec![0; pdu.frame_len()];
+    pdu.emit_frame(src, &mut f);
+    f
+}
+
+fn partner_changes(events: &[LacpEvent], port: PortId) -> Vec<EthernetAddress> {
+    events
+        .iter()
+        .filter_map(|e| match *e {
+            LacpEvent::PartnerChanged {
+                port: p, system, ..
+            } if p == port => Some(system),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_foreign_partner_taking_a_port_over_and_leaving_is_reported_both_ways() {
+    let mut sim = formed_fast(2);
+    sim.take_events(0);
+    let foreign = EthernetAddress([0x02, 0xee, 0, 0, 0, 1]);
+    // The foreign system speaks on link 0 for 3 s (a LACPDU every 300 ms) while the real
+    // partner is cut off in that direction.
+    sim.set_loss_from(0, 1, true);
+    for k in 0..10u64 {
+        sim.inject(
+            0,
+            0,
+            foreign_frame(EthernetAddress([2, 0xee, 0, 0, 1, 1]), foreign, 3),
+        );
+        sim.run_until(at(10_000 + 300 * (k + 1)));
+    }
+    assert_eq!(sim.snap(0).ports[0].partner.system, foreign);
+    sim.set_loss_from(0, 1, false);
+    sim.run_until(at(16_000));
+    let b = Sim::system_of(1);
+    assert_eq!(sim.snap(0).ports[0].partner.system, b);
+    let changes = partner_changes(&sim.take_events(0), PortId(0));
+    assert_eq!(changes, [foreign, b], "one event per change, in order");
+}
+
+#[test]
+fn a_random_partner_flood_on_one_member_is_bounded_and_leaves_the_others_distributing() {
+    let mut sim = formed_fast(2);
+    let before = sim.snap(0).ports[0].counters;
+    // 1000 LACPDUs a second for 10 s, each naming a new random partner, from one address.
+    let src = EthernetAddress([2, 0xee, 0, 0, 1, 1]);
+    let mut seed = 0x2545_f491_u32;
+    for ms in 1..=10_000u64 {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        let [a, b, c, d] = seed.to_be_bytes();
+        let sys = EthernetAddress([2, a, b, c, d, 1]);
+        sim.inject(0, 0, foreign_frame(src, sys, (seed & 0xff) as u16));
+        sim.run_until(at(10_000 + ms));
+        assert!(
+            sim.bonds[0].is_distributing(PortId(1)),
+            "the stable member stopped at {ms} ms"
+        );
+    }
+    let c = sim.snap(0).ports[0].counters;
+    let flood = 10_000;
+    let parsed = c.lacpdu_rx - before.lacpdu_rx;
+    let refused = c.rate_limited_rx - before.rate_limited_rx;
+    // The real partner's ~10 LACPDUs a second all pass; of the flood, at most OTHER_RATE a
+    // second (and the first burst).
+    let partner_max = 35;
+    assert!(
+        parsed <= 11 * u64::from(crate::lacp::limit::OTHER_RATE) + partner_max,
+        "{parsed} parsed"
+    );
+    assert!(refused >= flood - 11 * u64::from(crate::lacp::limit::OTHER_RATE));
+    // After the flood the member is back with its partner.
+    let t = sim
+        .run_until_cond(at(40_000), both_distributing)
+        .expect("back to distributing after the flood");
+    assert!(t <= at(20_000) + AGGREGATE_WAIT_TIME * 2, "{t}");
+}
