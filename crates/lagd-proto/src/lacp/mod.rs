@@ -425,6 +425,9 @@ impl Port {
     /// BEGIN: every machine of the port to its initial state.
     pub(crate) fn begin(&mut self) {
         self.ntt = false;
+        self.tx.last = None;
+        self.tx.partner_lacks = false;
+        self.tx.periodic = false;
         self.ready_n = false;
         rx::begin(self);
         periodic::begin(self);
@@ -627,6 +630,10 @@ impl Lacp {
         }
         p.port_enabled = up;
         p.lacp_enabled = full_duplex;
+        if !up {
+            // The partner may forget us while the link is down: the next LACPDU is news.
+            p.tx.last = None;
+        }
         let key = oper_key(user_key, up, speed_mbps, full_duplex);
         if key != p.key {
             // A new operational key: the port must be selected again, and the partner told.
@@ -741,15 +748,29 @@ impl Lacp {
         for k in 0..n {
             let i = (self.tx_cursor + k) % n;
             let p = &mut self.ports[i];
-            if tx::wants(p) && p.tx.next_allowed(now) <= now {
-                let pdu = tx::lacpdu(p, &self.actor);
-                let len = pdu.frame_len();
-                pdu.emit_frame(p.mac, &mut buf[..len]);
-                p.tx.record(now);
-                p.ntt = false;
-                p.counters.lacpdu_tx += 1;
-                self.tx_cursor = (i + 1) % n;
-                return Some(Transmit { port: p.id, len });
+            if !tx::wants(p) {
+                continue;
+            }
+            match tx::decide(p, &self.actor, now) {
+                tx::Decision::Wait(_) => {}
+                tx::Decision::Suppress => {
+                    p.ntt = false;
+                    p.tx.partner_lacks = false;
+                    p.tx.periodic = false;
+                    p.counters.lacpdu_suppressed += 1;
+                }
+                tx::Decision::Send(pdu) => {
+                    let len = pdu.frame_len();
+                    pdu.emit_frame(p.mac, &mut buf[..len]);
+                    p.tx.record(now);
+                    p.tx.last = Some((now, pdu));
+                    p.tx.partner_lacks = false;
+                    p.tx.periodic = false;
+                    p.ntt = false;
+                    p.counters.lacpdu_tx += 1;
+                    self.tx_cursor = (i + 1) % n;
+                    return Some(Transmit { port: p.id, len });
+                }
             }
         }
         None
@@ -774,7 +795,10 @@ impl Lacp {
             note(p.actor_churn.deadline());
             note(p.partner_churn.deadline());
             if tx::wants(p) {
-                note(Some(p.tx.next_allowed(self.now)));
+                note(Some(match tx::decide(p, &self.actor, self.now) {
+                    tx::Decision::Wait(t) => t,
+                    tx::Decision::Send(_) | tx::Decision::Suppress => self.now,
+                }));
             }
         }
         note(self.fallback.deadline());

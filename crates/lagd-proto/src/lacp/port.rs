@@ -35,6 +35,9 @@ pub struct PortCounters {
     /// ([`MARKER_RESPONSE_RATE`](super::limit::MARKER_RESPONSE_RATE)) or with responses
     /// already queued.
     pub marker_dropped: u64,
+    /// LACPDUs not sent because they would have repeated the last one without need (see
+    /// the Transmit machine).
+    pub lacpdu_suppressed: u64,
     /// Slow-protocol frames dropped unparsed: over the port's receive budget
     /// ([`limit`](super::limit)).
     pub rate_limited_rx: u64,

@@ -739,3 +739,96 @@ fn a_random_partner_flood_on_one_member_is_bounded_and_leaves_the_others_distrib
         .expect("back to distributing after the flood");
     assert!(t <= at(20_000) + AGGREGATE_WAIT_TIME * 2, "{t}");
 }
+
+/// Every LACPDU of every port in `sim`, in order: (time, bond, port, PDU).
+fn lacpdus(sim: &Sim) -> Vec<(Instant, usize, PortId, crate::wire::slow::LacpRepr)> {
+    sim.sent
+        .iter()
+        .filter_map(|s| match &s.pdu {
+            SlowPdu::Lacp(p) => Some((s.at, s.from.bond, s.from.port, p.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// No port repeats its last LACPDU within CROSSING_TIME: a LACPDU carries news, or is a
+/// periodic one (or an answer to a partner that lacks our information) well after the last.
+fn assert_no_repeats(sim: &Sim, what: &str) {
+    let all = lacpdus(sim);
+    for (i, (t, b, p, pdu)) in all.iter().enumerate() {
+        let prev = all[..i]
+            .iter()
+            .rev()
+            .find(|(_, pb, pp, _)| pb == b && pp == p);
+        if let Some((t0, _, _, last)) = prev {
+            assert!(
+                last != pdu || *t - *t0 >= crate::lacp::tx::CROSSING_TIME,
+                "{what}: bond {b} port {p} repeated its LACPDU {} ms after the last, at {t}",
+                (*t - *t0).as_millis()
+            );
+        }
+    }
+}
+
+#[test]
+fn every_lacpdu_carries_news_or_is_due() {
+    let quick = LacpConfig {
+        aggregate_wait: Duration::from_millis(100),
+        ..fast()
+    };
+    for (what, a, b) in [
+        ("fast", fast(), fast()),
+        ("fast, 100 ms wait", quick.clone(), quick.clone()),
+        ("slow", slow(), slow()),
+        ("fast against slow", fast(), slow()),
+    ] {
+        for latency_us in [1_000u64, 100, 0] {
+            let mut sim = Sim::pair(a.clone(), b.clone(), 3);
+            for l in &mut sim.links {
+                l.latency = Duration::from_micros(latency_us);
+            }
+            sim.all_links_up();
+            sim.run_until_cond(at(120_000), both_distributing)
+                .unwrap_or_else(|| panic!("{what}: forms"));
+            // A member flaps, the partner's LACPDUs are lost for a while, all comes back.
+            let t = sim.now;
+            sim.link_down(1);
+            sim.run_until(t + Duration::from_millis(500));
+            sim.link_up(1);
+            sim.set_loss_from(2, 1, true);
+            sim.run_until(t + Duration::from_secs(5));
+            sim.set_loss_from(2, 1, false);
+            sim.run_until(t + Duration::from_secs(70));
+            assert!(both_distributing(&sim), "{what}: back together");
+            assert_no_repeats(&sim, &format!("{what}, latency {latency_us} µs"));
+        }
+    }
+}
+
+#[test]
+fn the_lacpdu_announcing_distributing_is_not_held_back() {
+    let quick = LacpConfig {
+        aggregate_wait: Duration::from_millis(100),
+        ..fast()
+    };
+    for port in [PortId(0), PortId(1)] {
+        let mut sim = Sim::pair(quick.clone(), quick.clone(), 2);
+        sim.all_links_up();
+        let started = sim
+            .run_until_cond(at(10_000), |s| s.bonds[0].is_distributing(port))
+            .expect("distributing");
+        // Whatever else happens at that instant (the frames it sends).
+        sim.run_until(started + Duration::from_micros(1));
+        let told = lacpdus(&sim)
+            .into_iter()
+            .find(|(_, b, p, pdu)| {
+                *b == 0 && *p == port && pdu.actor.state.contains(PortState::DISTRIBUTING)
+            })
+            .map(|(t, ..)| t);
+        assert_eq!(
+            told,
+            Some(started),
+            "port {port}: distributing at {started}, told at {told:?}"
+        );
+    }
+}
