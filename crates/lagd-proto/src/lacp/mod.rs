@@ -410,6 +410,9 @@ impl Port {
             periodic: state::Periodic::new(),
             mux: state::Mux::new(),
             aggregate_wait: config.aggregate_wait,
+            rejoin_hold: config.rejoin_hold,
+            left: None,
+            rejoining: false,
             tx: state::Transmit::new(),
             actor_churn: churn::Churn::new(),
             partner_churn: churn::Churn::new(),
@@ -628,11 +631,17 @@ impl Lacp {
         if restart {
             p.begin();
         }
+        let was_in_sync = p.port_enabled
+            && p.actor_state.contains(PortState::SYNCHRONIZATION)
+            && p.partner.state.contains(PortState::SYNCHRONIZATION);
         p.port_enabled = up;
         p.lacp_enabled = full_duplex;
         if !up {
             // The partner may forget us while the link is down: the next LACPDU is news.
             p.tx.last = None;
+            if was_in_sync {
+                p.left = Some((now, p.partner_id()));
+            }
         }
         let key = oper_key(user_key, up, speed_mbps, full_duplex);
         if key != p.key {

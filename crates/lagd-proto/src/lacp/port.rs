@@ -6,6 +6,7 @@ use core::time::Duration;
 use super::state::Selected;
 use super::{churn, limit, marker, state};
 use crate::port::{AggregatorId, PortId};
+use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::slow::{LacpInfo, PortState};
 
@@ -91,6 +92,13 @@ pub(crate) struct Port {
     /// `wait_while` for this port (from
     /// [`LacpConfig::aggregate_wait`](super::config::LacpConfig::aggregate_wait)).
     pub(crate) aggregate_wait: Duration,
+    /// [`LacpConfig::rejoin_hold`](super::config::LacpConfig::rejoin_hold).
+    pub(crate) rejoin_hold: Duration,
+    /// When the link last went down while the port was in sync, and the partner it had then
+    /// (system, key, port number).
+    pub(crate) left: Option<(Instant, (EthernetAddress, u16, u16))>,
+    /// In WAITING without the aggregate wait (back to its partner within `rejoin_hold`).
+    pub(crate) rejoining: bool,
     pub(crate) tx: state::Transmit,
     pub(crate) actor_churn: churn::Churn,
     pub(crate) partner_churn: churn::Churn,
@@ -113,6 +121,20 @@ impl Port {
             port: self.number,
             state: self.actor_state,
         }
+    }
+
+    /// The partner's identity: system, key and port number.
+    pub(crate) fn partner_id(&self) -> (EthernetAddress, u16, u16) {
+        (self.partner.system, self.partner.key, self.partner.port)
+    }
+
+    /// Whether the port comes back, at `now`, to the partner it lost with its link within
+    /// `rejoin_hold`.
+    pub(crate) fn rejoins(&self, now: Instant) -> bool {
+        !self.rejoin_hold.is_zero()
+            && self.left.is_some_and(|(at, partner)| {
+                now.saturating_since(at) <= self.rejoin_hold && partner == self.partner_id()
+            })
     }
 
     /// Whether the port collects, as its machines say (fallback not included).
