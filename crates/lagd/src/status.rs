@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use lagd_proto::balance::BucketsSnapshot;
-use lagd_proto::bond::{BondSnapshot, PortSnapshot, StripeSnapshot};
+use lagd_proto::bond::{BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot};
 use lagd_proto::lacp::{LacpPortSnapshot, LacpSnapshot};
 use lagd_proto::port::PortId;
 use lagd_proto::time::Instant;
@@ -61,8 +61,43 @@ pub struct Status {
     /// Which path carries the data frames, and why.
     #[serde(default)]
     pub dataplane: DataplaneStatus,
+    /// The tables keyed by what peers and the host send: sizes, bounds, evictions.
+    #[serde(default)]
+    pub tables: TablesStatus,
     /// Members in enslave order.
     pub members: Vec<MemberStatus>,
+}
+
+/// The bond's tables keyed by what arrives in frames, each bounded (the oldest entry makes
+/// room): how full, the bound, and how many entries were dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TablesStatus {
+    /// balance-alb clients tracked.
+    pub alb_clients: u64,
+    /// The bound on balance-alb clients (0 in other modes).
+    pub alb_clients_max: u64,
+    /// balance-alb clients dropped to make room.
+    pub alb_clients_evicted: u64,
+    /// Multicast groups kept for `resend_igmp`.
+    pub igmp_groups: u64,
+    /// The bound on groups.
+    pub igmp_groups_max: u64,
+    /// Groups dropped to make room.
+    pub igmp_groups_evicted: u64,
+}
+
+impl TablesStatus {
+    /// From the bond's snapshot.
+    pub fn from_snapshot(t: &TablesSnapshot) -> Self {
+        Self {
+            alb_clients: t.alb_clients as u64,
+            alb_clients_max: t.alb_clients_max as u64,
+            alb_clients_evicted: t.alb_clients_evicted,
+            igmp_groups: t.igmp_groups as u64,
+            igmp_groups_max: t.igmp_groups_max as u64,
+            igmp_groups_evicted: t.igmp_groups_evicted,
+        }
+    }
 }
 
 /// Which path carries the bond's data frames.
@@ -411,6 +446,7 @@ impl Status {
                 })
             }),
             dataplane: DataplaneStatus::default(),
+            tables: TablesStatus::from_snapshot(&snap.tables),
             stripe: snap.stripe.as_ref().map(|st| {
                 let names: Vec<&str> = snap.ports.iter().map(|p| p.name.as_str()).collect();
                 StripeStatus::from_snapshot(st, &names)
@@ -659,6 +695,21 @@ impl Status {
             "TX Dropped (no usable member): {}",
             self.tx_dropped_no_member
         );
+        let t = &self.tables;
+        if t.alb_clients_max > 0 {
+            let _ = writeln!(
+                s,
+                "ALB Clients: {} (max {}, {} evicted)",
+                t.alb_clients, t.alb_clients_max, t.alb_clients_evicted
+            );
+        }
+        if t.igmp_groups > 0 || t.igmp_groups_evicted > 0 {
+            let _ = writeln!(
+                s,
+                "Multicast Groups Kept: {} (max {}, {} evicted)",
+                t.igmp_groups, t.igmp_groups_max, t.igmp_groups_evicted
+            );
+        }
         if let Some(l) = &self.lacp {
             self.render_lacp(&mut s, l);
         }
@@ -927,6 +978,12 @@ mod test {
             buckets: None,
             stripe: None,
             dataplane: DataplaneStatus::default(),
+            tables: TablesStatus {
+                igmp_groups: 3,
+                igmp_groups_max: 64,
+                igmp_groups_evicted: 1,
+                ..TablesStatus::default()
+            },
             members: vec![MemberStatus {
                 name: "eth1".into(),
                 mii_status: "up".into(),
@@ -965,6 +1022,7 @@ mod test {
             "Link Failure Count: 2",
             "Permanent HW addr: 02:00:00:00:00:02",
             "Drops: rx inactive_member 3 (socket 0), tx busy 0",
+            "Multicast Groups Kept: 3 (max 64, 1 evicted)",
         ];
         for line in want {
             assert!(
@@ -973,6 +1031,8 @@ mod test {
             );
         }
         assert!(!text.contains("Transmit Hash Policy"));
+        // Not balance-alb: no client table.
+        assert!(!text.contains("ALB Clients"));
     }
 
     /// An 802.3ad bond with one member in an aggregator of two ports.

@@ -90,7 +90,7 @@ pub use member::{MiiStatus, PortInfo};
 pub use options::{
     BondOptions, Distribution, FailOverMac, FastPathMode, Mode, OptionError, PrimaryReselect,
 };
-pub use snapshot::{BondSnapshot, PortSnapshot, StripeSnapshot};
+pub use snapshot::{BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot};
 pub use verdict::{
     DRIVER_HEADROOM, Dataplane, DropReason, HostFrame, RxVerdict, TX_HEADROOM, TxDrop, TxVerdict,
 };
@@ -533,6 +533,14 @@ impl Bond {
             },
             lacp: self.lacp.as_ref().map(Lacp::snapshot),
             buckets: self.mode.buckets_snapshot(),
+            tables: TablesSnapshot {
+                alb_clients: self.mode.rlb().map_or(0, |r| r.clients.len()),
+                alb_clients_max: self.mode.rlb().map_or(0, |_| mode::alb::MAX_CLIENTS),
+                alb_clients_evicted: self.mode.rlb().map_or(0, |r| r.evicted),
+                igmp_groups: self.igmp.groups(),
+                igmp_groups_max: igmp::MAX_GROUPS,
+                igmp_groups_evicted: self.igmp.evicted,
+            },
             stripe: self.mode.stripe().map(|s| StripeSnapshot {
                 peers: s.engine.status(self.last_now),
                 reorder: *s.engine.rx().counters(),

@@ -477,6 +477,7 @@ mod test {
             buckets: None,
             stripe: None,
             dataplane: Default::default(),
+            tables: Default::default(),
             lacp: Some(LacpStatus {
                 lacp_active: true,
                 lacp_rate: "fast".into(),
