@@ -311,6 +311,10 @@ pub struct MemberLacp {
     /// Slow-protocol frames dropped unparsed, over the member's receive budget.
     #[serde(default)]
     pub rate_limited_rx: u64,
+    /// LACPDUs from another address naming another partner, held off while the confirmed
+    /// partner was current.
+    #[serde(default)]
+    pub foreign_rx: u64,
     /// Slow-protocol frames the kernel dropped before lagd read them (socket buffer full).
     #[serde(default)]
     pub socket_drops: u64,
@@ -646,6 +650,7 @@ impl MemberLacp {
             unknown_rx: p.counters.unknown_rx,
             marker_dropped: p.counters.marker_dropped,
             rate_limited_rx: p.counters.rate_limited_rx,
+            foreign_rx: p.counters.foreign_rx,
             socket_drops: 0,
         }
     }
@@ -821,8 +826,9 @@ impl Status {
                 );
                 let _ = writeln!(
                     s,
-                    "Slow protocols dropped: rate-limited {}, markers unanswered {}, socket {}",
-                    l.rate_limited_rx, l.marker_dropped, l.socket_drops
+                    "Slow protocols dropped: rate-limited {}, foreign held off {}, markers \
+                     unanswered {}, socket {}",
+                    l.rate_limited_rx, l.foreign_rx, l.marker_dropped, l.socket_drops
                 );
             }
         }
@@ -1093,6 +1099,7 @@ mod test {
             unknown_rx: 0,
             marker_dropped: 3,
             rate_limited_rx: 40,
+            foreign_rx: 2,
             socket_drops: 5,
         });
         s
@@ -1147,9 +1154,9 @@ mod test {
         );
         // And what was dropped before or instead of an answer.
         assert!(
-            text.lines()
-                .any(|l| l
-                    == "Slow protocols dropped: rate-limited 40, markers unanswered 3, socket 5"),
+            text.lines().any(|l| l
+                == "Slow protocols dropped: rate-limited 40, foreign held off 2, markers \
+                    unanswered 3, socket 5"),
             "{text}"
         );
         // Other modes have no such section.

@@ -15,6 +15,12 @@
 //!   partner's LACPDUs;
 //! - frames from any other address share [`OTHER_RATE`] per second.
 //!
+//! While a port's confirmed partner is current, a LACPDU from another address naming another
+//! partner is held off (counted, not recorded) unless it is the second in a row from that
+//! address naming the same system and port: a partner that really replaces the old one
+//! (a cable moved) repeats itself and takes over one LACPDU later, while a flood naming random
+//! partners never takes the port from its partner.
+//!
 //! Marker Responses are sent at most [`MARKER_RESPONSE_RATE`] per second per port (the rate
 //! at which 802.1AX lets a Marker Generator send Marker PDUs), so a Marker flood is not
 //! reflected onto the link; the Information PDUs beyond it are dropped and counted.
@@ -79,6 +85,8 @@ pub(crate) struct RxLimiter {
     trusted: Option<EthernetAddress>,
     /// The last LACPDU taken: its source MAC and the partner (system, port) it named.
     last: Option<(EthernetAddress, EthernetAddress, u16)>,
+    /// The last LACPDU held off: source MAC, system, port.
+    candidate: Option<(EthernetAddress, EthernetAddress, u16)>,
 }
 
 impl RxLimiter {
@@ -88,7 +96,42 @@ impl RxLimiter {
             other_bucket: TokenBucket::new(OTHER_RATE),
             trusted: None,
             last: None,
+            candidate: None,
         }
+    }
+
+    /// Whether a LACPDU from `src` naming `system` and `port` is held off: the port's partner
+    /// is current (`partner_current`) and came from the confirmed address, this one comes from
+    /// another, and it is not the second in a row from there naming the same system and port.
+    pub(crate) fn holds_off(
+        &mut self,
+        src: EthernetAddress,
+        system: EthernetAddress,
+        port: u16,
+        partner_current: bool,
+    ) -> bool {
+        let Some(trusted) = self.trusted else {
+            return false;
+        };
+        if !partner_current || src == trusted {
+            self.candidate = None;
+            return false;
+        }
+        let this = Some((src, system, port));
+        if self.candidate == this {
+            self.candidate = None;
+            false
+        } else {
+            self.candidate = this;
+            true
+        }
+    }
+
+    /// The port lost its partner (timed out, link down): nobody is trusted any more.
+    pub(crate) fn forget(&mut self) {
+        self.trusted = None;
+        self.last = None;
+        self.candidate = None;
     }
 
     /// Whether a frame from `src` may be parsed at `now`.

@@ -639,6 +639,7 @@ impl Lacp {
         if !up {
             // The partner may forget us while the link is down: the next LACPDU is news.
             p.tx.last = None;
+            p.rx_limit.forget();
             if was_in_sync {
                 p.left = Some((now, p.partner_id()));
             }
@@ -700,15 +701,24 @@ impl Lacp {
                     counters.loopback_rx += 1;
                 } else {
                     let p = &mut self.ports[idx];
-                    if let Some(src) = src {
-                        let knows_us =
-                            pdu.partner.system == self.actor.system && pdu.partner.port == p.number;
+                    let partner_current = p.rx.state == RxState::Current;
+                    let held = src.is_some_and(|src| {
                         p.rx_limit
-                            .lacpdu(src, pdu.actor.system, pdu.actor.port, knows_us);
+                            .holds_off(src, pdu.actor.system, pdu.actor.port, partner_current)
+                    });
+                    if held {
+                        p.counters.foreign_rx += 1;
+                    } else {
+                        if let Some(src) = src {
+                            let knows_us = pdu.partner.system == self.actor.system
+                                && pdu.partner.port == p.number;
+                            p.rx_limit
+                                .lacpdu(src, pdu.actor.system, pdu.actor.port, knows_us);
+                        }
+                        rx::mark_moved(&mut self.ports, idx, &pdu.actor);
+                        let actor = self.actor;
+                        rx::receive(&mut self.ports[idx], &actor, &pdu, now);
                     }
-                    rx::mark_moved(&mut self.ports, idx, &pdu.actor);
-                    let actor = self.actor;
-                    rx::receive(&mut self.ports[idx], &actor, &pdu, now);
                 }
             }
         }

@@ -39,6 +39,9 @@ pub struct PortCounters {
     /// LACPDUs not sent because they would have repeated the last one without need (see
     /// the Transmit machine).
     pub lacpdu_suppressed: u64,
+    /// LACPDUs from another address held off while the confirmed partner was current (see
+    /// [`limit`](super::limit)).
+    pub foreign_rx: u64,
     /// Slow-protocol frames dropped unparsed: over the port's receive budget
     /// ([`limit`](super::limit)).
     pub rate_limited_rx: u64,

@@ -449,6 +449,7 @@ mod test {
                 unknown_rx: 0,
                 marker_dropped: 0,
                 rate_limited_rx: 0,
+                foreign_rx: 0,
                 socket_drops: 0,
             }),
             ..MemberStatus::default()
