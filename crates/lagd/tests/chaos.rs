@@ -292,6 +292,143 @@ fn slow_protocol_flood_on_one_member() {
     );
 }
 
+/// Sends `signal` (`STOP`, `CONT`) to the process `pid` this test started, with kill(1).
+fn signal(pid: u32, sig: &str) {
+    require_program("kill", "procps").unwrap_or_else(|e| panic!("{e:#}"));
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+/// Continues a stopped process when dropped, so a failing assertion leaves no lagd stopped.
+struct Continue(u32);
+
+impl Drop for Continue {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}
+
+/// lagd A stopped (SIGSTOP) for 5 s, longer than the 3 s LACP timeout at the fast rate: the
+/// partner takes the members out; after SIGCONT lagd A recovers without a restart, every member
+/// distributing again at both ends, and pings cross the bond.
+#[test]
+fn sigstop_longer_than_the_lacp_timeout_then_sigcont_recovers() {
+    let pair = Pair::new(2, "mode=802.3ad lacp_rate=fast");
+    for m in 0..2 {
+        assert!(pair.wait_distributing(m, Duration::from_secs(20)), "forms");
+    }
+    let pid = lagd_pid(&pair.controls[0]).expect("lagd A's pid");
+    let cont = Continue(pid);
+    signal(pid, "STOP");
+    thread::sleep(Duration::from_secs(5));
+    // B timed its partner out meanwhile.
+    let b = pair.status(Side::B);
+    assert!(
+        (0..2).all(|m| !lacp(&b, m).distributing),
+        "B still distributes to a partner silent for 5 s"
+    );
+    drop(cont);
+    for m in 0..2 {
+        assert!(
+            pair.wait_distributing(m, Duration::from_secs(15)),
+            "member {m} did not distribute again after SIGCONT"
+        );
+    }
+    assert!(ping(&pair, 5), "no ping across the bond after SIGCONT");
+}
+
+/// Pings host A's bond address from host B, `count` times.
+fn ping(pair: &Pair, count: u32) -> bool {
+    require_program("ping", "iputils-ping").unwrap_or_else(|e| panic!("{e:#}"));
+    std::process::Command::new("ip")
+        .args(["netns", "exec", pair.topo.ns(Side::B), "ping", "-q", "-c"])
+        .arg(count.to_string())
+        .args(["-i", "0.1", "-W", "2", &pair.topo.address(1).to_string()])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Random garbage: random lengths (runts to jumbo), random bytes, odd EtherTypes, VLAN stacks.
+fn garbage(rng: &mut Rng, n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let len = match i % 4 {
+                0 => (rng.next() % 14) as usize + 1,
+                1 => 14 + (rng.next() % 1500) as usize,
+                2 => 1514 + (rng.next() % 7500) as usize,
+                _ => 60,
+            };
+            let mut f: Vec<u8> = (0..len.max(14)).map(|_| rng.next() as u8).collect();
+            f.truncate(len);
+            if len >= 22 && i % 3 == 0 {
+                // Stacked VLAN tags, then a random EtherType.
+                f[12..14].copy_from_slice(&[0x88, 0xa8]);
+                f[16..18].copy_from_slice(&[0x81, 0x00]);
+            }
+            f
+        })
+        .collect()
+}
+
+/// Garbage frames (random bytes and lengths, runts, jumbo, VLAN stacks) into a member for 3 s
+/// and into host A's bond (the TAP, from the host side) for 3 s, as fast as one sender goes:
+/// lagd answers throughout, its RSS does not grow by more than 1 MiB, and the bond still
+/// carries pings afterwards.
+#[test]
+fn garbage_into_a_member_and_into_the_tap() {
+    let pair = Pair::new(2, "mode=balance-xor xmit_hash_policy=layer3+4");
+    let pid = lagd_pid(&pair.controls[0]).expect("lagd A's pid");
+    assert!(ping(&pair, 3), "the bond carries pings");
+    let rss0 = rss_kib(pid);
+    let mut rng = Rng(random_u64() | 1);
+    // Into member 0 of host A, from host B's end.
+    let link = pair.topo.links()[0].name.clone();
+    let sender = flood_in_background(&pair, link, garbage(&mut rng, 512), Duration::from_secs(3));
+    while !sender.is_finished() {
+        pair.status(Side::A);
+        thread::sleep(Duration::from_millis(100));
+    }
+    let into_member = sender.join().unwrap();
+    // Into the TAP: a packet socket on host A's bond interface sends into lagd.
+    let bond = pair.status(Side::A).bond;
+    let frames = garbage(&mut rng, 512);
+    let ns_a = pair.topo.ns(Side::A).to_owned();
+    let into_tap = in_named_ns(&ns_a, move || {
+        let s = PacketSocket::bind_name(
+            &bond,
+            PacketOptions {
+                protocol: 0,
+                ..PacketOptions::default()
+            },
+        )
+        .expect("socket on the bond");
+        let t = Instant::now();
+        let (mut sent, mut i) = (0u64, 0usize);
+        while t.elapsed() < Duration::from_secs(3) {
+            sent += u64::from(s.send(&frames[i % frames.len()]).is_ok());
+            i += 1;
+        }
+        sent
+    })
+    .expect("host A's namespace");
+    println!("garbage: {into_member} frames into a member, {into_tap} into the TAP");
+    assert!(
+        into_member > 1000 && into_tap > 1000,
+        "too few frames to mean anything"
+    );
+    let status = pair.status(Side::A);
+    assert_eq!(status.mii_status, "up");
+    let rss1 = rss_kib(pid);
+    println!("lagd A RSS: {rss0} KiB before, {rss1} KiB after");
+    assert!(rss1 <= rss0 + 1024, "RSS grew from {rss0} to {rss1} KiB");
+    assert!(ping(&pair, 3), "the bond carries pings after the garbage");
+}
+
 /// The pid of the lagd whose control socket is `control` (its command line names it).
 fn lagd_pid(control: &std::path::Path) -> Option<u32> {
     let want = control.to_string_lossy().into_owned();
