@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use lagd_proto::balance::BucketsSnapshot;
-use lagd_proto::bond::{BondSnapshot, PortSnapshot, StripeSnapshot};
+use lagd_proto::bond::{BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot};
 use lagd_proto::lacp::{LacpPortSnapshot, LacpSnapshot};
 use lagd_proto::port::PortId;
 use lagd_proto::time::Instant;
@@ -74,8 +74,43 @@ pub struct Status {
     /// oldest first, each `+SECONDS what` (seconds since start); the latest 32.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<String>,
+    /// The tables keyed by what peers and the host send: sizes, bounds, evictions.
+    #[serde(default)]
+    pub tables: TablesStatus,
     /// Members in enslave order.
     pub members: Vec<MemberStatus>,
+}
+
+/// The bond's tables keyed by what arrives in frames, each bounded (the oldest entry makes
+/// room): how full, the bound, and how many entries were dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TablesStatus {
+    /// balance-alb clients tracked.
+    pub alb_clients: u64,
+    /// The bound on balance-alb clients (0 in other modes).
+    pub alb_clients_max: u64,
+    /// balance-alb clients dropped to make room.
+    pub alb_clients_evicted: u64,
+    /// Multicast groups kept for `resend_igmp`.
+    pub igmp_groups: u64,
+    /// The bound on groups.
+    pub igmp_groups_max: u64,
+    /// Groups dropped to make room.
+    pub igmp_groups_evicted: u64,
+}
+
+impl TablesStatus {
+    /// From the bond's snapshot.
+    pub fn from_snapshot(t: &TablesSnapshot) -> Self {
+        Self {
+            alb_clients: t.alb_clients as u64,
+            alb_clients_max: t.alb_clients_max as u64,
+            alb_clients_evicted: t.alb_clients_evicted,
+            igmp_groups: t.igmp_groups as u64,
+            igmp_groups_max: t.igmp_groups_max as u64,
+            igmp_groups_evicted: t.igmp_groups_evicted,
+        }
+    }
 }
 
 /// Which path carries the bond's data frames.
@@ -283,6 +318,19 @@ pub struct MemberLacp {
     pub illegal_rx: u64,
     /// Slow-protocol frames of unknown subtype received.
     pub unknown_rx: u64,
+    /// Marker Information PDUs not answered (over the response rate limit).
+    #[serde(default)]
+    pub marker_dropped: u64,
+    /// Slow-protocol frames dropped unparsed, over the member's receive budget.
+    #[serde(default)]
+    pub rate_limited_rx: u64,
+    /// LACPDUs from another address naming another partner, held off while the confirmed
+    /// partner was current.
+    #[serde(default)]
+    pub foreign_rx: u64,
+    /// Slow-protocol frames the kernel dropped before lagd read them (socket buffer full).
+    #[serde(default)]
+    pub socket_drops: u64,
 }
 
 /// One member's status. The default is a member with no name, nothing known of its link, and
@@ -419,6 +467,7 @@ impl Status {
             dataplane: DataplaneStatus::default(),
             disabled_members: Vec::new(),
             changes: Vec::new(),
+            tables: TablesStatus::from_snapshot(&snap.tables),
             stripe: snap.stripe.as_ref().map(|st| {
                 let names: Vec<&str> = snap.ports.iter().map(|p| p.name.as_str()).collect();
                 StripeStatus::from_snapshot(st, &names)
@@ -616,6 +665,10 @@ impl MemberLacp {
             marker_response_tx: p.counters.marker_response_tx,
             illegal_rx: p.counters.illegal_rx,
             unknown_rx: p.counters.unknown_rx,
+            marker_dropped: p.counters.marker_dropped,
+            rate_limited_rx: p.counters.rate_limited_rx,
+            foreign_rx: p.counters.foreign_rx,
+            socket_drops: 0,
         }
     }
 }
@@ -707,6 +760,21 @@ impl Status {
             "TX Dropped (no usable member): {}",
             self.tx_dropped_no_member
         );
+        let t = &self.tables;
+        if t.alb_clients_max > 0 {
+            let _ = writeln!(
+                s,
+                "ALB Clients: {} (max {}, {} evicted)",
+                t.alb_clients, t.alb_clients_max, t.alb_clients_evicted
+            );
+        }
+        if t.igmp_groups > 0 || t.igmp_groups_evicted > 0 {
+            let _ = writeln!(
+                s,
+                "Multicast Groups Kept: {} (max {}, {} evicted)",
+                t.igmp_groups, t.igmp_groups_max, t.igmp_groups_evicted
+            );
+        }
         if let Some(l) = &self.lacp {
             self.render_lacp(&mut s, l);
         }
@@ -824,6 +892,12 @@ impl Status {
                     l.marker_response_tx,
                     l.illegal_rx,
                     l.unknown_rx
+                );
+                let _ = writeln!(
+                    s,
+                    "Slow protocols dropped: rate-limited {}, foreign held off {}, markers \
+                     unanswered {}, socket {}",
+                    l.rate_limited_rx, l.foreign_rx, l.marker_dropped, l.socket_drops
                 );
             }
         }
@@ -983,6 +1057,12 @@ mod test {
             dataplane: DataplaneStatus::default(),
             disabled_members: Vec::new(),
             changes: Vec::new(),
+            tables: TablesStatus {
+                igmp_groups: 3,
+                igmp_groups_max: 64,
+                igmp_groups_evicted: 1,
+                ..TablesStatus::default()
+            },
             members: vec![MemberStatus {
                 name: "eth1".into(),
                 mii_status: "up".into(),
@@ -1023,6 +1103,7 @@ mod test {
             "Link Failure Count: 2",
             "Permanent HW addr: 02:00:00:00:00:02",
             "Drops: rx inactive_member 3 (socket 0), tx busy 0",
+            "Multicast Groups Kept: 3 (max 64, 1 evicted)",
         ];
         for line in want {
             assert!(
@@ -1031,6 +1112,8 @@ mod test {
             );
         }
         assert!(!text.contains("Transmit Hash Policy"));
+        // Not balance-alb: no client table.
+        assert!(!text.contains("ALB Clients"));
     }
 
     #[test]
@@ -1118,6 +1201,10 @@ mod test {
             marker_response_tx: 0,
             illegal_rx: 0,
             unknown_rx: 0,
+            marker_dropped: 3,
+            rate_limited_rx: 40,
+            foreign_rx: 2,
+            socket_drops: 5,
         });
         s
     }
@@ -1167,6 +1254,13 @@ mod test {
             text.lines().any(|l| l
                 == "LACPDUs: rx 4 tx 5 (2 not sent), markers rx 0 responses tx 0, illegal 0, \
                     unknown 0"),
+            "{text}"
+        );
+        // And what was dropped before or instead of an answer.
+        assert!(
+            text.lines().any(|l| l
+                == "Slow protocols dropped: rate-limited 40, foreign held off 2, markers \
+                    unanswered 3, socket 5"),
             "{text}"
         );
         // Other modes have no such section.

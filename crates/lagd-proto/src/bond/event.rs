@@ -32,6 +32,18 @@ pub enum BondEvent {
         /// The new MAC.
         mac: EthernetAddress,
     },
+    /// The LACP partner a member records changed (802.3ad): another system, key or port, or
+    /// none (system all zeros: the partner timed out or the member was reset).
+    LacpPartner {
+        /// The member.
+        port: PortId,
+        /// The partner's system id (all zeros: none).
+        system: EthernetAddress,
+        /// The partner's operational key.
+        key: u16,
+        /// The partner's port number.
+        partner_port: u16,
+    },
     /// A member's interface should carry this MAC (`fail_over_mac=follow`: the active member
     /// takes the bond's MAC; the others keep distinct ones).
     MemberMac {

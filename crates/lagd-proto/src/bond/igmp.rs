@@ -8,8 +8,9 @@
 
 use core::time::Duration;
 
-/// Groups remembered; the oldest makes room beyond this.
-const MAX_GROUPS: usize = 64;
+/// Groups remembered; the oldest makes room beyond this (counted in
+/// [`IgmpCache::evicted`]).
+pub(crate) const MAX_GROUPS: usize = 64;
 
 /// A report frame longer than this is not kept (reports are small).
 const MAX_REPORT: usize = 1514;
@@ -103,6 +104,8 @@ pub(crate) struct IgmpCache {
     rounds: Option<(u8, crate::time::Instant)>,
     /// Reports of the round being sent (indexes into `reports`).
     pending: Vec<usize>,
+    /// Groups forgotten to make room for new ones (the cache is full at [`MAX_GROUPS`]).
+    pub(crate) evicted: u64,
 }
 
 impl IgmpCache {
@@ -124,6 +127,7 @@ impl IgmpCache {
                         if self.reports.len() >= MAX_GROUPS {
                             self.reports.remove(0);
                             self.pending.clear();
+                            self.evicted += 1;
                         }
                         self.reports.push((g, frame.to_vec()));
                     }
@@ -140,7 +144,6 @@ impl IgmpCache {
     }
 
     /// Groups currently kept.
-    #[cfg(test)]
     pub(crate) fn groups(&self) -> usize {
         self.reports.len()
     }
@@ -248,6 +251,20 @@ mod tests {
             let m = mld(143, g6);
             c.learn(&m[..len.min(m.len())]);
         }
+    }
+
+    #[test]
+    fn the_group_cache_is_bounded_and_counts_what_it_drops() {
+        let mut c = IgmpCache::default();
+        for i in 0..(MAX_GROUPS + 10) as u16 {
+            let [a, b] = i.to_be_bytes();
+            c.learn(&igmp(0x16, [239, 2, a, b], &[]));
+        }
+        assert_eq!(c.groups(), MAX_GROUPS);
+        assert_eq!(c.evicted, 10);
+        // A report for a group kept replaces it: nothing more is dropped.
+        c.learn(&igmp(0x16, [239, 2, 0, 20], &[]));
+        assert_eq!((c.groups(), c.evicted), (MAX_GROUPS, 10));
     }
 
     #[test]

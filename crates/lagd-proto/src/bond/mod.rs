@@ -94,7 +94,7 @@ pub use member::{MiiStatus, PortInfo};
 pub use options::{
     BondOptions, Distribution, FailOverMac, FastPathMode, Mode, OptionError, PrimaryReselect,
 };
-pub use snapshot::{BondSnapshot, PortSnapshot, StripeSnapshot};
+pub use snapshot::{BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot};
 pub use verdict::{
     DRIVER_HEADROOM, Dataplane, DropReason, HostFrame, RxVerdict, TX_HEADROOM, TxDrop, TxVerdict,
 };
@@ -552,6 +552,14 @@ impl Bond {
             lacp: self.lacp.as_ref().map(Lacp::snapshot),
             buckets: self.mode.buckets_snapshot(),
             failovers: self.failovers,
+            tables: TablesSnapshot {
+                alb_clients: self.mode.rlb().map_or(0, |r| r.clients.len()),
+                alb_clients_max: self.mode.rlb().map_or(0, |_| mode::alb::MAX_CLIENTS),
+                alb_clients_evicted: self.mode.rlb().map_or(0, |r| r.evicted),
+                igmp_groups: self.igmp.groups(),
+                igmp_groups_max: igmp::MAX_GROUPS,
+                igmp_groups_evicted: self.igmp.evicted,
+            },
             stripe: self.mode.stripe().map(|s| StripeSnapshot {
                 peers: s.engine.status(self.last_now),
                 reorder: *s.engine.rx().counters(),
@@ -755,6 +763,17 @@ impl Bond {
             match ev {
                 LacpEvent::DistributionChanged => distribution = true,
                 LacpEvent::CarrierChanged { up } => carrier = Some(up),
+                LacpEvent::PartnerChanged {
+                    port,
+                    system,
+                    key,
+                    partner_port,
+                } => self.events.push_back(BondEvent::LacpPartner {
+                    port,
+                    system,
+                    key,
+                    partner_port,
+                }),
                 _ => {}
             }
         }

@@ -320,6 +320,9 @@ pub struct BondOptions {
     pub lacp_fallback: u32,
     /// lagd's `lacp_aggregate_wait` in ms: 802.1AX's Aggregate_Wait_Time (2000 by default).
     pub lacp_aggregate_wait: u32,
+    /// lagd's `lacp_rejoin_hold` in ms (0 = off, the default): a member back within this
+    /// long to the partner it had skips the aggregate wait (flap dampening).
+    pub lacp_rejoin_hold: u32,
     /// `actor_port_prio` per member (the kernel's per-slave option, Linux 6.18), written
     /// `actor_port_prio=eth0:100,eth1:200`; members not named keep 255. Lower is preferred.
     pub actor_port_prio: Vec<(String, u16)>,
@@ -384,6 +387,7 @@ impl Default for BondOptions {
             use_carrier: true,
             lacp_fallback: 0,
             lacp_aggregate_wait: 2000,
+            lacp_rejoin_hold: 0,
             actor_port_prio: Vec::new(),
             distribution: Distribution::Modulo,
             fastpath: FastPathMode::Auto,
@@ -433,6 +437,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "use_carrier",
     "lacp_fallback",
     "lacp_aggregate_wait",
+    "lacp_rejoin_hold",
     "actor_port_prio",
     "distribution",
     "fastpath",
@@ -683,6 +688,9 @@ impl BondOptions {
             "hash_seed" => self.hash_seed = number(value, 0, u64::from(u32::MAX), "a seed")? as u32,
             "lacp_aggregate_wait" => {
                 self.lacp_aggregate_wait = number(value, 0, 10_000, "milliseconds")? as u32
+            }
+            "lacp_rejoin_hold" => {
+                self.lacp_rejoin_hold = number(value, 0, 60_000, "milliseconds")? as u32
             }
             _ => {
                 let hint = OPTION_NAMES
@@ -944,6 +952,8 @@ mod test {
             ("all_slaves_active", "yes"),
             ("miimon", "-1"),
             ("lacp_aggregate_wait", "10001"),
+            ("lacp_rejoin_hold", "60001"),
+            ("lacp_rejoin_hold", "-1"),
             ("actor_port_prio", "eth0"),
             ("actor_port_prio", "eth0:70000"),
         ] {

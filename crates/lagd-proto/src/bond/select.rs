@@ -72,6 +72,7 @@ pub(crate) fn lacp_config(o: &BondOptions) -> LacpConfig {
         coupled_control: o.coupled_control,
         fallback: (o.lacp_fallback > 0).then(|| Duration::from_millis(o.lacp_fallback.into())),
         aggregate_wait: Duration::from_millis(o.lacp_aggregate_wait.into()),
+        rejoin_hold: Duration::from_millis(o.lacp_rejoin_hold.into()),
     }
 }
 

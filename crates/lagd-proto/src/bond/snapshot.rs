@@ -41,6 +41,27 @@ pub struct BondSnapshot {
     pub buckets: Option<BucketsSnapshot>,
     /// Stripe mode: the peer and the reorder buffer's counters.
     pub stripe: Option<StripeSnapshot>,
+    /// The tables keyed by what peers and the host send: sizes, bounds, evictions.
+    pub tables: TablesSnapshot,
+}
+
+/// The bond's tables whose keys come from frames (balance-alb clients by IPv4 address, the
+/// IGMP/MLD groups replayed after a failover): how full they are, their bound, and how many
+/// entries were dropped to make room. Each drops its oldest entry when full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TablesSnapshot {
+    /// balance-alb clients tracked (0 in other modes).
+    pub alb_clients: usize,
+    /// The most balance-alb clients tracked (0 in other modes).
+    pub alb_clients_max: usize,
+    /// balance-alb clients dropped to make room.
+    pub alb_clients_evicted: u64,
+    /// Multicast groups kept for `resend_igmp`.
+    pub igmp_groups: usize,
+    /// The most groups kept.
+    pub igmp_groups_max: usize,
+    /// Groups dropped to make room.
+    pub igmp_groups_evicted: u64,
 }
 
 /// Stripe mode in a [`BondSnapshot`].

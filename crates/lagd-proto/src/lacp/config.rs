@@ -155,6 +155,12 @@ pub struct LacpConfig {
     /// forms aggregations faster (Open vSwitch does not wait at all) at the cost of attaching
     /// ports one by one when they come up together.
     pub aggregate_wait: Duration,
+    /// Flap dampening (lagd's `lacp_rejoin_hold`): a port whose link was down for at most this
+    /// long, and that comes back to the partner it had (same system, key and port number)
+    /// while it was in sync, attaches without the aggregate wait. With members flapping in
+    /// turn, each one that returns carries traffic at once instead of waiting 2 s (and losing
+    /// its link again before it ever distributes). Zero (default): off, as the kernel does.
+    pub rejoin_hold: Duration,
 }
 
 impl Default for LacpConfig {
@@ -172,6 +178,7 @@ impl Default for LacpConfig {
             coupled_control: true,
             fallback: None,
             aggregate_wait: AGGREGATE_WAIT_TIME,
+            rejoin_hold: Duration::ZERO,
         }
     }
 }

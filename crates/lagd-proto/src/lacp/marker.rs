@@ -55,8 +55,10 @@ impl Responder {
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::lacp::limit::{MARKER_RESPONSE_RATE, OTHER_RATE};
     use crate::lacp::tests::script::{self, B_SYS, at, port_mac};
     use crate::lacp::{LacpConfig, MAX_FRAME_LEN, PortId};
+    use crate::time::Instant;
     use crate::wire::slow::{MarkerKind, SlowPdu};
     use crate::wire::{EthernetAddress, EthernetFrame};
 
@@ -107,14 +109,17 @@ mod test {
             ..information(1)
         };
         l.handle_frame(at(0), PortId(0), &marker_frame(&response));
+        // A second later (the receive budget refilled), 20 at once.
         for id in 0..20 {
-            l.handle_frame(at(1), PortId(0), &marker_frame(&information(id)));
+            l.handle_frame(at(1000), PortId(0), &marker_frame(&information(id)));
         }
         let c = l.snapshot().ports[0].counters;
         assert_eq!(c.marker_response_rx, 1);
         assert_eq!(c.marker_rx, 20);
-        assert_eq!(c.marker_dropped, 20 - Responder::CAPACITY as u64);
-        let sent = script::drain_all(&mut l, at(1));
+        // At most MARKER_RESPONSE_RATE answered in a burst.
+        let rate = u64::from(MARKER_RESPONSE_RATE);
+        assert_eq!(c.marker_dropped, 20 - rate);
+        let sent = script::drain_all(&mut l, at(1000));
         let ids: Vec<u32> = sent
             .iter()
             .map(|(_, pdu)| match pdu {
@@ -122,6 +127,34 @@ mod test {
                 other => panic!("unexpected {other:?}"),
             })
             .collect();
-        assert_eq!(ids, (0..8).collect::<Vec<u32>>());
+        assert_eq!(ids, (0..rate as u32).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn a_marker_flood_is_answered_at_the_response_rate() {
+        let mut l = script::bond(LacpConfig::default(), 1);
+        let mut buf = [0u8; MAX_FRAME_LEN];
+        let mut answered = 0u64;
+        // 1000 Marker PDUs per second for 10 s, responses drained as they come.
+        for i in 0..10_000u32 {
+            let now = Instant::from_millis(1000 + u64::from(i));
+            l.handle_frame(now, PortId(0), &marker_frame(&information(i)));
+            while let Some(tx) = l.poll_transmit(now, &mut buf) {
+                if matches!(SlowPdu::parse_frame(&buf[..tx.len]), Ok(SlowPdu::Marker(_))) {
+                    answered += 1;
+                }
+            }
+        }
+        let c = l.snapshot().ports[0].counters;
+        // The receive budget admits OTHER_RATE per second (plus a first burst), the responder
+        // answers at most MARKER_RESPONSE_RATE of those per second (plus a first burst).
+        let rate = u64::from(MARKER_RESPONSE_RATE);
+        assert!(answered <= 11 * rate, "{answered} answered");
+        assert!(answered >= 9 * rate, "{answered} answered");
+        assert_eq!(c.marker_response_tx, answered);
+        // Every frame is accounted for: parsed or refused before parsing.
+        assert_eq!(c.marker_rx + c.rate_limited_rx, 10_000);
+        assert_eq!(c.marker_rx, answered + c.marker_dropped);
+        assert!(c.rate_limited_rx >= 10_000 - 11 * u64::from(OTHER_RATE));
     }
 }

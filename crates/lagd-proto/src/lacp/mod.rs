@@ -92,6 +92,7 @@
 mod churn;
 mod config;
 mod fallback;
+pub mod limit;
 mod marker;
 mod mux;
 mod periodic;
@@ -200,6 +201,19 @@ pub enum LacpEvent {
         /// The new active aggregator.
         aggregator: Option<AggregatorId>,
     },
+    /// The partner a port records changed: another system, key or port number, or none (the
+    /// partner timed out, or the port was reset, and the administrative defaults apply:
+    /// system all zeros).
+    PartnerChanged {
+        /// The port.
+        port: PortId,
+        /// The partner's system id (all zeros: no partner).
+        system: EthernetAddress,
+        /// The partner's operational key.
+        key: u16,
+        /// The partner's port number.
+        partner_port: u16,
+    },
     /// The LACP fallback started, moved to another port, or ended (`None`).
     FallbackChanged {
         /// The port carrying traffic in fallback.
@@ -212,6 +226,7 @@ impl LacpEvent {
     fn same_slot(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::PortStateChanged { port: a }, Self::PortStateChanged { port: b }) => a == b,
+            (Self::PartnerChanged { port: a, .. }, Self::PartnerChanged { port: b, .. }) => a == b,
             _ => core::mem::discriminant(self) == core::mem::discriminant(other),
         }
     }
@@ -395,10 +410,15 @@ impl Port {
             periodic: state::Periodic::new(),
             mux: state::Mux::new(),
             aggregate_wait: config.aggregate_wait,
+            rejoin_hold: config.rejoin_hold,
+            left: None,
+            rejoining: false,
             tx: state::Transmit::new(),
             actor_churn: churn::Churn::new(),
             partner_churn: churn::Churn::new(),
             markers: marker::Responder::new(),
+            rx_limit: limit::RxLimiter::new(),
+            marker_limit: limit::TokenBucket::new(limit::MARKER_RESPONSE_RATE),
             counters: PortCounters::default(),
         };
         port.begin();
@@ -408,6 +428,9 @@ impl Port {
     /// BEGIN: every machine of the port to its initial state.
     pub(crate) fn begin(&mut self) {
         self.ntt = false;
+        self.tx.last = None;
+        self.tx.partner_lacks = false;
+        self.tx.periodic = false;
         self.ready_n = false;
         rx::begin(self);
         periodic::begin(self);
@@ -426,6 +449,7 @@ impl Port {
             aggregator: self.aggregator,
             actor_state: self.actor_state,
             partner_state: self.partner.state,
+            partner: (self.partner.system, self.partner.key, self.partner.port),
             enabled: self.port_enabled,
         }
     }
@@ -440,6 +464,8 @@ struct PortView {
     aggregator: Option<AggregatorId>,
     actor_state: PortState,
     partner_state: PortState,
+    /// The partner's system, key and port number.
+    partner: (EthernetAddress, u16, u16),
     enabled: bool,
 }
 
@@ -605,8 +631,19 @@ impl Lacp {
         if restart {
             p.begin();
         }
+        let was_in_sync = p.port_enabled
+            && p.actor_state.contains(PortState::SYNCHRONIZATION)
+            && p.partner.state.contains(PortState::SYNCHRONIZATION);
         p.port_enabled = up;
         p.lacp_enabled = full_duplex;
+        if !up {
+            // The partner may forget us while the link is down: the next LACPDU is news.
+            p.tx.last = None;
+            p.rx_limit.forget();
+            if was_in_sync {
+                p.left = Some((now, p.partner_id()));
+            }
+        }
         let key = oper_key(user_key, up, speed_mbps, full_duplex);
         if key != p.key {
             // A new operational key: the port must be selected again, and the partner told.
@@ -626,9 +663,18 @@ impl Lacp {
     /// If the bond has no such port.
     pub fn handle_frame(&mut self, now: Instant, port: PortId, frame: &[u8]) {
         let now = self.advance(now);
+        let idx = self.expect_index(port);
+        let src = frame
+            .get(6..12)
+            .map(|b| EthernetAddress([b[0], b[1], b[2], b[3], b[4], b[5]]));
+        if !self.ports[idx].rx_limit.admit(now, src) {
+            // Over the port's budget: dropped before any parsing or machine run (see `limit`);
+            // timers due are run by the next `handle_timeout`.
+            self.ports[idx].counters.rate_limited_rx += 1;
+            return;
+        }
         let before = self.observe();
         self.run(now);
-        let idx = self.expect_index(port);
         let parsed = if is_slow_protocols_frame(frame) {
             SlowPdu::parse_frame(frame).ok()
         } else {
@@ -642,7 +688,7 @@ impl Lacp {
                 MarkerKind::Information => {
                     counters.marker_rx += 1;
                     let p = &mut self.ports[idx];
-                    if !p.markers.push(m) {
+                    if !p.marker_limit.take(now) || !p.markers.push(m) {
                         p.counters.marker_dropped += 1;
                     }
                 }
@@ -654,9 +700,25 @@ impl Lacp {
                 if pdu.actor.system == self.actor.system {
                     counters.loopback_rx += 1;
                 } else {
-                    rx::mark_moved(&mut self.ports, idx, &pdu.actor);
-                    let actor = self.actor;
-                    rx::receive(&mut self.ports[idx], &actor, &pdu, now);
+                    let p = &mut self.ports[idx];
+                    let partner_current = p.rx.state == RxState::Current;
+                    let held = src.is_some_and(|src| {
+                        p.rx_limit
+                            .holds_off(src, pdu.actor.system, pdu.actor.port, partner_current)
+                    });
+                    if held {
+                        p.counters.foreign_rx += 1;
+                    } else {
+                        if let Some(src) = src {
+                            let knows_us = pdu.partner.system == self.actor.system
+                                && pdu.partner.port == p.number;
+                            p.rx_limit
+                                .lacpdu(src, pdu.actor.system, pdu.actor.port, knows_us);
+                        }
+                        rx::mark_moved(&mut self.ports, idx, &pdu.actor);
+                        let actor = self.actor;
+                        rx::receive(&mut self.ports[idx], &actor, &pdu, now);
+                    }
                 }
             }
         }
@@ -705,15 +767,29 @@ impl Lacp {
         for k in 0..n {
             let i = (self.tx_cursor + k) % n;
             let p = &mut self.ports[i];
-            if tx::wants(p) && p.tx.next_allowed(now) <= now {
-                let pdu = tx::lacpdu(p, &self.actor);
-                let len = pdu.frame_len();
-                pdu.emit_frame(p.mac, &mut buf[..len]);
-                p.tx.record(now);
-                p.ntt = false;
-                p.counters.lacpdu_tx += 1;
-                self.tx_cursor = (i + 1) % n;
-                return Some(Transmit { port: p.id, len });
+            if !tx::wants(p) {
+                continue;
+            }
+            match tx::decide(p, &self.actor, now) {
+                tx::Decision::Wait(_) => {}
+                tx::Decision::Suppress => {
+                    p.ntt = false;
+                    p.tx.partner_lacks = false;
+                    p.tx.periodic = false;
+                    p.counters.lacpdu_suppressed += 1;
+                }
+                tx::Decision::Send(pdu) => {
+                    let len = pdu.frame_len();
+                    pdu.emit_frame(p.mac, &mut buf[..len]);
+                    p.tx.record(now);
+                    p.tx.last = Some((now, pdu));
+                    p.tx.partner_lacks = false;
+                    p.tx.periodic = false;
+                    p.ntt = false;
+                    p.counters.lacpdu_tx += 1;
+                    self.tx_cursor = (i + 1) % n;
+                    return Some(Transmit { port: p.id, len });
+                }
             }
         }
         None
@@ -738,7 +814,10 @@ impl Lacp {
             note(p.actor_churn.deadline());
             note(p.partner_churn.deadline());
             if tx::wants(p) {
-                note(Some(p.tx.next_allowed(self.now)));
+                note(Some(match tx::decide(p, &self.actor, self.now) {
+                    tx::Decision::Wait(t) => t,
+                    tx::Decision::Send(_) | tx::Decision::Suppress => self.now,
+                }));
             }
         }
         note(self.fallback.deadline());
@@ -954,6 +1033,15 @@ impl Lacp {
             let old = before.ports.iter().find(|(b, _)| b == id).map(|(_, v)| v);
             if old != Some(view) {
                 self.push_event(LacpEvent::PortStateChanged { port: *id });
+            }
+            if old.is_some_and(|o| o.partner != view.partner) {
+                let (system, key, partner_port) = view.partner;
+                self.push_event(LacpEvent::PartnerChanged {
+                    port: *id,
+                    system,
+                    key,
+                    partner_port,
+                });
             }
         }
         for (id, _) in &before.ports {

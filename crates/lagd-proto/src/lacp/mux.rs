@@ -57,7 +57,9 @@ pub(crate) fn step(port: &mut Port, ready: bool, coupled: bool, now: Instant) ->
             MuxState::Waiting if selected == Selected::Unselected => Some(MuxState::Detached),
             // `ready` was computed before this call; if this port's own ready_N was just set
             // above, the engine runs the machines again and the next call sees it.
-            MuxState::Waiting if in_use && ready && port.ready_n => Some(MuxState::Attached),
+            MuxState::Waiting if in_use && (ready || port.rejoining) && port.ready_n => {
+                Some(MuxState::Attached)
+            }
             MuxState::Attached if !in_use => Some(MuxState::Detached),
             MuxState::Attached if partner_sync && coupled => Some(MuxState::CollectingDistributing),
             MuxState::Attached if partner_sync => Some(MuxState::Collecting),
@@ -89,7 +91,15 @@ fn enter(port: &mut Port, state: MuxState, now: Instant) {
             port.ntt = true;
         }
         MuxState::Waiting => {
-            port.mux.wait_while.start(now, port.aggregate_wait);
+            // Flap dampening: back to the partner it just lost, no aggregate wait.
+            port.rejoining = port.rejoins(now);
+            port.left = None;
+            let wait = if port.rejoining {
+                core::time::Duration::ZERO
+            } else {
+                port.aggregate_wait
+            };
+            port.mux.wait_while.start(now, wait);
             port.ready_n = false;
         }
         MuxState::Attached => {

@@ -63,6 +63,7 @@ pub(crate) fn step(port: &mut Port, now: Instant) -> bool {
             PeriodicState::PeriodicTx => {
                 port.periodic.periodic_timer.stop();
                 port.ntt = true;
+                port.tx.periodic = true;
             }
         }
         changed = true;

@@ -4,8 +4,9 @@
 use core::time::Duration;
 
 use super::state::Selected;
-use super::{churn, marker, state};
+use super::{churn, limit, marker, state};
 use crate::port::{AggregatorId, PortId};
+use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::slow::{LacpInfo, PortState};
 
@@ -31,8 +32,19 @@ pub struct PortCounters {
     pub unknown_rx: u64,
     /// LACPDUs carrying our own system id (a loop), dropped.
     pub loopback_rx: u64,
-    /// Marker Information PDUs dropped because responses were already queued.
+    /// Marker Information PDUs not answered: over the response rate
+    /// ([`MARKER_RESPONSE_RATE`](super::limit::MARKER_RESPONSE_RATE)) or with responses
+    /// already queued.
     pub marker_dropped: u64,
+    /// LACPDUs not sent because they would have repeated the last one without need (see
+    /// the Transmit machine).
+    pub lacpdu_suppressed: u64,
+    /// LACPDUs from another address held off while the confirmed partner was current (see
+    /// [`limit`](super::limit)).
+    pub foreign_rx: u64,
+    /// Slow-protocol frames dropped unparsed: over the port's receive budget
+    /// ([`limit`](super::limit)).
+    pub rate_limited_rx: u64,
 }
 
 /// The system-wide actor values every machine reads.
@@ -83,10 +95,21 @@ pub(crate) struct Port {
     /// `wait_while` for this port (from
     /// [`LacpConfig::aggregate_wait`](super::config::LacpConfig::aggregate_wait)).
     pub(crate) aggregate_wait: Duration,
+    /// [`LacpConfig::rejoin_hold`](super::config::LacpConfig::rejoin_hold).
+    pub(crate) rejoin_hold: Duration,
+    /// When the link last went down while the port was in sync, and the partner it had then
+    /// (system, key, port number).
+    pub(crate) left: Option<(Instant, (EthernetAddress, u16, u16))>,
+    /// In WAITING without the aggregate wait (back to its partner within `rejoin_hold`).
+    pub(crate) rejoining: bool,
     pub(crate) tx: state::Transmit,
     pub(crate) actor_churn: churn::Churn,
     pub(crate) partner_churn: churn::Churn,
     pub(crate) markers: marker::Responder,
+    /// Admission of received slow-protocol frames.
+    pub(crate) rx_limit: limit::RxLimiter,
+    /// Marker Responses allowed.
+    pub(crate) marker_limit: limit::TokenBucket,
     pub(crate) counters: PortCounters,
 }
 
@@ -101,6 +124,20 @@ impl Port {
             port: self.number,
             state: self.actor_state,
         }
+    }
+
+    /// The partner's identity: system, key and port number.
+    pub(crate) fn partner_id(&self) -> (EthernetAddress, u16, u16) {
+        (self.partner.system, self.partner.key, self.partner.port)
+    }
+
+    /// Whether the port comes back, at `now`, to the partner it lost with its link within
+    /// `rejoin_hold`.
+    pub(crate) fn rejoins(&self, now: Instant) -> bool {
+        !self.rejoin_hold.is_zero()
+            && self.left.is_some_and(|(at, partner)| {
+                now.saturating_since(at) <= self.rejoin_hold && partner == self.partner_id()
+            })
     }
 
     /// Whether the port collects, as its machines say (fallback not included).

@@ -168,6 +168,10 @@ fn enter_current(port: &mut Port, actor: &Actor, pdu: &LacpRepr, now: Instant) {
     );
     if !same_identity(&pdu.partner, &us) || pdu.partner.state & NTT_BITS != us.state & NTT_BITS {
         port.ntt = true;
+        // Unless it crossed our last LACPDU, the partner lacks what we last sent: repeat it.
+        if !super::tx::may_have_crossed(port, now) {
+            port.tx.partner_lacks = true;
+        }
     }
     record_pdu(port, &us, pdu);
     let timeout: Duration = if port.actor_state.contains(PortState::TIMEOUT) {
@@ -263,8 +267,11 @@ mod test {
         assert_eq!(s.ports[0].partner.port, 1);
         assert!(!s.ports[0].actor.state.contains(PortState::DEFAULTED));
         assert!(!s.ports[0].actor.state.contains(PortState::EXPIRED));
-        // The partner's view of us is empty: we must answer at once.
-        let sent = script::drain(&mut l, at(100));
+        // The partner's view of us is empty: we must answer, as soon as the spacing after our
+        // first LACPDU (at 0 ms) allows, since our state bits did not change.
+        assert!(script::drain(&mut l, at(100)).is_empty());
+        assert_eq!(l.poll_timeout(), Some(at(333)));
+        let sent = script::drain(&mut l, at(333));
         assert_eq!(sent.len(), 1);
         assert_eq!(sent[0].1.partner.system, B_SYS);
         // Slow rate (our default): current_while is the long timeout, 90 s.

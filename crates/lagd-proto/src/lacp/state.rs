@@ -10,6 +10,7 @@ use core::fmt;
 use super::config::{FAST_PERIODIC_TIME, MAX_TX_PER_FAST_PERIODIC};
 use super::timer::Timer;
 use crate::time::Instant;
+use crate::wire::slow::LacpRepr;
 
 /// The states of the Receive machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -193,33 +194,54 @@ impl fmt::Display for Selected {
     }
 }
 
-/// The transmit limit of one port: the times of its last three LACPDUs.
+/// The transmit limit of one port: the times of its last three LACPDUs, and the last LACPDU
+/// sent (what the partner was last told).
 #[derive(Debug, Clone)]
 pub(crate) struct Transmit {
     sent: [Option<Instant>; MAX_TX_PER_FAST_PERIODIC],
+    /// The last LACPDU sent since the link came up, and when.
+    pub(crate) last: Option<(Instant, LacpRepr)>,
+    /// The partner showed it lacks our current information: NTT is honoured even by a LACPDU
+    /// identical to the last one.
+    pub(crate) partner_lacks: bool,
+    /// The Periodic machine set NTT: honoured by a LACPDU identical to the last one unless
+    /// that one is recent.
+    pub(crate) periodic: bool,
 }
 
 impl Transmit {
     pub(crate) fn new() -> Self {
         Self {
             sent: [None; MAX_TX_PER_FAST_PERIODIC],
+            last: None,
+            partner_lacks: false,
+            periodic: false,
         }
     }
 
     /// The earliest time at or after `now` a LACPDU may go.
     pub(crate) fn next_allowed(&self, now: Instant) -> Instant {
-        let mut in_window = self
-            .sent
-            .iter()
-            .flatten()
-            .filter(|&&t| now < t + FAST_PERIODIC_TIME);
-        let oldest = in_window.clone().min().copied();
-        if in_window.nth(MAX_TX_PER_FAST_PERIODIC - 1).is_some() {
-            // Three in the last second: the next one when the oldest leaves the window.
-            oldest.map_or(now, |t| t + FAST_PERIODIC_TIME)
-        } else {
-            now
+        self.next_allowed_within(now, MAX_TX_PER_FAST_PERIODIC)
+    }
+
+    /// The earliest time at or after `now` a LACPDU may go if at most `limit` may be sent in
+    /// any Fast_Periodic_Time.
+    pub(crate) fn next_allowed_within(&self, now: Instant, limit: usize) -> Instant {
+        let limit = limit.clamp(1, MAX_TX_PER_FAST_PERIODIC);
+        let mut in_window = [Instant::ZERO; MAX_TX_PER_FAST_PERIODIC];
+        let mut n = 0;
+        for &t in self.sent.iter().flatten() {
+            if now < t + FAST_PERIODIC_TIME {
+                in_window[n] = t;
+                n += 1;
+            }
         }
+        if n < limit {
+            return now;
+        }
+        // The next one when enough of them leave the window.
+        in_window[..n].sort_unstable();
+        in_window[n - limit] + FAST_PERIODIC_TIME
     }
 
     /// Notes a LACPDU sent at `now`.

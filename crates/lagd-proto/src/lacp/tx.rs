@@ -13,13 +13,89 @@
 //! (`Partner_Oper_*`, the administrative defaults when defaulted) and a zero
 //! CollectorMaxDelay. Frames go from the member's permanent MAC to 01:80:c2:00:00:02.
 //!
+//! Each LACPDU carries news or is due ([`decide`]): one identical to the last sent since the
+//! link came up is not sent again (NTT is cleared) unless the partner showed it lacks our
+//! information in a LACPDU that cannot have crossed ours on the wire (received
+//! [`CROSSING_TIME`] or more after our last one), or the Periodic machine asked for it and the
+//! last one is [`PERIODIC_SLACK`] old or more (a periodic timer expiring just after a LACPDU
+//! went does not repeat it).
+//!
+//! Spacing: a LACPDU that changes none of our Synchronization, Collecting and Distributing
+//! bits (it tells the partner what we know of it, or other details, or is periodic) goes no
+//! sooner than [`PERIODIC_SLACK`] after the previous one, and may use only two of the three
+//! slots of any second; news it carries meanwhile rides on the next LACPDU. One announcing a
+//! change of those bits goes at once (within the three per second), so it is not held back
+//! behind a burst of lesser ones: with a short aggregate wait the partner learns that we
+//! distribute when we do, not a second later.
+//!
 //! A port removed from the bond sends a last LACPDU with Synchronization, Collecting,
 //! Distributing and Aggregation cleared ([`farewell`]), as Linux does, so the partner stops
 //! distributing to it at once instead of after its timeout.
 
+use core::time::Duration;
+
+use super::config::MAX_TX_PER_FAST_PERIODIC;
 use super::port::{Actor, Port};
 use super::state::PeriodicState;
+use crate::time::Instant;
 use crate::wire::slow::{LacpRepr, PortState};
+
+/// A partner's LACPDU received within this time of our last one may have been sent before ours
+/// arrived: its out-of-date view of us does not make us repeat ourselves.
+pub(crate) const CROSSING_TIME: Duration = Duration::from_millis(100);
+
+/// A periodic LACPDU identical to one sent less than this ago is not sent (the partner just
+/// heard the same); a third of Fast_Periodic_Time, the spacing Linux keeps between LACPDUs.
+pub(crate) const PERIODIC_SLACK: Duration = Duration::from_millis(333);
+
+/// What the Transmit machine does about a port with NTT set.
+#[derive(Debug)]
+pub(crate) enum Decision {
+    /// Send this LACPDU now.
+    Send(LacpRepr),
+    /// Nothing new to say: clear NTT.
+    Suppress,
+    /// Send at this time (the transmit limit).
+    Wait(Instant),
+}
+
+/// What to do at `now` about a port that [`wants`] to send.
+pub(crate) fn decide(port: &Port, actor: &Actor, now: Instant) -> Decision {
+    let pdu = lacpdu(port, actor);
+    let last = port.tx.last.as_ref().map(|(_, l)| l);
+    if let Some((at, l)) = &port.tx.last
+        && *l == pdu
+    {
+        let needed = port.tx.partner_lacks || (port.tx.periodic && now >= *at + PERIODIC_SLACK);
+        if !needed {
+            return Decision::Suppress;
+        }
+    }
+    const STATE: PortState = PortState(
+        PortState::SYNCHRONIZATION.0 | PortState::COLLECTING.0 | PortState::DISTRIBUTING.0,
+    );
+    let state_change = last.is_none_or(|l| (l.actor.state.0 ^ pdu.actor.state.0) & STATE.0 != 0);
+    let at = match &port.tx.last {
+        Some((last_at, _)) if !state_change => port
+            .tx
+            .next_allowed_within(now, MAX_TX_PER_FAST_PERIODIC - 1)
+            .max(*last_at + PERIODIC_SLACK),
+        _ => port.tx.next_allowed(now),
+    };
+    if at <= now {
+        Decision::Send(pdu)
+    } else {
+        Decision::Wait(at)
+    }
+}
+
+/// Whether a partner LACPDU received at `now` may have crossed our last one on the wire.
+pub(crate) fn may_have_crossed(port: &Port, now: Instant) -> bool {
+    port.tx
+        .last
+        .as_ref()
+        .is_some_and(|(t, _)| now < *t + CROSSING_TIME)
+}
 
 /// Whether the port may send LACPDUs at all (the Periodic machine is not in NO_PERIODIC).
 pub(crate) fn may_transmit(port: &Port) -> bool {
@@ -105,7 +181,11 @@ mod test {
             let n = sent[i..].iter().take_while(|&&t| t < t0 + 1_000).count();
             assert!(n <= 3, "{n} LACPDUs in the second from {t0} ms: {sent:?}");
         }
-        assert_eq!(&sent[..4], [0, 50, 100, 1_000]);
+        // The answers change none of our state bits: spaced by a third of a second (sent at the
+        // first drain after it), and two a second at most (the third slot waits for news).
+        assert_eq!(&sent[..4], [0, 350, 1_000, 1_350], "{sent:?}");
+        let c = l.snapshot().ports[0].counters;
+        assert!(c.lacpdu_suppressed > 0, "{c:?}");
         // NTT was kept while limited: poll_timeout tells when the next may go.
         assert_eq!(l.poll_timeout(), Some(at(3_000)));
     }

@@ -53,7 +53,8 @@ pub struct EventsArgs {
     /// The bond; may be left out when only one lagd runs in this network namespace.
     pub bond: Option<String>,
     /// Print each event as a JSON line (fields: t, seconds since lagd started; event, one of
-    /// link, active, carrier, mac, member-mac, lacp, change; and the event's own).
+    /// link, active, carrier, mac, member-mac, lacp, lacp-partner, change; and the event's
+    /// own).
     #[arg(long)]
     pub json: bool,
     /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
@@ -88,6 +89,13 @@ fn event_text(v: &serde_json::Value) -> String {
                 .unwrap_or_default();
             format!("lacp distributing: {}", names.join(" "))
         }
+        "lacp-partner" => format!(
+            "lacp partner of {}: system {} key {} port {}",
+            s("member"),
+            s("system"),
+            s("key"),
+            s("port")
+        ),
         "change" => format!("change {}", s("what")),
         other => format!("{other} {v}"),
     };

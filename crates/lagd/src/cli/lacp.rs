@@ -447,6 +447,10 @@ mod test {
                 marker_response_tx: 0,
                 illegal_rx: 0,
                 unknown_rx: 0,
+                marker_dropped: 0,
+                rate_limited_rx: 0,
+                foreign_rx: 0,
+                socket_drops: 0,
             }),
             ..MemberStatus::default()
         }
@@ -478,6 +482,7 @@ mod test {
             dataplane: Default::default(),
             disabled_members: Vec::new(),
             changes: Vec::new(),
+            tables: Default::default(),
             lacp: Some(LacpStatus {
                 lacp_active: true,
                 lacp_rate: "fast".into(),

@@ -1,7 +1,7 @@
 //! The dataplane: the TAP and the members' sockets, the buffers frames are read into, and
 //! the counters. It hands every frame to the bond and applies the verdict, whatever the mode.
 
-use std::io;
+use std::io::{self, IoSliceMut};
 use std::time::Duration;
 
 use lagd_proto::bond::{
@@ -13,7 +13,7 @@ use lagd_proto::stripe::segment::GsoInfo;
 use lagd_proto::time::Instant;
 use lagd_proto::wire::slow::{SlowSubtype, slow_protocols_payload};
 use lagd_sys::isolate::IngressDrop;
-use lagd_sys::packet::{PacketOptions, PacketSocket};
+use lagd_sys::packet::{PacketOptions, PacketSocket, RecvMeta};
 use lagd_sys::tap::Tap;
 use lagd_sys::vnet::VirtioNetHdr;
 use tracing::{debug, warn};
@@ -27,6 +27,10 @@ const BUF_LEN: usize = TX_HEADROOM + 65536 + 64;
 /// Frames handled per readiness event before looking at the other descriptors.
 pub(crate) const BATCH: usize = 64;
 const SOCKET_BUFFER: usize = 4 << 20;
+/// Slow-protocols frames read per wake (one `recvmmsg`).
+const SLOW_BATCH: usize = lagd_sys::packet::BATCH_MAX;
+/// Room for one slow-protocols frame: twice the largest legal one (128 octets).
+const SLOW_SLOT: usize = 256;
 /// At most one warning per member per interval about LACPDUs its socket refused.
 const LACPDU_WARN_INTERVAL: Duration = Duration::from_secs(10);
 /// Where a host frame's `virtio_net_hdr` is read to: right before the frame, at the bond's
@@ -45,6 +49,8 @@ pub(crate) struct Counters {
     rx_dropped: [u64; DropReason::ALL.len()],
     tx_dropped: u64,
     pub(crate) rx_socket_drops: u64,
+    /// Slow-protocols frames the kernel dropped on the control socket (buffer full).
+    pub(crate) slow_socket_drops: u64,
     /// LACPDUs the member's control socket refused (the engine counts them as sent).
     lacpdu_tx_errors: FailureCount,
 }
@@ -100,6 +106,8 @@ impl BondDataplane for Io {
 pub(crate) struct Dataplane {
     pub(crate) io: Io,
     buf: Vec<u8>,
+    /// [`SLOW_BATCH`] slots of [`SLOW_SLOT`] bytes for slow-protocols frames.
+    slow_buf: Vec<u8>,
     pub(crate) tx_dropped_no_member: u64,
 }
 
@@ -113,6 +121,7 @@ impl Dataplane {
                 drained: true,
             },
             buf: vec![0; BUF_LEN],
+            slow_buf: vec![0; SLOW_BATCH * SLOW_SLOT],
             tx_dropped_no_member: 0,
         }
     }
@@ -198,18 +207,33 @@ impl Dataplane {
     }
 
     /// Reads up to a batch of slow-protocols frames from member `i`'s control socket into the
-    /// bond.
+    /// bond, with one `recvmmsg`: a flood costs one system call per [`SLOW_BATCH`] frames.
     pub(crate) fn service_slow(&mut self, bond: &mut Bond, i: usize, now: Instant) {
-        let mut frame = [0u8; 1600];
-        for _ in 0..BATCH {
-            let Some(c) = &self.io.members[i].control else {
-                return;
-            };
-            match c.recv(&mut frame) {
-                Ok(n) => bond.handle_frame(now, PortId(i as u16), &frame[..n]),
+        let Some(c) = &self.io.members[i].control else {
+            return;
+        };
+        let slots = &mut self.slow_buf;
+        let mut meta = [RecvMeta::default(); SLOW_BATCH];
+        let received = loop {
+            let mut bufs: Vec<IoSliceMut<'_>> =
+                slots.chunks_mut(SLOW_SLOT).map(IoSliceMut::new).collect();
+            match c.recv_batch(&mut bufs, &mut meta) {
+                Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return,
             }
+        };
+        for (k, m) in meta.iter().enumerate().take(received) {
+            let slot = &self.slow_buf[k * SLOW_SLOT..(k + 1) * SLOW_SLOT];
+            // A slow-protocols PDU is at most 128 octets (IEEE 802.3 Annex 43B): a frame cut
+            // at the slot size is illegal whatever it holds. Its addresses alone are passed,
+            // which the engine counts as illegal (and charges to the sender's budget).
+            let frame = if m.truncated {
+                &slot[..12]
+            } else {
+                &slot[..m.len.min(SLOW_SLOT)]
+            };
+            bond.handle_frame(now, PortId(i as u16), frame);
         }
     }
 
@@ -255,8 +279,11 @@ impl Dataplane {
             // PACKET_STATISTICS resets on read: accumulate.
             m.counters.rx_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
         }
+        if let Some(s) = &m.control {
+            m.counters.slow_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
+        }
         let c = &m.counters;
-        MemberStatus {
+        let mut status = MemberStatus {
             rx_packets: c.rx_packets,
             rx_bytes: c.rx_bytes,
             tx_packets: c.tx_packets,
@@ -269,7 +296,11 @@ impl Dataplane {
             tx_dropped: c.tx_dropped,
             rx_socket_drops: c.rx_socket_drops,
             ..MemberStatus::from_snapshot(p, lacp, c.lacpdu_tx_errors.total())
+        };
+        if let Some(l) = &mut status.lacp {
+            l.socket_drops = c.slow_socket_drops;
         }
+        status
     }
 }
 

@@ -405,6 +405,10 @@ impl Daemon {
             .with_context(|| format!("bringing member {name} up"))?;
         let socket = PacketSocket::bind(ifindex, data_options)
             .with_context(|| format!("packet socket on member {name}"))?;
+        // Slow-protocols frames are read on their own socket: the data socket never sees them.
+        socket
+            .exclude_ethertype(lagd_sys::packet::ETH_P_SLOW)
+            .with_context(|| format!("socket filter on member {name}"))?;
         let control = PacketSocket::bind(
             ifindex,
             PacketOptions {
@@ -588,6 +592,7 @@ impl Daemon {
         let m = &mut self.dp.io.members[i];
         if let Some(c) = m.control.take() {
             let _ = self.poller.delete(&c);
+            m.counters.slow_socket_drops += c.statistics().map_or(0, |s| u64::from(s.drops));
         }
         if let Some(s) = m.socket.take() {
             let _ = self.poller.delete(&s);
@@ -675,6 +680,20 @@ impl Daemon {
                         serde_json::json!({ "member": name(Some(*port)), "mac": mac.to_string() }),
                     ),
                     BondEvent::Carrier { up } => ("carrier", serde_json::json!({ "up": up })),
+                    BondEvent::LacpPartner {
+                        port,
+                        system,
+                        key,
+                        partner_port,
+                    } => (
+                        "lacp-partner",
+                        serde_json::json!({
+                            "member": name(Some(*port)),
+                            "system": (!system.is_zero()).then(|| system.to_string()),
+                            "key": key,
+                            "port": partner_port,
+                        }),
+                    ),
                 };
                 self.publish(now, kind, fields);
             }
@@ -708,6 +727,19 @@ impl Daemon {
                     info!(member = %name, %mac, "member MAC (fail_over_mac=follow)");
                     if let Err(e) = self.link.set_mac(name, mac.0) {
                         warn!(member = %name, "setting the MAC: {e}");
+                    }
+                }
+                BondEvent::LacpPartner {
+                    port,
+                    system,
+                    key,
+                    partner_port,
+                } => {
+                    let name = &self.dp.io.members[port.index()].name;
+                    if system.is_zero() {
+                        info!(member = %name, "LACP partner: none");
+                    } else {
+                        info!(member = %name, %system, key, port = partner_port, "LACP partner");
                     }
                 }
                 BondEvent::Carrier { up } => {

@@ -103,8 +103,9 @@ const UPDATE_SPACING: Duration = Duration::from_millis(200);
 /// teaching arrives after the host's own frames (a broadcast request leaves on another member).
 const UPDATE_DELAY: Duration = Duration::from_millis(200);
 
-/// Clients tracked; the oldest entry makes room beyond this.
-const MAX_CLIENTS: usize = 1024;
+/// Clients tracked; the oldest entry makes room beyond this (counted in
+/// [`Rlb::evicted`]).
+pub(crate) const MAX_CLIENTS: usize = 1024;
 
 /// One RLB client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +127,8 @@ pub(crate) struct Client {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Rlb {
     pub(crate) clients: Vec<Client>,
+    /// Clients dropped to make room for new ones (the table is full at [`MAX_CLIENTS`]).
+    pub(crate) evicted: u64,
 }
 
 impl Rlb {
@@ -150,6 +153,7 @@ impl Rlb {
             None => {
                 if self.clients.len() >= MAX_CLIENTS {
                     self.clients.remove(0);
+                    self.evicted += 1;
                 }
                 self.clients.push(Client {
                     ip,
@@ -454,6 +458,35 @@ mod tests {
     }
 
     const P: [PortId; 3] = [PortId(0), PortId(1), PortId(2)];
+
+    #[test]
+    fn the_client_table_is_bounded_and_counts_what_it_drops() {
+        let mut r = Rlb::default();
+        let t = Instant::ZERO;
+        let extra = 100;
+        for i in 0..(MAX_CLIENTS + extra) as u32 {
+            let [_, a, b, c] = i.to_be_bytes();
+            let reply = ArpRepr::EthernetIpv4 {
+                operation: ArpOperation::Reply,
+                source_hardware_addr: BOND,
+                source_protocol_addr: SERVER,
+                target_hardware_addr: EthernetAddress([2, 0, 0, a, b, c]),
+                target_protocol_addr: Ipv4Address([10, a + 1, b, c]),
+            };
+            r.host_arp(t, &reply, &P[..2], Some(P[0]));
+        }
+        assert_eq!(r.clients.len(), MAX_CLIENTS);
+        assert_eq!(r.evicted, extra as u64);
+        // The oldest went first: the newest are all there.
+        let last = (MAX_CLIENTS + extra - 1) as u32;
+        let [_, a, b, c] = last.to_be_bytes();
+        assert!(
+            r.clients
+                .iter()
+                .any(|k| k.ip == Ipv4Address([10, a + 1, b, c]))
+        );
+        assert!(!r.clients.iter().any(|k| k.ip == Ipv4Address([10, 1, 0, 0])));
+    }
 
     #[test]
     fn replies_spread_clients_and_stick() {

@@ -205,6 +205,14 @@ impl ModeState {
         self.buckets().map(Buckets::snapshot)
     }
 
+    /// balance-alb's receive balancing (its client table).
+    pub(crate) fn rlb(&self) -> Option<&alb::Rlb> {
+        match self {
+            Self::Tlb(t) => t.rlb.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Stripe mode's state.
     pub(crate) fn stripe(&self) -> Option<&stripe::StripeMode> {
         match self {

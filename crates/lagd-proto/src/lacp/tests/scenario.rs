@@ -256,16 +256,28 @@ fn partner_reboot_with_a_new_system_id() {
     let mut sim = formed_fast(2);
     let new_id = EthernetAddress([0x02, 0xcc, 0, 0, 0, 9]);
     sim.reboot(1, fast(), new_id);
-    // A learns about the new partner 1 ms later and starts over with it.
+    // The new system speaks from new port addresses while the old partner is current: its
+    // first LACPDU on each port is held off (a flood naming random partners must not take a
+    // port over), its second, naming the same system and port, takes over.
     sim.run_until(at(10_001));
     let s = sim.snap(0);
+    assert!(s.ports.iter().all(|p| p.partner.system != new_id));
+    assert!(s.ports.iter().all(|p| p.counters.foreign_rx == 1));
+    let t = sim
+        .run_until_cond(at(11_000), |s| {
+            s.snap(0)
+                .ports
+                .iter()
+                .all(|p| !p.distributing && p.partner.system == new_id)
+        })
+        .expect("the new partner takes over within a second");
+    let t = sim
+        .run_until_cond(t + Duration::from_secs(5), both_distributing)
+        .unwrap();
     assert!(
-        s.ports
-            .iter()
-            .all(|p| !p.distributing && p.partner.system == new_id)
+        t <= at(11_000) + AGGREGATE_WAIT_TIME + 2 * LATENCY,
+        "formed again at {t}"
     );
-    let t = sim.run_until_cond(at(30_000), both_distributing).unwrap();
-    assert_eq!(t, at(10_000) + AGGREGATE_WAIT_TIME + 2 * LATENCY);
     let s = sim.snap(0);
     let agg = s.active_aggregator_info().unwrap();
     assert_eq!(agg.partner_system, new_id);
@@ -644,4 +656,284 @@ fn shorter_aggregate_wait_forms_within_one_second() {
     );
     let (_, standard) = formation_time(fast(), fast(), 2);
     assert!(standard >= Instant::from_millis(2000), "{standard}");
+}
+
+/// A LACPDU from a foreign system `sys` (port `port`), sent from `src`, that knows nothing of us.
+fn foreign_frame(src: EthernetAddress, sys: EthernetAddress, port: u16) -> Vec<u8> {
+    let pdu = crate::wire::slow::LacpRepr {
+        actor: crate::wire::slow::LacpInfo {
+            system_priority: 1,
+            system: sys,
+            key: 7,
+            port_priority: 1,
+            port,
+            state: PortState::ACTIVITY | PortState::AGGREGATION | PortState::SYNCHRONIZATION,
+        },
+        ..Default::default()
+    };
+    let mut f = vec![0; pdu.frame_len()];
+    pdu.emit_frame(src, &mut f);
+    f
+}
+
+fn partner_changes(events: &[LacpEvent], port: PortId) -> Vec<EthernetAddress> {
+    events
+        .iter()
+        .filter_map(|e| match *e {
+            LacpEvent::PartnerChanged {
+                port: p, system, ..
+            } if p == port => Some(system),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_foreign_partner_taking_a_port_over_and_leaving_is_reported_both_ways() {
+    let mut sim = formed_fast(2);
+    sim.take_events(0);
+    let foreign = EthernetAddress([0x02, 0xee, 0, 0, 0, 1]);
+    // The foreign system speaks on link 0 for 3 s (a LACPDU every 300 ms) while the real
+    // partner is cut off in that direction.
+    sim.set_loss_from(0, 1, true);
+    for k in 0..10u64 {
+        sim.inject(
+            0,
+            0,
+            foreign_frame(EthernetAddress([2, 0xee, 0, 0, 1, 1]), foreign, 3),
+        );
+        sim.run_until(at(10_000 + 300 * (k + 1)));
+    }
+    assert_eq!(sim.snap(0).ports[0].partner.system, foreign);
+    sim.set_loss_from(0, 1, false);
+    sim.run_until(at(16_000));
+    let b = Sim::system_of(1);
+    assert_eq!(sim.snap(0).ports[0].partner.system, b);
+    let changes = partner_changes(&sim.take_events(0), PortId(0));
+    assert_eq!(changes, [foreign, b], "one event per change, in order");
+}
+
+#[test]
+fn a_random_partner_flood_on_one_member_is_bounded_and_stops_no_member() {
+    let mut sim = formed_fast(2);
+    let before = sim.snap(0).ports[0].counters;
+    // 1000 LACPDUs a second for 10 s, each naming a new random partner, from one address.
+    let src = EthernetAddress([2, 0xee, 0, 0, 1, 1]);
+    let mut seed = 0x2545_f491_u32;
+    for ms in 1..=10_000u64 {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        let [a, b, c, d] = seed.to_be_bytes();
+        let sys = EthernetAddress([2, a, b, c, d, 1]);
+        sim.inject(0, 0, foreign_frame(src, sys, (seed & 0xff) as u16));
+        sim.run_until(at(10_000 + ms));
+        // Neither member stops: the flood never takes the port from its confirmed partner.
+        assert!(
+            both_distributing(&sim),
+            "a member stopped at {ms} ms into the flood"
+        );
+    }
+    let c = sim.snap(0).ports[0].counters;
+    let flood = 10_000;
+    let parsed = c.lacpdu_rx - before.lacpdu_rx;
+    let refused = c.rate_limited_rx - before.rate_limited_rx;
+    // The real partner's ~10 LACPDUs a second all pass; of the flood, at most OTHER_RATE a
+    // second (and the first burst).
+    let partner_max = 35;
+    assert!(
+        parsed <= 11 * u64::from(crate::lacp::limit::OTHER_RATE) + partner_max,
+        "{parsed} parsed"
+    );
+    assert!(refused >= flood - 11 * u64::from(crate::lacp::limit::OTHER_RATE));
+    // Every parsed flood LACPDU was held off (none repeats its system and port).
+    let held = c.foreign_rx - before.foreign_rx;
+    assert!(
+        held + partner_max >= parsed,
+        "{held} held of {parsed} parsed"
+    );
+    // After the flood the member is back with its partner.
+    let t = sim
+        .run_until_cond(at(40_000), both_distributing)
+        .expect("back to distributing after the flood");
+    assert!(t <= at(20_000) + AGGREGATE_WAIT_TIME * 2, "{t}");
+}
+
+/// Every LACPDU of every port in `sim`, in order: (time, bond, port, PDU).
+fn lacpdus(sim: &Sim) -> Vec<(Instant, usize, PortId, crate::wire::slow::LacpRepr)> {
+    sim.sent
+        .iter()
+        .filter_map(|s| match &s.pdu {
+            SlowPdu::Lacp(p) => Some((s.at, s.from.bond, s.from.port, p.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// No port repeats its last LACPDU within CROSSING_TIME: a LACPDU carries news, or is a
+/// periodic one (or an answer to a partner that lacks our information) well after the last.
+fn assert_no_repeats(sim: &Sim, what: &str) {
+    let all = lacpdus(sim);
+    for (i, (t, b, p, pdu)) in all.iter().enumerate() {
+        let prev = all[..i]
+            .iter()
+            .rev()
+            .find(|(_, pb, pp, _)| pb == b && pp == p);
+        if let Some((t0, _, _, last)) = prev {
+            assert!(
+                last != pdu || *t - *t0 >= crate::lacp::tx::CROSSING_TIME,
+                "{what}: bond {b} port {p} repeated its LACPDU {} ms after the last, at {t}",
+                (*t - *t0).as_millis()
+            );
+        }
+    }
+}
+
+#[test]
+fn every_lacpdu_carries_news_or_is_due() {
+    let quick = LacpConfig {
+        aggregate_wait: Duration::from_millis(100),
+        ..fast()
+    };
+    for (what, a, b) in [
+        ("fast", fast(), fast()),
+        ("fast, 100 ms wait", quick.clone(), quick.clone()),
+        ("slow", slow(), slow()),
+        ("fast against slow", fast(), slow()),
+    ] {
+        for latency_us in [1_000u64, 100, 0] {
+            let mut sim = Sim::pair(a.clone(), b.clone(), 3);
+            for l in &mut sim.links {
+                l.latency = Duration::from_micros(latency_us);
+            }
+            sim.all_links_up();
+            sim.run_until_cond(at(120_000), both_distributing)
+                .unwrap_or_else(|| panic!("{what}: forms"));
+            // A member flaps, the partner's LACPDUs are lost for a while, all comes back.
+            let t = sim.now;
+            sim.link_down(1);
+            sim.run_until(t + Duration::from_millis(500));
+            sim.link_up(1);
+            sim.set_loss_from(2, 1, true);
+            sim.run_until(t + Duration::from_secs(5));
+            sim.set_loss_from(2, 1, false);
+            sim.run_until(t + Duration::from_secs(70));
+            assert!(both_distributing(&sim), "{what}: back together");
+            assert_no_repeats(&sim, &format!("{what}, latency {latency_us} µs"));
+        }
+    }
+}
+
+#[test]
+fn the_lacpdu_announcing_distributing_is_not_held_back() {
+    let quick = LacpConfig {
+        aggregate_wait: Duration::from_millis(100),
+        ..fast()
+    };
+    for port in [PortId(0), PortId(1)] {
+        let mut sim = Sim::pair(quick.clone(), quick.clone(), 2);
+        sim.all_links_up();
+        let started = sim
+            .run_until_cond(at(10_000), |s| s.bonds[0].is_distributing(port))
+            .expect("distributing");
+        // Whatever else happens at that instant (the frames it sends).
+        sim.run_until(started + Duration::from_micros(1));
+        let told = lacpdus(&sim)
+            .into_iter()
+            .find(|(_, b, p, pdu)| {
+                *b == 0 && *p == port && pdu.actor.state.contains(PortState::DISTRIBUTING)
+            })
+            .map(|(t, ..)| t);
+        assert_eq!(
+            told,
+            Some(started),
+            "port {port}: distributing at {started}, told at {told:?}"
+        );
+    }
+}
+
+/// Runs a flap storm from `sim.now` for `secs`: each link of `flapping` goes down for `down`
+/// once a second, the links in turn (evenly offset within the second). Samples every 10 ms
+/// whether each port of bond 0 distributes at both ends; returns per port the fraction of
+/// samples it did, and the fraction of samples where at least one port did.
+fn flap_storm(sim: &mut Sim, flapping: &[usize], down: Duration, secs: u64) -> (Vec<f64>, f64) {
+    let start = sim.now;
+    let links = sim.links.len();
+    let mut up_samples = vec![0u32; links];
+    let mut any = 0u32;
+    let samples = secs * 100;
+    for k in 0..samples {
+        let t = start + Duration::from_millis(10 * k);
+        let within = (10 * k) % 1000;
+        for (j, &l) in flapping.iter().enumerate() {
+            let offset = 1000 * j as u64 / flapping.len() as u64;
+            let should_be_down =
+                within >= offset && within < offset + u64::try_from(down.as_millis()).unwrap();
+            if should_be_down == sim.links[l].up {
+                sim.run_until(t);
+                if should_be_down {
+                    sim.link_down(l);
+                } else {
+                    sim.link_up(l);
+                }
+            }
+        }
+        sim.run_until(t);
+        let mut one = false;
+        for (p, n) in up_samples.iter_mut().enumerate() {
+            let port = PortId(u16::try_from(p).unwrap());
+            if sim.bonds[0].is_distributing(port) && sim.bonds[1].is_distributing(port) {
+                *n += 1;
+                one = true;
+            }
+        }
+        any += u32::from(one);
+    }
+    let frac = |n: u32| f64::from(n) / samples as f64;
+    (up_samples.into_iter().map(frac).collect(), frac(any))
+}
+
+#[test]
+fn a_flap_storm_on_some_members_never_stops_the_stable_one() {
+    let mut sim = formed_fast(3);
+    let (per_port, any) = flap_storm(&mut sim, &[1, 2], Duration::from_millis(200), 20);
+    assert_eq!(per_port[0], 1.0, "the stable member stopped: {per_port:?}");
+    assert_eq!(any, 1.0);
+}
+
+#[test]
+fn members_flapping_in_turn_carry_traffic_with_rejoin_hold() {
+    let down = Duration::from_millis(100);
+    // Without dampening (the default, as the kernel): each member that returns waits the
+    // aggregate wait and loses its link again first. Hardly anything is carried.
+    let mut sim = formed_fast(2);
+    let (_, any) = flap_storm(&mut sim, &[0, 1], down, 20);
+    assert!(any < 0.2, "without rejoin_hold: carried {any}");
+    // With it, a member back to the partner it had attaches at once.
+    let damped = LacpConfig {
+        rejoin_hold: Duration::from_secs(2),
+        ..fast()
+    };
+    let (mut sim, _) = formation_time(damped.clone(), damped, 2);
+    sim.run_until(at(10_000));
+    let (per_port, any) = flap_storm(&mut sim, &[0, 1], down, 20);
+    assert!(
+        any >= 0.98,
+        "with rejoin_hold: carried {any} ({per_port:?})"
+    );
+    for f in &per_port {
+        assert!(*f >= 0.8, "{per_port:?}");
+    }
+    // After the storm, a member down longer than the hold waits the aggregate wait again.
+    let t = sim.now;
+    sim.link_down(0);
+    sim.run_until(t + Duration::from_secs(3));
+    sim.link_up(0);
+    let back = sim
+        .run_until_cond(t + Duration::from_secs(20), both_distributing)
+        .expect("back");
+    assert!(
+        back >= t + Duration::from_secs(3) + AGGREGATE_WAIT_TIME,
+        "{back}: no wait after a long absence"
+    );
 }
