@@ -7,7 +7,7 @@
 //! has neither, and `xmit_hash_policy=` takes no such value.
 
 use super::policy::PlanPolicy;
-use super::report::ReturnPath;
+use super::switch::SwitchHash;
 use crate::hash::HashPolicy;
 
 /// One way to apply the policy.
@@ -63,9 +63,13 @@ fn lagd_opts(policy: PlanPolicy) -> String {
 }
 
 /// The settings that apply `policy` on a bond of `members` (names `eth1`, `eth2`... as
-/// placeholders), and, when `return_path` holds the modelled switch hashes, the one that
-/// spreads the replies best.
-pub fn settings(policy: PlanPolicy, members: usize, return_path: &[ReturnPath]) -> Vec<Setting> {
+/// placeholders), and, when the switch's return path was modelled, its best hash with the
+/// imbalance it gives.
+pub fn settings(
+    policy: PlanPolicy,
+    members: usize,
+    best_return: Option<(SwitchHash, f64)>,
+) -> Vec<Setting> {
     let names: Vec<String> = (1..=members.max(1)).map(|i| format!("eth{i}")).collect();
     let opts = lagd_opts(policy);
     let mut out = vec![Setting {
@@ -167,18 +171,13 @@ pub fn settings(policy: PlanPolicy, members: usize, return_path: &[ReturnPath]) 
             note: None,
         });
     }
-    if let Some(best) = return_path.iter().min_by(|a, b| {
-        b.dist
-            .throughput_bound_gbps
-            .total_cmp(&a.dist.throughput_bound_gbps)
-            .then(a.dist.imbalance.total_cmp(&b.dist.imbalance))
-    }) {
+    if let Some((hash, imbalance)) = best_return {
         out.push(Setting {
             target: "switch",
-            value: Some(format!("load-balance {}", best.hash.name())),
+            value: Some(format!("load-balance {}", hash.name())),
             note: Some(format!(
                 "return path: the best modelled switch hash for this traffic, imbalance {:.2}; the command's form is the vendor's",
-                best.dist.imbalance
+                imbalance
             )),
         });
     }
@@ -195,7 +194,7 @@ mod tests {
 
     #[test]
     fn kernel_hash_has_every_form() {
-        let s = settings(PlanPolicy::Hash(HashPolicy::Layer34), 2, &[]);
+        let s = settings(PlanPolicy::Hash(HashPolicy::Layer34), 2, None);
         assert_eq!(
             get(&s, "lagd").value.as_deref(),
             Some(
@@ -233,7 +232,7 @@ mod tests {
             applied_name(PlanPolicy::Hash(HashPolicy::OvsSlb)),
             "mode=balance-slb"
         );
-        let s = settings(PlanPolicy::Hash(HashPolicy::OvsTcp), 3, &[]);
+        let s = settings(PlanPolicy::Hash(HashPolicy::OvsTcp), 3, None);
         assert!(
             get(&s, "lagd")
                 .value
@@ -256,7 +255,7 @@ mod tests {
                 .contains("bond_mode=balance-tcp lacp=active")
         );
         // vlan+srcmac: kernel yes, netplan no.
-        let s = settings(PlanPolicy::Hash(HashPolicy::VlanSrcMac), 2, &[]);
+        let s = settings(PlanPolicy::Hash(HashPolicy::VlanSrcMac), 2, None);
         assert!(get(&s, "BONDING_OPTS").value.is_some());
         assert!(get(&s, "netplan").value.is_none());
     }

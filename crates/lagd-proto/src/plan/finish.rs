@@ -110,7 +110,7 @@ fn unranked(
 
 /// Why the input cannot judge `policy` (see [`PolicyPlan::cannot_judge`]): more than half of
 /// it lacks the destination MAC (or the source MAC) that the policy hashes.
-fn cannot_judge(policy: PlanPolicy, st: &super::load::InputStats) -> Option<String> {
+fn cannot_judge(policy: PlanPolicy, st: &super::input::InputStats) -> Option<String> {
     let (units, no_dst, no_src, what) = if st.rows > 0 {
         (
             st.rows,
@@ -324,7 +324,16 @@ fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Plan 
 
     let mut recommendation = recommendation;
     if let Some(r) = &mut recommendation {
-        r.settings = super::apply::settings(r.policy, n, &return_path);
+        let best_return = return_path
+            .iter()
+            .min_by(|a, b| {
+                b.dist
+                    .throughput_bound_gbps
+                    .total_cmp(&a.dist.throughput_bound_gbps)
+                    .then(a.dist.imbalance.total_cmp(&b.dist.imbalance))
+            })
+            .map(|best| (best.hash, best.dist.imbalance));
+        r.settings = super::apply::settings(r.policy, n, best_return);
     }
     let mut plan = Plan {
         input: pl.stats,

@@ -95,6 +95,7 @@ pub mod findings;
 mod finish;
 pub mod flow;
 mod hist;
+mod input;
 mod load;
 mod planner;
 mod policy;
@@ -108,7 +109,8 @@ pub mod switch;
 
 pub use config::{DEFAULT_MAX_FLOWS, MAX_FAILURE_MEMBERS, MAX_MEMBERS, PlanConfig};
 pub use error::PlanError;
-pub use load::{InputStats, Load};
+pub use input::InputStats;
+pub use load::Load;
 pub use planner::{Planner, plan_capture, plan_flows};
 pub use policy::PlanPolicy;
 

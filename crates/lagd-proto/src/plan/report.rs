@@ -6,7 +6,7 @@
 use core::time::Duration;
 
 use super::flow::{FlowKey, Tunnel};
-use super::load::InputStats;
+use super::input::InputStats;
 use super::policy::PlanPolicy;
 use super::switch::SwitchHash;
 use crate::balance::BalanceCounters;
@@ -25,6 +25,15 @@ pub struct MemberLoad {
     pub flows: u64,
     /// The member's speed.
     pub speed_gbps: f64,
+}
+
+/// The switch's return path under one switch hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReturnPath {
+    /// The switch hash (a generic XOR fold: see [`super::switch`]).
+    pub hash: SwitchHash,
+    /// The spread over the links.
+    pub dist: Distribution,
 }
 
 /// Traffic spread over some members.
@@ -220,15 +229,6 @@ pub struct FlowSummary {
     pub packets: u64,
     /// Bytes.
     pub bytes: u64,
-}
-
-/// The switch's return path under one switch hash.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReturnPath {
-    /// The switch hash (a generic XOR fold: see [`super::switch`]).
-    pub hash: SwitchHash,
-    /// The spread over the links.
-    pub dist: Distribution,
 }
 
 /// Tunnelled traffic.

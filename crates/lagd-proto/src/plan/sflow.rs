@@ -16,6 +16,7 @@
 //! length (octets on the wire, FCS included), stripped octets (the FCS among them), header
 //! length, header bytes.
 
+pub use super::input::SflowStats;
 use core::fmt;
 use std::io;
 
@@ -32,35 +33,6 @@ pub const SFLOW_PORT: u16 = 6343;
 /// The most packets one sample may stand for (a sampling rate above it is an error: a
 /// corrupt datagram, or a rate no planner run could replay).
 pub const MAX_SAMPLING_RATE: u32 = 1 << 20;
-
-/// What the sFlow input held.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SflowStats {
-    /// Datagrams read.
-    pub datagrams: u64,
-    /// Flow samples with an Ethernet raw packet header, planned.
-    pub samples: u64,
-    /// Flow samples without one (or of another header protocol), and counter samples.
-    pub skipped_samples: u64,
-    /// The lowest and highest sampling rate seen.
-    pub rate_range: Option<(u32, u32)>,
-    /// Captured packets that were not sFlow datagrams (UDP to port 6343), skipped.
-    pub other_packets: u64,
-    /// Datagrams received on a socket that could not be read, skipped.
-    pub unreadable: u64,
-}
-
-impl SflowStats {
-    /// The 95% relative error (a fraction) of a share estimated from `n` samples:
-    /// `1.96 * sqrt(1 / n)`; 1 (100%) with no sample.
-    pub fn share_error(n: u64) -> f64 {
-        if n == 0 {
-            1.0
-        } else {
-            (1.96 * (1.0 / n as f64).sqrt()).min(1.0)
-        }
-    }
-}
 
 /// Why a datagram could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]

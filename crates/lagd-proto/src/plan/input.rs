@@ -1,0 +1,70 @@
+//! What the planner counted about its input ([`InputStats`], [`SflowStats`]).
+
+use super::control::ControlCounts;
+use super::load::Load;
+
+/// Counters about the input itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InputStats {
+    /// Data frames (or flow-list packets) seen: the traffic the policies spread (link control
+    /// frames are in `control`, not here).
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Link control frames (LACP, pause, LLDP, STP, other link-local frames), counted apart:
+    /// no policy hashes them (see [`super::control`]).
+    pub control: ControlCounts,
+    /// Frames and bytes of flows beyond the flow cap ("other flows").
+    pub untracked: Load,
+    /// Frames given an Ethernet header by the planner (raw IP, Linux cooked captures).
+    pub rebuilt_ethernet: u64,
+    /// Of `rebuilt_ethernet`, frames with no source MAC either (raw IP).
+    pub rebuilt_without_src_mac: u64,
+    /// Frames dropped as the second copy of a frame the capture holds twice: a Linux cooked
+    /// capture (`tcpdump -i any`) or a capture of several interfaces sees a frame on the bond
+    /// and on its member.
+    pub duplicates: u64,
+    /// Frames of link types the planner cannot use, skipped.
+    pub skipped: u64,
+    /// The first link type whose frames were skipped (see
+    /// [`crate::capture::linktype_name`]), if any.
+    pub skipped_linktype: Option<u32>,
+    /// Flow-list rows with no MACs.
+    pub rows_without_macs: u64,
+    /// Flow-list rows (0 for a capture).
+    pub rows: u64,
+    /// sFlow input: what the datagrams held (`packets` and `bytes` are then the samples
+    /// scaled by their sampling rates).
+    pub sflow: Option<SflowStats>,
+    /// Earliest and latest capture timestamp (ns since the epoch), if any.
+    pub time_span: Option<(u64, u64)>,
+}
+
+/// What the sFlow input held.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SflowStats {
+    /// Datagrams read.
+    pub datagrams: u64,
+    /// Flow samples with an Ethernet raw packet header, planned.
+    pub samples: u64,
+    /// Flow samples without one (or of another header protocol), and counter samples.
+    pub skipped_samples: u64,
+    /// The lowest and highest sampling rate seen.
+    pub rate_range: Option<(u32, u32)>,
+    /// Captured packets that were not sFlow datagrams (UDP to port 6343), skipped.
+    pub other_packets: u64,
+    /// Datagrams received on a socket that could not be read, skipped.
+    pub unreadable: u64,
+}
+
+impl SflowStats {
+    /// The 95% relative error (a fraction) of a share estimated from `n` samples:
+    /// `1.96 * sqrt(1 / n)`; 1 (100%) with no sample.
+    pub fn share_error(n: u64) -> f64 {
+        if n == 0 {
+            1.0
+        } else {
+            (1.96 * (1.0 / n as f64).sqrt()).min(1.0)
+        }
+    }
+}
