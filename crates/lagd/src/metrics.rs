@@ -701,38 +701,40 @@ fn serve(listener: &Listener, control: &Endpoint) {
             if let Ok(a) = l.local_addr() {
                 info!("metrics on http://{a}/metrics");
             }
-            for conn in l.incoming() {
-                match conn {
-                    Ok(c) => {
-                        let _ = c.set_read_timeout(Some(CLIENT_TIMEOUT));
-                        let _ = c.set_write_timeout(Some(CLIENT_TIMEOUT));
-                        if let Err(e) = answer(&c, control) {
-                            warn!("metrics client: {e}");
-                        }
-                    }
-                    Err(e) => {
-                        warn!("metrics listener: {e}");
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                }
-            }
+            serve_each(l.incoming(), control, |c| {
+                c.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+                c.set_write_timeout(Some(CLIENT_TIMEOUT))
+            });
         }
         Listener::Unix(l) => {
             info!("metrics on a Unix socket");
-            for conn in l.incoming() {
-                match conn {
-                    Ok(c) => {
-                        let _ = c.set_read_timeout(Some(CLIENT_TIMEOUT));
-                        let _ = c.set_write_timeout(Some(CLIENT_TIMEOUT));
-                        if let Err(e) = answer(&c, control) {
-                            warn!("metrics client: {e}");
-                        }
-                    }
-                    Err(e) => {
-                        warn!("metrics listener: {e}");
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
+            serve_each(l.incoming(), control, |c| {
+                c.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+                c.set_write_timeout(Some(CLIENT_TIMEOUT))
+            });
+        }
+    }
+}
+
+/// Answers the scrapers from `incoming` one at a time, each within its time limits.
+fn serve_each<C>(
+    incoming: impl Iterator<Item = io::Result<C>>,
+    control: &Endpoint,
+    limit: impl Fn(&C) -> io::Result<()>,
+) where
+    for<'a> &'a C: Read + Write,
+{
+    for conn in incoming {
+        match conn {
+            Ok(c) => {
+                let _ = limit(&c);
+                if let Err(e) = answer(&c, control) {
+                    warn!("metrics client: {e}");
                 }
+            }
+            Err(e) => {
+                warn!("metrics listener: {e}");
+                std::thread::sleep(Duration::from_millis(100));
             }
         }
     }
