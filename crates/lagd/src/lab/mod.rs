@@ -5,6 +5,9 @@
 //!
 //! * [`topology`]: namespaces, veths, tc shaping and process bookkeeping, all removed on drop.
 //! * [`dataplane`]: lagd, the direct baseline, the Open vSwitch baseline.
+//! * [`switch`]: a switch between the hosts (Linux bridge or Open vSwitch, with port-channels
+//!   towards the hosts), one per link, and client hosts on it.
+//! * [`overlay`]: a VXLAN or Geneve tunnel between the hosts, OVN-Kubernetes style.
 //! * [`traffic`]: iperf3 or the built-in generator; failure injection.
 //! * [`report`]: text, JSON, and a sweep's markdown table and SVG chart.
 //! * [`control`]: SIGINT/SIGTERM handling and the progress line.
@@ -14,12 +17,13 @@
 
 pub mod control;
 pub mod dataplane;
+pub mod overlay;
 pub mod report;
+pub mod switch;
 pub mod topology;
 pub mod traffic;
 
 use std::fs;
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -27,9 +31,11 @@ use anyhow::{Context, Result};
 
 use control::{Ctl, Interrupted};
 use dataplane::{BondConfig, Setup};
-use report::{RunResult, SweepError, TCP_GOODPUT_PER_BIT};
-use topology::{Rate, Topology};
-use traffic::{Generator, TrafficSpec};
+use overlay::OverlayKind;
+use report::{FlowFigure, RunResult, SweepError, TCP_GOODPUT_PER_BIT};
+use switch::{PortChannel, SwitchConfig, SwitchKind};
+use topology::{Fabric, Rate, Side, Topology};
+use traffic::{Generator, Route, TrafficSpec};
 
 /// How long the path between the hosts gets to come up (LACP negotiation included).
 const REACHABLE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -57,6 +63,69 @@ pub struct LabOptions {
     pub udp_length: Option<usize>,
     /// Take the busiest member down this long after traffic starts.
     pub fail_after: Option<Duration>,
+    /// What stands between the hosts (and the clients).
+    pub topology: TopologyOptions,
+}
+
+/// Which way the traffic goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Host A sends: to host B, or to every client (fan-out).
+    #[value(alias = "fan-out")]
+    Forward,
+    /// Host A receives: from host B, or from every client (fan-in).
+    #[value(alias = "fan-in")]
+    Reverse,
+    /// Both at once.
+    Both,
+}
+
+impl Direction {
+    /// `forward`, `reverse` or `both`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Forward => "forward",
+            Self::Reverse => "reverse",
+            Self::Both => "both",
+        }
+    }
+}
+
+/// The lab's shape beyond two bonded hosts back to back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopologyOptions {
+    /// MTU of the links, the bonds and the switch ports (`None`: 1500).
+    pub mtu: Option<u32>,
+    /// A switch between the hosts.
+    pub switch: Option<SwitchKind>,
+    /// One switch for all links (false) or one per link (true).
+    pub switch_per_link: bool,
+    /// The switch's own hash on its port-channels (kernel policy names).
+    pub switch_policy: String,
+    /// Client hosts on the switch, one link each (host A is their server).
+    pub clients: usize,
+    /// Which way the traffic goes.
+    pub direction: Direction,
+    /// A tunnel between the hosts that carries the streams.
+    pub overlay: Option<OverlayKind>,
+    /// The lagd binary for the Linux-bridge switch's port-channels.
+    pub lagd: PathBuf,
+}
+
+impl Default for TopologyOptions {
+    fn default() -> Self {
+        Self {
+            mtu: None,
+            switch: None,
+            switch_per_link: false,
+            switch_policy: "layer2+3".into(),
+            clients: 0,
+            direction: Direction::Forward,
+            overlay: None,
+            lagd: PathBuf::from("lagd"),
+        }
+    }
 }
 
 /// A sweep: every configuration × every stream count.
@@ -105,48 +174,179 @@ pub fn is_interrupted(e: &anyhow::Error) -> bool {
 
 /// Builds the topology and the dataplane, runs the traffic once, tears everything down.
 pub fn run_once(opts: &LabOptions, ctl: &Ctl) -> Result<RunResult> {
-    let (mut topo, pairs) = build(opts, ctl)?;
-    let result = measure(&mut topo, ctl, opts, &pairs, opts.streams)?;
+    let (mut topo, routes) = build(opts, ctl)?;
+    let result = measure(&mut topo, ctl, opts, &routes, opts.streams)?;
     ctl.progress().phase("cleaning up");
     topo.teardown()?;
     ctl.progress().clear();
     Ok(result)
 }
 
-fn build(opts: &LabOptions, ctl: &Ctl) -> Result<(Topology, Vec<(Ipv4Addr, Ipv4Addr)>)> {
+fn build(opts: &LabOptions, ctl: &Ctl) -> Result<(Topology, Vec<Route>)> {
+    let t = &opts.topology;
     ctl.check()?;
     ctl.progress().phase("creating hosts and links");
-    let mut topo = Topology::create(opts.links)?;
+    let fabric = match (t.switch, t.switch_per_link) {
+        (None, _) => Fabric::Direct,
+        (Some(_), false) => Fabric::Switch,
+        (Some(_), true) => Fabric::SwitchPerLink,
+    };
+    let mut topo = Topology::create_with(opts.links, fabric)?;
+    if let Some(kind) = t.overlay {
+        overlay::check_kernel(&topo, kind)?;
+    }
+    for _ in 0..t.clients {
+        topo.add_client()?;
+    }
+    if let Some(mtu) = t.mtu {
+        topo.set_mtu(mtu)?;
+    }
     ctl.check()?;
     ctl.progress()
         .phase(&format!("starting the {} dataplane", opts.setup.name()));
-    let pairs = dataplane::bring_up(&mut topo, ctl, &opts.setup, &opts.bond)?;
+    let bond = BondConfig {
+        mtu: t.mtu,
+        ..opts.bond.clone()
+    };
+    let pairs = dataplane::bring_up(&mut topo, ctl, &opts.setup, &bond)?;
+    if let Some(kind) = t.switch {
+        ctl.progress().phase("starting the switch");
+        switch::bring_up(&mut topo, ctl, &switch_config(opts, kind), &t.lagd)?;
+    }
+    let server = pairs[0].0;
+    for (k, c) in topo.clients().to_vec().iter().enumerate() {
+        let addr = topo.address(10 + k as u8);
+        topology::run(
+            "ip",
+            &[
+                "-n",
+                &c.ns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                &c.dev,
+            ],
+        )?;
+    }
     // After the dataplane: Open vSwitch deletes a port's qdisc when it adds the port.
     topo.shape(&opts.rate)?;
+    let (a, b) = (topo.ns(Side::A).to_string(), topo.ns(Side::B).to_string());
+    let route = |src, dst, src_ns: &str, dst_ns: &str, label: String| Route {
+        src,
+        dst,
+        src_ns: src_ns.to_string(),
+        dst_ns: dst_ns.to_string(),
+        label,
+    };
+    let mut forward = Vec::new();
+    let mut reverse = Vec::new();
+    if t.clients > 0 {
+        for (k, c) in topo.clients().iter().enumerate() {
+            let addr = topo.address(10 + k as u8);
+            forward.push(route(server, addr, &a, &c.ns, format!("a>c{k}")));
+            reverse.push(route(addr, server, &c.ns, &a, format!("c{k}>a")));
+        }
+    } else {
+        let pairs = match t.overlay {
+            Some(kind) => {
+                let outer_mtu = t.mtu.unwrap_or(1500);
+                vec![overlay::bring_up(&topo, kind, pairs[0], outer_mtu)?]
+            }
+            None => pairs,
+        };
+        for &(x, y) in &pairs {
+            forward.push(route(x, y, &a, &b, "a>b".into()));
+            reverse.push(route(y, x, &b, &a, "b>a".into()));
+        }
+    }
+    let routes = match t.direction {
+        Direction::Forward => forward,
+        Direction::Reverse => reverse,
+        Direction::Both => forward.into_iter().chain(reverse).collect(),
+    };
     ctl.progress()
         .phase("waiting for the path between the hosts");
-    traffic::wait_reachable(&topo, ctl, &pairs, REACHABLE_TIMEOUT)?;
-    Ok((topo, pairs))
+    traffic::wait_reachable(ctl, &routes, REACHABLE_TIMEOUT)?;
+    Ok((topo, routes))
+}
+
+/// The switch a run asks for: its port-channels are what a switch would configure for the
+/// hosts' bonds.
+fn switch_config(opts: &LabOptions, kind: SwitchKind) -> SwitchConfig {
+    let channel = match &opts.setup {
+        Setup::Direct => PortChannel::None,
+        Setup::Ovs => {
+            let lacp = dataplane::ovs_bond(&opts.bond.mode, &opts.bond.policy)
+                .map(|o| o.lacp != "off")
+                .unwrap_or(false);
+            PortChannel::for_host(&opts.bond.mode, lacp)
+        }
+        _ => PortChannel::for_host(&opts.bond.mode, false),
+    };
+    SwitchConfig {
+        kind,
+        policy: opts.topology.switch_policy.clone(),
+        channel,
+        mtu: opts.topology.mtu,
+    }
+}
+
+/// The flows of a run: with clients, `streams` per client and direction; without, `streams`
+/// spread over the address pairs in each direction.
+fn flows(opts: &LabOptions, routes: &[Route], streams: usize) -> Vec<traffic::Flow> {
+    if opts.topology.clients > 0 {
+        return routes
+            .iter()
+            .map(|r| traffic::Flow {
+                route: r.clone(),
+                streams,
+            })
+            .collect();
+    }
+    let (fwd, rev): (Vec<Route>, Vec<Route>) =
+        routes.iter().cloned().partition(|r| r.label == "a>b");
+    let mut out = traffic::spread(&fwd, streams);
+    out.extend(traffic::spread(&rev, streams));
+    out
 }
 
 fn measure(
     topo: &mut Topology,
     ctl: &Ctl,
     opts: &LabOptions,
-    pairs: &[(Ipv4Addr, Ipv4Addr)],
+    routes: &[Route],
     streams: usize,
 ) -> Result<RunResult> {
     let spec = TrafficSpec {
-        flows: traffic::spread(pairs, streams),
+        flows: flows(opts, routes, streams),
         duration: opts.duration,
         udp_length: opts.udp_length,
         fail_after: opts.fail_after,
         generator: opts.generator,
     };
-    let t = traffic::run(topo, ctl, &spec, &opts.iperf3)?;
+    let t = &opts.topology;
+    let switch_before = topo.switch_rx_bytes()?;
+    let tunnel_before = match t.overlay {
+        Some(_) if t.clients == 0 => Some(overlay::tunnel_bytes(topo)?),
+        _ => None,
+    };
+    let tr = traffic::run(topo, ctl, &spec, &opts.iperf3)?;
     ctl.progress().clear();
+    let switch_after = topo.switch_rx_bytes()?;
+    let tunnel = match tunnel_before {
+        Some((tx, rx)) => {
+            let (tx1, rx1) = overlay::tunnel_bytes(topo)?;
+            Some((tx1.saturating_sub(tx), rx1.saturating_sub(rx)))
+        }
+        None => None,
+    };
     let names: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
-    let counters: Vec<(u64, u64)> = t.members.iter().map(|c| (c.tx_bytes, c.rx_bytes)).collect();
+    let counters: Vec<(u64, u64)> = tr
+        .members
+        .iter()
+        .map(|c| (c.tx_bytes, c.rx_bytes))
+        .collect();
     let (mode, policy) = match opts.setup {
         Setup::Direct => ("none".to_string(), "none".to_string()),
         _ => (opts.bond.mode.clone(), opts.bond.policy.clone()),
@@ -155,9 +355,21 @@ fn measure(
         Setup::Ovs => dataplane::ovs_bond(&opts.bond.mode, &opts.bond.policy).ok(),
         _ => None,
     };
-    let ceiling = (!opts.rate.is_unlimited() && opts.udp_length.is_none()).then(|| {
-        opts.links as f64 * opts.rate.bits_per_second() as f64 * TCP_GOODPUT_PER_BIT / 1e9
+    let mtu = t.mtu.unwrap_or(1500);
+    let ceiling = (!opts.rate.is_unlimited()
+        && opts.udp_length.is_none()
+        && t.clients == 0
+        && t.overlay.is_none())
+    .then(|| {
+        let directions = if t.direction == Direction::Both {
+            2.0
+        } else {
+            1.0
+        };
+        directions * opts.links as f64 * opts.rate.bits_per_second() as f64 * goodput_per_bit(mtu)
+            / 1e9
     });
+    let switch_cfg = t.switch.map(|k| switch_config(opts, k));
     Ok(RunResult {
         setup: opts.setup.name().to_string(),
         mode,
@@ -166,7 +378,7 @@ fn measure(
         lacp: ovs.as_ref().map(|o| o.lacp.to_string()),
         links: opts.links,
         rate: opts.rate.as_tc().to_string(),
-        streams: spec.flows.iter().map(|f| f.streams).sum(),
+        streams,
         protocol: if opts.udp_length.is_some() {
             "udp"
         } else {
@@ -178,22 +390,67 @@ fn measure(
             _ => "iperf3",
         }
         .to_string(),
-        duration_s: round(t.seconds, 3),
-        aggregate_gbps: round(t.bits_per_second / 1e9, 4),
+        duration_s: round(tr.seconds, 3),
+        aggregate_gbps: round(tr.bits_per_second / 1e9, 4),
         ceiling_gbps: ceiling.map(|c| round(c, 4)),
         members: report::shares(&names, &counters),
-        retransmits: t.retransmits,
-        udp_pps: t.udp_pps.map(|p| p.round()),
+        retransmits: tr.retransmits,
+        udp_pps: tr.udp_pps.map(|p| p.round()),
         udp_length: opts.udp_length,
-        udp_lost_percent: t.udp_lost_percent.map(|p| round(p, 2)),
-        max_stall_ms: t.max_stall_ms.map(|m| round(m, 2)),
-        failover: t.failover.map(|mut f| {
+        udp_lost_percent: tr.udp_lost_percent.map(|p| round(p, 2)),
+        max_stall_ms: tr.max_stall_ms.map(|m| round(m, 2)),
+        failover: tr.failover.map(|mut f| {
             f.gap_ms = round(f.gap_ms, 2);
             f.at_s = round(f.at_s, 3);
             f
         }),
+        mtu,
+        direction: t.direction.name().to_string(),
+        switch: t.switch.map(|k| report::SwitchFigure {
+            kind: k,
+            switches: topo.switches().len(),
+            policy: switch_cfg
+                .as_ref()
+                .map(|c| c.policy.clone())
+                .unwrap_or_default(),
+            // One switch per link (or one link): each host has one port per switch.
+            port_channel: match &switch_cfg {
+                Some(c) if topo.switches().len() == 1 && opts.links > 1 => c.channel,
+                _ => PortChannel::None,
+            },
+            rx_bytes: switch_after.saturating_sub(switch_before),
+        }),
+        clients: t.clients,
+        overlay: t.overlay.map(|k| report::OverlayFigure {
+            kind: k,
+            inner_mtu: mtu.saturating_sub(overlay::TUNNEL_OVERHEAD),
+            tunnel_tx_bytes: tunnel.map(|x| x.0).unwrap_or(0),
+            tunnel_rx_bytes: tunnel.map(|x| x.1).unwrap_or(0),
+        }),
+        flows: spec
+            .flows
+            .iter()
+            .zip(&tr.flows_bps)
+            .map(|(f, &bps)| FlowFigure {
+                label: f.route.label.clone(),
+                src: f.route.src.to_string(),
+                dst: f.route.dst.to_string(),
+                streams: f.streams,
+                gbps: round(bps / 1e9, 4),
+            })
+            .collect(),
         prefix: topo.prefix().to_string(),
     })
+}
+
+/// TCP goodput per bit of link rate at `mtu` (TCP timestamps: 52 bytes of headers in the
+/// packet, 14 of Ethernet header outside it, as tbf counts).
+pub fn goodput_per_bit(mtu: u32) -> f64 {
+    if mtu == 1500 {
+        return TCP_GOODPUT_PER_BIT;
+    }
+    let m = f64::from(mtu.max(100));
+    (m - 52.0) / (m + 14.0)
 }
 
 fn round(v: f64, digits: i32) -> f64 {
@@ -223,6 +480,7 @@ pub fn sweep_configs(opts: &SweepOptions) -> Vec<(Setup, BondConfig)> {
                 mode: mode.clone(),
                 policy: policy.clone(),
                 extra_opts: base.extra_opts.clone(),
+                mtu: base.mtu,
             };
             if opts.base.setup == Setup::Ovs {
                 // Several kernel configurations map to the same OVS bond: measure it once.
@@ -292,9 +550,9 @@ fn sweep_one(
     streams: &[usize],
     runs: &mut Vec<RunResult>,
 ) -> Result<()> {
-    let (mut topo, pairs) = build(lab, ctl)?;
+    let (mut topo, routes) = build(lab, ctl)?;
     for &n in streams {
-        runs.push(measure(&mut topo, ctl, lab, &pairs, n)?);
+        runs.push(measure(&mut topo, ctl, lab, &routes, n)?);
     }
     topo.teardown()
 }
@@ -345,6 +603,7 @@ mod test {
                     mode: "balance-xor".into(),
                     policy: "layer3+4".into(),
                     extra_opts: String::new(),
+                    mtu: None,
                 },
                 streams: 1,
                 duration: Duration::from_secs(1),
@@ -352,6 +611,7 @@ mod test {
                 iperf3: "iperf3".into(),
                 udp_length: None,
                 fail_after: None,
+                topology: TopologyOptions::default(),
             },
             modes: vec!["balance-xor".into(), "active-backup".into()],
             policies: vec!["layer2".into(), "layer2+3".into(), "layer3+4".into()],
