@@ -268,7 +268,74 @@ fn build(opts: &LabOptions, ctl: &Ctl) -> Result<(Topology, Vec<Route>)> {
     ctl.progress()
         .phase("waiting for the path between the hosts");
     traffic::wait_reachable(ctl, &routes, REACHABLE_TIMEOUT)?;
+    if let Some(mtu) = t.mtu {
+        ctl.progress().phase("checking the MTU end to end");
+        let inner = match (t.overlay, t.clients) {
+            (Some(_), 0) => mtu.saturating_sub(overlay::TUNNEL_OVERHEAD),
+            _ => mtu,
+        };
+        for r in &routes {
+            check_path_mtu(r, inner)?;
+        }
+    }
     Ok((topo, routes))
+}
+
+/// Checks that an IPv4 packet of exactly `mtu` bytes with Don't Fragment set crosses the route
+/// and is answered, and that one byte more is refused at the sender (so the sender's interface
+/// has exactly that MTU). Up to three tries each, for a slow machine.
+pub fn check_path_mtu(r: &Route, mtu: u32) -> Result<()> {
+    topology::require_program("ping", "iputils-ping")?;
+    let ping = |size: u32| -> bool {
+        let (size, dst) = (size.saturating_sub(28).to_string(), r.dst.to_string());
+        (0..3).any(|_| {
+            topology::run(
+                "ip",
+                &[
+                    "netns", "exec", &r.src_ns, "ping", "-n", "-q", "-M", "do", "-c", "1", "-W",
+                    "2", "-s", &size, &dst,
+                ],
+            )
+            .is_ok()
+        })
+    };
+    if !ping(mtu) {
+        anyhow::bail!(
+            "MTU {mtu} is not applied end to end: a {mtu}-byte packet with Don't Fragment from {} to {} got no answer",
+            r.src,
+            r.dst
+        );
+    }
+    if ping(mtu + 1) {
+        anyhow::bail!(
+            "a {}-byte packet crossed from {} to {}: the path's MTU is above {mtu}",
+            mtu + 1,
+            r.src,
+            r.dst
+        );
+    }
+    Ok(())
+}
+
+/// Every address the routes use, with the interface that holds it.
+fn endpoints(routes: &[Route]) -> Result<Vec<report::Endpoint>> {
+    let mut out: Vec<report::Endpoint> = Vec::new();
+    for r in routes {
+        let (src_host, dst_host) = r.label.split_once('>').unwrap_or(("?", "?"));
+        for (host, ns, ip) in [(src_host, &r.src_ns, r.src), (dst_host, &r.dst_ns, r.dst)] {
+            if out.iter().any(|e| e.ip == ip.to_string()) {
+                continue;
+            }
+            let (dev, mac) = topology::interface_with_address(ns, ip)?;
+            out.push(report::Endpoint {
+                host: host.to_string(),
+                ip: ip.to_string(),
+                dev,
+                mac,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// The switch a run asks for: its port-channels are what a switch would configure for the
@@ -370,6 +437,7 @@ fn measure(
             / 1e9
     });
     let switch_cfg = t.switch.map(|k| switch_config(opts, k));
+    let endpoints = endpoints(routes)?;
     Ok(RunResult {
         setup: opts.setup.name().to_string(),
         mode,
@@ -405,6 +473,10 @@ fn measure(
             f
         }),
         mtu,
+        path_mtu: t.mtu.map(|m| match (t.overlay, t.clients) {
+            (Some(_), 0) => m.saturating_sub(overlay::TUNNEL_OVERHEAD),
+            _ => m,
+        }),
         direction: t.direction.name().to_string(),
         switch: t.switch.map(|k| report::SwitchFigure {
             kind: k,
@@ -439,6 +511,7 @@ fn measure(
                 gbps: round(bps / 1e9, 4),
             })
             .collect(),
+        endpoints,
         prefix: topo.prefix().to_string(),
     })
 }

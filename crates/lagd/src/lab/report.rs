@@ -42,6 +42,19 @@ pub struct FlowFigure {
     pub gbps: f64,
 }
 
+/// A host's address the traffic used, and the interface (and MAC) that holds it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Endpoint {
+    /// `a`, `b`, `c0`, ….
+    pub host: String,
+    /// The IPv4 address.
+    pub ip: String,
+    /// The interface holding it (the bond, the tunnel, a client's link).
+    pub dev: String,
+    /// That interface's MAC.
+    pub mac: String,
+}
+
 /// The switch of a run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SwitchFigure {
@@ -147,6 +160,11 @@ pub struct RunResult {
     pub failover: Option<Failover>,
     /// MTU of the links and bonds.
     pub mtu: u32,
+    /// With `--mtu`: the packet size checked on every route before the traffic (a packet of
+    /// this size with Don't Fragment crossed, one byte more did not); the tunnel's inner MTU
+    /// with an overlay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_mtu: Option<u32>,
     /// `forward` (host A sends), `reverse` (host A receives) or `both`.
     pub direction: String,
     /// The switch between the hosts, if any.
@@ -159,6 +177,8 @@ pub struct RunResult {
     pub overlay: Option<OverlayFigure>,
     /// Each flow's goodput.
     pub flows: Vec<FlowFigure>,
+    /// The addresses the flows ran between (so that a hash can be recomputed).
+    pub endpoints: Vec<Endpoint>,
     /// Start of the lab's namespace names (`lagdlab-<pid>-<tag>`).
     pub prefix: String,
 }
@@ -253,8 +273,12 @@ pub fn text(r: &RunResult) -> String {
             }
         );
     }
-    if r.mtu != 1500 {
-        let _ = writeln!(s, "mtu          {}", r.mtu);
+    if let Some(p) = r.path_mtu {
+        let _ = writeln!(
+            s,
+            "mtu          {} (a {p}-byte packet crosses unfragmented, one byte more does not)",
+            r.mtu
+        );
     }
     if let Some(sw) = &r.switch {
         let _ = writeln!(
@@ -609,11 +633,13 @@ mod test {
             max_stall_ms: None,
             failover: None,
             mtu: 1500,
+            path_mtu: None,
             direction: "forward".into(),
             switch: None,
             clients: 0,
             overlay: None,
             flows: Vec::new(),
+            endpoints: Vec::new(),
             prefix: "lagdlab-1-lg000000".into(),
         }
     }

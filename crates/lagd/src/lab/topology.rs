@@ -1208,6 +1208,31 @@ pub fn link_counters(ns: &str, dev: &str) -> Result<Counters> {
     })
 }
 
+/// The interface that holds IPv4 address `ip` in namespace `ns`, and its MAC.
+pub fn interface_with_address(ns: &str, ip: Ipv4Addr) -> Result<(String, String)> {
+    let out = run("ip", &["-n", ns, "-j", "addr", "show"])?;
+    let all: Vec<IpAddrEntry> = serde_json::from_str(&out).context("parsing `ip -j addr`")?;
+    let want = ip.to_string();
+    all.into_iter()
+        .find(|l| l.addr_info.iter().any(|a| a.local == want))
+        .map(|l| (l.ifname, l.address.unwrap_or_default()))
+        .with_context(|| format!("no interface holds {ip} in {ns}"))
+}
+
+#[derive(Deserialize)]
+struct IpAddrEntry {
+    ifname: String,
+    address: Option<String>,
+    #[serde(default)]
+    addr_info: Vec<IpAddrInfo>,
+}
+
+#[derive(Deserialize)]
+struct IpAddrInfo {
+    #[serde(default)]
+    local: String,
+}
+
 #[derive(Deserialize)]
 struct IpLink {
     ifname: String,
