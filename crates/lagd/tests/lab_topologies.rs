@@ -350,3 +350,33 @@ fn jumbo_mtu_is_applied_end_to_end_through_the_switch() {
     assert_eq!(bad.status.code(), Some(2), "a bad MTU is a usage error");
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--mtu"));
 }
+
+#[test]
+fn ovs_switch_makes_an_lacp_port_channel_towards_the_bond() {
+    require_program("ovs-vswitchd", "openvswitch-switch").unwrap();
+    // lagd's 802.3ad distributes only once LACP with the switch is in sync: traffic through
+    // it both ways shows Open vSwitch's port-channel speaks LACP with the bond.
+    let v = lab_json(&[
+        "--switch",
+        "ovs",
+        "--mode",
+        "802.3ad",
+        "--policy",
+        "layer3+4",
+        "--switch-policy",
+        "layer3+4",
+        "--direction",
+        "both",
+        "--streams",
+        "2",
+        "--duration",
+        "3",
+    ]);
+    let sw = &v["switch"];
+    assert_eq!(sw["kind"], "ovs", "{v}");
+    assert_eq!(sw["port_channel"], "lacp", "{v}");
+    assert!(f(sw, "rx_bytes") >= goodput_bytes(&v), "{v}");
+    for fl in v["flows"].as_array().expect("flows") {
+        assert!(f(fl, "gbps") > 0.005, "both directions moved: {v}");
+    }
+}

@@ -180,12 +180,14 @@ pub fn main(args: LabArgs) -> Result<(), CliError> {
                 .unwrap_or(0);
             PathBuf::from(format!("lab-sweep-{}", report::timestamp(now)))
         });
+        // The direct baseline has no bond for clients or a tunnel to use.
+        let include_direct = opts.topology.clients == 0 && opts.topology.overlay.is_none();
         let sweep = SweepOptions {
             base: opts,
             modes: args.sweep_modes.clone(),
             policies: args.sweep_policies.clone(),
             streams: args.sweep_streams.clone(),
-            include_direct: true,
+            include_direct,
             out,
         };
         let outcome = lab::sweep(&sweep, &ctl).map_err(|e| {

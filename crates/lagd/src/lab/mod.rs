@@ -637,8 +637,37 @@ fn write_sweep(opts: &SweepOptions, outcome: &SweepOutcome) -> Result<()> {
     } else {
         b.rate.as_tc().to_string()
     };
+    let t = &b.topology;
+    let mut shape = String::new();
+    if let Some(m) = t.mtu {
+        shape.push_str(&format!(", MTU {m}"));
+    }
+    if let Some(k) = t.switch {
+        let n = if t.switch_per_link {
+            "one per link"
+        } else {
+            "one"
+        };
+        shape.push_str(&format!(
+            ", {} switch ({n}, hashing {})",
+            serde_json::to_value(k)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            t.switch_policy
+        ));
+    }
+    if t.clients > 0 {
+        shape.push_str(&format!(", {} clients", t.clients));
+    }
+    if t.direction != Direction::Forward {
+        shape.push_str(&format!(", direction {}", t.direction.name()));
+    }
+    if let Some(o) = t.overlay {
+        shape.push_str(&format!(", {} overlay", o.name()));
+    }
     let title = format!(
-        "lagctl lab sweep: {} links × {rate}, {} {}",
+        "lagctl lab sweep: {} links × {rate}{shape}, {} {}",
         b.links,
         if b.udp_length.is_some() { "UDP" } else { "TCP" },
         match b.generator {
