@@ -17,7 +17,7 @@ use anyhow::{Result, bail};
 
 use super::control::Ctl;
 use super::dataplane::{spawn_lagd, start_ovs_in, wait_lagd};
-use super::topology::{Topology, run};
+use super::topology::{Side, Topology, link_mtu, run};
 
 /// Which switch stands between the hosts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -70,6 +70,19 @@ pub struct SwitchConfig {
 /// Joins the link ends in the lab's switch namespaces (and the client ports in the first one).
 /// `lagd` is the binary for the bridge's port-channels.
 pub fn bring_up(topo: &mut Topology, ctl: &Ctl, cfg: &SwitchConfig, lagd: &Path) -> Result<()> {
+    // The hosts' bonds may have raised their members' MTU above the bond's (lagd's stripe mode
+    // adds a header to every frame): the switch's ports take the largest, as a real switch
+    // would have to be configured.
+    let mut mtu = cfg.mtu;
+    for side in [Side::A, Side::B] {
+        for link in topo.links() {
+            let m = link_mtu(topo.ns(side), &link.name)?;
+            if m > mtu.unwrap_or(1500) {
+                mtu = Some(m);
+            }
+        }
+    }
+    let cfg = &SwitchConfig { mtu, ..cfg.clone() };
     let switches = topo.switches().to_vec();
     let links = topo.links().len();
     let tag = topo.tag().to_string();

@@ -1208,6 +1208,17 @@ pub fn link_counters(ns: &str, dev: &str) -> Result<Counters> {
     })
 }
 
+/// The MTU of interface `dev` in namespace `ns`.
+pub fn link_mtu(ns: &str, dev: &str) -> Result<u32> {
+    let out = run("ip", &["-n", ns, "-j", "link", "show", "dev", dev])?;
+    let v: serde_json::Value = serde_json::from_str(&out).context("parsing `ip -j link`")?;
+    v.get(0)
+        .and_then(|l| l.get("mtu"))
+        .and_then(serde_json::Value::as_u64)
+        .map(|m| m as u32)
+        .with_context(|| format!("no MTU for {dev} in {ns}"))
+}
+
 /// The interface that holds IPv4 address `ip` in namespace `ns`, and its MAC.
 pub fn interface_with_address(ns: &str, ip: Ipv4Addr) -> Result<(String, String)> {
     let out = run("ip", &["-n", ns, "-j", "addr", "show"])?;
