@@ -655,6 +655,17 @@ impl Topology {
         self.ip(side, &["link", "set", &name, "down"]).map(drop)
     }
 
+    /// Cuts link `link` as host A sees it: its far end goes down (host B's end back to back,
+    /// the switch's end through a switch), so host A's member loses carrier.
+    pub fn cut_link(&self, link: usize) -> Result<()> {
+        if self.switches.is_empty() {
+            return self.set_link_down(Side::B, link);
+        }
+        let ns = &self.switches[link % self.switches.len()];
+        let end = format!("{}a{link}", self.tag);
+        run("ip", &["-n", ns, "link", "set", &end, "down"]).map(drop)
+    }
+
     /// Starts `program ARGS` inside a host's namespace (`ip netns exec`), with standard input
     /// closed, standard output going to `<dir>/<label>.out` and standard error to
     /// `<dir>/<label>.log`. The process is stopped when the lab ends, if it has not exited by

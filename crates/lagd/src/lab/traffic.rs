@@ -209,7 +209,7 @@ impl FailState {
             .map(|(i, _)| i)
             .unwrap_or(0);
         let when = t0.elapsed();
-        topo.set_link_down(Side::B, busiest)?;
+        topo.cut_link(busiest)?;
         self.done = Some((busiest, when));
         Ok(())
     }
