@@ -99,6 +99,9 @@ pub struct LabArgs {
         default_value = "layer2,layer2+3,layer3+4"
     )]
     pub sweep_policies: Vec<String>,
+    /// MTUs for --sweep (each configuration at each; default: --mtu only).
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_mtus: Vec<u32>,
     /// Stream counts for --sweep.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
     pub sweep_streams: Vec<usize>,
@@ -188,6 +191,7 @@ pub fn main(args: LabArgs) -> Result<(), CliError> {
             policies: args.sweep_policies.clone(),
             streams: args.sweep_streams.clone(),
             include_direct,
+            mtus: args.sweep_mtus.clone(),
             out,
         };
         let outcome = lab::sweep(&sweep, &ctl).map_err(|e| {
@@ -348,6 +352,9 @@ fn topology_options(
     setup: &Setup,
     lagd: PathBuf,
 ) -> Result<TopologyOptions, String> {
+    if args.sweep_mtus.iter().any(|m| !(576..=65535).contains(m)) {
+        return Err("--sweep-mtus must be 576 to 65535 each".into());
+    }
     if let Some(m) = args.mtu {
         if !(576..=65535).contains(&m) {
             return Err("--mtu must be 576 to 65535".into());

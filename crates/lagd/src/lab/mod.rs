@@ -142,6 +142,8 @@ pub struct SweepOptions {
     pub streams: Vec<usize>,
     /// Also measure the direct baseline as the reference.
     pub include_direct: bool,
+    /// MTUs to sweep (empty: the base's only).
+    pub mtus: Vec<u32>,
     /// Where the report goes.
     pub out: PathBuf,
 }
@@ -533,8 +535,21 @@ fn round(v: f64, digits: i32) -> f64 {
 
 /// The configurations a sweep visits, in order.
 pub fn sweep_configs(opts: &SweepOptions) -> Vec<(Setup, BondConfig)> {
+    if opts.mtus.is_empty() {
+        return sweep_configs_at(opts, opts.base.topology.mtu);
+    }
+    opts.mtus
+        .iter()
+        .flat_map(|&m| sweep_configs_at(opts, Some(m)))
+        .collect()
+}
+
+fn sweep_configs_at(opts: &SweepOptions, mtu: Option<u32>) -> Vec<(Setup, BondConfig)> {
     let mut out: Vec<(Setup, BondConfig)> = Vec::new();
-    let base = &opts.base.bond;
+    let base = &BondConfig {
+        mtu,
+        ..opts.base.bond.clone()
+    };
     if opts.include_direct || opts.base.setup == Setup::Direct {
         out.push((Setup::Direct, base.clone()));
     }
@@ -582,15 +597,19 @@ pub fn sweep(opts: &SweepOptions, ctl: &Ctl) -> Result<SweepOutcome> {
     let configs = sweep_configs(opts);
     let mut stopped = None;
     for (i, (setup, bond)) in configs.iter().enumerate() {
-        let lab = LabOptions {
+        let mut lab = LabOptions {
             setup: setup.clone(),
             bond: bond.clone(),
             ..opts.base.clone()
         };
-        let label = match setup {
+        lab.topology.mtu = bond.mtu;
+        let mut label = match setup {
             Setup::Direct => "direct veth".to_string(),
             _ => format!("{} {} {}", setup.name(), bond.mode, bond.policy),
         };
+        if let Some(m) = bond.mtu {
+            label.push_str(&format!(" mtu {m}"));
+        }
         ctl.progress()
             .phase(&format!("[{}/{}] {label}", i + 1, configs.len()));
         match sweep_one(&lab, ctl, &opts.streams, &mut outcome.runs) {
@@ -719,6 +738,7 @@ mod test {
             policies: vec!["layer2".into(), "layer2+3".into(), "layer3+4".into()],
             streams: vec![1, 2],
             include_direct: true,
+            mtus: Vec::new(),
             out: "x".into(),
         }
     }
@@ -740,6 +760,17 @@ mod test {
                 "lagd active-backup layer2",
             ]
         );
+    }
+
+    #[test]
+    fn sweep_repeats_every_configuration_per_mtu() {
+        let mut o = base(Setup::Lagd("lagd".into()));
+        o.mtus = vec![1500, 9000];
+        let c = sweep_configs(&o);
+        assert_eq!(c.len(), 2 * 5);
+        assert_eq!(c[0].1.mtu, Some(1500));
+        assert_eq!(c[5].1.mtu, Some(9000));
+        assert_eq!(c[5].0, Setup::Direct);
     }
 
     #[test]

@@ -186,6 +186,15 @@ pub struct RunResult {
 impl RunResult {
     /// `lagd balance-xor layer3+4`, `direct`, `ovs balance-tcp (balance-xor layer3+4)`.
     pub fn label(&self) -> String {
+        let base = self.base_label();
+        if self.mtu == 1500 {
+            base
+        } else {
+            format!("{base} mtu {}", self.mtu)
+        }
+    }
+
+    fn base_label(&self) -> String {
         match self.setup.as_str() {
             "direct" => "direct veth".to_string(),
             "ovs" => format!(
