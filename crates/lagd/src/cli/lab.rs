@@ -1,5 +1,8 @@
 //! `lagctl lab`: two network namespaces joined by shaped veth links, a bond at both ends, and
-//! parallel TCP streams through it; prints goodput, each member's share and retransmits.
+//! parallel TCP streams through it; prints goodput, each member's share and retransmits. With
+//! `--switch`, `--switches`, `--clients`, `--direction`, `--overlay` and `--mtu`, the seeds'
+//! topologies: a switch hashing the way back, one switch per link, clients fanning in or out,
+//! tunnelled pod traffic and jumbo frames.
 //!
 //! Needs root. Always removes what it made, also on failure and on SIGINT/SIGTERM (which end the
 //! run with exit code 1 after the cleanup).
@@ -137,6 +140,10 @@ pub struct LabArgs {
     /// OVN-Kubernetes makes them). Fails, saying so, where the kernel lacks the tunnel type.
     #[arg(long, value_enum)]
     pub overlay: Option<OverlayKind>,
+    /// Write what host A's bond carried during the traffic to this pcap file (first 128 bytes
+    /// of each frame), to plan from: `lagctl plan --pcap FILE`.
+    #[arg(long, conflicts_with = "sweep")]
+    pub capture: Option<PathBuf>,
 }
 
 /// `lagctl lab`.
@@ -420,5 +427,6 @@ fn topology_options(
         direction: args.direction,
         overlay: args.overlay,
         lagd,
+        capture: args.capture.clone(),
     })
 }

@@ -3,6 +3,13 @@
 //! directly on the links), and parallel TCP streams from host A to host B; then goodput, each
 //! member's share of the bytes, and retransmits.
 //!
+//! Beyond that: the links may run through a switch namespace (a bridge with port-channels
+//! towards the hosts, or Open vSwitch) or each through its own; client hosts on the switch talk
+//! to host A (fan-in, fan-out or both); the streams may run inside a VXLAN or Geneve tunnel;
+//! and every link, bond and switch port may carry a larger MTU, checked end to end before the
+//! traffic starts. Each direction's member shares are reported: the way back is the switch's
+//! (or the peer's) choice.
+//!
 //! * [`topology`]: namespaces, veths, tc shaping and process bookkeeping, all removed on drop.
 //! * [`dataplane`]: lagd, the direct baseline, the Open vSwitch baseline.
 //! * [`switch`]: a switch between the hosts (Linux bridge or Open vSwitch, with port-channels
@@ -111,6 +118,9 @@ pub struct TopologyOptions {
     pub overlay: Option<OverlayKind>,
     /// The lagd binary for the Linux-bridge switch's port-channels.
     pub lagd: PathBuf,
+    /// Write what host A's bond carried during the traffic to this pcap file (tcpdump, first
+    /// 128 bytes of each frame), for `lagctl plan`.
+    pub capture: Option<PathBuf>,
 }
 
 impl Default for TopologyOptions {
@@ -124,6 +134,7 @@ impl Default for TopologyOptions {
             direction: Direction::Forward,
             overlay: None,
             lagd: PathBuf::from("lagd"),
+            capture: None,
         }
     }
 }
@@ -400,7 +411,14 @@ fn measure(
         Some(_) if t.clients == 0 => Some(overlay::tunnel_bytes(topo)?),
         _ => None,
     };
+    let capture = match &t.capture {
+        Some(file) => Some(start_capture(topo, routes, file)?),
+        None => None,
+    };
     let tr = traffic::run(topo, ctl, &spec, &opts.iperf3)?;
+    if let Some(id) = capture {
+        topo.stop(id);
+    }
     ctl.progress().clear();
     let switch_after = topo.switch_rx_bytes()?;
     let tunnel = match tunnel_before {
@@ -516,6 +534,49 @@ fn measure(
         endpoints,
         prefix: topo.prefix().to_string(),
     })
+}
+
+/// Starts tcpdump on host A's bond (the interface holding host A's outer address: with a
+/// tunnel, the bond carries the encapsulated frames) writing to `file`, and waits until it
+/// listens.
+fn start_capture(
+    topo: &mut Topology,
+    routes: &[Route],
+    file: &std::path::Path,
+) -> Result<topology::ProcessId> {
+    topology::require_program("tcpdump", "tcpdump")?;
+    let a = topo.ns(Side::A).to_string();
+    // The bond's address is the lab's host 1 (the tunnel's inner one is elsewhere).
+    let outer = topo.address(1);
+    let dev = match topology::interface_with_address(&a, outer) {
+        Ok((dev, _)) => dev,
+        Err(_) => {
+            let r = routes.first().context("no route to capture")?;
+            let ip = if r.src_ns == a { r.src } else { r.dst };
+            topology::interface_with_address(&a, ip)?.0
+        }
+    };
+    let path = file.to_string_lossy().into_owned();
+    let id = topo.spawn(
+        Side::A,
+        "tcpdump-capture",
+        std::path::Path::new("tcpdump"),
+        &["-i", &dev, "-n", "-s", "128", "-U", "-w", &path],
+    )?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !topo.log_tail(id, 5).contains("listening on") {
+        if let Some(status) = topo.try_wait(id)? {
+            anyhow::bail!(
+                "tcpdump exited ({status}) before listening: {}",
+                topo.log_tail(id, 5)
+            );
+        }
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("tcpdump did not start listening within 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(id)
 }
 
 /// TCP goodput per bit of link rate at `mtu` (TCP timestamps: 52 bytes of headers in the

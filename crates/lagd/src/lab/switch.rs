@@ -47,7 +47,8 @@ impl PortChannel {
     pub fn for_host(mode: &str, host_lacp: bool) -> Self {
         match mode {
             _ if host_lacp => Self::Lacp,
-            "802.3ad" | "4" => Self::Lacp,
+            // lagd's balance-tcp is 802.3ad with OVS's L4 hash.
+            "802.3ad" | "4" | "balance-tcp" => Self::Lacp,
             "balance-xor" | "2" | "balance-rr" | "0" | "broadcast" | "3" => Self::Static,
             _ => Self::None,
         }
@@ -223,6 +224,10 @@ mod test {
     #[test]
     fn port_channel_follows_the_host_bond() {
         assert_eq!(PortChannel::for_host("802.3ad", false), PortChannel::Lacp);
+        assert_eq!(
+            PortChannel::for_host("balance-tcp", false),
+            PortChannel::Lacp
+        );
         assert_eq!(
             PortChannel::for_host("balance-xor", true),
             PortChannel::Lacp
