@@ -20,7 +20,8 @@
 # 2 cores shared with other work and the switch adds two lagd instances of its own.
 #
 # Usage, as root from anywhere:  bash bench/seeds.sh      (writes bench/seeds.md)
-# Environment: RUNS, DURATION, RATE, OUT.
+# Environment: RUNS, DURATION, RATE, OUT, KEEP (a directory to keep every run's JSON, the
+# captures and the plans in).
 # Needs: iproute2, iperf3, ping, python3, jq, cargo.
 set -euo pipefail
 
@@ -37,7 +38,13 @@ done
 
 cargo build --release -q -p lagd --bin lagd --bin lagctl
 work=$(mktemp -d /tmp/lagd-seeds.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+finish() {
+    if [ -n "${KEEP:-}" ]; then
+        mkdir -p "$KEEP" && cp -r "$work"/. "$KEEP"/ && rm -f "$KEEP/lagd" "$KEEP/lagctl"
+    fi
+    rm -rf "$work"
+}
+trap finish EXIT
 cp target/release/lagd target/release/lagctl "$work/"
 
 # name|arguments (the lab cleans up after itself, also on failure). Seed 000's switch hashes

@@ -380,3 +380,82 @@ fn ovs_switch_makes_an_lacp_port_channel_towards_the_bond() {
         assert!(f(fl, "gbps") > 0.005, "both directions moved: {v}");
     }
 }
+
+#[test]
+fn a_capture_of_tunnelled_streams_feeds_the_planner() {
+    require_program("tcpdump", "tcpdump").unwrap();
+    let dir = std::env::temp_dir().join(format!("lagd-lab-capture-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("bond.pcap");
+    let v = lab_json(&[
+        "--overlay",
+        "vxlan",
+        "--mode",
+        "balance-xor",
+        "--policy",
+        "layer2+3",
+        "--streams",
+        "4",
+        "--duration",
+        "2",
+        "--capture",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(f(&v, "aggregate_gbps") > 0.0, "{v}");
+    let plan_out = Command::new(env!("CARGO_BIN_EXE_lagctl"))
+        .args([
+            "plan",
+            "--pcap",
+            pcap.to_str().unwrap(),
+            "--members",
+            "2",
+            "--json",
+        ])
+        .output()
+        .expect("run lagctl plan");
+    let dump = Command::new("tcpdump")
+        .args(["-r", pcap.to_str().unwrap(), "-n"])
+        .output()
+        .expect("tcpdump -r");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        plan_out.status.success(),
+        "lagctl plan reads the lab's capture: {}",
+        String::from_utf8_lossy(&plan_out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&plan_out.stdout).expect("plan JSON");
+    // What host A's bond carried: the four streams, each in the VXLAN tunnel with an outer
+    // source port of its own.
+    let tunnels = plan["tunnels"].as_array().expect("tunnels");
+    let vxlan = tunnels
+        .iter()
+        .find(|t| t["tunnel"] == "VXLAN")
+        .unwrap_or_else(|| panic!("the planner sees the VXLAN tunnel: {plan}"));
+    assert!(vxlan["inner_flows"].as_u64().unwrap() >= 4, "{plan}");
+    assert!(vxlan["outer_flows"].as_u64().unwrap() >= 4, "{plan}");
+    assert!(plan["recommendation"]["policy"].is_string(), "{plan}");
+    // Both ways are in it: the outer address pairs of the tunnel's frames, each direction.
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for line in text.lines().filter(|l| l.contains("VXLAN")) {
+        let mut w = line.split_whitespace().skip_while(|w| *w != "IP").skip(1);
+        let (Some(src), Some(">"), Some(dst)) = (w.next(), w.next(), w.next()) else {
+            continue;
+        };
+        let host = |s: &str| {
+            s.rsplit_once('.')
+                .map(|(h, _)| h.to_string())
+                .unwrap_or_default()
+        };
+        let pair = (host(src), host(dst.trim_end_matches(':')));
+        if !pairs.contains(&pair) {
+            pairs.push(pair);
+        }
+    }
+    assert!(
+        pairs
+            .iter()
+            .any(|(s, d)| pairs.contains(&(d.clone(), s.clone()))),
+        "tunnel frames both ways in the capture: {pairs:?}"
+    );
+}

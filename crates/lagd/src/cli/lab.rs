@@ -140,8 +140,10 @@ pub struct LabArgs {
     /// OVN-Kubernetes makes them). Fails, saying so, where the kernel lacks the tunnel type.
     #[arg(long, value_enum)]
     pub overlay: Option<OverlayKind>,
-    /// Write what host A's bond carried during the traffic to this pcap file (first 128 bytes
-    /// of each frame), to plan from: `lagctl plan --pcap FILE`.
+    /// Write what host A's bond carried during the traffic, both ways, to this pcap file
+    /// (first 128 bytes of each frame), to plan from: `lagctl plan --pcap FILE`. lagd runs
+    /// without its kernel fast path then (a capture on the bond does not see what the fast
+    /// path sends).
     #[arg(long, conflicts_with = "sweep")]
     pub capture: Option<PathBuf>,
 }

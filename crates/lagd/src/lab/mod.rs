@@ -119,7 +119,8 @@ pub struct TopologyOptions {
     /// The lagd binary for the Linux-bridge switch's port-channels.
     pub lagd: PathBuf,
     /// Write what host A's bond carried during the traffic to this pcap file (tcpdump, first
-    /// 128 bytes of each frame), for `lagctl plan`.
+    /// 128 bytes of each frame), for `lagctl plan`. lagd then runs without its kernel fast
+    /// path, whose frames a capture on the bond would not see.
     pub capture: Option<PathBuf>,
 }
 
@@ -217,10 +218,15 @@ fn build(opts: &LabOptions, ctl: &Ctl) -> Result<(Topology, Vec<Route>)> {
     ctl.check()?;
     ctl.progress()
         .phase(&format!("starting the {} dataplane", opts.setup.name()));
-    let bond = BondConfig {
+    let mut bond = BondConfig {
         mtu: t.mtu,
         ..opts.bond.clone()
     };
+    if t.capture.is_some() && matches!(opts.setup, Setup::Lagd(_)) {
+        // The kernel fast path sends the host's frames from the TAP's egress hook, before
+        // the point where a capture on the TAP sees them: capture through lagd itself.
+        bond.extra_opts = format!("{} fastpath=off", bond.extra_opts.trim());
+    }
     let pairs = dataplane::bring_up(&mut topo, ctl, &opts.setup, &bond)?;
     if let Some(kind) = t.switch {
         ctl.progress().phase("starting the switch");
