@@ -14,7 +14,7 @@
 # and for each seed the planner's recommendation applied: one run with --capture, `lagctl plan`
 # on the capture, the recommended policy measured like the rest.
 #
-# Every figure is the median of RUNS runs (default 3) of DURATION seconds (default 3), runs
+# Every figure is the median of RUNS runs (default 5) of DURATION seconds (default 3), runs
 # interleaved, next to a one-link reference measured in the same run (direct veth, 1 link, same
 # rate). The links are slow (RATE, default 200mbit) because the machine this is written for has
 # 2 cores shared with other work and the switch adds two lagd instances of its own.
@@ -26,7 +26,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-RUNS="${RUNS:-3}"
+RUNS="${RUNS:-5}"
 DURATION="${DURATION:-3}"
 RATE="${RATE:-200mbit}"
 OUT="${OUT:-bench/seeds.md}"
