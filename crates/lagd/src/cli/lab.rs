@@ -1,5 +1,8 @@
 //! `lagctl lab`: two network namespaces joined by shaped veth links, a bond at both ends, and
-//! parallel TCP streams through it; prints goodput, each member's share and retransmits.
+//! parallel TCP streams through it; prints goodput, each member's share and retransmits. With
+//! `--switch`, `--switches`, `--clients`, `--direction`, `--overlay` and `--mtu`, the seeds'
+//! topologies: a switch hashing the way back, one switch per link, clients fanning in or out,
+//! tunnelled pod traffic and jumbo frames.
 //!
 //! Needs root. Always removes what it made, also on failure and on SIGINT/SIGTERM (which end the
 //! run with exit code 1 after the cleanup).
@@ -11,9 +14,11 @@ use std::time::{Duration, SystemTime};
 use super::CliError;
 use crate::lab::control::{Ctl, Progress};
 use crate::lab::dataplane::{BondConfig, Setup};
+use crate::lab::overlay::OverlayKind;
+use crate::lab::switch::SwitchKind;
 use crate::lab::topology::{Rate, is_root, require_program};
 use crate::lab::traffic::Generator;
-use crate::lab::{self, LabOptions, SweepOptions, report};
+use crate::lab::{self, Direction, LabOptions, SweepOptions, TopologyOptions, report};
 
 /// A baseline to measure instead of lagd.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -97,12 +102,50 @@ pub struct LabArgs {
         default_value = "layer2,layer2+3,layer3+4"
     )]
     pub sweep_policies: Vec<String>,
+    /// MTUs for --sweep (each configuration at each; default: --mtu only).
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_mtus: Vec<u32>,
     /// Stream counts for --sweep.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
     pub sweep_streams: Vec<usize>,
     /// No progress line on standard error.
     #[arg(long)]
     pub quiet: bool,
+    /// MTU of the links, the bonds, the switch ports and the client links (default 1500).
+    #[arg(long)]
+    pub mtu: Option<u32>,
+    /// A switch between the hosts, in a namespace of its own: a Linux bridge (its port-channels
+    /// towards the hosts made by lagd, the kernel here having no bonding driver) or Open
+    /// vSwitch. The port-channel is what a switch would configure for the hosts' bond: LACP
+    /// for 802.3ad, static for balance-xor/balance-rr, none (independent ports) for the rest.
+    #[arg(long, value_enum)]
+    pub switch: Option<SwitchKind>,
+    /// Switches: 1 (every link through one switch) or --links (every link through its own
+    /// switch, a plain bridge; implies --switch bridge).
+    #[arg(long, default_value_t = 1)]
+    pub switches: usize,
+    /// The switch's own hash on its port-channels (kernel policy names): it picks the member
+    /// of the return path.
+    #[arg(long, default_value = "layer2+3")]
+    pub switch_policy: String,
+    /// Client hosts on the switch, one link each, host A their server (implies --switch
+    /// bridge); --streams is then per client and direction.
+    #[arg(long, default_value_t = 0)]
+    pub clients: usize,
+    /// Which way the traffic goes: forward (host A sends: to host B, or fan-out to the
+    /// clients), reverse (host A receives: fan-in) or both.
+    #[arg(long, value_enum, default_value = "forward")]
+    pub direction: Direction,
+    /// Run the streams inside a tunnel between the hosts (inner MACs 0a:58 + inner IPv4, as
+    /// OVN-Kubernetes makes them). Fails, saying so, where the kernel lacks the tunnel type.
+    #[arg(long, value_enum)]
+    pub overlay: Option<OverlayKind>,
+    /// Write what host A's bond carried during the traffic, both ways, to this pcap file
+    /// (first 128 bytes of each frame), to plan from: `lagctl plan --pcap FILE`. lagd runs
+    /// without its kernel fast path then (a capture on the bond does not see what the fast
+    /// path sends).
+    #[arg(long, conflicts_with = "sweep")]
+    pub capture: Option<PathBuf>,
 }
 
 /// `lagctl lab`.
@@ -125,6 +168,12 @@ pub fn main(args: LabArgs) -> Result<(), CliError> {
             )));
         }
     }
+    if opts.topology.switch == Some(SwitchKind::Bridge) && !opts.topology.lagd.is_file() {
+        return Err(CliError::Failed(anyhow::anyhow!(
+            "the bridge switch's port-channels run lagd, not found at {} (pass --lagd PATH)",
+            opts.topology.lagd.display()
+        )));
+    }
     if let Setup::Relay(path) = &opts.setup {
         if !path.is_file() {
             return Err(CliError::Failed(anyhow::anyhow!(
@@ -143,12 +192,15 @@ pub fn main(args: LabArgs) -> Result<(), CliError> {
                 .unwrap_or(0);
             PathBuf::from(format!("lab-sweep-{}", report::timestamp(now)))
         });
+        // The direct baseline has no bond for clients or a tunnel to use.
+        let include_direct = opts.topology.clients == 0 && opts.topology.overlay.is_none();
         let sweep = SweepOptions {
             base: opts,
             modes: args.sweep_modes.clone(),
             policies: args.sweep_policies.clone(),
             streams: args.sweep_streams.clone(),
-            include_direct: true,
+            include_direct,
+            mtus: args.sweep_mtus.clone(),
             out,
         };
         let outcome = lab::sweep(&sweep, &ctl).map_err(|e| {
@@ -236,17 +288,19 @@ pub fn options(args: &LabArgs) -> Result<LabOptions, String> {
             ));
         }
     };
+    let lagd_binary = match &args.lagd {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot locate this executable: {e}"))?
+            .with_file_name("lagd"),
+    };
     let setup = match (args.baseline, &args.relay) {
         (Some(Baseline::Direct), _) => Setup::Direct,
         (Some(Baseline::Ovs), _) => Setup::Ovs,
         (None, Some(relay)) => Setup::Relay(relay.clone()),
-        (None, None) => Setup::Lagd(match &args.lagd {
-            Some(p) => p.clone(),
-            None => std::env::current_exe()
-                .map_err(|e| format!("cannot locate this executable: {e}"))?
-                .with_file_name("lagd"),
-        }),
+        (None, None) => Setup::Lagd(lagd_binary.clone()),
     };
+    let topology = topology_options(args, &setup, lagd_binary)?;
     if fail_after.is_some() && setup == Setup::Direct {
         return Err("--fail-after needs a bond (not --baseline direct)".into());
     }
@@ -289,6 +343,7 @@ pub fn options(args: &LabArgs) -> Result<LabOptions, String> {
             mode: args.mode.clone(),
             policy: args.policy.clone(),
             extra_opts: args.bond_opts.clone(),
+            mtu: args.mtu,
         },
         streams: args.streams,
         duration: Duration::from_secs(args.duration),
@@ -296,5 +351,84 @@ pub fn options(args: &LabArgs) -> Result<LabOptions, String> {
         iperf3: PathBuf::from("iperf3"),
         udp_length,
         fail_after,
+        topology,
+    })
+}
+
+/// Checks the switch, client, MTU and overlay options.
+fn topology_options(
+    args: &LabArgs,
+    setup: &Setup,
+    lagd: PathBuf,
+) -> Result<TopologyOptions, String> {
+    if args.sweep_mtus.iter().any(|m| !(576..=65535).contains(m)) {
+        return Err("--sweep-mtus must be 576 to 65535 each".into());
+    }
+    if let Some(m) = args.mtu {
+        if !(576..=65535).contains(&m) {
+            return Err("--mtu must be 576 to 65535".into());
+        }
+        if args.overlay.is_some() && m < 576 + lab::overlay::TUNNEL_OVERHEAD {
+            return Err("--mtu is too small for a tunnel".into());
+        }
+    }
+    let per_link = match args.switches {
+        1 => false,
+        n if n == args.links => true,
+        n => {
+            return Err(format!(
+                "--switches {n}: 1 (one switch for every link) or --links {} (one per link)",
+                args.links
+            ));
+        }
+    };
+    let mut switch = args.switch;
+    if per_link {
+        match switch {
+            Some(SwitchKind::Ovs) => {
+                return Err(
+                    "--switches with one switch per link takes --switch bridge (each switch has one port per host: nothing for Open vSwitch to bond)".into(),
+                );
+            }
+            _ => switch = Some(SwitchKind::Bridge),
+        }
+    }
+    if args.clients > 0 {
+        if args.clients > 32 {
+            return Err("--clients must be 0 to 32".into());
+        }
+        if per_link {
+            return Err("--clients needs one switch for every link (not --switches N)".into());
+        }
+        if *setup == Setup::Direct {
+            return Err("--clients needs a bond on host A (not --baseline direct)".into());
+        }
+        switch = switch.or(Some(SwitchKind::Bridge));
+    }
+    let policy = args.switch_policy.as_str();
+    if policy.is_empty() || policy.contains(char::is_whitespace) || policy.contains('=') {
+        return Err(format!("--switch-policy {policy:?} is not a name"));
+    }
+    if args.overlay.is_some() {
+        if args.clients > 0 {
+            return Err("--overlay runs between host A and host B (not with --clients)".into());
+        }
+        if *setup == Setup::Direct {
+            return Err("--overlay needs one address per host (not --baseline direct)".into());
+        }
+    }
+    if matches!(setup, Setup::Relay(_)) && (switch.is_some() || args.overlay.is_some()) {
+        return Err("--relay runs back to back only (no --switch, --clients, --overlay)".into());
+    }
+    Ok(TopologyOptions {
+        mtu: args.mtu,
+        switch,
+        switch_per_link: per_link,
+        switch_policy: args.switch_policy.clone(),
+        clients: args.clients,
+        direction: args.direction,
+        overlay: args.overlay,
+        lagd,
+        capture: args.capture.clone(),
     })
 }

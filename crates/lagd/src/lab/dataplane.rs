@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::control::Ctl;
-use super::topology::{Side, Topology, run};
+use super::topology::{ProcessId, Side, Topology, run};
 
 /// Where lagd's control sockets go.
 pub const CONTROL_DIR: &str = "/run/lagd";
@@ -58,6 +58,8 @@ pub struct BondConfig {
     pub policy: String,
     /// More options for lagd's `--opts`, appended as given.
     pub extra_opts: String,
+    /// MTU of the bond and its members (`None`: the links' default, 1500).
+    pub mtu: Option<u32>,
 }
 
 impl BondConfig {
@@ -228,13 +230,13 @@ fn lagd(
     binary: &Path,
     bond: &BondConfig,
 ) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
-    fs::create_dir_all(CONTROL_DIR).with_context(|| format!("creating {CONTROL_DIR}"))?;
     let members = topo.member_list();
     let opts = bond.lagd_opts();
     let mut daemons = Vec::new();
     // balance-tlb/alb need a switch: host B is one (a bridge over its link ends, its address
-    // on the bridge), as in the driver's documentation; lagd runs in host A only.
-    let switch = needs_switch(&bond.mode);
+    // on the bridge), as in the driver's documentation; lagd runs in host A only. With a
+    // switch of the lab's own between the hosts, both hosts run lagd.
+    let switch = needs_switch(&bond.mode) && topo.switches().is_empty();
     let sides: &[Side] = if switch {
         &[Side::A]
     } else {
@@ -242,53 +244,30 @@ fn lagd(
     };
     for &side in sides {
         let name = format!("{}b{}", topo.tag(), side.letter());
-        let control = PathBuf::from(CONTROL_DIR).join(format!("{name}.sock"));
-        topo.remove_at_end(control.clone());
-        let control_s = control.to_string_lossy().into_owned();
-        let id = topo.spawn(
-            side,
+        let ns = topo.ns(side).to_string();
+        let (id, control) = spawn_lagd(
+            topo,
+            &ns,
             &format!("lagd-{}", side.letter()),
             binary,
-            &[
-                "--bond",
-                &name,
-                "--members",
-                &members,
-                "--opts",
-                &opts,
-                "--control",
-                &control_s,
-            ],
+            &name,
+            &members,
+            &opts,
+            bond.mtu,
         )?;
         daemons.push((side, name, control, id));
     }
-    let lagctl = lagctl_path(binary);
     let started = Instant::now();
-    for (side, name, control, id) in &daemons {
-        ctl.progress()
-            .phase(&format!("waiting for lagd in host {}", side.letter()));
-        loop {
-            if let Some(status) = topo.try_wait(*id)? {
-                bail!(
-                    "lagd in host {} exited ({status}):\n{}",
-                    side.letter(),
-                    topo.log_tail(*id, 20)
-                );
-            }
-            if UnixStream::connect(control).is_ok() && lagd_member_up(&lagctl, control)? {
-                break;
-            }
-            if started.elapsed() > LAGD_READY {
-                bail!(
-                    "lagd in host {} not ready after {LAGD_READY:?} (control socket {}, no member with mii_status up):\n{}",
-                    side.letter(),
-                    control.display(),
-                    topo.log_tail(*id, 20)
-                );
-            }
-            ctl.sleep(Duration::from_millis(100))?;
-        }
-        let _ = name;
+    for (side, _, control, id) in &daemons {
+        wait_lagd(
+            topo,
+            ctl,
+            binary,
+            *id,
+            control,
+            &format!("host {}", side.letter()),
+            started,
+        )?;
     }
     let a = address_bond(topo, Side::A, &daemons[0].1, 1)?;
     let b = if switch {
@@ -302,6 +281,76 @@ fn lagd(
         address_bond(topo, Side::B, &daemons[1].1, 2)?
     };
     Ok(vec![(a, b)])
+}
+
+/// Starts lagd in namespace `ns` as bond `name` over `members` (comma-separated) with
+/// `--opts opts` (and `--mtu`), its control socket in [`CONTROL_DIR`]; returns the process and
+/// the control socket. Wait for it with [`wait_lagd`].
+#[allow(clippy::too_many_arguments)]
+pub fn spawn_lagd(
+    topo: &mut Topology,
+    ns: &str,
+    label: &str,
+    binary: &Path,
+    name: &str,
+    members: &str,
+    opts: &str,
+    mtu: Option<u32>,
+) -> Result<(ProcessId, PathBuf)> {
+    fs::create_dir_all(CONTROL_DIR).with_context(|| format!("creating {CONTROL_DIR}"))?;
+    let control = PathBuf::from(CONTROL_DIR).join(format!("{name}.sock"));
+    topo.remove_at_end(control.clone());
+    let control_s = control.to_string_lossy().into_owned();
+    let mtu_s = mtu.map(|m| m.to_string());
+    let mut args = vec![
+        "--bond",
+        name,
+        "--members",
+        members,
+        "--opts",
+        opts,
+        "--control",
+        &control_s,
+    ];
+    if let Some(m) = &mtu_s {
+        args.extend(["--mtu", m.as_str()]);
+    }
+    let id = topo.spawn_in(ns, label, binary, &args, &[])?;
+    Ok((id, control))
+}
+
+/// Waits until the lagd started as `id` answers on `control` with a member up (at most
+/// [`LAGD_READY`] after `started`); `what` names it in errors.
+pub fn wait_lagd(
+    topo: &mut Topology,
+    ctl: &Ctl,
+    binary: &Path,
+    id: ProcessId,
+    control: &Path,
+    what: &str,
+    started: Instant,
+) -> Result<()> {
+    let lagctl = lagctl_path(binary);
+    ctl.progress().phase(&format!("waiting for lagd in {what}"));
+    loop {
+        if let Some(status) = topo.try_wait(id)? {
+            bail!(
+                "lagd in {what} exited ({status}):\n{}",
+                topo.log_tail(id, 20)
+            );
+        }
+        if UnixStream::connect(control).is_ok() && lagd_member_up(&lagctl, control)? {
+            return Ok(());
+        }
+        if started.elapsed() > LAGD_READY {
+            bail!(
+                "lagd in {what} not ready after {LAGD_READY:?} (control socket {}, no member with mii_status up):\n{}",
+                control.display(),
+                topo.log_tail(id, 20)
+            );
+        }
+        ctl.sleep(Duration::from_millis(100))?;
+    }
 }
 
 /// balance-tlb and balance-alb: the peer must be a switch (their receive side takes frames on
@@ -370,6 +419,17 @@ impl OvsInstance {
 /// Starts ovsdb-server and ovs-vswitchd (userspace TSO on) in `side`, with a private directory,
 /// and creates the bridge `bridge`.
 pub fn start_ovs(topo: &mut Topology, side: Side, bridge: &str) -> Result<OvsInstance> {
+    let ns = topo.ns(side).to_string();
+    start_ovs_in(topo, &ns, side.letter(), bridge)
+}
+
+/// [`start_ovs`] in any of the lab's namespaces; `label` names its directory (`ovs-<label>`).
+pub fn start_ovs_in(
+    topo: &mut Topology,
+    ns: &str,
+    label: &str,
+    bridge: &str,
+) -> Result<OvsInstance> {
     for tool in [
         "ovsdb-tool",
         "ovsdb-server",
@@ -384,7 +444,7 @@ pub fn start_ovs(topo: &mut Topology, side: Side, bridge: &str) -> Result<OvsIns
     if !Path::new(OVS_SCHEMA).exists() {
         bail!("{OVS_SCHEMA} not found (apt-get install openvswitch-common)");
     }
-    let dir = topo.dir().join(format!("ovs-{}", side.letter()));
+    let dir = topo.dir().join(format!("ovs-{label}"));
     fs::create_dir_all(&dir)?;
     let d = dir.to_string_lossy().into_owned();
     run(
@@ -398,8 +458,7 @@ pub fn start_ovs(topo: &mut Topology, side: Side, bridge: &str) -> Result<OvsIns
     ];
     topo.adopt_pidfile(dir.join("ovsdb-server.pid"));
     ns_exec(
-        topo,
-        side,
+        ns,
         &env,
         "ovsdb-server",
         &[
@@ -427,8 +486,7 @@ pub fn start_ovs(topo: &mut Topology, side: Side, bridge: &str) -> Result<OvsIns
     ])?;
     topo.adopt_pidfile(dir.join("ovs-vswitchd.pid"));
     ns_exec(
-        topo,
-        side,
+        ns,
         &env,
         "ovs-vswitchd",
         &[
@@ -480,6 +538,12 @@ fn ovs(topo: &mut Topology, ctl: &Ctl, bond: &BondConfig) -> Result<Vec<(Ipv4Add
             }
         }
         ovs.vsctl(&args)?;
+        if let Some(mtu) = bond.mtu {
+            let req = format!("mtu_request={mtu}");
+            for port in members.iter().chain([&bridge]) {
+                ovs.vsctl(&["set", "interface", port, &req])?;
+            }
+        }
         // Keep the members' own stack out of the way (it would answer ARP for the bond).
         for m in &members {
             topo.sysctl(side, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")?;
@@ -491,15 +555,9 @@ fn ovs(topo: &mut Topology, ctl: &Ctl, bond: &BondConfig) -> Result<Vec<(Ipv4Add
 }
 
 /// Runs a command that detaches itself inside a host's namespace, waiting for it to return.
-fn ns_exec(
-    topo: &Topology,
-    side: Side,
-    env: &[(&str, &str)],
-    program: &str,
-    args: &[&str],
-) -> Result<()> {
+fn ns_exec(ns: &str, env: &[(&str, &str)], program: &str, args: &[&str]) -> Result<()> {
     let out = Command::new("ip")
-        .args(["netns", "exec", topo.ns(side)])
+        .args(["netns", "exec", ns])
         .args(super::topology::unblock_signals())
         .arg(program)
         .args(args)
@@ -537,6 +595,7 @@ mod test {
             mode: "802.3ad".into(),
             policy: "layer3+4".into(),
             extra_opts: " lacp_rate=fast ".into(),
+            mtu: None,
         };
         assert_eq!(
             b.lagd_opts(),

@@ -3,8 +3,18 @@
 //! directly on the links), and parallel TCP streams from host A to host B; then goodput, each
 //! member's share of the bytes, and retransmits.
 //!
+//! Beyond that: the links may run through a switch namespace (a bridge with port-channels
+//! towards the hosts, or Open vSwitch) or each through its own; client hosts on the switch talk
+//! to host A (fan-in, fan-out or both); the streams may run inside a VXLAN or Geneve tunnel;
+//! and every link, bond and switch port may carry a larger MTU, checked end to end before the
+//! traffic starts. Each direction's member shares are reported: the way back is the switch's
+//! (or the peer's) choice.
+//!
 //! * [`topology`]: namespaces, veths, tc shaping and process bookkeeping, all removed on drop.
 //! * [`dataplane`]: lagd, the direct baseline, the Open vSwitch baseline.
+//! * [`switch`]: a switch between the hosts (Linux bridge or Open vSwitch, with port-channels
+//!   towards the hosts), one per link, and client hosts on it.
+//! * [`overlay`]: a VXLAN or Geneve tunnel between the hosts, OVN-Kubernetes style.
 //! * [`traffic`]: iperf3 or the built-in generator; failure injection.
 //! * [`report`]: text, JSON, and a sweep's markdown table and SVG chart.
 //! * [`control`]: SIGINT/SIGTERM handling and the progress line.
@@ -14,12 +24,13 @@
 
 pub mod control;
 pub mod dataplane;
+pub mod overlay;
 pub mod report;
+pub mod switch;
 pub mod topology;
 pub mod traffic;
 
 use std::fs;
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -27,9 +38,11 @@ use anyhow::{Context, Result};
 
 use control::{Ctl, Interrupted};
 use dataplane::{BondConfig, Setup};
-use report::{RunResult, SweepError, TCP_GOODPUT_PER_BIT};
-use topology::{Rate, Topology};
-use traffic::{Generator, TrafficSpec};
+use overlay::OverlayKind;
+use report::{FlowFigure, RunResult, SweepError, TCP_GOODPUT_PER_BIT};
+use switch::{PortChannel, SwitchConfig, SwitchKind};
+use topology::{Fabric, Rate, Side, Topology};
+use traffic::{Generator, Route, TrafficSpec};
 
 /// How long the path between the hosts gets to come up (LACP negotiation included).
 const REACHABLE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -57,6 +70,74 @@ pub struct LabOptions {
     pub udp_length: Option<usize>,
     /// Take the busiest member down this long after traffic starts.
     pub fail_after: Option<Duration>,
+    /// What stands between the hosts (and the clients).
+    pub topology: TopologyOptions,
+}
+
+/// Which way the traffic goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Host A sends: to host B, or to every client (fan-out).
+    #[value(alias = "fan-out")]
+    Forward,
+    /// Host A receives: from host B, or from every client (fan-in).
+    #[value(alias = "fan-in")]
+    Reverse,
+    /// Both at once.
+    Both,
+}
+
+impl Direction {
+    /// `forward`, `reverse` or `both`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Forward => "forward",
+            Self::Reverse => "reverse",
+            Self::Both => "both",
+        }
+    }
+}
+
+/// The lab's shape beyond two bonded hosts back to back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopologyOptions {
+    /// MTU of the links, the bonds and the switch ports (`None`: 1500).
+    pub mtu: Option<u32>,
+    /// A switch between the hosts.
+    pub switch: Option<SwitchKind>,
+    /// One switch for all links (false) or one per link (true).
+    pub switch_per_link: bool,
+    /// The switch's own hash on its port-channels (kernel policy names).
+    pub switch_policy: String,
+    /// Client hosts on the switch, one link each (host A is their server).
+    pub clients: usize,
+    /// Which way the traffic goes.
+    pub direction: Direction,
+    /// A tunnel between the hosts that carries the streams.
+    pub overlay: Option<OverlayKind>,
+    /// The lagd binary for the Linux-bridge switch's port-channels.
+    pub lagd: PathBuf,
+    /// Write what host A's bond carried during the traffic to this pcap file (tcpdump, first
+    /// 128 bytes of each frame), for `lagctl plan`. lagd then runs without its kernel fast
+    /// path, whose frames a capture on the bond would not see.
+    pub capture: Option<PathBuf>,
+}
+
+impl Default for TopologyOptions {
+    fn default() -> Self {
+        Self {
+            mtu: None,
+            switch: None,
+            switch_per_link: false,
+            switch_policy: "layer2+3".into(),
+            clients: 0,
+            direction: Direction::Forward,
+            overlay: None,
+            lagd: PathBuf::from("lagd"),
+            capture: None,
+        }
+    }
 }
 
 /// A sweep: every configuration × every stream count.
@@ -73,6 +154,8 @@ pub struct SweepOptions {
     pub streams: Vec<usize>,
     /// Also measure the direct baseline as the reference.
     pub include_direct: bool,
+    /// MTUs to sweep (empty: the base's only).
+    pub mtus: Vec<u32>,
     /// Where the report goes.
     pub out: PathBuf,
 }
@@ -105,48 +188,258 @@ pub fn is_interrupted(e: &anyhow::Error) -> bool {
 
 /// Builds the topology and the dataplane, runs the traffic once, tears everything down.
 pub fn run_once(opts: &LabOptions, ctl: &Ctl) -> Result<RunResult> {
-    let (mut topo, pairs) = build(opts, ctl)?;
-    let result = measure(&mut topo, ctl, opts, &pairs, opts.streams)?;
+    let (mut topo, routes) = build(opts, ctl)?;
+    let result = measure(&mut topo, ctl, opts, &routes, opts.streams)?;
     ctl.progress().phase("cleaning up");
     topo.teardown()?;
     ctl.progress().clear();
     Ok(result)
 }
 
-fn build(opts: &LabOptions, ctl: &Ctl) -> Result<(Topology, Vec<(Ipv4Addr, Ipv4Addr)>)> {
+fn build(opts: &LabOptions, ctl: &Ctl) -> Result<(Topology, Vec<Route>)> {
+    let t = &opts.topology;
     ctl.check()?;
     ctl.progress().phase("creating hosts and links");
-    let mut topo = Topology::create(opts.links)?;
+    let fabric = match (t.switch, t.switch_per_link) {
+        (None, _) => Fabric::Direct,
+        (Some(_), false) => Fabric::Switch,
+        (Some(_), true) => Fabric::SwitchPerLink,
+    };
+    let mut topo = Topology::create_with(opts.links, fabric)?;
+    if let Some(kind) = t.overlay {
+        overlay::check_kernel(&topo, kind)?;
+    }
+    for _ in 0..t.clients {
+        topo.add_client()?;
+    }
+    if let Some(mtu) = t.mtu {
+        topo.set_mtu(mtu)?;
+    }
     ctl.check()?;
     ctl.progress()
         .phase(&format!("starting the {} dataplane", opts.setup.name()));
-    let pairs = dataplane::bring_up(&mut topo, ctl, &opts.setup, &opts.bond)?;
+    let mut bond = BondConfig {
+        mtu: t.mtu,
+        ..opts.bond.clone()
+    };
+    if t.capture.is_some() && matches!(opts.setup, Setup::Lagd(_)) {
+        // The kernel fast path sends the host's frames from the TAP's egress hook, before
+        // the point where a capture on the TAP sees them: capture through lagd itself.
+        bond.extra_opts = format!("{} fastpath=off", bond.extra_opts.trim());
+    }
+    let pairs = dataplane::bring_up(&mut topo, ctl, &opts.setup, &bond)?;
+    if let Some(kind) = t.switch {
+        ctl.progress().phase("starting the switch");
+        switch::bring_up(&mut topo, ctl, &switch_config(opts, kind), &t.lagd)?;
+    }
+    let server = pairs[0].0;
+    for (k, c) in topo.clients().to_vec().iter().enumerate() {
+        let addr = topo.address(10 + k as u8);
+        topology::run(
+            "ip",
+            &[
+                "-n",
+                &c.ns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                &c.dev,
+            ],
+        )?;
+    }
     // After the dataplane: Open vSwitch deletes a port's qdisc when it adds the port.
     topo.shape(&opts.rate)?;
+    let (a, b) = (topo.ns(Side::A).to_string(), topo.ns(Side::B).to_string());
+    let route = |src, dst, src_ns: &str, dst_ns: &str, label: String| Route {
+        src,
+        dst,
+        src_ns: src_ns.to_string(),
+        dst_ns: dst_ns.to_string(),
+        label,
+    };
+    let mut forward = Vec::new();
+    let mut reverse = Vec::new();
+    if t.clients > 0 {
+        for (k, c) in topo.clients().iter().enumerate() {
+            let addr = topo.address(10 + k as u8);
+            forward.push(route(server, addr, &a, &c.ns, format!("a>c{k}")));
+            reverse.push(route(addr, server, &c.ns, &a, format!("c{k}>a")));
+        }
+    } else {
+        let pairs = match t.overlay {
+            Some(kind) => {
+                let outer_mtu = t.mtu.unwrap_or(1500);
+                vec![overlay::bring_up(&topo, kind, pairs[0], outer_mtu)?]
+            }
+            None => pairs,
+        };
+        for &(x, y) in &pairs {
+            forward.push(route(x, y, &a, &b, "a>b".into()));
+            reverse.push(route(y, x, &b, &a, "b>a".into()));
+        }
+    }
+    let routes = match t.direction {
+        Direction::Forward => forward,
+        Direction::Reverse => reverse,
+        Direction::Both => forward.into_iter().chain(reverse).collect(),
+    };
     ctl.progress()
         .phase("waiting for the path between the hosts");
-    traffic::wait_reachable(&topo, ctl, &pairs, REACHABLE_TIMEOUT)?;
-    Ok((topo, pairs))
+    traffic::wait_reachable(ctl, &routes, REACHABLE_TIMEOUT)?;
+    if let Some(mtu) = t.mtu {
+        ctl.progress().phase("checking the MTU end to end");
+        let inner = match (t.overlay, t.clients) {
+            (Some(_), 0) => mtu.saturating_sub(overlay::TUNNEL_OVERHEAD),
+            _ => mtu,
+        };
+        for r in &routes {
+            check_path_mtu(r, inner)?;
+        }
+    }
+    Ok((topo, routes))
+}
+
+/// Checks that an IPv4 packet of exactly `mtu` bytes with Don't Fragment set crosses the route
+/// and is answered, and that one byte more is refused at the sender (so the sender's interface
+/// has exactly that MTU). Up to three tries each, for a slow machine.
+pub fn check_path_mtu(r: &Route, mtu: u32) -> Result<()> {
+    topology::require_program("ping", "iputils-ping")?;
+    let ping = |size: u32| -> bool {
+        let (size, dst) = (size.saturating_sub(28).to_string(), r.dst.to_string());
+        (0..3).any(|_| {
+            topology::run(
+                "ip",
+                &[
+                    "netns", "exec", &r.src_ns, "ping", "-n", "-q", "-M", "do", "-c", "1", "-W",
+                    "2", "-s", &size, &dst,
+                ],
+            )
+            .is_ok()
+        })
+    };
+    if !ping(mtu) {
+        anyhow::bail!(
+            "MTU {mtu} is not applied end to end: a {mtu}-byte packet with Don't Fragment from {} to {} got no answer",
+            r.src,
+            r.dst
+        );
+    }
+    if ping(mtu + 1) {
+        anyhow::bail!(
+            "a {}-byte packet crossed from {} to {}: the path's MTU is above {mtu}",
+            mtu + 1,
+            r.src,
+            r.dst
+        );
+    }
+    Ok(())
+}
+
+/// Every address the routes use, with the interface that holds it.
+fn endpoints(routes: &[Route]) -> Result<Vec<report::Endpoint>> {
+    let mut out: Vec<report::Endpoint> = Vec::new();
+    for r in routes {
+        let (src_host, dst_host) = r.label.split_once('>').unwrap_or(("?", "?"));
+        for (host, ns, ip) in [(src_host, &r.src_ns, r.src), (dst_host, &r.dst_ns, r.dst)] {
+            if out.iter().any(|e| e.ip == ip.to_string()) {
+                continue;
+            }
+            let (dev, mac) = topology::interface_with_address(ns, ip)?;
+            out.push(report::Endpoint {
+                host: host.to_string(),
+                ip: ip.to_string(),
+                dev,
+                mac,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The switch a run asks for: its port-channels are what a switch would configure for the
+/// hosts' bonds.
+fn switch_config(opts: &LabOptions, kind: SwitchKind) -> SwitchConfig {
+    let channel = match &opts.setup {
+        Setup::Direct => PortChannel::None,
+        Setup::Ovs => {
+            let lacp = dataplane::ovs_bond(&opts.bond.mode, &opts.bond.policy)
+                .map(|o| o.lacp != "off")
+                .unwrap_or(false);
+            PortChannel::for_host(&opts.bond.mode, lacp)
+        }
+        _ => PortChannel::for_host(&opts.bond.mode, false),
+    };
+    SwitchConfig {
+        kind,
+        policy: opts.topology.switch_policy.clone(),
+        channel,
+        mtu: opts.topology.mtu,
+    }
+}
+
+/// The flows of a run: with clients, `streams` per client and direction; without, `streams`
+/// spread over the address pairs in each direction.
+fn flows(opts: &LabOptions, routes: &[Route], streams: usize) -> Vec<traffic::Flow> {
+    if opts.topology.clients > 0 {
+        return routes
+            .iter()
+            .map(|r| traffic::Flow {
+                route: r.clone(),
+                streams,
+            })
+            .collect();
+    }
+    let (fwd, rev): (Vec<Route>, Vec<Route>) =
+        routes.iter().cloned().partition(|r| r.label == "a>b");
+    let mut out = traffic::spread(&fwd, streams);
+    out.extend(traffic::spread(&rev, streams));
+    out
 }
 
 fn measure(
     topo: &mut Topology,
     ctl: &Ctl,
     opts: &LabOptions,
-    pairs: &[(Ipv4Addr, Ipv4Addr)],
+    routes: &[Route],
     streams: usize,
 ) -> Result<RunResult> {
     let spec = TrafficSpec {
-        flows: traffic::spread(pairs, streams),
+        flows: flows(opts, routes, streams),
         duration: opts.duration,
         udp_length: opts.udp_length,
         fail_after: opts.fail_after,
         generator: opts.generator,
     };
-    let t = traffic::run(topo, ctl, &spec, &opts.iperf3)?;
+    let t = &opts.topology;
+    let switch_before = topo.switch_rx_bytes()?;
+    let tunnel_before = match t.overlay {
+        Some(_) if t.clients == 0 => Some(overlay::tunnel_bytes(topo)?),
+        _ => None,
+    };
+    let capture = match &t.capture {
+        Some(file) => Some(start_capture(topo, routes, file)?),
+        None => None,
+    };
+    let tr = traffic::run(topo, ctl, &spec, &opts.iperf3)?;
+    if let Some(id) = capture {
+        topo.stop(id);
+    }
     ctl.progress().clear();
+    let switch_after = topo.switch_rx_bytes()?;
+    let tunnel = match tunnel_before {
+        Some((tx, rx)) => {
+            let (tx1, rx1) = overlay::tunnel_bytes(topo)?;
+            Some((tx1.saturating_sub(tx), rx1.saturating_sub(rx)))
+        }
+        None => None,
+    };
     let names: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
-    let counters: Vec<(u64, u64)> = t.members.iter().map(|c| (c.tx_bytes, c.rx_bytes)).collect();
+    let counters: Vec<(u64, u64)> = tr
+        .members
+        .iter()
+        .map(|c| (c.tx_bytes, c.rx_bytes))
+        .collect();
     let (mode, policy) = match opts.setup {
         Setup::Direct => ("none".to_string(), "none".to_string()),
         _ => (opts.bond.mode.clone(), opts.bond.policy.clone()),
@@ -155,9 +448,22 @@ fn measure(
         Setup::Ovs => dataplane::ovs_bond(&opts.bond.mode, &opts.bond.policy).ok(),
         _ => None,
     };
-    let ceiling = (!opts.rate.is_unlimited() && opts.udp_length.is_none()).then(|| {
-        opts.links as f64 * opts.rate.bits_per_second() as f64 * TCP_GOODPUT_PER_BIT / 1e9
+    let mtu = t.mtu.unwrap_or(1500);
+    let ceiling = (!opts.rate.is_unlimited()
+        && opts.udp_length.is_none()
+        && t.clients == 0
+        && t.overlay.is_none())
+    .then(|| {
+        let directions = if t.direction == Direction::Both {
+            2.0
+        } else {
+            1.0
+        };
+        directions * opts.links as f64 * opts.rate.bits_per_second() as f64 * goodput_per_bit(mtu)
+            / 1e9
     });
+    let switch_cfg = t.switch.map(|k| switch_config(opts, k));
+    let endpoints = endpoints(routes)?;
     Ok(RunResult {
         setup: opts.setup.name().to_string(),
         mode,
@@ -166,7 +472,7 @@ fn measure(
         lacp: ovs.as_ref().map(|o| o.lacp.to_string()),
         links: opts.links,
         rate: opts.rate.as_tc().to_string(),
-        streams: spec.flows.iter().map(|f| f.streams).sum(),
+        streams,
         protocol: if opts.udp_length.is_some() {
             "udp"
         } else {
@@ -178,22 +484,115 @@ fn measure(
             _ => "iperf3",
         }
         .to_string(),
-        duration_s: round(t.seconds, 3),
-        aggregate_gbps: round(t.bits_per_second / 1e9, 4),
+        duration_s: round(tr.seconds, 3),
+        aggregate_gbps: round(tr.bits_per_second / 1e9, 4),
         ceiling_gbps: ceiling.map(|c| round(c, 4)),
         members: report::shares(&names, &counters),
-        retransmits: t.retransmits,
-        udp_pps: t.udp_pps.map(|p| p.round()),
+        retransmits: tr.retransmits,
+        udp_pps: tr.udp_pps.map(|p| p.round()),
         udp_length: opts.udp_length,
-        udp_lost_percent: t.udp_lost_percent.map(|p| round(p, 2)),
-        max_stall_ms: t.max_stall_ms.map(|m| round(m, 2)),
-        failover: t.failover.map(|mut f| {
+        udp_lost_percent: tr.udp_lost_percent.map(|p| round(p, 2)),
+        max_stall_ms: tr.max_stall_ms.map(|m| round(m, 2)),
+        failover: tr.failover.map(|mut f| {
             f.gap_ms = round(f.gap_ms, 2);
             f.at_s = round(f.at_s, 3);
             f
         }),
+        mtu,
+        path_mtu: t.mtu.map(|m| match (t.overlay, t.clients) {
+            (Some(_), 0) => m.saturating_sub(overlay::TUNNEL_OVERHEAD),
+            _ => m,
+        }),
+        direction: t.direction.name().to_string(),
+        switch: t.switch.map(|k| report::SwitchFigure {
+            kind: k,
+            switches: topo.switches().len(),
+            policy: switch_cfg
+                .as_ref()
+                .map(|c| c.policy.clone())
+                .unwrap_or_default(),
+            // One switch per link (or one link): each host has one port per switch.
+            port_channel: match &switch_cfg {
+                Some(c) if topo.switches().len() == 1 && opts.links > 1 => c.channel,
+                _ => PortChannel::None,
+            },
+            rx_bytes: switch_after.saturating_sub(switch_before),
+        }),
+        clients: t.clients,
+        overlay: t.overlay.map(|k| report::OverlayFigure {
+            kind: k,
+            inner_mtu: mtu.saturating_sub(overlay::TUNNEL_OVERHEAD),
+            tunnel_tx_bytes: tunnel.map(|x| x.0).unwrap_or(0),
+            tunnel_rx_bytes: tunnel.map(|x| x.1).unwrap_or(0),
+        }),
+        flows: spec
+            .flows
+            .iter()
+            .zip(&tr.flows_bps)
+            .map(|(f, &bps)| FlowFigure {
+                label: f.route.label.clone(),
+                src: f.route.src.to_string(),
+                dst: f.route.dst.to_string(),
+                streams: f.streams,
+                gbps: round(bps / 1e9, 4),
+            })
+            .collect(),
+        endpoints,
         prefix: topo.prefix().to_string(),
     })
+}
+
+/// Starts tcpdump on host A's bond (the interface holding host A's outer address: with a
+/// tunnel, the bond carries the encapsulated frames) writing to `file`, and waits until it
+/// listens.
+fn start_capture(
+    topo: &mut Topology,
+    routes: &[Route],
+    file: &std::path::Path,
+) -> Result<topology::ProcessId> {
+    topology::require_program("tcpdump", "tcpdump")?;
+    let a = topo.ns(Side::A).to_string();
+    // The bond's address is the lab's host 1 (the tunnel's inner one is elsewhere).
+    let outer = topo.address(1);
+    let dev = match topology::interface_with_address(&a, outer) {
+        Ok((dev, _)) => dev,
+        Err(_) => {
+            let r = routes.first().context("no route to capture")?;
+            let ip = if r.src_ns == a { r.src } else { r.dst };
+            topology::interface_with_address(&a, ip)?.0
+        }
+    };
+    let path = file.to_string_lossy().into_owned();
+    let id = topo.spawn(
+        Side::A,
+        "tcpdump-capture",
+        std::path::Path::new("tcpdump"),
+        &["-i", &dev, "-n", "-s", "128", "-U", "-w", &path],
+    )?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !topo.log_tail(id, 5).contains("listening on") {
+        if let Some(status) = topo.try_wait(id)? {
+            anyhow::bail!(
+                "tcpdump exited ({status}) before listening: {}",
+                topo.log_tail(id, 5)
+            );
+        }
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("tcpdump did not start listening within 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(id)
+}
+
+/// TCP goodput per bit of link rate at `mtu` (TCP timestamps: 52 bytes of headers in the
+/// packet, 14 of Ethernet header outside it, as tbf counts).
+pub fn goodput_per_bit(mtu: u32) -> f64 {
+    if mtu == 1500 {
+        return TCP_GOODPUT_PER_BIT;
+    }
+    let m = f64::from(mtu.max(100));
+    (m - 52.0) / (m + 14.0)
 }
 
 fn round(v: f64, digits: i32) -> f64 {
@@ -203,8 +602,21 @@ fn round(v: f64, digits: i32) -> f64 {
 
 /// The configurations a sweep visits, in order.
 pub fn sweep_configs(opts: &SweepOptions) -> Vec<(Setup, BondConfig)> {
+    if opts.mtus.is_empty() {
+        return sweep_configs_at(opts, opts.base.topology.mtu);
+    }
+    opts.mtus
+        .iter()
+        .flat_map(|&m| sweep_configs_at(opts, Some(m)))
+        .collect()
+}
+
+fn sweep_configs_at(opts: &SweepOptions, mtu: Option<u32>) -> Vec<(Setup, BondConfig)> {
     let mut out: Vec<(Setup, BondConfig)> = Vec::new();
-    let base = &opts.base.bond;
+    let base = &BondConfig {
+        mtu,
+        ..opts.base.bond.clone()
+    };
     if opts.include_direct || opts.base.setup == Setup::Direct {
         out.push((Setup::Direct, base.clone()));
     }
@@ -223,6 +635,7 @@ pub fn sweep_configs(opts: &SweepOptions) -> Vec<(Setup, BondConfig)> {
                 mode: mode.clone(),
                 policy: policy.clone(),
                 extra_opts: base.extra_opts.clone(),
+                mtu: base.mtu,
             };
             if opts.base.setup == Setup::Ovs {
                 // Several kernel configurations map to the same OVS bond: measure it once.
@@ -251,15 +664,19 @@ pub fn sweep(opts: &SweepOptions, ctl: &Ctl) -> Result<SweepOutcome> {
     let configs = sweep_configs(opts);
     let mut stopped = None;
     for (i, (setup, bond)) in configs.iter().enumerate() {
-        let lab = LabOptions {
+        let mut lab = LabOptions {
             setup: setup.clone(),
             bond: bond.clone(),
             ..opts.base.clone()
         };
-        let label = match setup {
+        lab.topology.mtu = bond.mtu;
+        let mut label = match setup {
             Setup::Direct => "direct veth".to_string(),
             _ => format!("{} {} {}", setup.name(), bond.mode, bond.policy),
         };
+        if let Some(m) = bond.mtu {
+            label.push_str(&format!(" mtu {m}"));
+        }
         ctl.progress()
             .phase(&format!("[{}/{}] {label}", i + 1, configs.len()));
         match sweep_one(&lab, ctl, &opts.streams, &mut outcome.runs) {
@@ -292,9 +709,9 @@ fn sweep_one(
     streams: &[usize],
     runs: &mut Vec<RunResult>,
 ) -> Result<()> {
-    let (mut topo, pairs) = build(lab, ctl)?;
+    let (mut topo, routes) = build(lab, ctl)?;
     for &n in streams {
-        runs.push(measure(&mut topo, ctl, lab, &pairs, n)?);
+        runs.push(measure(&mut topo, ctl, lab, &routes, n)?);
     }
     topo.teardown()
 }
@@ -306,8 +723,37 @@ fn write_sweep(opts: &SweepOptions, outcome: &SweepOutcome) -> Result<()> {
     } else {
         b.rate.as_tc().to_string()
     };
+    let t = &b.topology;
+    let mut shape = String::new();
+    if let Some(m) = t.mtu {
+        shape.push_str(&format!(", MTU {m}"));
+    }
+    if let Some(k) = t.switch {
+        let n = if t.switch_per_link {
+            "one per link"
+        } else {
+            "one"
+        };
+        shape.push_str(&format!(
+            ", {} switch ({n}, hashing {})",
+            serde_json::to_value(k)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            t.switch_policy
+        ));
+    }
+    if t.clients > 0 {
+        shape.push_str(&format!(", {} clients", t.clients));
+    }
+    if t.direction != Direction::Forward {
+        shape.push_str(&format!(", direction {}", t.direction.name()));
+    }
+    if let Some(o) = t.overlay {
+        shape.push_str(&format!(", {} overlay", o.name()));
+    }
     let title = format!(
-        "lagctl lab sweep: {} links × {rate}, {} {}",
+        "lagctl lab sweep: {} links × {rate}{shape}, {} {}",
         b.links,
         if b.udp_length.is_some() { "UDP" } else { "TCP" },
         match b.generator {
@@ -345,6 +791,7 @@ mod test {
                     mode: "balance-xor".into(),
                     policy: "layer3+4".into(),
                     extra_opts: String::new(),
+                    mtu: None,
                 },
                 streams: 1,
                 duration: Duration::from_secs(1),
@@ -352,11 +799,13 @@ mod test {
                 iperf3: "iperf3".into(),
                 udp_length: None,
                 fail_after: None,
+                topology: TopologyOptions::default(),
             },
             modes: vec!["balance-xor".into(), "active-backup".into()],
             policies: vec!["layer2".into(), "layer2+3".into(), "layer3+4".into()],
             streams: vec![1, 2],
             include_direct: true,
+            mtus: Vec::new(),
             out: "x".into(),
         }
     }
@@ -378,6 +827,17 @@ mod test {
                 "lagd active-backup layer2",
             ]
         );
+    }
+
+    #[test]
+    fn sweep_repeats_every_configuration_per_mtu() {
+        let mut o = base(Setup::Lagd("lagd".into()));
+        o.mtus = vec![1500, 9000];
+        let c = sweep_configs(&o);
+        assert_eq!(c.len(), 2 * 5);
+        assert_eq!(c[0].1.mtu, Some(1500));
+        assert_eq!(c[5].1.mtu, Some(9000));
+        assert_eq!(c[5].0, Setup::Direct);
     }
 
     #[test]

@@ -22,11 +22,71 @@ pub struct MemberShare {
     pub rx_bytes: u64,
     /// Its fraction of all bytes host A sent on members (0..1).
     pub share: f64,
+    /// Its fraction of all bytes host A received on members (0..1): the return path, the
+    /// peer's (or the switch's) choice.
+    pub rx_share: f64,
+}
+
+/// One flow's goodput (a client's, in a run with clients).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FlowFigure {
+    /// `a>b`, `b>a`, `a>c0`, `c0>a`.
+    pub label: String,
+    /// Sender address.
+    pub src: String,
+    /// Receiver address.
+    pub dst: String,
+    /// Parallel streams.
+    pub streams: usize,
+    /// Goodput at the receiver, Gbit/s.
+    pub gbps: f64,
+}
+
+/// A host's address the traffic used, and the interface (and MAC) that holds it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Endpoint {
+    /// `a`, `b`, `c0`, ….
+    pub host: String,
+    /// The IPv4 address.
+    pub ip: String,
+    /// The interface holding it (the bond, the tunnel, a client's link).
+    pub dev: String,
+    /// That interface's MAC.
+    pub mac: String,
+}
+
+/// The switch of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SwitchFigure {
+    /// Bridge or Open vSwitch.
+    pub kind: super::switch::SwitchKind,
+    /// How many switch namespaces (1, or one per link).
+    pub switches: usize,
+    /// The switch's hash on its port-channels.
+    pub policy: String,
+    /// The port-channel towards the hosts.
+    pub port_channel: super::switch::PortChannel,
+    /// Bytes the switch namespaces' ports received during the run.
+    pub rx_bytes: u64,
+}
+
+/// The tunnel of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OverlayFigure {
+    /// Geneve or VXLAN.
+    pub kind: super::overlay::OverlayKind,
+    /// The tunnel interface's MTU.
+    pub inner_mtu: u32,
+    /// Bytes host A's tunnel interface sent during the run (inner frames).
+    pub tunnel_tx_bytes: u64,
+    /// Bytes host A's tunnel interface received during the run.
+    pub tunnel_rx_bytes: u64,
 }
 
 /// Computes shares from tx byte counts.
 pub fn shares(names: &[String], counters: &[(u64, u64)]) -> Vec<MemberShare> {
     let total: u64 = counters.iter().map(|c| c.0).sum();
+    let total_rx: u64 = counters.iter().map(|c| c.1).sum();
     names
         .iter()
         .zip(counters)
@@ -38,6 +98,11 @@ pub fn shares(names: &[String], counters: &[(u64, u64)]) -> Vec<MemberShare> {
                 0.0
             } else {
                 tx as f64 / total as f64
+            },
+            rx_share: if total_rx == 0 {
+                0.0
+            } else {
+                rx as f64 / total_rx as f64
             },
         })
         .collect()
@@ -93,6 +158,27 @@ pub struct RunResult {
     /// The member failure injected mid-run and the gap it caused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failover: Option<Failover>,
+    /// MTU of the links and bonds.
+    pub mtu: u32,
+    /// With `--mtu`: the packet size checked on every route before the traffic (a packet of
+    /// this size with Don't Fragment crossed, one byte more did not); the tunnel's inner MTU
+    /// with an overlay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_mtu: Option<u32>,
+    /// `forward` (host A sends), `reverse` (host A receives) or `both`.
+    pub direction: String,
+    /// The switch between the hosts, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switch: Option<SwitchFigure>,
+    /// Client hosts (0: host A and host B talk).
+    pub clients: usize,
+    /// The tunnel the streams ran in, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlay: Option<OverlayFigure>,
+    /// Each flow's goodput.
+    pub flows: Vec<FlowFigure>,
+    /// The addresses the flows ran between (so that a hash can be recomputed).
+    pub endpoints: Vec<Endpoint>,
     /// Start of the lab's namespace names (`lagdlab-<pid>-<tag>`).
     pub prefix: String,
 }
@@ -100,6 +186,15 @@ pub struct RunResult {
 impl RunResult {
     /// `lagd balance-xor layer3+4`, `direct`, `ovs balance-tcp (balance-xor layer3+4)`.
     pub fn label(&self) -> String {
+        let base = self.base_label();
+        if self.mtu == 1500 {
+            base
+        } else {
+            format!("{base} mtu {}", self.mtu)
+        }
+    }
+
+    fn base_label(&self) -> String {
         match self.setup.as_str() {
             "direct" => "direct veth".to_string(),
             "ovs" => format!(
@@ -187,19 +282,55 @@ pub fn text(r: &RunResult) -> String {
             }
         );
     }
+    if let Some(p) = r.path_mtu {
+        let _ = writeln!(
+            s,
+            "mtu          {} (a {p}-byte packet crosses unfragmented, one byte more does not)",
+            r.mtu
+        );
+    }
+    if let Some(sw) = &r.switch {
+        let _ = writeln!(
+            s,
+            "switch       {:?}{}, port-channel {:?} hashing {}, {} bytes crossed it",
+            sw.kind,
+            if sw.switches > 1 {
+                format!(" × {} (one per link)", sw.switches)
+            } else {
+                String::new()
+            },
+            sw.port_channel,
+            sw.policy,
+            sw.rx_bytes
+        );
+    }
+    if let Some(o) = &r.overlay {
+        let _ = writeln!(
+            s,
+            "overlay      {:?}, inner MTU {}, {} bytes sent and {} received in the tunnel",
+            o.kind, o.inner_mtu, o.tunnel_tx_bytes, o.tunnel_rx_bytes
+        );
+    }
+    if r.flows.len() > 1 || r.clients > 0 || r.direction != "forward" {
+        let _ = writeln!(s, "{:<14} {:>8} {:>12}", "flow", "streams", "Gbit/s");
+        for f in &r.flows {
+            let _ = writeln!(s, "{:<14} {:>8} {:>12.3}", f.label, f.streams, f.gbps);
+        }
+    }
     let _ = writeln!(
         s,
-        "{:<14} {:>16} {:>16} {:>7}",
-        "member", "tx bytes", "rx bytes", "share"
+        "{:<14} {:>16} {:>16} {:>8} {:>8}",
+        "member", "tx bytes", "rx bytes", "tx share", "rx share"
     );
     for m in &r.members {
         let _ = writeln!(
             s,
-            "{:<14} {:>16} {:>16} {:>6.1}%",
+            "{:<14} {:>16} {:>16} {:>7.1}% {:>7.1}%",
             m.name,
             m.tx_bytes,
             m.rx_bytes,
-            m.share * 100.0
+            m.share * 100.0,
+            m.rx_share * 100.0
         );
     }
     s
@@ -510,6 +641,14 @@ mod test {
             udp_lost_percent: None,
             max_stall_ms: None,
             failover: None,
+            mtu: 1500,
+            path_mtu: None,
+            direction: "forward".into(),
+            switch: None,
+            clients: 0,
+            overlay: None,
+            flows: Vec::new(),
+            endpoints: Vec::new(),
             prefix: "lagdlab-1-lg000000".into(),
         }
     }

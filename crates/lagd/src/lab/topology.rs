@@ -178,12 +178,50 @@ pub struct Topology {
     processes: Vec<Managed>,
     pidfiles: Vec<PathBuf>,
     extra_files: Vec<PathBuf>,
+    /// Every veth end as (namespace, interface): what [`Topology::shape`] and
+    /// [`Topology::set_mtu`] act on.
+    ends: Vec<(String, String)>,
+    /// The switch namespaces, in order (none when the hosts are back to back).
+    switches: Vec<String>,
+    /// The client hosts.
+    clients: Vec<Client>,
+}
+
+/// A client host: a namespace of its own with one veth link to the switch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Client {
+    /// Its namespace.
+    pub ns: String,
+    /// Its end of the link (inside `ns`).
+    pub dev: String,
+    /// The switch's end of the link (inside the first switch's namespace).
+    pub port: String,
+}
+
+/// How the links run between host A and host B.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fabric {
+    /// Back to back: each link is one veth pair between the hosts.
+    Direct,
+    /// Every link goes through one switch namespace: link `i` is a veth from host A to the
+    /// switch (its end there named `<tag>a<i>`) and one from the switch to host B (`<tag>b<i>`).
+    Switch,
+    /// Link `i` goes through its own switch namespace (seed 004's two switches).
+    SwitchPerLink,
 }
 
 impl Topology {
     /// Creates namespaces `lagdlab-<pid>-<tag>-a` and `-b` (IPv6 off, loopback up) joined by
     /// `links` veth pairs named `<tag>m<i>`, all up, unshaped and without addresses.
     pub fn create(links: usize) -> Result<Self> {
+        Self::create_with(links, Fabric::Direct)
+    }
+
+    /// Like [`Topology::create`], with the links running through switch namespaces
+    /// (`<prefix>-s<k>`) as `fabric` says. A switch namespace holds only the link ends; what
+    /// joins them (a bridge, a port-channel) is the caller's to make. The member ends in the
+    /// hosts carry the same names as with [`Fabric::Direct`].
+    pub fn create_with(links: usize, fabric: Fabric) -> Result<Self> {
         let r = random_u64();
         let tag = format!("lg{:06x}", r & 0xff_ffff);
         let prefix = format!("{NAMESPACE_PREFIX}{}-{tag}", std::process::id());
@@ -200,26 +238,103 @@ impl Topology {
             processes: Vec::new(),
             pidfiles: Vec::new(),
             extra_files: Vec::new(),
+            ends: Vec::new(),
+            switches: Vec::new(),
+            clients: Vec::new(),
         };
         fs::create_dir_all(&topo.dir)
             .with_context(|| format!("creating {}", topo.dir.display()))?;
         for side in [Side::A, Side::B] {
             topo.add_namespace(side.letter())?;
         }
+        let ns_a = topo.ns(Side::A).to_string();
         let ns_b = topo.ns(Side::B).to_string();
+        let switches = match fabric {
+            Fabric::Direct => 0,
+            Fabric::Switch => 1,
+            Fabric::SwitchPerLink => links,
+        };
+        for k in 0..switches {
+            let ns = topo.add_namespace(&format!("s{k}"))?;
+            topo.switches.push(ns);
+        }
         for i in 0..links {
             let name = format!("{}m{i}", topo.tag);
-            topo.ip(
-                Side::A,
-                &[
-                    "link", "add", &name, "type", "veth", "peer", "name", &name, "netns", &ns_b,
-                ],
-            )?;
             topo.links.push(Link { name: name.clone() });
-            topo.ip(Side::A, &["link", "set", &name, "up"])?;
-            topo.ip(Side::B, &["link", "set", &name, "up"])?;
+            if switches == 0 {
+                topo.veth(&ns_a, &name, &ns_b, &name)?;
+            } else {
+                let sw = topo.switches[i % switches].clone();
+                let (ta, tb) = (format!("{}a{i}", topo.tag), format!("{}b{i}", topo.tag));
+                topo.veth(&ns_a, &name, &sw, &ta)?;
+                topo.veth(&ns_b, &name, &sw, &tb)?;
+            }
         }
         Ok(topo)
+    }
+
+    /// A veth pair `a` (in namespace `ns_a`) ↔ `b` (in `ns_b`), both ends up and registered
+    /// for shaping and MTU.
+    fn veth(&mut self, ns_a: &str, a: &str, ns_b: &str, b: &str) -> Result<()> {
+        run(
+            "ip",
+            &[
+                "-n", ns_a, "link", "add", a, "type", "veth", "peer", "name", b, "netns", ns_b,
+            ],
+        )?;
+        self.ends.push((ns_a.to_string(), a.to_string()));
+        self.ends.push((ns_b.to_string(), b.to_string()));
+        run("ip", &["-n", ns_a, "link", "set", a, "up"])?;
+        run("ip", &["-n", ns_b, "link", "set", b, "up"])?;
+        Ok(())
+    }
+
+    /// Adds client host `<prefix>-c<k>` with one veth link (`<tag>k<k>` inside it) to the
+    /// first switch (`<tag>c<k>` there, not yet attached to anything). Needs a switch.
+    pub fn add_client(&mut self) -> Result<Client> {
+        let sw = self
+            .switches
+            .first()
+            .cloned()
+            .context("client hosts need a switch")?;
+        let k = self.clients.len();
+        let ns = self.add_namespace(&format!("c{k}"))?;
+        let (dev, port) = (format!("{}k{k}", self.tag), format!("{}c{k}", self.tag));
+        self.veth(&ns, &dev, &sw, &port)?;
+        let client = Client { ns, dev, port };
+        self.clients.push(client.clone());
+        Ok(client)
+    }
+
+    /// The switch namespaces (empty when the hosts are back to back).
+    pub fn switches(&self) -> &[String] {
+        &self.switches
+    }
+
+    /// The client hosts, in order.
+    pub fn clients(&self) -> &[Client] {
+        &self.clients
+    }
+
+    /// Sets the MTU of every veth end (hosts, switches, clients).
+    pub fn set_mtu(&self, mtu: u32) -> Result<()> {
+        let m = mtu.to_string();
+        for (ns, dev) in &self.ends {
+            run("ip", &["-n", ns, "link", "set", dev, "mtu", &m])?;
+        }
+        Ok(())
+    }
+
+    /// Bytes received, summed over every interface end in the switch namespaces: what crossed
+    /// the switches (0 without one).
+    pub fn switch_rx_bytes(&self) -> Result<u64> {
+        let mut total = 0;
+        for (ns, dev) in &self.ends {
+            if self.switches.contains(ns) {
+                total += link_counters(ns, dev)?.rx_bytes;
+            }
+        }
+        Ok(total)
     }
 
     /// Creates one more namespace, `<prefix>-<suffix>` (IPv6 off, loopback up), removed with
@@ -284,6 +399,11 @@ impl Topology {
         Ipv4Addr::new(10, self.subnet[0], self.subnet[1], host)
     }
 
+    /// Address `10.(s^0x80).t.host`: the overlay's inner /24, apart from the outer one.
+    pub fn overlay_address(&self, host: u8) -> Ipv4Addr {
+        Ipv4Addr::new(10, self.subnet[0] ^ 0x80, self.subnet[1], host)
+    }
+
     /// Runs `ip -n <ns> ARGS` and returns its standard output.
     pub fn ip(&self, side: Side, args: &[&str]) -> Result<String> {
         let mut full = vec!["-n", self.ns(side)];
@@ -291,34 +411,32 @@ impl Topology {
         run("ip", &full)
     }
 
-    /// Shapes both ends of every link with `tc tbf rate R burst 256kb latency 10ms` (nothing for
+    /// Shapes every veth end (hosts, switches, clients) with `tc tbf rate R burst 256kb latency 10ms` (nothing for
     /// an unlimited rate).
     pub fn shape(&self, rate: &Rate) -> Result<()> {
         if rate.is_unlimited() {
             return Ok(());
         }
-        for link in &self.links {
-            for side in [Side::A, Side::B] {
-                run(
-                    "tc",
-                    &[
-                        "-n",
-                        self.ns(side),
-                        "qdisc",
-                        "replace",
-                        "dev",
-                        &link.name,
-                        "root",
-                        "tbf",
-                        "rate",
-                        rate.as_tc(),
-                        "burst",
-                        TBF_BURST,
-                        "latency",
-                        "10ms",
-                    ],
-                )?;
-            }
+        for (ns, dev) in &self.ends {
+            run(
+                "tc",
+                &[
+                    "-n",
+                    ns,
+                    "qdisc",
+                    "replace",
+                    "dev",
+                    dev,
+                    "root",
+                    "tbf",
+                    "rate",
+                    rate.as_tc(),
+                    "burst",
+                    TBF_BURST,
+                    "latency",
+                    "10ms",
+                ],
+            )?;
         }
         Ok(())
     }
@@ -537,6 +655,17 @@ impl Topology {
         self.ip(side, &["link", "set", &name, "down"]).map(drop)
     }
 
+    /// Cuts link `link` as host A sees it: its far end goes down (host B's end back to back,
+    /// the switch's end through a switch), so host A's member loses carrier.
+    pub fn cut_link(&self, link: usize) -> Result<()> {
+        if self.switches.is_empty() {
+            return self.set_link_down(Side::B, link);
+        }
+        let ns = &self.switches[link % self.switches.len()];
+        let end = format!("{}a{link}", self.tag);
+        run("ip", &["-n", ns, "link", "set", &end, "down"]).map(drop)
+    }
+
     /// Starts `program ARGS` inside a host's namespace (`ip netns exec`), with standard input
     /// closed, standard output going to `<dir>/<label>.out` and standard error to
     /// `<dir>/<label>.log`. The process is stopped when the lab ends, if it has not exited by
@@ -560,13 +689,26 @@ impl Topology {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Result<ProcessId> {
+        let ns = self.ns(side).to_string();
+        self.spawn_in(&ns, label, program, args, env)
+    }
+
+    /// [`Topology::spawn_with_env`] in any of the lab's namespaces (a switch, a client).
+    pub fn spawn_in(
+        &mut self,
+        ns: &str,
+        label: &str,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<ProcessId> {
         let log = self.dir.join(format!("{label}.log"));
         let out_path = self.dir.join(format!("{label}.out"));
         let err = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let out =
             File::create(&out_path).with_context(|| format!("creating {}", out_path.display()))?;
         let child = Command::new("ip")
-            .args(["netns", "exec", self.ns(side)])
+            .args(["netns", "exec", ns])
             .args(unblock_signals())
             .arg(program)
             .args(args)
@@ -575,7 +717,7 @@ impl Topology {
             .stdout(out)
             .stderr(err)
             .spawn()
-            .with_context(|| format!("starting {} in {}", program.display(), self.ns(side)))?;
+            .with_context(|| format!("starting {} in {ns}", program.display()))?;
         self.processes.push(Managed {
             label: label.to_string(),
             child,
@@ -1089,6 +1231,58 @@ pub fn random_u64() -> u64 {
         h.write_u128(t.as_nanos());
     }
     h.finish()
+}
+
+/// Kernel counters of interface `dev` in namespace `ns`.
+pub fn link_counters(ns: &str, dev: &str) -> Result<Counters> {
+    let out = run("ip", &["-n", ns, "-s", "-j", "link", "show", "dev", dev])?;
+    let all: Vec<IpLink> = serde_json::from_str(&out).context("parsing `ip -s -j link`")?;
+    let s = all
+        .first()
+        .and_then(|l| l.stats64.as_ref())
+        .with_context(|| format!("no statistics for {dev} in {ns}"))?;
+    Ok(Counters {
+        tx_bytes: s.tx.bytes,
+        rx_bytes: s.rx.bytes,
+        tx_packets: s.tx.packets,
+        rx_packets: s.rx.packets,
+    })
+}
+
+/// The MTU of interface `dev` in namespace `ns`.
+pub fn link_mtu(ns: &str, dev: &str) -> Result<u32> {
+    let out = run("ip", &["-n", ns, "-j", "link", "show", "dev", dev])?;
+    let v: serde_json::Value = serde_json::from_str(&out).context("parsing `ip -j link`")?;
+    v.get(0)
+        .and_then(|l| l.get("mtu"))
+        .and_then(serde_json::Value::as_u64)
+        .map(|m| m as u32)
+        .with_context(|| format!("no MTU for {dev} in {ns}"))
+}
+
+/// The interface that holds IPv4 address `ip` in namespace `ns`, and its MAC.
+pub fn interface_with_address(ns: &str, ip: Ipv4Addr) -> Result<(String, String)> {
+    let out = run("ip", &["-n", ns, "-j", "addr", "show"])?;
+    let all: Vec<IpAddrEntry> = serde_json::from_str(&out).context("parsing `ip -j addr`")?;
+    let want = ip.to_string();
+    all.into_iter()
+        .find(|l| l.addr_info.iter().any(|a| a.local == want))
+        .map(|l| (l.ifname, l.address.unwrap_or_default()))
+        .with_context(|| format!("no interface holds {ip} in {ns}"))
+}
+
+#[derive(Deserialize)]
+struct IpAddrEntry {
+    ifname: String,
+    address: Option<String>,
+    #[serde(default)]
+    addr_info: Vec<IpAddrInfo>,
+}
+
+#[derive(Deserialize)]
+struct IpAddrInfo {
+    #[serde(default)]
+    local: String,
 }
 
 #[derive(Deserialize)]

@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::control::Ctl;
-use super::topology::{Counters, ProcessId, Side, Topology};
+use super::topology::{Counters, ProcessId, Side, Topology, in_named_ns};
 
 /// First TCP/UDP port the lab's traffic uses (one per address pair), inside the namespaces.
 const PORT_BASE: u16 = 5201;
@@ -43,27 +43,39 @@ pub enum Generator {
     Builtin,
 }
 
-/// One source/destination address pair and how many parallel streams it carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Flow {
-    /// Address in host A.
+/// A path traffic can take: a sender's address and namespace, a receiver's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    /// The sender's address.
     pub src: Ipv4Addr,
-    /// Address in host B.
+    /// The receiver's address.
     pub dst: Ipv4Addr,
-    /// Parallel streams between them.
+    /// The sender's namespace.
+    pub src_ns: String,
+    /// The receiver's namespace.
+    pub dst_ns: String,
+    /// How reports name it (`a>b`, `c0>a`).
+    pub label: String,
+}
+
+/// One route and how many parallel streams it carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flow {
+    /// The route.
+    pub route: Route,
+    /// Parallel streams on it.
     pub streams: usize,
 }
 
-/// Spreads `streams` over address pairs: pair `i` gets `streams / n`, plus one for the first
-/// `streams % n` pairs; pairs left with no stream are dropped.
-pub fn spread(pairs: &[(Ipv4Addr, Ipv4Addr)], streams: usize) -> Vec<Flow> {
-    let n = pairs.len().max(1);
-    pairs
+/// Spreads `streams` over routes: route `i` gets `streams / n`, plus one for the first
+/// `streams % n` routes; routes left with no stream are dropped.
+pub fn spread(routes: &[Route], streams: usize) -> Vec<Flow> {
+    let n = routes.len().max(1);
+    routes
         .iter()
         .enumerate()
-        .map(|(i, &(src, dst))| Flow {
-            src,
-            dst,
+        .map(|(i, r)| Flow {
+            route: r.clone(),
             streams: streams / n + usize::from(i < streams % n),
         })
         .filter(|f| f.streams > 0)
@@ -121,31 +133,28 @@ pub struct TrafficResult {
     pub max_stall_ms: Option<f64>,
     /// The injected failure, if any.
     pub failover: Option<Failover>,
+    /// Goodput of each flow, bits per second, in the spec's order.
+    pub flows_bps: Vec<f64>,
 }
 
-/// Waits until a TCP connection from host A to each pair's host-B address succeeds, which
+/// Waits until a TCP connection from each route's sender to its receiver succeeds, which
 /// proves the path both ways (ARP included), for at most `timeout`.
-pub fn wait_reachable(
-    topo: &Topology,
-    ctl: &Ctl,
-    pairs: &[(Ipv4Addr, Ipv4Addr)],
-    timeout: Duration,
-) -> Result<()> {
+pub fn wait_reachable(ctl: &Ctl, routes: &[Route], timeout: Duration) -> Result<()> {
     let started = Instant::now();
-    for &(src, dst) in pairs {
-        let listener = topo
-            .in_ns(Side::B, || TcpListener::bind((dst, PROBE_PORT)))?
+    for r in routes {
+        let dst = r.dst;
+        let listener = in_named_ns(&r.dst_ns, || TcpListener::bind((dst, PROBE_PORT)))?
             .with_context(|| format!("probe listener on {dst}:{PROBE_PORT}"))?;
         let addr = SocketAddr::from((dst, PROBE_PORT));
         loop {
             ctl.check()?;
-            let attempt = topo.in_ns(Side::A, || {
+            let attempt = in_named_ns(&r.src_ns, || {
                 TcpStream::connect_timeout(&addr, Duration::from_millis(500))
             })?;
             match attempt {
                 Ok(_) => break,
                 Err(e) if started.elapsed() > timeout => {
-                    bail!("{src} cannot reach {dst} after {timeout:?}: {e}")
+                    bail!("{} cannot reach {dst} after {timeout:?}: {e}", r.src)
                 }
                 Err(_) => ctl.sleep(Duration::from_millis(100))?,
             }
@@ -200,7 +209,7 @@ impl FailState {
             .map(|(i, _)| i)
             .unwrap_or(0);
         let when = t0.elapsed();
-        topo.set_link_down(Side::B, busiest)?;
+        topo.cut_link(busiest)?;
         self.done = Some((busiest, when));
         Ok(())
     }
@@ -219,23 +228,31 @@ fn run_iperf3(
     let mut servers = Vec::new();
     for (i, flow) in spec.flows.iter().enumerate() {
         let port = (PORT_BASE + i as u16).to_string();
-        let dst = flow.dst.to_string();
-        let id = topo.spawn(
-            Side::B,
+        let dst = flow.route.dst.to_string();
+        let id = topo.spawn_in(
+            &flow.route.dst_ns,
             &format!("iperf3-server-{i}"),
             iperf3,
             &["-s", "-B", &dst, "-p", &port],
+            &[],
         )?;
         servers.push(id);
-        wait_listening(topo, ctl, id, PORT_BASE + i as u16, "iperf3 server")?;
+        wait_listening(
+            topo,
+            ctl,
+            id,
+            &flow.route.dst_ns,
+            PORT_BASE + i as u16,
+            "iperf3 server",
+        )?;
     }
     let before = topo.member_counters(Side::A)?;
     let mut clients = Vec::new();
     for (i, flow) in spec.flows.iter().enumerate() {
         let port = (PORT_BASE + i as u16).to_string();
         let (dst, src, streams) = (
-            flow.dst.to_string(),
-            flow.src.to_string(),
+            flow.route.dst.to_string(),
+            flow.route.src.to_string(),
             flow.streams.to_string(),
         );
         let mut args = vec![
@@ -246,7 +263,13 @@ fn run_iperf3(
             len = l.to_string();
             args.extend(["-u", "-l", &len, "-b", "0"]);
         }
-        clients.push(topo.spawn(Side::A, &format!("iperf3-client-{i}"), iperf3, &args)?);
+        clients.push(topo.spawn_in(
+            &flow.route.src_ns,
+            &format!("iperf3-client-{i}"),
+            iperf3,
+            &args,
+            &[],
+        )?);
     }
     let started = Instant::now();
     let limit = spec.duration + Duration::from_secs(20);
@@ -283,6 +306,7 @@ fn run_iperf3(
             .collect(),
         max_stall_ms: None,
         failover: None,
+        flows_bps: Vec::new(),
     };
     let (mut sent, mut lost) = (0u64, 0u64);
     for &c in &clients {
@@ -299,6 +323,7 @@ fn run_iperf3(
             )
         })?;
         result.bits_per_second += report.bits_per_second;
+        result.flows_bps.push(report.bits_per_second);
         result.seconds = result.seconds.max(report.seconds);
         if let Some(r) = report.retransmits {
             *result.retransmits.get_or_insert(0) += r;
@@ -372,11 +397,12 @@ pub fn parse_iperf3(text: &str) -> Result<Iperf3Report> {
     Ok(report)
 }
 
-/// Waits until a started process listens on TCP `port` in host B.
+/// Waits until a started process listens on TCP `port` in namespace `ns`.
 fn wait_listening(
     topo: &mut Topology,
     ctl: &Ctl,
     id: ProcessId,
+    ns: &str,
     port: u16,
     what: &str,
 ) -> Result<()> {
@@ -385,8 +411,7 @@ fn wait_listening(
         if let Some(status) = topo.try_wait(id)? {
             bail!("{what} exited ({status}): {}", topo.log_tail(id, 5));
         }
-        let listening = topo
-            .in_ns(Side::B, || fs::read_to_string("/proc/thread-self/net/tcp"))??
+        let listening = in_named_ns(ns, || fs::read_to_string("/proc/thread-self/net/tcp"))??
             .lines()
             .skip(1)
             .any(|l| is_listening(l, port));
@@ -421,9 +446,25 @@ pub fn retrans_segs(snmp: &str) -> Option<u64> {
     values.split_whitespace().nth(col)?.parse().ok()
 }
 
-fn read_retrans(topo: &Topology, side: Side) -> Result<u64> {
-    let text = topo.in_ns(side, || fs::read_to_string("/proc/thread-self/net/snmp"))??;
-    retrans_segs(&text).context("no TCP RetransSegs in /proc/net/snmp")
+/// TCP retransmissions summed over the namespaces `namespaces`.
+fn read_retrans(namespaces: &[String]) -> Result<u64> {
+    let mut total = 0;
+    for ns in namespaces {
+        let text = in_named_ns(ns, || fs::read_to_string("/proc/thread-self/net/snmp"))??;
+        total += retrans_segs(&text).context("no TCP RetransSegs in /proc/net/snmp")?;
+    }
+    Ok(total)
+}
+
+/// The senders' namespaces, each once.
+fn sender_namespaces(spec: &TrafficSpec) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for f in &spec.flows {
+        if !out.contains(&f.route.src_ns) {
+            out.push(f.route.src_ns.clone());
+        }
+    }
+    out
 }
 
 /// Per-stream receive state of the built-in generator.
@@ -479,9 +520,9 @@ impl Builtin {
         let mut first = 0;
         for (i, flow) in spec.flows.iter().enumerate() {
             let port = PORT_BASE + i as u16;
-            let listener = topo
-                .in_ns(Side::B, || TcpListener::bind((flow.dst, port)))?
-                .with_context(|| format!("listening on {}:{port}", flow.dst))?;
+            let dst = flow.route.dst;
+            let listener = in_named_ns(&flow.route.dst_ns, || TcpListener::bind((dst, port)))?
+                .with_context(|| format!("listening on {dst}:{port}"))?;
             let (stats, accepted, abort) = (stats.clone(), accepted.clone(), load.abort.clone());
             let (n, start) = (flow.streams, first);
             listener.set_nonblocking(true)?;
@@ -516,15 +557,14 @@ impl Builtin {
         // Senders: connect inside host A; the sockets stay there.
         let mut conns = Vec::new();
         for (i, flow) in spec.flows.iter().enumerate() {
-            let addr = SocketAddr::from((flow.dst, PORT_BASE + i as u16));
+            let addr = SocketAddr::from((flow.route.dst, PORT_BASE + i as u16));
             let n = flow.streams;
-            let mut batch = topo
-                .in_ns(Side::A, || {
-                    (0..n)
-                        .map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(5)))
-                        .collect::<io::Result<Vec<_>>>()
-                })?
-                .with_context(|| format!("connecting to {addr}"))?;
+            let mut batch = in_named_ns(&flow.route.src_ns, || {
+                (0..n)
+                    .map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(5)))
+                    .collect::<io::Result<Vec<_>>>()
+            })?
+            .with_context(|| format!("connecting to {addr}"))?;
             conns.append(&mut batch);
         }
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -534,7 +574,8 @@ impl Builtin {
             }
             ctl.sleep(Duration::from_millis(10))?;
         }
-        let retrans_before = read_retrans(topo, Side::A)?;
+        let senders = sender_namespaces(spec);
+        let retrans_before = read_retrans(&senders)?;
         let before = topo.member_counters(Side::A)?;
         let mut fail = FailState::new(spec.fail_after, before.clone());
         let t0 = Instant::now();
@@ -577,7 +618,21 @@ impl Builtin {
             }
         }
         let after = topo.member_counters(Side::A)?;
-        let retrans_after = read_retrans(topo, Side::A)?;
+        let retrans_after = read_retrans(&senders)?;
+        let flow_bytes: Vec<u64> = {
+            let mut first = 0;
+            spec.flows
+                .iter()
+                .map(|f| {
+                    let b = stats[first..first + f.streams]
+                        .iter()
+                        .map(|s| s.bytes.load(Ordering::SeqCst))
+                        .sum::<u64>();
+                    first += f.streams;
+                    b
+                })
+                .collect()
+        };
         // Stop: senders close their side; receivers read to the end (or give up).
         load.stop.store(true, Ordering::SeqCst);
         let drain_deadline = Instant::now() + Duration::from_secs(3);
@@ -626,6 +681,11 @@ impl Builtin {
                 .collect(),
             max_stall_ms: Some(max_stall_ms),
             failover,
+            // Bytes since the connections opened (the start-up before the window is a few ms).
+            flows_bps: flow_bytes
+                .iter()
+                .map(|&b| b as f64 * 8.0 / seconds)
+                .collect(),
         })
     }
 }
@@ -691,7 +751,13 @@ mod test {
 
     #[test]
     fn streams_spread_over_pairs() {
-        let p = |i: u8| (Ipv4Addr::new(10, 0, 0, i), Ipv4Addr::new(10, 0, 1, i));
+        let p = |i: u8| Route {
+            src: Ipv4Addr::new(10, 0, 0, i),
+            dst: Ipv4Addr::new(10, 0, 1, i),
+            src_ns: "a".into(),
+            dst_ns: "b".into(),
+            label: format!("r{i}"),
+        };
         let pairs = [p(1), p(2)];
         let counts = |s| {
             spread(&pairs, s)
@@ -703,7 +769,7 @@ mod test {
         assert_eq!(counts(2), vec![1, 1]);
         assert_eq!(counts(5), vec![3, 2]);
         assert_eq!(counts(8), vec![4, 4]);
-        assert_eq!(spread(&pairs, 1)[0].src, Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(spread(&pairs, 1)[0].route.src, Ipv4Addr::new(10, 0, 0, 1));
     }
 
     #[test]
