@@ -20,7 +20,7 @@ use lagd::lab::traffic::checked_transfer;
 
 mod common;
 
-use common::{address_bonds, start_lagd};
+use common::{address_bonds, lagctl_ok, start_lagd};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
@@ -508,22 +508,6 @@ fn non_root_clients_get_status_only_with_the_group() {
         assert!(err.contains("permission denied"), "{err}");
     }
     topo.teardown().expect("teardown");
-}
-
-/// Runs `lagctl ARGS --control CONTROL` and returns its standard output; panics on failure.
-fn lagctl_ok(control: &Path, args: &[&str]) -> String {
-    let out = Command::new(LAGCTL)
-        .args(args)
-        .arg("--control")
-        .arg(control)
-        .output()
-        .expect("run lagctl");
-    assert!(
-        out.status.success(),
-        "lagctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Runs `lagctl ARGS --control CONTROL`, expecting a refusal; returns its standard error.

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::lagctl_ok;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::linux::net::SocketAddrExt;
@@ -17,7 +19,6 @@ use lagd::daemon::query_status;
 use lagd::lab::topology::{ProcessId, Side, Topology};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
-const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
 
 /// Everything lagd may change in host A: `ip -d link` of every interface, the members'
 /// sysctls, and the files in the control socket's directory.
@@ -341,21 +342,6 @@ fn stop_restores(how: &str, opts: &str) {
     );
     assert_eq!(snapshot(&topo, &dir), before, "after lagd --remove");
     topo.teardown().expect("teardown");
-}
-
-/// `lagctl ARGS --control CONTROL` (a socket file: reachable from outside the namespace).
-fn lagctl_ok(control: &Path, args: &[&str]) {
-    let out = std::process::Command::new(LAGCTL)
-        .args(args)
-        .arg("--control")
-        .arg(control)
-        .output()
-        .expect("run lagctl");
-    assert!(
-        out.status.success(),
-        "lagctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A member added at run time is claimed like the ones lagd started with (another lagd is

@@ -216,3 +216,20 @@ pub(crate) fn rejoin_bound(defaulted: bool, longest_query: Duration) -> Duration
     };
     first_lacpdu + FAST_PERIODIC_TIME + STATUS_POLL + longest_query
 }
+
+/// Runs `lagctl ARGS --control CONTROL` and returns its output, failing the test with lagctl's
+/// error when it refuses.
+pub(crate) fn lagctl_ok(control: &Path, args: &[&str]) -> String {
+    let out = Command::new(LAGCTL)
+        .args(args)
+        .arg("--control")
+        .arg(control)
+        .output()
+        .expect("run lagctl");
+    assert!(
+        out.status.success(),
+        "lagctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
