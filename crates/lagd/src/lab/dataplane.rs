@@ -320,7 +320,7 @@ pub fn spawn_lagd(
 }
 
 /// Waits until the lagd started as `id` answers on `control` with a member up (at most
-/// [`LAGD_READY`] after `started`); `what` names it in errors.
+/// ten seconds after `started`); `what` names it in errors.
 pub fn wait_lagd(
     topo: &mut Topology,
     ctl: &Ctl,
