@@ -405,6 +405,41 @@ pub fn render_openmetrics(s: &Status) -> String {
         )
         .get_or_create(&bl)
         .set(st.held as i64);
+        let t = &st.tcp;
+        let segs = b.counter(
+            "lagd_stripe_tcp_segments",
+            "Stripe: TCP segments received (ordered by their own sequence numbers), by outcome",
+        );
+        for (outcome, n) in [
+            ("in_order", t.in_order),
+            ("reordered", t.reordered),
+            ("behind", t.behind),
+        ] {
+            segs.get_or_create(&labels(&[("bond", bond), ("outcome", outcome)]))
+                .inc_by(n);
+        }
+        let holes = b.counter(
+            "lagd_stripe_tcp_skipped",
+            "Stripe: TCP holes given up on, by reason",
+        );
+        for (reason, n) in [
+            ("lost", t.skipped_lost),
+            ("timeout", t.skipped_timeout),
+            ("buffer_full", t.skipped_full),
+        ] {
+            holes
+                .get_or_create(&labels(&[("bond", bond), ("reason", reason)]))
+                .inc_by(n);
+        }
+        b.gauge(
+            "lagd_stripe_tcp_held_bytes",
+            "Stripe: bytes of TCP held for a missing predecessor",
+        )
+        .get_or_create(&bl)
+        .set(t.held_bytes as i64);
+        b.gauge("lagd_stripe_tcp_flows", "Stripe: TCP flows being ordered")
+            .get_or_create(&bl)
+            .set(t.flows as i64);
         b.gauge(
             "lagd_stripe_striping",
             "Stripe: whether frames are striped (1) or not (0)",

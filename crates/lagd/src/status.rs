@@ -239,6 +239,42 @@ pub struct StripeStatus {
     pub held: usize,
     /// The most frames held at once.
     pub max_held: usize,
+    /// TCP, put back in order by its own sequence numbers.
+    #[serde(default)]
+    pub tcp: StripeTcpStatus,
+}
+
+/// Stripe mode's TCP resequencer (TCP crosses without the stripe header).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StripeTcpStatus {
+    /// Segments (or GRO super-frames) received.
+    pub segments: u64,
+    /// Of those, in order on arrival (or without payload).
+    pub in_order: u64,
+    /// Held for a predecessor, then delivered in order.
+    pub reordered: u64,
+    /// Behind the expected sequence number (retransmissions), delivered at once.
+    pub behind: u64,
+    /// Of those, segments whose hole had been given up on by timeout.
+    pub late: u64,
+    /// Holes given up on because every member had gone past them (lost).
+    pub skipped_lost: u64,
+    /// Holes given up on after the timeout.
+    pub skipped_timeout: u64,
+    /// Holes given up on because the flow or the table held too much.
+    pub skipped_full: u64,
+    /// Flows whose sequence restarted (SYN, or a jump of 2^30).
+    pub resyncs: u64,
+    /// Flows tracked now.
+    pub flows: usize,
+    /// Flows evicted for room.
+    pub flows_evicted: u64,
+    /// Bytes held now.
+    pub held_bytes: usize,
+    /// The most bytes held at once.
+    pub max_held_bytes: usize,
+    /// The hole timeout now, µs.
+    pub timeout_us: u64,
 }
 
 /// The active aggregator.
@@ -565,6 +601,22 @@ impl StripeStatus {
             resyncs: r.resyncs,
             held: st.held_now,
             max_held: r.max_occupancy,
+            tcp: StripeTcpStatus {
+                segments: st.tcp.segments,
+                in_order: st.tcp.in_order,
+                reordered: st.tcp.reordered,
+                behind: st.tcp.behind,
+                late: st.tcp.late,
+                skipped_lost: st.tcp.skipped_lost,
+                skipped_timeout: st.tcp.skipped_timeout,
+                skipped_full: st.tcp.skipped_full,
+                resyncs: st.tcp.resyncs,
+                flows: st.tcp_flows,
+                flows_evicted: st.tcp.flows_evicted,
+                held_bytes: st.tcp_held_bytes,
+                max_held_bytes: st.tcp.max_held_bytes,
+                timeout_us: st.tcp.timeout_us,
+            },
         }
     }
 }
@@ -798,6 +850,25 @@ impl Status {
                 st.resyncs,
                 st.held,
                 st.max_held
+            );
+            let t = &st.tcp;
+            let _ = writeln!(
+                s,
+                "Stripe TCP order: segments {}, in order {}, reordered {}, behind {} (late {}),                  lost {} (all members past) {} (timeout {} us) {} (buffer full), resyncs {},                  flows {} (evicted {}), held {} B (max {} B)",
+                t.segments,
+                t.in_order,
+                t.reordered,
+                t.behind,
+                t.late,
+                t.skipped_lost,
+                t.skipped_timeout,
+                t.timeout_us,
+                t.skipped_full,
+                t.resyncs,
+                t.flows,
+                t.flows_evicted,
+                t.held_bytes,
+                t.max_held_bytes
             );
         }
         if let Some(b) = &self.buckets {

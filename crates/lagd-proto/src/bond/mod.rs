@@ -417,14 +417,36 @@ impl Bond {
         frame: &mut [u8],
         dp: &mut dyn Dataplane,
     ) -> RxVerdict {
-        if self.arp.is_some() {
+        self.receive_with_header(now, port, frame, 0, dp)
+    }
+
+    /// [`Bond::receive`] for a frame behind a driver header: `buf[..header_len]` is the header
+    /// the member's socket gave (offload information), the frame follows. Frames the bond
+    /// delivers itself (stripe mode's reordered TCP) keep the header
+    /// ([`Dataplane::deliver_with_header`]); on [`RxVerdict::Deliver`] the caller delivers
+    /// `buf` as fixed up in place.
+    #[inline]
+    pub fn receive_with_header(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        buf: &mut [u8],
+        header_len: usize,
+        dp: &mut dyn Dataplane,
+    ) -> RxVerdict {
+        if self.arp.is_some()
+            && let Some(frame) = buf.get(header_len..)
+        {
             ArpMonitor::note_rx(&mut self.ports, &self.opts, now, port, frame);
         }
         if let Some(s) = self.mode.stripe_mut() {
-            if s.receive(now, port, frame, dp) {
+            if s.receive(now, port, buf, header_len, dp) {
                 return RxVerdict::Consumed;
             }
         }
+        let Some(frame) = buf.get_mut(header_len..) else {
+            return RxVerdict::Drop(DropReason::Runt);
+        };
         let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
             return RxVerdict::Drop(DropReason::Runt);
         };
@@ -568,6 +590,9 @@ impl Bond {
                 next_tx_seq: s.engine.tx().next_seq(),
                 tx_errors: s.tx_errors,
                 rx_errors: s.rx_errors,
+                tcp: *s.engine.tcp().counters(),
+                tcp_held_bytes: s.engine.tcp().held_bytes(),
+                tcp_flows: s.engine.tcp().flows(),
             }),
             ports: self
                 .ports

@@ -5,7 +5,7 @@ use super::options::{Mode, PrimaryReselect};
 use crate::balance::BucketsSnapshot;
 use crate::hash::HashPolicy;
 use crate::lacp::LacpSnapshot;
-use crate::stripe::{PeersStatus, reorder::ReorderCounters};
+use crate::stripe::{PeersStatus, TcpOrderCounters, reorder::ReorderCounters};
 use crate::wire::EthernetAddress;
 
 /// Plain-data state for `lagctl show`.
@@ -79,6 +79,12 @@ pub struct StripeSnapshot {
     pub tx_errors: u64,
     /// Stripe frames from members that did not parse.
     pub rx_errors: u64,
+    /// The TCP resequencer's counters.
+    pub tcp: TcpOrderCounters,
+    /// Bytes the TCP resequencer holds now.
+    pub tcp_held_bytes: usize,
+    /// TCP flows it tracks now.
+    pub tcp_flows: usize,
 }
 
 /// One member in a [`BondSnapshot`].

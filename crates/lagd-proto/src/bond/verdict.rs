@@ -73,6 +73,15 @@ pub trait Dataplane {
     /// Gives a frame to the host.
     fn deliver(&mut self, frame: &[u8]);
 
+    /// Gives the host a frame received with a driver header: `buf[..header_len]` is the header
+    /// as the member's socket gave it (offload information the host may use), the frame
+    /// follows. By default the header is dropped.
+    fn deliver_with_header(&mut self, buf: &[u8], header_len: usize) {
+        if let Some(frame) = buf.get(header_len..) {
+            self.deliver(frame);
+        }
+    }
+
     /// Whether every member has been read dry in this wake: a reorder gap is given up on by
     /// timeout only then, since a frame still waiting in a socket is not lost.
     fn drained(&self) -> bool {

@@ -3,8 +3,10 @@
 //! Round-robin bonding (`balance-rr`) sends a single stream over every member, but the members'
 //! different delays reorder its frames, the receiver's TCP takes the reordering for loss, and
 //! the stream ends up *slower* than one member. Stripe mode fixes that when **both ends run
-//! lagd**: the sender numbers every frame and spreads frames over the members by speed, and the
-//! receiver puts them back in order before the host sees them.
+//! lagd**: the sender spreads frames over the members by speed, and the receiver puts them back
+//! in order before the host sees them. TCP frames go out as the host gave them (a 64 KB
+//! super-frame stays one unit, which the member segments) and are put back in order by their
+//! own sequence numbers ([`tcp`]); other frames are numbered with a header.
 //!
 //! The pieces, all sans-IO like the rest of the crate:
 //! - [`header`]: the wire format. A striped frame keeps its Ethernet addresses, gets EtherType
@@ -17,16 +19,20 @@
 //!   frames and resynchronisation when the sender restarts.
 //! - [`Peers`]: hellos on every member; only members where both ends hear each other are
 //!   striped over, and a missing peer is a clear error.
-//! - [`segment`]: software TCP segmentation and checksum completion, since no NIC can offload
-//!   them for a 0x88b5 frame.
+//! - [`TcpOrder`] ([`tcp`]): the receiver's resequencer for TCP, by TCP's sequence numbers,
+//!   bounded in flows and bytes, with the same loss rules as [`Reorder`].
+//! - [`segment`]: software TCP segmentation and checksum completion, for frames that must be
+//!   numbered (no NIC can offload them for a 0x88b5 frame).
 //! - [`Stripe`] ties them together for the daemon.
 //!
 //! # Deployment notes for the daemon
 //! - The host's MTU must leave room for the 8-byte header: the TAP's MTU is the members' MTU
 //!   minus [`header::HEADER_LEN`].
-//! - Segment super-frames ([`segment::segment`]) and complete `NEEDS_CSUM` checksums
-//!   ([`segment::complete_checksum`]) before encapsulating; send striped frames with an empty
-//!   `virtio_net_hdr`. Offer the host no UDP segmentation in this mode.
+//! - Send TCP frames with their `virtio_net_hdr` as the host gave it, on the member
+//!   [`Stripe::choose_tcp`] names; give received ones, header included, to
+//!   [`Stripe::handle_tcp`]. Segment other super-frames ([`segment::segment`]) and complete
+//!   `NEEDS_CSUM` checksums ([`segment::complete_checksum`]) before encapsulating; send
+//!   numbered frames with an empty `virtio_net_hdr`. Offer the host no UDP segmentation.
 //! - Members must reach the peer over separate paths (back-to-back cables, or one switch per
 //!   member): a single switch would see the same source MAC on every member port.
 //!
@@ -72,6 +78,7 @@ pub mod header;
 pub mod peers;
 pub mod reorder;
 pub mod segment;
+pub mod tcp;
 pub mod tx;
 
 use core::fmt;
@@ -84,6 +91,7 @@ pub use header::{DataHeader, EncapError, HelloRepr, StripeFrame};
 pub use peers::{HelloEvent, PeerState, Peers, PeersConfig, PeersStatus};
 pub use reorder::{Arrival, Reorder, ReorderConfig, ReorderCounters};
 pub use segment::{GsoInfo, GsoKind, SegmentError};
+pub use tcp::{TcpOrder, TcpOrderConfig, TcpOrderCounters};
 pub use tx::StripeTx;
 
 /// Configuration of a [`Stripe`].
@@ -93,6 +101,8 @@ pub struct StripeConfig {
     pub reorder: ReorderConfig,
     /// Hello timing.
     pub peers: PeersConfig,
+    /// The TCP resequencer's limits.
+    pub tcp: TcpOrderConfig,
 }
 
 /// Why [`Stripe::transmit`] sent nothing.
@@ -137,6 +147,7 @@ pub struct Stripe {
     epoch: u32,
     tx: StripeTx,
     rx: Reorder,
+    tcp: TcpOrder,
     peers: Peers,
     members: Vec<(PortId, u32)>,
     scratch: Vec<(PortId, u32)>,
@@ -150,6 +161,7 @@ impl Stripe {
             epoch,
             tx: StripeTx::new(0),
             rx: Reorder::new(config.reorder),
+            tcp: TcpOrder::new(config.tcp, u64::from(epoch) ^ 0x9e37_79b9_7f4a_7c15),
             peers: Peers::new(config.peers, bond, epoch, now),
             members: Vec::new(),
             scratch: Vec::new(),
@@ -231,9 +243,35 @@ impl Stripe {
         }
     }
 
+    /// Chooses the member for a TCP frame of `len` bytes sent as it is (no header: see
+    /// [`tcp`]); `None` if no member has a two-way peer.
+    pub fn choose_tcp(&mut self, len: usize) -> Option<PortId> {
+        self.tx.choose(len)
+    }
+
+    /// Takes the frame at `buf[l2_at..]` received on `port` if it is a TCP segment, and
+    /// delivers `buf` (whole) through `deliver` in TCP sequence order (see [`TcpOrder::push`]);
+    /// false if it is not TCP.
+    pub fn handle_tcp<F: FnMut(&[u8])>(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        buf: &[u8],
+        l2_at: usize,
+        deliver: &mut F,
+    ) -> bool {
+        self.tcp.push(now, port.0, buf, l2_at, deliver)
+    }
+
+    /// Gives up the TCP holes whose timeout passed at `now`; `deliver` gets the held buffers
+    /// as [`handle_tcp`](Self::handle_tcp) took them.
+    pub fn poll_tcp<F: FnMut(&[u8])>(&mut self, now: Instant, deliver: &mut F) {
+        self.tcp.poll(now, deliver);
+    }
+
     /// Does what is due at `now`: skips timed-out gaps (delivering what they held back) and
     /// takes out members whose peer went silent. Hellos come from
-    /// [`poll_transmit`](Self::poll_transmit).
+    /// [`poll_transmit`](Self::poll_transmit); TCP holes from [`poll_tcp`](Self::poll_tcp).
     pub fn poll<F: FnMut(&[u8])>(&mut self, now: Instant, deliver: &mut F) {
         self.rx.poll(now, deliver);
         if self.peers.handle_timeout(now) {
@@ -255,10 +293,14 @@ impl Stripe {
 
     /// When [`poll`](Self::poll) or [`poll_transmit`](Self::poll_transmit) next has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.rx.poll_timeout(), self.peers.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.rx.poll_timeout(),
+            self.tcp.poll_timeout(),
+            self.peers.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The peer's state for logs and `lagctl` (see [`PeersStatus`]).
@@ -274,6 +316,11 @@ impl Stripe {
     /// The receiver (its counters in particular).
     pub fn rx(&self) -> &Reorder {
         &self.rx
+    }
+
+    /// The TCP resequencer (its counters in particular).
+    pub fn tcp(&self) -> &TcpOrder {
+        &self.tcp
     }
 
     /// The peer state.
@@ -292,6 +339,7 @@ impl Stripe {
         self.tx.set_members(&self.scratch);
         let lanes: Vec<u16> = self.scratch.iter().map(|(p, _)| p.0).collect();
         self.rx.set_lanes(&lanes);
+        self.tcp.set_lanes(&lanes);
     }
 
     /// Whether some member has a two-way stripe peer, so [`transmit`](Self::transmit) has a

@@ -97,6 +97,16 @@ impl BondDataplane for Io {
         let _ = self.tap.write(&out[..VNET_HDR + frame.len()]);
     }
 
+    fn deliver_with_header(&mut self, buf: &[u8], header_len: usize) {
+        if header_len == VNET_HDR {
+            // The member socket's own virtio_net_hdr: the host gets the super-frame as GRO
+            // made it, with its checksum state.
+            let _ = self.tap.write(buf);
+        } else if let Some(frame) = buf.get(header_len..) {
+            self.deliver(frame);
+        }
+    }
+
     fn drained(&self) -> bool {
         self.drained
     }
@@ -191,8 +201,8 @@ impl Dataplane {
             }
             m.counters.rx_packets += 1;
             m.counters.rx_bytes += (meta.len - VNET_HDR) as u64;
-            let frame = &mut self.buf[VNET_HDR..meta.len];
-            match bond.receive(now, port, frame, &mut self.io) {
+            let buf = &mut self.buf[..meta.len];
+            match bond.receive_with_header(now, port, buf, VNET_HDR, &mut self.io) {
                 RxVerdict::Deliver => {
                     // EIO while the bond is administratively down: the host does not want it.
                     let _ = self.io.tap.write(&self.buf[..meta.len]);

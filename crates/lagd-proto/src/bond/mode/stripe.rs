@@ -8,6 +8,7 @@ use crate::bond::verdict::{Dataplane, HostFrame, TX_HEADROOM, TxDrop, TxVerdict}
 use crate::port::{PortId, Transmit};
 use crate::stripe::header::{HEADER_LEN, is_stripe_frame};
 use crate::stripe::segment::{complete_checksum, segment};
+use crate::stripe::tcp::parse_segment;
 use crate::stripe::{Stripe, StripeConfig};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
@@ -26,6 +27,8 @@ pub(crate) struct StripeMode {
     pub(crate) tx_errors: u64,
     /// Stripe frames from members that did not parse.
     pub(crate) rx_errors: u64,
+    /// The driver header in front of received frames (TCP segments are held with it).
+    rx_header_len: usize,
 }
 
 /// Stripe mode as the bond runs it: gaps are given up on by timeout only when the driver has
@@ -45,6 +48,7 @@ impl StripeMode {
             seg_buf: vec![0; SEGMENT_BUF],
             tx_errors: 0,
             rx_errors: 0,
+            rx_header_len: 0,
         }
     }
 
@@ -65,6 +69,14 @@ impl StripeMode {
         if !self.engine.is_striping() {
             return sel
                 .active
+                .map_or(TxVerdict::Drop(TxDrop::NoMember), TxVerdict::Port);
+        }
+        if parse_segment(frame.frame()).is_some() {
+            // TCP goes as the host gave it (super-frames whole, offloads kept); the peer
+            // orders it by its own sequence numbers.
+            return self
+                .engine
+                .choose_tcp(frame.frame().len())
                 .map_or(TxVerdict::Drop(TxDrop::NoMember), TxVerdict::Port);
         }
         let gso = frame.offload;
@@ -106,17 +118,29 @@ impl StripeMode {
         }
     }
 
-    /// Takes `frame` if it is a stripe frame (hello or data); what the reorder buffer releases
-    /// goes to the dataplane. False if it is not a stripe frame.
+    /// Takes the frame at `buf[header_len..]` if it is a stripe frame (hello or data) or, while
+    /// striping, a TCP segment; what the reorder buffers release goes to the dataplane (TCP
+    /// with its driver header). False if the bond should handle it as any other frame.
     pub(crate) fn receive(
         &mut self,
         now: Instant,
         port: PortId,
-        frame: &mut [u8],
+        buf: &mut [u8],
+        header_len: usize,
         dp: &mut dyn Dataplane,
     ) -> bool {
-        if !is_stripe_frame(frame) {
+        let Some(frame) = buf.get_mut(header_len..) else {
             return false;
+        };
+        if !is_stripe_frame(frame) {
+            // The driver's header length is the same for every frame it reads.
+            self.rx_header_len = header_len;
+            return self.engine.is_striping()
+                && self
+                    .engine
+                    .handle_tcp(now, port, buf, header_len, &mut |b| {
+                        dp.deliver_with_header(b, header_len)
+                    });
         }
         if self
             .engine
@@ -145,6 +169,9 @@ impl StripeMode {
     pub(crate) fn handle_timeout(&mut self, now: Instant, dp: &mut dyn Dataplane) {
         if dp.drained() {
             self.engine.poll(now, &mut |f| dp.deliver(f));
+            let header_len = self.rx_header_len;
+            self.engine
+                .poll_tcp(now, &mut |b| dp.deliver_with_header(b, header_len));
         }
     }
 
