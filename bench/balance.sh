@@ -99,14 +99,14 @@ mptcp() { # run
     done
     ip -n "$a" mptcp endpoint add 10.77.1.1 dev m1 subflow
     ip -n "$b" mptcp endpoint add 10.77.1.2 dev m1 signal
-    ip netns exec "$b" python3 bench/tools/mptcp_stream.py server 10.77.0.2 5600 \
+    ip netns exec "$b" python3 bench/tools/stream.py server mptcp 10.77.0.2 5600 \
         >"$work/mptcp.$1.out" &
     local server=$!
     sleep 0.5
-    ip netns exec "$a" python3 bench/tools/mptcp_stream.py client 10.77.0.2 5600 "$DURATION"
+    ip netns exec "$a" python3 bench/tools/stream.py client mptcp 10.77.0.2 5600 "$DURATION"
     wait "$server"
     local bps
-    bps=$(cat "$work/mptcp.$1.out")
+    bps=$(jq -r .bits_per_s "$work/mptcp.$1.out")
     echo "{\"aggregate_gbps\": $(awk -v b="$bps" 'BEGIN {printf "%.3f", b / 1e9}'), \"retransmits\": null}" \
         >"$work/mptcp.$1.json"
     printf '  %-12s run %s: %s Gbit/s\n' mptcp "$1" "$(jq -r .aggregate_gbps "$work/mptcp.$1.json")"
