@@ -42,7 +42,11 @@ enum rule {
     RULE_BUCKETS = 2, // bucket[bucket(seed, hash)]
     RULE_ACTIVE = 3,  // the active member
     RULE_ALL = 4,     // a copy on every usable member (broadcast)
+    RULE_STRIPE = 5,  // TCP through bucket[] as slots, STRIPE_SLOT_BYTES each; the rest to lagd
 };
+
+// Stripe: bytes sent through one slot before the next (lagd_proto::stripe::tx::SLOT_BYTES).
+#define STRIPE_SLOT_SHIFT 16
 
 // xmit_hash_policy, the kernel's numbers, then lagd's own.
 enum policy {
@@ -566,6 +570,57 @@ INLINE void count_tx(__u32 port, __u32 len) {
     }
 }
 
+// Whether lagd's stripe sends the frame as TCP, with the checks of
+// lagd_proto::stripe::tcp::parse_segment: IPv4 that is not a fragment or IPv6 without extension
+// headers, behind at most one VLAN tag, lengths consistent, a whole TCP header.
+INLINE int stripe_tcp(struct __sk_buff *skb, const struct view *v) {
+    __u32 len = v->len, at = v->nhoff, l4, end;
+    if (len < at)
+        return 0;
+    if (v->proto == ETH_P_IP) {
+        __u8 ip[20];
+        if (bpf_skb_load_bytes(skb, at, ip, 20) < 0)
+            return 0;
+        __u32 ihl = (ip[0] & 0x0f) * 4, total = be16(&ip[2]);
+        if ((ip[0] >> 4) != 4 || ihl < 20 || total < ihl || at + total > len)
+            return 0;
+        if (ip[9] != 6 || (be16(&ip[6]) & 0x3fff))
+            return 0;
+        l4 = at + ihl;
+        end = at + total;
+    } else if (v->proto == ETH_P_IPV6) {
+        __u8 ip[8];
+        if (bpf_skb_load_bytes(skb, at, ip, 8) < 0)
+            return 0;
+        __u32 payload = be16(&ip[4]);
+        if ((ip[0] >> 4) != 6 || ip[6] != 6 || at + 40 + payload > len)
+            return 0;
+        l4 = at + 40;
+        end = payload ? at + 40 + payload : len;
+    } else {
+        return 0;
+    }
+    if (end < l4 + 20)
+        return 0;
+    __u8 off;
+    if (bpf_skb_load_bytes(skb, l4 + 12, &off, 1) < 0)
+        return 0;
+    __u32 thl = (off >> 4) * 4;
+    return thl >= 20 && l4 + thl <= end;
+}
+
+// Stripe: the slot of a TCP frame, from this CPU's byte count (kept in bucket 0's load: no
+// table of buckets decides in stripe mode), NO_PORT when the slot names no member.
+INLINE __u32 stripe_port(struct __sk_buff *skb, const struct table *t) {
+    __u32 zero = 0;
+    struct bucket_load *l = bpf_map_lookup_elem(&lagd_buckets, &zero);
+    if (!l)
+        return NO_PORT;
+    __u32 slot = BOUND((__u32)(l->bytes >> STRIPE_SLOT_SHIFT), 0xff);
+    l->bytes += skb->len;
+    return t->bucket[slot];
+}
+
 SEC("tcx/egress")
 int lagd_tap_egress(struct __sk_buff *skb) {
     struct table *t = current_table();
@@ -575,6 +630,17 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     view_of(skb, &v);
     if (for_lagd(skb, &v))
         return TC_ACT_OK;
+    if (t->rule == RULE_STRIPE) {
+        // TCP goes whole on its slot's member; everything else is numbered by lagd.
+        if (!stripe_tcp(skb, &v))
+            return TC_ACT_OK;
+        __u32 port = stripe_port(skb, t);
+        skb->cb[1] = port;
+        if (port >= MAX_MEMBERS || t->ifindex[port & (MAX_MEMBERS - 1)] == 0)
+            return TC_ACT_OK;
+        count_tx(port, skb->len);
+        return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
+    }
     if (t->rule == RULE_ALL) {
         // A clone to each usable member but the last, which takes the frame itself: tcx knows
         // no "consumed" verdict, and a drop would tell the sender (TCP) that it never left.
@@ -638,7 +704,8 @@ int lagd_tap_egress(struct __sk_buff *skb) {
 SEC("tcx/ingress")
 int lagd_member_ingress(struct __sk_buff *skb) {
     struct table *t = current_table();
-    if (!t || t->rule == RULE_LAGD)
+    // Stripe: lagd orders what members receive (their programs are not attached then).
+    if (!t || t->rule == RULE_LAGD || t->rule == RULE_STRIPE)
         return TC_ACT_OK;
     __u8 eth[14];
     if (bpf_skb_load_bytes(skb, 0, eth, 14) < 0)

@@ -427,3 +427,102 @@ fn balance_tcp_walks_extension_headers_and_leaves_endless_chains_to_lagd() {
     let f = ipv6_behind_options(25);
     assert_eq!(fp.test_egress(&f).unwrap().verdict, PASS);
 }
+
+/// Stripe: the TAP's program sends exactly the frames lagd's stripe sends as TCP
+/// (`stripe::tcp::parse_segment`), each through the slot `stripe::tx::slot_of` gives for the
+/// bytes sent before it, on the member `stripe::tx::slot_table` puts there; everything else
+/// (and TCP while a slot names no member) goes to lagd. Real frames, all their prefixes, in a
+/// sequence long enough to go round the 256 slots.
+#[test]
+fn stripe_rule_sends_tcp_through_the_slots_lagd_proto_computes() {
+    use lagd_proto::port::PortId;
+    use lagd_proto::stripe::tcp::parse_segment;
+    use lagd_proto::stripe::tx::{SLOT_BYTES, slot_of, slot_table};
+    require_root();
+    // The byte count is per CPU: stay on one.
+    lagd_sys::fastpath::pin_thread_to_cpu(0).expect("pin to CPU 0");
+    let fp = FastPath::load().expect("load the fast path programs");
+    let slots = slot_table(&[(PortId(0), 1000), (PortId(1), 1000), (PortId(2), 3000)]);
+    let mut t = table(Rule::Stripe, 0, 0);
+    for (b, s) in t.buckets.iter_mut().zip(&slots) {
+        *b = s.map_or(NO_PORT, |p| p.0 as u8);
+    }
+    fp.set_table(&t).unwrap();
+    let frames = frames();
+    let mut sent = 0u64;
+    let (mut tcp, mut other, mut errors) = (0usize, 0usize, Vec::new());
+    let mut used = [0u64; 3];
+    // Every real frame and its prefixes, then made-up TCP segments of every size up to what
+    // the test harness takes (IPv4 and IPv6, untagged and tagged) until the slots went round.
+    let mut made = Vec::new();
+    for i in 0..30_000usize {
+        made.push(tcp_segment(i % 2 == 0, i % 3 == 0, 20 + (i * 37) % 2900));
+    }
+    let prefixes = frames
+        .iter()
+        .flat_map(|f| (14..=f.len()).rev().step_by(3).map(move |cut| &f[..cut]));
+    for p in prefixes.chain(made.iter().map(Vec::as_slice)) {
+        if harness_refuses(p) {
+            continue;
+        }
+        let run = fp.test_egress(p).unwrap();
+        let lagd_tcp = !for_lagd(p) && parse_segment(p).is_some();
+        if lagd_tcp {
+            let want = slots[slot_of(sent)].unwrap();
+            sent += p.len() as u64;
+            tcp += 1;
+            used[usize::from(want.0)] += p.len() as u64;
+            if (run.verdict, run.port) != (REDIRECT, u32::from(want.0)) {
+                errors.push(format!("{}: {run:?}, lagd-proto: {want:?}", hex(p)));
+            }
+        } else {
+            other += 1;
+            if run.verdict != PASS {
+                errors.push(format!("{}: {run:?}, lagd-proto: not TCP", hex(p)));
+            }
+        }
+        if sent > 2 * 256 * SLOT_BYTES {
+            break;
+        }
+    }
+    eprintln!("{tcp} TCP frames through the slots ({sent} bytes), {other} to lagd");
+    assert!(
+        sent > 2 * 256 * SLOT_BYTES,
+        "went round the slots twice: {sent}"
+    );
+    assert!(other > 100, "frames that are not TCP were tried: {other}");
+    assert_same(&errors, tcp + other, 0);
+    // The member at 3 Gb/s carried three times the bytes of each 1 Gb/s one, within a slot.
+    assert!(used[2].abs_diff(3 * used[0]) < 4 * SLOT_BYTES, "{used:?}");
+    // No stripe peer yet: every slot empty, TCP goes to lagd too.
+    t.buckets = [NO_PORT; 256];
+    fp.set_table(&t).unwrap();
+    let f = frames
+        .iter()
+        .find(|f| parse_segment(f).is_some() && !for_lagd(f))
+        .unwrap();
+    assert_eq!(fp.test_egress(f).unwrap().verdict, PASS);
+}
+
+/// A TCP segment with `payload` bytes, IPv4 or IPv6, with or without an 802.1Q tag.
+fn tcp_segment(v4: bool, tagged: bool, payload: usize) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
+    if tagged {
+        f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+    }
+    if v4 {
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+        f.extend_from_slice(&((40 + payload) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    } else {
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+        f.extend_from_slice(&((20 + payload) as u16).to_be_bytes());
+        f.extend_from_slice(&[6, 64]);
+        f.extend_from_slice(&[0xfd; 32]);
+    }
+    f.extend_from_slice(&[
+        0x9c, 0x40, 0x14, 0x51, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10, 1, 0, 0, 0, 0, 0,
+    ]);
+    f.resize(f.len() + payload, 0xab);
+    f
+}

@@ -10,6 +10,7 @@ use super::verdict::RxRule;
 use crate::balance::bucket;
 use crate::hash::HashPolicy;
 use crate::port::PortId;
+use crate::stripe::tx::slot_table;
 
 /// How the member of a data frame from the host is chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,8 +31,18 @@ pub enum TxRule {
     Active,
     /// Every frame on every usable member.
     All,
+    /// Stripe: TCP frames go through 256 slots in turn, [`SLOT_BYTES`] per slot (a kernel
+    /// program keeps the byte count), each slot naming a member ([`slot_table`]); a `None`
+    /// slot (no stripe peer yet) and every other frame go to the bond itself.
+    ///
+    /// [`SLOT_BYTES`]: crate::stripe::tx::SLOT_BYTES
+    /// [`slot_table`]: crate::stripe::tx::slot_table
+    Stripe {
+        /// Slot -> member, 256 entries.
+        slots: Vec<Option<PortId>>,
+    },
     /// Decided per frame from state a table cannot hold (balance-rr's counter, balance-tlb and
-    /// balance-alb, stripe): only the bond itself can choose.
+    /// balance-alb): only the bond itself can choose.
     PerFrame,
 }
 
@@ -84,7 +95,10 @@ impl DistributionTable {
             },
             ModeState::ActiveBackup => TxRule::Active,
             ModeState::Broadcast => TxRule::All,
-            ModeState::RoundRobin(_) | ModeState::Tlb(_) | ModeState::Stripe(_) => TxRule::PerFrame,
+            ModeState::Stripe(s) => TxRule::Stripe {
+                slots: slot_table(&s.engine.tx().members().collect::<Vec<_>>()).to_vec(),
+            },
+            ModeState::RoundRobin(_) | ModeState::Tlb(_) => TxRule::PerFrame,
         };
         Self {
             generation,
@@ -111,7 +125,7 @@ impl DistributionTable {
         match &self.tx {
             TxRule::PerFrame => Some(
                 "the mode decides per frame from state a table cannot hold (balance-rr's \
-                 counter, balance-tlb/alb, stripe)",
+                 counter, balance-tlb/alb)",
             ),
             TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. }
                 if !matches!(
@@ -143,7 +157,7 @@ impl DistributionTable {
             }
             TxRule::Buckets { seed, table, .. } => table[usize::from(bucket(*seed, hash))],
             TxRule::Active => self.active,
-            TxRule::All | TxRule::PerFrame => None,
+            TxRule::All | TxRule::Stripe { .. } | TxRule::PerFrame => None,
         }
     }
 }

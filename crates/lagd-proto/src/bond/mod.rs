@@ -666,7 +666,9 @@ impl Bond {
 
     /// The generation of [`Bond::distribution`]: cheap, to tell whether the table changed.
     pub fn distribution_generation(&self) -> u64 {
-        self.generation + self.mode.buckets().map_or(0, |b| b.counters().moves())
+        self.generation
+            + self.mode.buckets().map_or(0, |b| b.counters().moves())
+            + self.mode.stripe().map_or(0, |s| s.engine.version())
     }
 
     /// Recomputes the usable set, the active member, the receive rules and the bond carrier,

@@ -429,6 +429,11 @@ mod props {
                             let hash = policy.map_or(0, |p| xmit_hash(p, &f));
                             prop_assert_eq!(table.member_for_hash(hash), Some(p));
                         }
+                        // Without a stripe peer the frame goes on the active member; with one,
+                        // on a member the slots name.
+                        (TxRule::Stripe { slots }, TxVerdict::Port(p)) => {
+                            prop_assert!(slots.iter().all(Option::is_none) || slots.contains(&Some(p)));
+                        }
                         (TxRule::All, TxVerdict::All) | (TxRule::PerFrame, _) => {}
                         (_, TxVerdict::Drop(TxDrop::NoMember)) => {
                             prop_assert!(table.usable.is_empty() || table.active.is_none());

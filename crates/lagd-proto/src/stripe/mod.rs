@@ -151,6 +151,8 @@ pub struct Stripe {
     peers: Peers,
     members: Vec<(PortId, u32)>,
     scratch: Vec<(PortId, u32)>,
+    /// Counts changes of the members data goes out on.
+    version: u64,
 }
 
 impl Stripe {
@@ -165,6 +167,7 @@ impl Stripe {
             peers: Peers::new(config.peers, bond, epoch, now),
             members: Vec::new(),
             scratch: Vec::new(),
+            version: 0,
         }
     }
 
@@ -323,6 +326,12 @@ impl Stripe {
         &self.tcp
     }
 
+    /// Grows whenever the members data goes out on change (a peer heard or lost, a member
+    /// up or down, a speed change): what a kernel fast path's copy of them follows.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
     /// The peer state.
     pub fn peers(&self) -> &Peers {
         &self.peers
@@ -335,6 +344,9 @@ impl Stripe {
             if self.peers.state(now, port) == PeerState::TwoWay {
                 self.scratch.push((port, speed));
             }
+        }
+        if !self.tx.members().eq(self.scratch.iter().copied()) {
+            self.version += 1;
         }
         self.tx.set_members(&self.scratch);
         let lanes: Vec<u16> = self.scratch.iter().map(|(p, _)| p.0).collect();

@@ -164,8 +164,7 @@ pub fn parse_segment(frame: &[u8]) -> Option<TcpSegment> {
             if p.next_header() != IpProtocol::Tcp || p.is_fragment() {
                 return None;
             }
-            let total = usize::from(p.total_len());
-            let end = if total == 0 { ip.len() } else { total };
+            let end = usize::from(p.total_len());
             (
                 mapped(p.src_addr().0),
                 mapped(p.dst_addr().0),

@@ -165,12 +165,57 @@ impl StripeTx {
     }
 }
 
+/// Bytes a kernel fast path sends through one slot of a [`slot_table`] before moving to the
+/// next: 64 KiB, one TCP super-frame.
+pub const SLOT_BYTES: u64 = 1 << 16;
+
+/// The slots a kernel fast path stripes TCP through, for `members` (port, speed in Mb/s, as
+/// [`StripeTx::set_members`] takes them): 256 slots, each naming a member, in the order the
+/// sender's own credit rule would choose them for equal-sized frames. Each member gets slots
+/// in proportion to its speed, interleaved. All `None` without members.
+pub fn slot_table(members: &[(PortId, u32)]) -> [Option<PortId>; 256] {
+    let mut tx = StripeTx::new(0);
+    tx.set_members(members);
+    let mut slots = [None; 256];
+    for s in &mut slots {
+        *s = tx.choose(SLOT_BYTES as usize);
+    }
+    slots
+}
+
+/// The slot of [`slot_table`] a kernel fast path takes for a frame when it has sent `sent`
+/// bytes before it (its byte counter, which then grows by the frame's length).
+pub fn slot_of(sent: u64) -> usize {
+    ((sent / SLOT_BYTES) % 256) as usize
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
     use proptest::prelude::*;
 
     const MAX_FRAME: usize = 9_000;
+
+    #[test]
+    fn slot_tables_follow_the_speeds_interleaved() {
+        let two = slot_table(&[(PortId(0), 1000), (PortId(1), 1000)]);
+        for (i, s) in two.iter().enumerate() {
+            assert_eq!(*s, Some(PortId((i % 2) as u16)), "slot {i}");
+        }
+        let mixed = slot_table(&[(PortId(2), 10_000), (PortId(5), 2_500), (PortId(7), 0)]);
+        let count = |p: u16| mixed.iter().filter(|s| **s == Some(PortId(p))).count();
+        // 10000 : 2500 : 2500 (unknown counts as the slowest) = 171 : 43 : 43, within one.
+        assert!(count(2).abs_diff(171) <= 1, "{}", count(2));
+        assert!(count(5).abs_diff(43) <= 1 && count(7).abs_diff(43) <= 1);
+        // Interleaved: the fast member never waits more than one slot of each other member.
+        for w in mixed.windows(3) {
+            assert!(w.contains(&Some(PortId(2))), "{w:?}");
+        }
+        assert!(slot_table(&[]).iter().all(Option::is_none));
+        assert_eq!(slot_of(0), 0);
+        assert_eq!(slot_of(SLOT_BYTES - 1), 0);
+        assert_eq!(slot_of(SLOT_BYTES * 257 + 5), 1);
+    }
 
     /// Sends `lens` and checks every member's bytes stay within one maximum frame of its ideal
     /// share after every frame. Returns the bytes per port index.

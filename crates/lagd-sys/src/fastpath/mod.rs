@@ -71,6 +71,10 @@ pub enum Rule {
     Active = 3,
     /// A copy of every frame on each member of [`Table::usable`] (broadcast).
     All = 4,
+    /// Stripe: TCP frames through [`Table::buckets`] as 256 slots of 64 KiB each (the
+    /// program counts bytes per CPU); a slot naming no member, and every frame that is not
+    /// TCP, go to lagd.
+    Stripe = 5,
 }
 
 /// [`Table::policy`] for Open vSwitch's balance-slb hash (source MAC and VLAN), which has no
@@ -612,4 +616,28 @@ fn inner_def() -> MapDef {
         value_size: TABLE_LEN as u32,
         max_entries: 1,
     }
+}
+
+/// Keeps the calling thread on CPU `cpu` from now on: the programs keep some state per CPU
+/// (stripe's byte count), so a test comparing runs against a model must not migrate between
+/// them.
+pub fn pin_thread_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: `cpu_set_t` is plain data for which all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: `cpu` is below CPU_SETSIZE (checked above), so CPU_SET writes inside `set`.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid, initialised `cpu_set_t` of the size passed; pid 0 is the
+    // calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
+    if r != 0 {
+        return Err(crate::error::annotate(
+            io::Error::last_os_error(),
+            "sched_setaffinity",
+            None,
+        ));
+    }
+    Ok(())
 }

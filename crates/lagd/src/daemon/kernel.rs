@@ -46,6 +46,8 @@ pub(crate) struct Kernel {
     /// Per member position: frames the members' program saw (delivered or dropped) when last
     /// read, for the ARP monitor.
     rx_seen: Vec<u64>,
+    /// Stripe mode: the TAP's program sends TCP, members are read by lagd.
+    stripe: bool,
 }
 
 /// Which path the daemon takes, decided before any member is touched.
@@ -72,8 +74,12 @@ impl Choice {
         };
         let attempt = match refusal {
             Some(r) => Err(r),
-            None => Kernel::start(tap_ifindex, bond.arp_monitoring())
-                .map_err(|e| format!("the kernel programs could not be loaded or attached: {e}")),
+            None => Kernel::start(
+                tap_ifindex,
+                bond.arp_monitoring(),
+                matches!(bond.distribution().tx, TxRule::Stripe { .. }),
+            )
+            .map_err(|e| format!("the kernel programs could not be loaded or attached: {e}")),
         };
         match (attempt, mode) {
             (Ok(k), _) => Ok(Self::Kernel(Box::new(k))),
@@ -84,7 +90,7 @@ impl Choice {
 }
 
 impl Kernel {
-    fn start(tap_ifindex: u32, arp: bool) -> io::Result<Self> {
+    fn start(tap_ifindex: u32, arp: bool, stripe: bool) -> io::Result<Self> {
         let fp = FastPath::load()?;
         // Until the first table every frame goes to lagd.
         fp.set_table(&Table::lagd_only(tap_ifindex))?;
@@ -100,13 +106,20 @@ impl Kernel {
             next_sample: None,
             arp,
             rx_seen: Vec::new(),
+            stripe,
         })
     }
 
-    /// Attaches the members' program to the member at position `ifindexes.len()`.
+    /// Attaches the members' program to the member at position `ifindexes.len()`; in stripe
+    /// mode only records the member (lagd reads and orders what members receive: see
+    /// [`Kernel::members_to_lagd`]).
     pub(crate) fn attach_member(&mut self, ifindex: u32) -> io::Result<()> {
-        let a = self.fp.attach_member(ifindex)?;
-        self.members.push(Some(a));
+        let a = if self.stripe {
+            None
+        } else {
+            Some(self.fp.attach_member(ifindex)?)
+        };
+        self.members.push(a);
         self.ifindexes.push(ifindex);
         // The table names the members' interfaces: write it again.
         self.generation = None;
@@ -157,6 +170,13 @@ impl Kernel {
         }
         bond.absorb_bucket_loads(now, &samples);
         Ok(())
+    }
+
+    /// Whether every frame the members receive goes to lagd (stripe: the receiver puts TCP
+    /// back in order), so members are isolated and read as on lagd's own path; the programs
+    /// only send.
+    pub(crate) fn members_to_lagd(&self) -> bool {
+        self.stripe
     }
 
     /// Whether the members' ARP frames come to lagd (bound to `ETH_P_ARP`, the members' data
@@ -219,6 +239,12 @@ impl Kernel {
             }
             TxRule::Active => t.rule = Rule::Active,
             TxRule::All => t.rule = Rule::All,
+            TxRule::Stripe { slots } => {
+                t.rule = Rule::Stripe;
+                for (slot, member) in t.buckets.iter_mut().zip(slots) {
+                    *slot = member.map_or(NO_PORT, port);
+                }
+            }
             // Refused before the programs were loaded (Bond::kernel_refusal); lagd decides.
             TxRule::PerFrame => t.rule = Rule::Lagd,
         }

@@ -372,7 +372,7 @@ impl Daemon {
         // data socket only sends: bound to no protocol, it receives nothing, so no frame the
         // program redirected is copied to lagd.
         let (isolation, data_options) = match kernel {
-            Some(k) => {
+            Some(k) if !k.members_to_lagd() => {
                 k.attach_member(ifindex)
                     .with_context(|| format!("fast path program on member {name}"))?;
                 // With the ARP monitor it receives the members' ARP frames, which the program
@@ -387,7 +387,12 @@ impl Daemon {
                 };
                 (None, send_only)
             }
-            None => {
+            other => {
+                if let Some(k) = other {
+                    // Stripe: the TAP's program sends on this member; lagd reads it.
+                    k.attach_member(ifindex)
+                        .with_context(|| format!("fast path member {name}"))?;
+                }
                 let isolation = match IngressDrop::attach(ifindex) {
                     Ok(d) => Some(d),
                     Err(e) => {
