@@ -796,3 +796,184 @@ fn bench_scrape_on(fastpath: &str) {
     );
     topo.teardown().unwrap();
 }
+
+/// Bucket moves by reason, as the counters move: four equal UDP flows, three of whose buckets
+/// start on one member and one on the other, never pause; with `distribution=buckets` the
+/// rebalancer moves one of the three (no flow is an elephant: each is half a member's fair
+/// share), so `lagd_bond_bucket_moves_total{reason="rebalance"}` rises while the elephant count
+/// stays 0. Then a member going down moves its buckets (`member_left`) and coming back moves
+/// some back (`member_joined`). Every scrape passes promtool and agrees with the status.
+#[test]
+fn bucket_moves_by_reason_follow_the_rebalancer() {
+    use std::net::{SocketAddrV4, UdpSocket};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use lagd_proto::hash::{HashPolicy, xmit_hash};
+
+    assert!(is_root(), "network namespace tests need root");
+    require_program("promtool", "prometheus").unwrap();
+    let mut topo = Topology::create(2).expect("create topology");
+    let bond_a = format!("{}ba", topo.tag());
+    let bond_b = format!("{}bb", topo.tag());
+    start(
+        &mut topo,
+        Side::B,
+        &bond_b,
+        "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100",
+        &[],
+    );
+    let metrics = topo.dir().join("a.metrics");
+    let unix = format!("unix:{}", metrics.display());
+    let (_, control) = start(
+        &mut topo,
+        Side::A,
+        &bond_a,
+        "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100 distribution=buckets \
+         rebalance_interval=1000 rebalance_force_after=2",
+        &["--metrics", &unix],
+    );
+    let [a, b] = common::address_bonds(&topo, &[bond_a.clone(), bond_b]);
+    let moves = |m: &str, reason: &str| {
+        value(m, "lagd_bond_bucket_moves_total", &[("reason", reason)])
+            .unwrap_or_else(|| panic!("no bucket moves for {reason} in\n{m}"))
+    };
+    // The scrape's counters are the status's.
+    let agrees = |m: &str| {
+        let s = query_status(&control).unwrap();
+        let bk = s.buckets.unwrap();
+        for (reason, n) in [
+            ("rebalance", bk.moved_rebalance),
+            ("elephant", bk.moved_elephant),
+            ("member_left", bk.moved_left),
+            ("member_joined", bk.moved_joined),
+        ] {
+            assert!(
+                moves(m, reason) <= n as f64,
+                "{reason}: {n} in the status\n{m}"
+            );
+        }
+    };
+    let m = scrape_unix(&metrics);
+    promtool_accepts(&m);
+    // Members coming up one after the other at start move buckets too (member_joined).
+    for reason in ["rebalance", "elephant"] {
+        assert_eq!(moves(&m, reason), 0.0, "{reason} before any traffic");
+    }
+    let left_at_start = moves(&m, "member_left");
+
+    // Three source ports whose buckets (hash & 0xff) differ but share a member, and one on the
+    // other member.
+    let s = query_status(&control).unwrap();
+    let owner = |k: u32| {
+        s.buckets
+            .as_ref()
+            .unwrap()
+            .buckets
+            .iter()
+            .find(|x| u32::from(x.bucket) == k)
+            .unwrap()
+            .member
+            .clone()
+    };
+    let first = s.members[0].name.clone();
+    let (mut crowded, mut alone, mut buckets) = (Vec::new(), Vec::new(), Vec::new());
+    for p in 42_000u16..43_000 {
+        let k = xmit_hash(HashPolicy::Layer34, &common::udp_frame(a, b, p, 9)) & 0xff;
+        if buckets.contains(&k) {
+            continue;
+        }
+        let list = if owner(k) == first {
+            &mut crowded
+        } else {
+            &mut alone
+        };
+        if list.len() < if owner(k) == first { 3 } else { 1 } {
+            list.push(p);
+            buckets.push(k);
+        }
+    }
+    assert_eq!((crowded.len(), alone.len()), (3, 1), "{buckets:?}");
+    let sockets: Vec<UdpSocket> = topo
+        .in_ns(Side::A, || {
+            crowded
+                .iter()
+                .chain(&alone)
+                .map(|&p| UdpSocket::bind(SocketAddrV4::new(a, p)).expect("bind"))
+                .collect()
+        })
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let senders: Vec<_> = sockets
+        .into_iter()
+        .map(|s| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                // About 22 Mbit/s each: two datagrams every millisecond, no pause.
+                let payload = [0u8; 1400];
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..2 {
+                        let _ = s.send_to(&payload, SocketAddrV4::new(b, 9));
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+    let rebalanced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_metrics(&metrics, Duration::from_secs(20), "a rebalance move", |m| {
+            moves(m, "rebalance") >= 1.0
+        })
+    }));
+    stop.store(true, Ordering::Relaxed);
+    for s in senders {
+        s.join().unwrap();
+    }
+    let m = rebalanced.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    promtool_accepts(&m);
+    agrees(&m);
+    assert_eq!(moves(&m, "elephant"), 0.0, "no flow is an elephant\n{m}");
+    assert_eq!(moves(&m, "member_left"), left_at_start);
+    let s = query_status(&control).unwrap();
+    let bk = s.buckets.as_ref().unwrap();
+    assert!(
+        bk.recent_moves.iter().any(|r| r.contains("rebalance:")),
+        "{:?}",
+        bk.recent_moves
+    );
+    let on_second: f64 = bk.members[1].buckets.into();
+    assert!(on_second > 0.0);
+    println!(
+        "rebalance moves {} (forced {}), recent: {:?}",
+        moves(&m, "rebalance"),
+        bk.moves_forced,
+        bk.recent_moves
+    );
+
+    // The second member goes down: all its buckets move for that reason, and back when it
+    // returns.
+    let left_before = moves(&m, "member_left");
+    let joined_before = moves(&m, "member_joined");
+    topo.set_link_down(Side::A, 1).unwrap();
+    let m = wait_metrics(
+        &metrics,
+        Duration::from_secs(10),
+        "member_left moves",
+        |m| moves(m, "member_left") > left_before,
+    );
+    promtool_accepts(&m);
+    agrees(&m);
+    assert_eq!(moves(&m, "member_left") - left_before, on_second, "{m}");
+    println!("member_left moves {on_second} (the buckets the member held)");
+    topo.ip(Side::A, &["link", "set", &topo.links()[1].name, "up"])
+        .unwrap();
+    let m = wait_metrics(
+        &metrics,
+        Duration::from_secs(10),
+        "member_joined moves",
+        |m| moves(m, "member_joined") > joined_before,
+    );
+    promtool_accepts(&m);
+    agrees(&m);
+    topo.teardown().unwrap();
+}
