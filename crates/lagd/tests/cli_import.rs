@@ -136,7 +136,7 @@ fn systemd_networkd() {
             mac: Some("02:aa:bb:cc:dd:01"),
             opts: "mode=balance-xor xmit_hash_policy=layer2+3 miimon=100 updelay=200 \
                    downdelay=0 num_grat_arp=2",
-            dropped: &["[Link] MTUBytes=9000"],
+            dropped: &["[Link] MTUBytes=9000", "[Network] Address=192.0.2.40/24"],
         },
     );
 }

@@ -326,7 +326,7 @@ fn networkmanager_active_backup() {
 
 /// systemd-networkd: a balance-xor bond (layer2+3, miimon, updelay, MAC and MTU from the
 /// .netdev), its members from .network files; one member's own [Network] setting stays with
-/// that member.
+/// that member, and the bond's own .network (its address) with the system.
 #[test]
 fn systemd_networkd_balance_xor() {
     let run = Imported::run(
@@ -345,9 +345,13 @@ fn systemd_networkd_balance_xor() {
                 "30-{m1}.network",
                 "[Match]\nName={m1}\n\n[Network]\nBond={bond}\nLinkLocalAddressing=no\n",
             ),
+            (
+                "40-{bond}.network",
+                "[Match]\nName={bond}\n\n[Network]\nAddress={addr}/24\n",
+            ),
         ],
         "mode=balance-xor xmit_hash_policy=layer2+3 miimon=100",
-        &["LinkLocalAddressing=no"],
+        &["LinkLocalAddressing=no", "Address={addr}/24"],
     );
     let s = run.status();
     run.check_common(&s, "balance-xor");
