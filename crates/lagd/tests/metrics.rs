@@ -153,7 +153,7 @@ fn lacp_bond_metrics_follow_the_bond_and_pass_promtool() {
     let bond_b = format!("{}bb", topo.tag());
     let metrics_a = topo.dir().join("a.metrics");
     let unix_a = format!("unix:{}", metrics_a.display());
-    start(
+    let (lagd_b, _) = start(
         &mut topo,
         Side::B,
         &bond_b,
@@ -290,6 +290,40 @@ fn lacp_bond_metrics_follow_the_bond_and_pass_promtool() {
     assert_eq!(value(&m, "node_bonding_active", &master), Some(2.0));
     promtool_accepts(&m);
     drop(lost);
+
+    // The partner gone (host B's lagd stops; it gives member 0 back its carrier as it found
+    // it, and no link loses carrier): once its information times out, every member is up but
+    // none distributes, the bond is down, and node_exporter's gauges (slaves up) are blind to it.
+    let m = wait_metrics(&metrics_a, Duration::from_secs(15), "member 2 back", |m| {
+        value(m, "lagd_bond_members_up_not_distributing", &[]) == Some(0.0)
+    });
+    assert_eq!(value(&m, "lagd_bond_up", &[]), Some(1.0));
+    topo.stop(lagd_b);
+    let m = wait_metrics(
+        &metrics_a,
+        Duration::from_secs(15),
+        "the partner gone",
+        |m| value(m, "lagd_bond_members_up_not_distributing", &[]) == Some(3.0),
+    );
+    promtool_accepts(&m);
+    assert_eq!(value(&m, "lagd_bond_up", &[]), Some(0.0));
+    assert_eq!(value(&m, "node_bonding_active", &master), Some(3.0));
+    assert_eq!(
+        value(&m, "lagd_agg_active_aggregator_ports", &[]).unwrap_or(0.0),
+        0.0,
+        "no port aggregates"
+    );
+    for l in &links {
+        let member = [("member", l.as_str())];
+        assert_eq!(value(&m, "lagd_member_up", &member), Some(1.0), "{l}");
+        assert_eq!(value(&m, "lagd_agg_port_distributing", &member), Some(0.0));
+        let sync = [("member", l.as_str()), ("bit", "synchronization")];
+        assert_eq!(
+            value(&m, "lagd_agg_port_partner_oper_state_bit", &sync),
+            Some(0.0),
+            "{l}: no partner in sync"
+        );
+    }
     topo.teardown().unwrap();
 }
 
