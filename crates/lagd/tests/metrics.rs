@@ -836,7 +836,8 @@ fn bench_scrape_on(fastpath: &str) {
 /// rebalancer moves one of the three (no flow is an elephant: each is half a member's fair
 /// share), so `lagd_bond_bucket_moves_total{reason="rebalance"}` rises while the elephant count
 /// stays 0. Then a member going down moves its buckets (`member_left`) and coming back moves
-/// some back (`member_joined`). Every scrape passes promtool and agrees with the status.
+/// some back (`member_joined`). Every scrape passes promtool and agrees with the status, and
+/// `lagctl events` streams the same moves.
 #[test]
 fn bucket_moves_by_reason_follow_the_rebalancer() {
     use std::net::{SocketAddrV4, UdpSocket};
@@ -895,6 +896,7 @@ fn bucket_moves_by_reason_follow_the_rebalancer() {
         assert_eq!(moves(&m, reason), 0.0, "{reason} before any traffic");
     }
     let left_at_start = moves(&m, "member_left");
+    let events = EventStream::start(&control);
 
     // Three source ports whose buckets (hash & 0xff) differ but share a member, and one on the
     // other member.
@@ -977,6 +979,13 @@ fn bucket_moves_by_reason_follow_the_rebalancer() {
     );
     let on_second: f64 = bk.members[1].buckets.into();
     assert!(on_second > 0.0);
+    let ev = events.next_buckets("rebalance", Duration::from_secs(5));
+    assert!(
+        ev["latest"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("rebalance:")),
+        "{ev}"
+    );
     println!(
         "rebalance moves {} (forced {}), recent: {:?}",
         moves(&m, "rebalance"),
@@ -999,6 +1008,8 @@ fn bucket_moves_by_reason_follow_the_rebalancer() {
     agrees(&m);
     assert_eq!(moves(&m, "member_left") - left_before, on_second, "{m}");
     println!("member_left moves {on_second} (the buckets the member held)");
+    let ev = events.next_buckets("member_left", Duration::from_secs(5));
+    assert_eq!(ev["member_left"].as_f64(), Some(on_second), "{ev}");
     topo.ip(Side::A, &["link", "set", &topo.links()[1].name, "up"])
         .unwrap();
     let m = wait_metrics(
@@ -1010,4 +1021,57 @@ fn bucket_moves_by_reason_follow_the_rebalancer() {
     promtool_accepts(&m);
     agrees(&m);
     topo.teardown().unwrap();
+}
+
+/// `lagctl events --json` running against a lagd, its lines read on a thread of their own.
+struct EventStream {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+}
+
+impl EventStream {
+    /// Subscribes to the events of the lagd behind `control`.
+    fn start(control: &Path) -> Self {
+        let mut child = Command::new(LAGCTL)
+            .args(["events", "--json", "--control"])
+            .arg(control)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("lagctl events");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let v = serde_json::from_str(&line).expect("a JSON event line");
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The next `buckets` event that counts moves for `reason`, within `within`.
+    fn next_buckets(&self, reason: &str, within: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no buckets event for {reason} within {within:?}"));
+            if v["event"] == "buckets" && v[reason].as_u64().is_some_and(|n| n > 0) {
+                return v;
+            }
+        }
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

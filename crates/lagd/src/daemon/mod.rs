@@ -117,6 +117,8 @@ pub struct Daemon {
     subscribers: Vec<std::sync::mpsc::Sender<String>>,
     /// 802.3ad: the members distributing as last published.
     distributing: Vec<PortId>,
+    /// The bucket table's move counters as last seen (for the `buckets` event).
+    bucket_moves: lagd_proto::balance::BalanceCounters,
     /// The service manager, when lagd runs as a `Type=notify` service.
     notify: Option<Notifier>,
     /// What to put back when lagd stops. Last, so that it runs after every descriptor above
@@ -339,6 +341,7 @@ impl Daemon {
             changes: VecDeque::new(),
             subscribers: Vec::new(),
             distributing: Vec::new(),
+            bucket_moves: Default::default(),
             notify: Notifier::from_env(),
             restore: undo,
         };
@@ -772,6 +775,34 @@ impl Daemon {
                 warn!("fast path table: {e}");
             }
         }
+        self.publish_bucket_moves(now);
+    }
+
+    /// Streams the bucket moves made since the previous wake: how many per reason, and the
+    /// latest in words (as `lagctl show` lists it).
+    fn publish_bucket_moves(&mut self, now: Instant) {
+        let Some((c, last)) = self.bond.bucket_moves() else {
+            return;
+        };
+        let was = std::mem::replace(&mut self.bucket_moves, c);
+        if c.moves() == was.moves() || self.subscribers.is_empty() {
+            return;
+        }
+        let name = |p: PortId| {
+            self.dp
+                .io
+                .members
+                .get(p.index())
+                .map_or_else(|| format!("#{}", p.index()), |m| m.name.clone())
+        };
+        let fields = serde_json::json!({
+            "rebalance": c.moved_rebalance.saturating_sub(was.moved_rebalance),
+            "elephant": c.moved_elephant.saturating_sub(was.moved_elephant),
+            "member_left": c.moved_left.saturating_sub(was.moved_left),
+            "member_joined": c.moved_joined.saturating_sub(was.moved_joined),
+            "latest": last.map(|m| m.describe(name)),
+        });
+        self.publish(now, "buckets", fields);
     }
 
     /// `fail_over_mac=follow` changed member MACs: they get their own back when lagd stops.
