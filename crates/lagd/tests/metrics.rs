@@ -298,6 +298,7 @@ fn lacp_bond_metrics_follow_the_bond_and_pass_promtool() {
         value(m, "lagd_bond_members_up_not_distributing", &[]) == Some(0.0)
     });
     assert_eq!(value(&m, "lagd_bond_up", &[]), Some(1.0));
+    let events = EventStream::start(&control_a);
     topo.stop(lagd_b);
     let m = wait_metrics(
         &metrics_a,
@@ -324,6 +325,30 @@ fn lacp_bond_metrics_follow_the_bond_and_pass_promtool() {
             "{l}: no partner in sync"
         );
     }
+    // `lagctl events` told: the partner of each member gone, and nothing distributing.
+    let mut partners_gone = Vec::new();
+    let mut distributing = None;
+    let t = Instant::now();
+    let none = serde_json::json!([]);
+    while partners_gone.len() < links.len() || distributing.as_ref() != Some(&none) {
+        let v = events.next(Duration::from_secs(5));
+        match v["event"].as_str() {
+            Some("lacp-partner") if v["system"].is_null() => {
+                partners_gone.push(v["member"].as_str().unwrap().to_owned());
+            }
+            Some("lacp") => {
+                assert!(v.get("aggregator").is_some(), "{v}");
+                distributing = Some(v["distributing"].clone());
+            }
+            _ => {}
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{partners_gone:?} {distributing:?}"
+        );
+    }
+    partners_gone.sort();
+    assert_eq!(partners_gone, links);
     topo.teardown().unwrap();
 }
 
@@ -1051,6 +1076,13 @@ impl EventStream {
             }
         });
         Self { child, lines }
+    }
+
+    /// The next event, within `within`.
+    fn next(&self, within: Duration) -> serde_json::Value {
+        self.lines
+            .recv_timeout(within)
+            .unwrap_or_else(|_| panic!("no event within {within:?}"))
     }
 
     /// The next `buckets` event that counts moves for `reason`, within `within`.

@@ -87,7 +87,11 @@ fn event_text(v: &serde_json::Value) -> String {
                         .collect()
                 })
                 .unwrap_or_default();
-            format!("lacp distributing: {}", names.join(" "))
+            format!(
+                "lacp distributing: {} (aggregator {})",
+                names.join(" "),
+                s("aggregator")
+            )
         }
         "lacp-partner" => format!(
             "lacp partner of {}: system {} key {} port {}",
@@ -288,6 +292,12 @@ mod test {
         assert_eq!(event_text(&v), "+2.000s link eth1 down");
         let v = serde_json::json!({"t": 0.25, "event": "carrier", "up": false});
         assert_eq!(event_text(&v), "+0.250s bond carrier down");
+        let v = serde_json::json!({"t": 3.0, "event": "lacp", "distributing": ["eth0", "eth1"],
+            "aggregator": 1});
+        assert_eq!(
+            event_text(&v),
+            "+3.000s lacp distributing: eth0 eth1 (aggregator 1)"
+        );
         let v = serde_json::json!({"t": 4.143, "event": "buckets", "rebalance": 1, "elephant": 0,
             "member_left": 0, "member_joined": 0,
             "latest": "rebalance: eth0 49.2% over mean: bucket 222 to eth1"});

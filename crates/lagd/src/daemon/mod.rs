@@ -115,8 +115,8 @@ pub struct Daemon {
     changes: VecDeque<String>,
     /// `lagctl events` clients: each event line goes to every one.
     subscribers: Vec<std::sync::mpsc::Sender<String>>,
-    /// 802.3ad: the members distributing as last published.
-    distributing: Vec<PortId>,
+    /// 802.3ad: the members distributing and the active aggregator as last published.
+    distributing: (Vec<PortId>, Option<u16>),
     /// The bucket table's move counters as last seen (for the `buckets` event).
     bucket_moves: lagd_proto::balance::BalanceCounters,
     /// The service manager, when lagd runs as a `Type=notify` service.
@@ -340,7 +340,7 @@ impl Daemon {
             disabled: BTreeSet::new(),
             changes: VecDeque::new(),
             subscribers: Vec::new(),
-            distributing: Vec::new(),
+            distributing: (Vec::new(), None),
             bucket_moves: Default::default(),
             notify: Notifier::from_env(),
             restore: undo,
@@ -753,16 +753,27 @@ impl Daemon {
                 }
             }
         }
-        // 802.3ad: which members distribute is LACP's decision, without a bond event.
-        if self.bond.lacp().is_some() && self.bond.usable() != self.distributing.as_slice() {
-            self.distributing = self.bond.usable().to_vec();
-            let names: Vec<String> = self
-                .distributing
-                .iter()
-                .filter_map(|p| self.dp.io.members.get(p.index()))
-                .map(|m| m.name.clone())
-                .collect();
-            self.publish(now, "lacp", serde_json::json!({ "distributing": names }));
+        // 802.3ad: which members distribute, in which aggregator, is LACP's decision, without a
+        // bond event.
+        let lacp_aggregator = self.bond.lacp().map(|l| l.active_aggregator().map(|a| a.0));
+        if let Some(aggregator) = lacp_aggregator {
+            if self.bond.usable() != self.distributing.0.as_slice()
+                || aggregator != self.distributing.1
+            {
+                self.distributing = (self.bond.usable().to_vec(), aggregator);
+                let names: Vec<String> = self
+                    .distributing
+                    .0
+                    .iter()
+                    .filter_map(|p| self.dp.io.members.get(p.index()))
+                    .map(|m| m.name.clone())
+                    .collect();
+                self.publish(
+                    now,
+                    "lacp",
+                    serde_json::json!({ "distributing": names, "aggregator": aggregator }),
+                );
+            }
         }
         // Speed changes above may have queued frames (LACP recomputes a port's key).
         self.dp.send_own(&mut self.bond, now);
