@@ -994,6 +994,10 @@ fn bucket_moves_by_reason_follow_the_rebalancer() {
     promtool_accepts(&m);
     agrees(&m);
     assert_eq!(moves(&m, "elephant"), 0.0, "no flow is an elephant\n{m}");
+    // The rebalancer's view of the load is there while the flows run (busiest over mean: 1 or
+    // more).
+    let ratio = value(&m, "lagd_bond_load_imbalance_ratio", &[]);
+    assert!(ratio.is_some_and(|r| r >= 1.0), "{ratio:?}\n{m}");
     assert_eq!(moves(&m, "member_left"), left_at_start);
     let s = query_status(&control).unwrap();
     let bk = s.buckets.as_ref().unwrap();
