@@ -179,19 +179,27 @@ impl Imported {
         serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
     }
 
-    /// The checks every dialect shares: the bond's name and members in order, all up, and the
-    /// mode.
-    fn check_common(&self, s: &Status, mode: &str) {
-        assert_eq!(s.bond, self.bond);
-        let names: Vec<&str> = s.members.iter().map(|m| m.name.as_str()).collect();
-        assert_eq!(names, self.members, "{}", s.render());
-        assert_eq!(s.mode, mode, "{}", s.render());
-        assert_eq!(s.mii_status, "up", "{}", s.render());
-        assert!(
-            s.members.iter().all(|m| m.mii_status == "up"),
-            "{}",
-            s.render()
-        );
+    /// The checks every dialect shares: the bond's name, its members in order and the mode; and
+    /// (waiting up to 10 s: a backup's monitor may take a few intervals) the bond and every
+    /// member up. Returns the status that showed them up.
+    fn check_common(&self, mode: &str) -> Status {
+        let t = Instant::now();
+        loop {
+            let s = self.status();
+            assert_eq!(s.bond, self.bond);
+            let names: Vec<&str> = s.members.iter().map(|m| m.name.as_str()).collect();
+            assert_eq!(names, self.members, "{}", s.render());
+            assert_eq!(s.mode, mode, "{}", s.render());
+            if s.mii_status == "up" && s.members.iter().all(|m| m.mii_status == "up") {
+                return s;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the bond or a member is not up:\n{}",
+                s.render()
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Waits (up to 20 s) until both members distribute (802.3ad); returns the status then.
@@ -269,8 +277,8 @@ fn ifcfg_active_backup_with_arp_monitor() {
         "mode=broadcast miimon=100",
         &["BOOTPROTO", "IPADDR", "PREFIX", "ONBOOT"],
     );
-    let s = run.wait_active(&run.members[1], Duration::from_secs(5));
-    run.check_common(&s, "active-backup");
+    run.wait_active(&run.members[1], Duration::from_secs(5));
+    let s = run.check_common("active-backup");
     assert_eq!(s.primary.as_deref(), Some(run.members[1].as_str()));
     assert_eq!(
         s.miimon, 0,
@@ -316,8 +324,8 @@ fn networkmanager_active_backup() {
         "mode=active-backup miimon=100 primary={m1}",
         &["[ipv4] method", "[ipv4] address1"],
     );
-    let s = run.wait_active(&run.members[1], Duration::from_secs(5));
-    run.check_common(&s, "active-backup");
+    run.wait_active(&run.members[1], Duration::from_secs(5));
+    let s = run.check_common("active-backup");
     assert_eq!(s.primary.as_deref(), Some(run.members[1].as_str()));
     assert_eq!((s.miimon, s.updelay), (100, 200));
     assert_eq!(s.mac, "02:5e:11:22:33:44");
@@ -353,8 +361,7 @@ fn systemd_networkd_balance_xor() {
         "mode=balance-xor xmit_hash_policy=layer2+3 miimon=100",
         &["LinkLocalAddressing=no", "Address={addr}/24"],
     );
-    let s = run.status();
-    run.check_common(&s, "balance-xor");
+    let s = run.check_common("balance-xor");
     assert_eq!(s.xmit_hash_policy.as_deref(), Some("layer2+3"));
     assert_eq!((s.miimon, s.updelay), (100, 200));
     assert_eq!(s.mac, "02:5e:00:00:00:25");
@@ -377,8 +384,8 @@ fn netplan_lacp() {
         "mode=802.3ad lacp_rate=fast miimon=100 xmit_hash_policy=layer3+4",
         &["bonds.{bond}.addresses"],
     );
-    let s = run.wait_both_distributing();
-    run.check_common(&s, "802.3ad");
+    run.wait_both_distributing();
+    let s = run.check_common("802.3ad");
     assert_eq!(s.lacp.as_ref().unwrap().lacp_rate, "fast");
     assert_eq!(s.xmit_hash_policy.as_deref(), Some("layer3+4"));
     assert_eq!(s.miimon, 100);
@@ -403,8 +410,7 @@ fn nmstate_balance_rr() {
         "mode=balance-rr miimon=100",
         &["{bond}.ipv4"],
     );
-    let before = run.status();
-    run.check_common(&before, "balance-rr");
+    let before = run.check_common("balance-rr");
     assert_eq!(before.miimon, 140);
     assert!(run.ping(20));
     let after = run.status();
@@ -448,8 +454,8 @@ fn teamd_lacp_runner() {
         "mode=802.3ad lacp_rate=fast miimon=100 xmit_hash_policy=layer3+4",
         &["agg_select_policy=lacp_prio", "lacp_key"],
     );
-    let s = run.wait_both_distributing();
-    run.check_common(&s, "802.3ad");
+    run.wait_both_distributing();
+    let s = run.check_common("802.3ad");
     let lacp = s.lacp.as_ref().unwrap();
     assert_eq!(lacp.lacp_rate, "fast");
     assert!(lacp.lacp_active);
