@@ -440,7 +440,7 @@ fn nmstate_balance_rr() {
 
 /// teamd: the lacp runner (fast rate, tx_hash, min_ports, per-port LACP priorities) as
 /// team2bond maps it; the aggregator-selection policy and a port's own LACP key have no
-/// bonding counterpart.
+/// bonding counterpart. With one member left, below min_ports, the bond goes down.
 #[test]
 fn teamd_lacp_runner() {
     let run = Imported::run(
@@ -481,5 +481,31 @@ fn teamd_lacp_runner() {
         .collect();
     assert_eq!(prios, [100, 200], "{}", s.render());
     assert!(run.toml.contains("actor_port_prio"), "{}", run.toml);
+    // min_ports 2: one member left is too few, the bond goes down.
+    run.topo.set_link_down(Side::A, 1).unwrap();
+    let t = Instant::now();
+    loop {
+        let s = run.status();
+        if s.mii_status == "down" {
+            assert_eq!(s.members[0].mii_status, "up", "{}", s.render());
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "one member of min_links 2 left, the bond stays up:\n{}",
+            s.render()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    // No traffic either, once the kernel has acted on the TAP's carrier (its link watch takes
+    // up to a second for a TAP; until then frames still reach lagd, which sends them).
+    let t = Instant::now();
+    while run.ping(1) {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "pings still cross with the bond down"
+        );
+    }
+    assert!(!run.ping(3), "no traffic below min_links");
     run.teardown();
 }
