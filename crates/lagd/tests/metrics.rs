@@ -153,7 +153,7 @@ fn lacp_bond_metrics_follow_the_bond_and_pass_promtool() {
     let bond_b = format!("{}bb", topo.tag());
     let metrics_a = topo.dir().join("a.metrics");
     let unix_a = format!("unix:{}", metrics_a.display());
-    start(
+    let (lagd_b, _) = start(
         &mut topo,
         Side::B,
         &bond_b,
@@ -290,6 +290,65 @@ fn lacp_bond_metrics_follow_the_bond_and_pass_promtool() {
     assert_eq!(value(&m, "node_bonding_active", &master), Some(2.0));
     promtool_accepts(&m);
     drop(lost);
+
+    // The partner gone (host B's lagd stops; it gives member 0 back its carrier as it found
+    // it, and no link loses carrier): once its information times out, every member is up but
+    // none distributes, the bond is down, and node_exporter's gauges (slaves up) are blind to it.
+    let m = wait_metrics(&metrics_a, Duration::from_secs(15), "member 2 back", |m| {
+        value(m, "lagd_bond_members_up_not_distributing", &[]) == Some(0.0)
+    });
+    assert_eq!(value(&m, "lagd_bond_up", &[]), Some(1.0));
+    let events = EventStream::start(&control_a);
+    topo.stop(lagd_b);
+    let m = wait_metrics(
+        &metrics_a,
+        Duration::from_secs(15),
+        "the partner gone",
+        |m| value(m, "lagd_bond_members_up_not_distributing", &[]) == Some(3.0),
+    );
+    promtool_accepts(&m);
+    assert_eq!(value(&m, "lagd_bond_up", &[]), Some(0.0));
+    assert_eq!(value(&m, "node_bonding_active", &master), Some(3.0));
+    assert_eq!(
+        value(&m, "lagd_agg_active_aggregator_ports", &[]).unwrap_or(0.0),
+        0.0,
+        "no port aggregates"
+    );
+    for l in &links {
+        let member = [("member", l.as_str())];
+        assert_eq!(value(&m, "lagd_member_up", &member), Some(1.0), "{l}");
+        assert_eq!(value(&m, "lagd_agg_port_distributing", &member), Some(0.0));
+        let sync = [("member", l.as_str()), ("bit", "synchronization")];
+        assert_eq!(
+            value(&m, "lagd_agg_port_partner_oper_state_bit", &sync),
+            Some(0.0),
+            "{l}: no partner in sync"
+        );
+    }
+    // `lagctl events` told: the partner of each member gone, and nothing distributing.
+    let mut partners_gone = Vec::new();
+    let mut distributing = None;
+    let t = Instant::now();
+    let none = serde_json::json!([]);
+    while partners_gone.len() < links.len() || distributing.as_ref() != Some(&none) {
+        let v = events.next(Duration::from_secs(5));
+        match v["event"].as_str() {
+            Some("lacp-partner") if v["system"].is_null() => {
+                partners_gone.push(v["member"].as_str().unwrap().to_owned());
+            }
+            Some("lacp") => {
+                assert!(v.get("aggregator").is_some(), "{v}");
+                distributing = Some(v["distributing"].clone());
+            }
+            _ => {}
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{partners_gone:?} {distributing:?}"
+        );
+    }
+    partners_gone.sort();
+    assert_eq!(partners_gone, links);
     topo.teardown().unwrap();
 }
 
@@ -795,4 +854,260 @@ fn bench_scrape_on(fastpath: &str) {
         m.lines().filter(|l| !l.starts_with('#')).count()
     );
     topo.teardown().unwrap();
+}
+
+/// Bucket moves by reason, as the counters move: four equal UDP flows, three of whose buckets
+/// start on one member and one on the other, never pause; with `distribution=buckets` the
+/// rebalancer moves one of the three (no flow is an elephant: each is half a member's fair
+/// share), so `lagd_bond_bucket_moves_total{reason="rebalance"}` rises while the elephant count
+/// stays 0. Then a member going down moves its buckets (`member_left`) and coming back moves
+/// some back (`member_joined`). Every scrape passes promtool and agrees with the status, and
+/// `lagctl events` streams the same moves.
+#[test]
+fn bucket_moves_by_reason_follow_the_rebalancer() {
+    use std::net::{SocketAddrV4, UdpSocket};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use lagd_proto::hash::{HashPolicy, xmit_hash};
+
+    assert!(is_root(), "network namespace tests need root");
+    require_program("promtool", "prometheus").unwrap();
+    let mut topo = Topology::create(2).expect("create topology");
+    let bond_a = format!("{}ba", topo.tag());
+    let bond_b = format!("{}bb", topo.tag());
+    start(
+        &mut topo,
+        Side::B,
+        &bond_b,
+        "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100",
+        &[],
+    );
+    let metrics = topo.dir().join("a.metrics");
+    let unix = format!("unix:{}", metrics.display());
+    let (_, control) = start(
+        &mut topo,
+        Side::A,
+        &bond_a,
+        "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100 distribution=buckets \
+         rebalance_interval=1000 rebalance_force_after=2",
+        &["--metrics", &unix],
+    );
+    let [a, b] = common::address_bonds(&topo, &[bond_a.clone(), bond_b]);
+    let moves = |m: &str, reason: &str| {
+        value(m, "lagd_bond_bucket_moves_total", &[("reason", reason)])
+            .unwrap_or_else(|| panic!("no bucket moves for {reason} in\n{m}"))
+    };
+    // The scrape's counters are the status's.
+    let agrees = |m: &str| {
+        let s = query_status(&control).unwrap();
+        let bk = s.buckets.unwrap();
+        for (reason, n) in [
+            ("rebalance", bk.moved_rebalance),
+            ("elephant", bk.moved_elephant),
+            ("member_left", bk.moved_left),
+            ("member_joined", bk.moved_joined),
+        ] {
+            assert!(
+                moves(m, reason) <= n as f64,
+                "{reason}: {n} in the status\n{m}"
+            );
+        }
+    };
+    let m = scrape_unix(&metrics);
+    promtool_accepts(&m);
+    // Members coming up one after the other at start move buckets too (member_joined).
+    for reason in ["rebalance", "elephant"] {
+        assert_eq!(moves(&m, reason), 0.0, "{reason} before any traffic");
+    }
+    let left_at_start = moves(&m, "member_left");
+    let events = EventStream::start(&control);
+
+    // Three source ports whose buckets (hash & 0xff) differ but share a member, and one on the
+    // other member.
+    let s = query_status(&control).unwrap();
+    let owner = |k: u32| {
+        s.buckets
+            .as_ref()
+            .unwrap()
+            .buckets
+            .iter()
+            .find(|x| u32::from(x.bucket) == k)
+            .unwrap()
+            .member
+            .clone()
+    };
+    let first = s.members[0].name.clone();
+    let (mut crowded, mut alone, mut buckets) = (Vec::new(), Vec::new(), Vec::new());
+    for p in 42_000u16..43_000 {
+        let k = xmit_hash(HashPolicy::Layer34, &common::udp_frame(a, b, p, 9)) & 0xff;
+        if buckets.contains(&k) {
+            continue;
+        }
+        let list = if owner(k) == first {
+            &mut crowded
+        } else {
+            &mut alone
+        };
+        if list.len() < if owner(k) == first { 3 } else { 1 } {
+            list.push(p);
+            buckets.push(k);
+        }
+    }
+    assert_eq!((crowded.len(), alone.len()), (3, 1), "{buckets:?}");
+    let sockets: Vec<UdpSocket> = topo
+        .in_ns(Side::A, || {
+            crowded
+                .iter()
+                .chain(&alone)
+                .map(|&p| UdpSocket::bind(SocketAddrV4::new(a, p)).expect("bind"))
+                .collect()
+        })
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let senders: Vec<_> = sockets
+        .into_iter()
+        .map(|s| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                // About 22 Mbit/s each: two datagrams every millisecond, no pause.
+                let payload = [0u8; 1400];
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..2 {
+                        let _ = s.send_to(&payload, SocketAddrV4::new(b, 9));
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+    let rebalanced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_metrics(&metrics, Duration::from_secs(20), "a rebalance move", |m| {
+            moves(m, "rebalance") >= 1.0
+        })
+    }));
+    stop.store(true, Ordering::Relaxed);
+    for s in senders {
+        s.join().unwrap();
+    }
+    let m = rebalanced.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    promtool_accepts(&m);
+    agrees(&m);
+    assert_eq!(moves(&m, "elephant"), 0.0, "no flow is an elephant\n{m}");
+    // The rebalancer's view of the load is there while the flows run (busiest over mean: 1 or
+    // more).
+    let ratio = value(&m, "lagd_bond_load_imbalance_ratio", &[]);
+    assert!(ratio.is_some_and(|r| r >= 1.0), "{ratio:?}\n{m}");
+    assert_eq!(moves(&m, "member_left"), left_at_start);
+    let s = query_status(&control).unwrap();
+    let bk = s.buckets.as_ref().unwrap();
+    assert!(
+        bk.recent_moves.iter().any(|r| r.contains("rebalance:")),
+        "{:?}",
+        bk.recent_moves
+    );
+    let on_second: f64 = bk.members[1].buckets.into();
+    assert!(on_second > 0.0);
+    let ev = events.next_buckets("rebalance", Duration::from_secs(5));
+    assert!(
+        ev["latest"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("rebalance:")),
+        "{ev}"
+    );
+    println!(
+        "rebalance moves {} (forced {}), recent: {:?}",
+        moves(&m, "rebalance"),
+        bk.moves_forced,
+        bk.recent_moves
+    );
+
+    // The second member goes down: all its buckets move for that reason, and back when it
+    // returns.
+    let left_before = moves(&m, "member_left");
+    let joined_before = moves(&m, "member_joined");
+    topo.set_link_down(Side::A, 1).unwrap();
+    let m = wait_metrics(
+        &metrics,
+        Duration::from_secs(10),
+        "member_left moves",
+        |m| moves(m, "member_left") > left_before,
+    );
+    promtool_accepts(&m);
+    agrees(&m);
+    assert_eq!(moves(&m, "member_left") - left_before, on_second, "{m}");
+    println!("member_left moves {on_second} (the buckets the member held)");
+    let ev = events.next_buckets("member_left", Duration::from_secs(5));
+    assert_eq!(ev["member_left"].as_f64(), Some(on_second), "{ev}");
+    topo.ip(Side::A, &["link", "set", &topo.links()[1].name, "up"])
+        .unwrap();
+    let m = wait_metrics(
+        &metrics,
+        Duration::from_secs(10),
+        "member_joined moves",
+        |m| moves(m, "member_joined") > joined_before,
+    );
+    promtool_accepts(&m);
+    agrees(&m);
+    topo.teardown().unwrap();
+}
+
+/// `lagctl events --json` running against a lagd, its lines read on a thread of their own.
+struct EventStream {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+}
+
+impl EventStream {
+    /// Subscribes to the events of the lagd behind `control`.
+    fn start(control: &Path) -> Self {
+        let mut child = Command::new(LAGCTL)
+            .args(["events", "--json", "--control"])
+            .arg(control)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("lagctl events");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let v = serde_json::from_str(&line).expect("a JSON event line");
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The next event, within `within`.
+    fn next(&self, within: Duration) -> serde_json::Value {
+        self.lines
+            .recv_timeout(within)
+            .unwrap_or_else(|_| panic!("no event within {within:?}"))
+    }
+
+    /// The next `buckets` event that counts moves for `reason`, within `within`.
+    fn next_buckets(&self, reason: &str, within: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no buckets event for {reason} within {within:?}"));
+            if v["event"] == "buckets" && v[reason].as_u64().is_some_and(|n| n > 0) {
+                return v;
+            }
+        }
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

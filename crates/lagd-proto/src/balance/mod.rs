@@ -594,6 +594,11 @@ impl Buckets {
         &self.counters
     }
 
+    /// The latest move recorded (see [`BucketsSnapshot::recent_moves`]), if any.
+    pub fn last_move(&self) -> Option<&MoveRecord> {
+        self.log.back()
+    }
+
     /// The bucket of a frame with transmit hash `hash` (see [`bucket`]).
     #[inline(always)]
     pub const fn bucket_of(&self, hash: u32) -> u8 {

@@ -74,7 +74,7 @@ pub mod verdict;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::balance::BucketSample;
+use crate::balance::{BalanceCounters, BucketSample, MoveRecord};
 use crate::hash::MemberMod;
 use crate::lacp::{Lacp, LacpEvent, PortParams};
 use crate::time::Instant;
@@ -662,6 +662,13 @@ impl Bond {
         };
         let gap = h.buckets.as_ref()?.config().idle_gap;
         Some((gap / 2).clamp(Duration::from_millis(10), Duration::from_millis(100)))
+    }
+
+    /// The bucket table's move counters and its latest move, when a table of buckets decides
+    /// (cheap: for following moves as they happen).
+    pub fn bucket_moves(&self) -> Option<(BalanceCounters, Option<MoveRecord>)> {
+        let b = self.mode.buckets()?;
+        Some((*b.counters(), b.last_move().copied()))
     }
 
     /// The generation of [`Bond::distribution`]: cheap, to tell whether the table changed.

@@ -53,7 +53,7 @@ pub struct EventsArgs {
     /// The bond; may be left out when only one lagd runs in this network namespace.
     pub bond: Option<String>,
     /// Print each event as a JSON line (fields: t, seconds since lagd started; event, one of
-    /// link, active, carrier, mac, member-mac, lacp, lacp-partner, change; and the event's
+    /// link, active, carrier, mac, member-mac, lacp, lacp-partner, buckets, change; and the event's
     /// own).
     #[arg(long)]
     pub json: bool,
@@ -87,7 +87,11 @@ fn event_text(v: &serde_json::Value) -> String {
                         .collect()
                 })
                 .unwrap_or_default();
-            format!("lacp distributing: {}", names.join(" "))
+            format!(
+                "lacp distributing: {} (aggregator {})",
+                names.join(" "),
+                s("aggregator")
+            )
         }
         "lacp-partner" => format!(
             "lacp partner of {}: system {} key {} port {}",
@@ -97,6 +101,18 @@ fn event_text(v: &serde_json::Value) -> String {
             s("port")
         ),
         "change" => format!("change {}", s("what")),
+        "buckets" => {
+            let moved: Vec<String> = ["rebalance", "elephant", "member_left", "member_joined"]
+                .into_iter()
+                .filter(|r| v[*r].as_u64().is_some_and(|n| n > 0))
+                .map(|r| format!("{} {r}", v[r]))
+                .collect();
+            format!(
+                "buckets moved: {}; latest: {}",
+                moved.join(", "),
+                s("latest")
+            )
+        }
         other => format!("{other} {v}"),
     };
     format!("+{:.3}s {what}", v["t"].as_f64().unwrap_or(0.0))
@@ -276,6 +292,20 @@ mod test {
         assert_eq!(event_text(&v), "+2.000s link eth1 down");
         let v = serde_json::json!({"t": 0.25, "event": "carrier", "up": false});
         assert_eq!(event_text(&v), "+0.250s bond carrier down");
+        let v = serde_json::json!({"t": 3.0, "event": "lacp", "distributing": ["eth0", "eth1"],
+            "aggregator": 1});
+        assert_eq!(
+            event_text(&v),
+            "+3.000s lacp distributing: eth0 eth1 (aggregator 1)"
+        );
+        let v = serde_json::json!({"t": 4.143, "event": "buckets", "rebalance": 1, "elephant": 0,
+            "member_left": 0, "member_joined": 0,
+            "latest": "rebalance: eth0 49.2% over mean: bucket 222 to eth1"});
+        assert_eq!(
+            event_text(&v),
+            "+4.143s buckets moved: 1 rebalance; latest: rebalance: eth0 49.2% over mean: \
+             bucket 222 to eth1"
+        );
     }
 
     #[test]

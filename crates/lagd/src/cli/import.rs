@@ -650,6 +650,22 @@ fn import_networkd(
         if p.extension().is_none_or(|x| x != "network") {
             continue;
         }
+        // The bond's own .network file: its addresses and routes are not lagd's to set.
+        let names = ini_get(e, "Match", "Name").unwrap_or("");
+        if names.split_whitespace().any(|n| n == out.bond) {
+            for (_, section, k, v) in e {
+                if section != "Match" {
+                    out.drop_setting(format!(
+                        "{}: [{section}] {k}={v}: {}",
+                        p.display(),
+                        address_reason(k).unwrap_or(
+                            "the bond interface's own settings are the system's, not lagd's"
+                        )
+                    ));
+                }
+            }
+            continue;
+        }
         if ini_get(e, "Network", "Bond") != Some(out.bond.as_str()) {
             continue;
         }

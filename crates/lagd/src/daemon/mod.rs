@@ -115,8 +115,10 @@ pub struct Daemon {
     changes: VecDeque<String>,
     /// `lagctl events` clients: each event line goes to every one.
     subscribers: Vec<std::sync::mpsc::Sender<String>>,
-    /// 802.3ad: the members distributing as last published.
-    distributing: Vec<PortId>,
+    /// 802.3ad: the members distributing and the active aggregator as last published.
+    distributing: (Vec<PortId>, Option<u16>),
+    /// The bucket table's move counters as last seen (for the `buckets` event).
+    bucket_moves: lagd_proto::balance::BalanceCounters,
     /// The service manager, when lagd runs as a `Type=notify` service.
     notify: Option<Notifier>,
     /// What to put back when lagd stops. Last, so that it runs after every descriptor above
@@ -338,7 +340,8 @@ impl Daemon {
             disabled: BTreeSet::new(),
             changes: VecDeque::new(),
             subscribers: Vec::new(),
-            distributing: Vec::new(),
+            distributing: (Vec::new(), None),
+            bucket_moves: Default::default(),
             notify: Notifier::from_env(),
             restore: undo,
         };
@@ -755,16 +758,27 @@ impl Daemon {
                 }
             }
         }
-        // 802.3ad: which members distribute is LACP's decision, without a bond event.
-        if self.bond.lacp().is_some() && self.bond.usable() != self.distributing.as_slice() {
-            self.distributing = self.bond.usable().to_vec();
-            let names: Vec<String> = self
-                .distributing
-                .iter()
-                .filter_map(|p| self.dp.io.members.get(p.index()))
-                .map(|m| m.name.clone())
-                .collect();
-            self.publish(now, "lacp", serde_json::json!({ "distributing": names }));
+        // 802.3ad: which members distribute, in which aggregator, is LACP's decision, without a
+        // bond event.
+        let lacp_aggregator = self.bond.lacp().map(|l| l.active_aggregator().map(|a| a.0));
+        if let Some(aggregator) = lacp_aggregator {
+            if self.bond.usable() != self.distributing.0.as_slice()
+                || aggregator != self.distributing.1
+            {
+                self.distributing = (self.bond.usable().to_vec(), aggregator);
+                let names: Vec<String> = self
+                    .distributing
+                    .0
+                    .iter()
+                    .filter_map(|p| self.dp.io.members.get(p.index()))
+                    .map(|m| m.name.clone())
+                    .collect();
+                self.publish(
+                    now,
+                    "lacp",
+                    serde_json::json!({ "distributing": names, "aggregator": aggregator }),
+                );
+            }
         }
         // Speed changes above may have queued frames (LACP recomputes a port's key).
         self.dp.send_own(&mut self.bond, now);
@@ -777,6 +791,34 @@ impl Daemon {
                 warn!("fast path table: {e}");
             }
         }
+        self.publish_bucket_moves(now);
+    }
+
+    /// Streams the bucket moves made since the previous wake: how many per reason, and the
+    /// latest in words (as `lagctl show` lists it).
+    fn publish_bucket_moves(&mut self, now: Instant) {
+        let Some((c, last)) = self.bond.bucket_moves() else {
+            return;
+        };
+        let was = std::mem::replace(&mut self.bucket_moves, c);
+        if c.moves() == was.moves() || self.subscribers.is_empty() {
+            return;
+        }
+        let name = |p: PortId| {
+            self.dp
+                .io
+                .members
+                .get(p.index())
+                .map_or_else(|| format!("#{}", p.index()), |m| m.name.clone())
+        };
+        let fields = serde_json::json!({
+            "rebalance": c.moved_rebalance.saturating_sub(was.moved_rebalance),
+            "elephant": c.moved_elephant.saturating_sub(was.moved_elephant),
+            "member_left": c.moved_left.saturating_sub(was.moved_left),
+            "member_joined": c.moved_joined.saturating_sub(was.moved_joined),
+            "latest": last.map(|m| m.describe(name)),
+        });
+        self.publish(now, "buckets", fields);
     }
 
     /// `fail_over_mac=follow` changed member MACs: they get their own back when lagd stops.
