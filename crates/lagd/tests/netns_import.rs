@@ -497,15 +497,8 @@ fn teamd_lacp_runner() {
         );
         thread::sleep(Duration::from_millis(50));
     }
-    // No traffic either, once the kernel has acted on the TAP's carrier (its link watch takes
-    // up to a second for a TAP; until then frames still reach lagd, which sends them).
-    let t = Instant::now();
-    while run.ping(1) {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "pings still cross with the bond down"
-        );
-    }
+    // No traffic either, at once: lagd sends nothing without carrier, although the host
+    // keeps handing the TAP frames until the kernel acts on its carrier (up to a second).
     assert!(!run.ping(3), "no traffic below min_links");
     run.teardown();
 }

@@ -76,15 +76,18 @@ pub struct DistributionTable {
 
 impl DistributionTable {
     /// The table of a bond in `mode` whose mode state is `state`, with selection `sel` and
-    /// receive rules `rx` (per member, in enslave order).
+    /// receive rules `rx` (per member, in enslave order). Without `carrier` nothing is sent:
+    /// the active member's rule with no active member.
     pub(crate) fn new(
         generation: u64,
         opts: &BondOptions,
         state: &ModeState,
         sel: &Selection,
         rx: &[RxRule],
+        carrier: bool,
     ) -> Self {
         let tx = match state {
+            _ if !carrier => TxRule::Active,
             ModeState::Hashed(h) => match &h.buckets {
                 Some(b) => TxRule::Buckets {
                     policy: h.policy,
@@ -105,7 +108,7 @@ impl DistributionTable {
             mode: opts.mode,
             tx,
             usable: sel.usable.clone(),
-            active: sel.active,
+            active: sel.active.filter(|_| carrier),
             rx: rx
                 .iter()
                 .enumerate()

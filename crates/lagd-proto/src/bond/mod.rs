@@ -398,6 +398,12 @@ impl Bond {
         dp: &mut dyn Dataplane,
     ) -> TxVerdict {
         self.learn_from_host(frame.frame());
+        if !self.carrier {
+            // As the kernel's bond: without carrier (no member, or fewer than min_links)
+            // nothing leaves, at once (the host's own queue stops only when the kernel gets
+            // round to the TAP's carrier change, up to a second later).
+            return TxVerdict::Drop(TxDrop::NoMember);
+        }
         let macs = Macs {
             bond: self.mac,
             ports: &self.ports,
@@ -628,6 +634,7 @@ impl Bond {
             &self.mode,
             &self.sel,
             &self.rx_rules,
+            self.carrier,
         )
     }
 
@@ -765,6 +772,8 @@ impl Bond {
     fn set_carrier(&mut self, carrier: bool) {
         if carrier != self.carrier {
             self.carrier = carrier;
+            // The distribution sends nothing without carrier.
+            self.generation += 1;
             self.events.push_back(BondEvent::Carrier { up: carrier });
         }
     }
