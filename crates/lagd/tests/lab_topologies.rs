@@ -437,6 +437,43 @@ fn ovs_switch_makes_an_lacp_port_channel_towards_the_bond() {
 }
 
 #[test]
+fn tunnelled_tcp_crosses_an_ovs_switch() {
+    require_program("ovs-vswitchd", "openvswitch-switch").unwrap();
+    require_program("ethtool", "ethtool").unwrap();
+    // Open vSwitch 3.1's userspace datapath passes a tunnelled frame's checksum offload on as
+    // the outer header's: without the hosts' tunnel checksumming in software, ping crosses
+    // and TCP never connects. Both ways, so that each host's inner checksums are checked.
+    let v = lab_json(&[
+        "--switch",
+        "ovs",
+        "--overlay",
+        "vxlan",
+        "--mode",
+        "802.3ad",
+        "--policy",
+        "layer3+4",
+        "--switch-policy",
+        "layer3+4",
+        "--direction",
+        "both",
+        "--streams",
+        "2",
+        "--duration",
+        "2",
+    ]);
+    assert_eq!(v["switch"]["kind"], "ovs", "{v}");
+    assert_eq!(v["overlay"]["kind"], "vxlan", "{v}");
+    for fl in v["flows"].as_array().expect("flows") {
+        assert!(f(fl, "gbps") > 0.002, "TCP crossed both ways: {v}");
+    }
+    assert!(
+        f(&v["overlay"], "tunnel_tx_bytes") >= goodput_bytes(&v) / 2.0,
+        "the streams went into the tunnel: {v}"
+    );
+    assert!(f(&v["switch"], "rx_bytes") >= goodput_bytes(&v), "{v}");
+}
+
+#[test]
 fn a_capture_of_tunnelled_streams_feeds_the_planner() {
     require_program("tcpdump", "tcpdump").unwrap();
     let dir = std::env::temp_dir().join(format!("lagd-lab-capture-{}", std::process::id()));

@@ -377,7 +377,11 @@ fn build(opts: &LabOptions, ctl: &Ctl) -> Result<(Topology, Vec<Route>)> {
         let pairs = match t.overlay {
             Some(kind) => {
                 let outer_mtu = t.mtu.unwrap_or(1500);
-                vec![overlay::bring_up(&topo, kind, pairs[0], outer_mtu)?]
+                let inner = overlay::bring_up(&topo, kind, pairs[0], outer_mtu)?;
+                if t.switch == Some(SwitchKind::Ovs) {
+                    overlay::checksum_in_software(&topo)?;
+                }
+                vec![inner]
             }
             None => pairs,
         };
