@@ -143,7 +143,9 @@ pub struct LabArgs {
     #[arg(long, default_value = "layer2+3")]
     pub switch_policy: String,
     /// Client hosts on the switch, one link each, host A their server (implies --switch
-    /// bridge); --streams is then per client and direction.
+    /// bridge); --streams is then per client and direction. The report adds a client × member
+    /// matrix (which member carried each client's bytes, each way), from tcpdump on host A's
+    /// members.
     #[arg(long, default_value_t = 0)]
     pub clients: usize,
     /// Which way the traffic goes: forward (host A sends: to host B, or fan-out to the
