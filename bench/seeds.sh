@@ -11,6 +11,9 @@
 #   004 two switch  1 stream, balance-rr through one switch's port-channel and through one switch
 #                   per link; lagd adds stripe through one switch per link
 #
+# Every experiment through one switch runs with Open vSwitch as the switch as well (--switch
+# ovs); seed 000's buckets also through lagd's userspace path (fastpath=off).
+#
 # and for each seed the planner's recommendation applied: one run with --capture, `lagctl plan`
 # on the capture, the recommended policy measured like the rest.
 #
@@ -22,7 +25,7 @@
 # Usage, as root from anywhere:  bash bench/seeds.sh      (writes bench/seeds.md)
 # Environment: RUNS, DURATION, RATE, OUT, KEEP (a directory to keep every run's JSON, the
 # captures and the plans in).
-# Needs: iproute2, iperf3, ping, python3, jq, cargo.
+# Needs: iproute2, iperf3, ping, tcpdump, Open vSwitch, python3, jq, cargo.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -32,7 +35,7 @@ RATE="${RATE:-200mbit}"
 OUT="${OUT:-bench/seeds.md}"
 
 [ "$(id -u)" = 0 ] || { echo "seeds.sh: run as root (network namespaces)" >&2; exit 1; }
-for tool in ip tc iperf3 ping python3 jq cargo; do
+for tool in ip tc iperf3 ping tcpdump ovs-vswitchd python3 jq cargo; do
     command -v "$tool" >/dev/null || { echo "seeds.sh: $tool is missing" >&2; exit 1; }
 done
 
@@ -69,6 +72,19 @@ experiments=(
     "004-one-sw|--switch bridge --mode balance-rr --streams 1"
     "004-two-sw|--switches 2 --mode balance-rr --streams 1"
     "004-stripe|--switches 2 --mode stripe --streams 1"
+    # The same through Open vSwitch as the switch (LACP towards an 802.3ad host: balance-tcp
+    # for a layer3+4 switch policy, balance-slb otherwise; a static LAG is balance-slb).
+    "000-l2-8-ovs|${S000/bridge/ovs} --policy layer2"
+    "000-l34-8-ovs|${S000/bridge/ovs} --policy layer3+4"
+    "000-bkt-8-ovs|${S000/bridge/ovs} --policy layer3+4 --bond-opts distribution=buckets rebalance_interval=1000"
+    "001-one-in-ovs|--switch ovs --clients 1 --mode 802.3ad --policy layer2 --switch-policy layer2 --direction fan-in --streams 1"
+    "001-four-in-ovs|--switch ovs $S001 --direction fan-in"
+    "001-four-out-ovs|--switch ovs $S001 --direction fan-out"
+    "004-one-sw-ovs|--switch ovs --mode balance-rr --streams 1"
+    # Seed 000 with lagd's userspace path (no kernel fast path): what buckets ran on before the
+    # fast path took them (the earlier ~1x one link of buckets through the switch).
+    "000-l34-8-user|$S000 --policy layer3+4 --bond-opts fastpath=off"
+    "000-bkt-8-user|$S000 --policy layer3+4 --bond-opts distribution=buckets rebalance_interval=1000 fastpath=off"
 )
 
 # One run of a configuration: lab NAME RUN ARGS... (--bond-opts takes the rest of the line).

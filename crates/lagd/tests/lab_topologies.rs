@@ -247,6 +247,61 @@ fn clients_flows_land_on_the_members_their_hash_picks() {
             assert!(rx < 0.05, "the switch hashes no client to member {i}: {v}");
         }
     }
+    // The client × member matrix, from captures on host A's members: each client's traffic
+    // out is on the member host A's hash names for it, its traffic in on the member the
+    // switch's hash names, and all of it (both ways) is there.
+    let matrix = v["client_members"].as_array().expect("client_members");
+    assert_eq!(matrix.len(), 4, "one row per client: {v}");
+    for (k, row) in matrix.iter().enumerate() {
+        let c = endpoint(&v, &format!("c{k}"));
+        assert_eq!(row["ip"], c.0.to_string(), "rows in client order: {v}");
+        let bytes = |key: &str| -> Vec<f64> {
+            row[key]
+                .as_array()
+                .unwrap_or_else(|| panic!("{key} in {row}"))
+                .iter()
+                .map(|b| b.as_f64().unwrap())
+                .collect()
+        };
+        let (tx, rx) = (bytes("tx_bytes"), bytes("rx_bytes"));
+        assert_eq!((tx.len(), rx.len()), (2, 2), "one column per member: {row}");
+        let (out_m, in_m) = (layer23_member(a, c), layer23_member(c, a));
+        let (tx_sum, rx_sum): (f64, f64) = (tx.iter().sum(), rx.iter().sum());
+        // A flow's goodput over the run, in bytes; the wire carries more (headers).
+        let goodput = |label: String| -> f64 {
+            let fl = flows.iter().find(|f| f["label"] == label).expect("flow");
+            f(fl, "gbps") * 1e9 * f(&v, "duration_s") / 8.0
+        };
+        assert!(
+            tx_sum >= 0.9 * goodput(format!("a>c{k}")),
+            "client {k}'s fan-out is all in the matrix: {row} {v}"
+        );
+        assert!(
+            rx_sum >= 0.9 * goodput(format!("c{k}>a")),
+            "client {k}'s fan-in is all in the matrix: {row} {v}"
+        );
+        assert!(
+            tx[out_m] > 0.99 * tx_sum,
+            "client {k} out on member {out_m}, as host A's layer2+3 says: {row}"
+        );
+        assert!(
+            rx[in_m] > 0.99 * rx_sum,
+            "client {k} in on member {in_m}, as the switch's layer2+3 says: {row}"
+        );
+    }
+    // The rows add up to what the members' counters saw (the counters also hold ARP and the
+    // port-channel's LACP-free control traffic, none of which the matrix counts).
+    for (i, m) in members(&v).iter().enumerate() {
+        let in_matrix: f64 = matrix
+            .iter()
+            .map(|r| r["tx_bytes"][i].as_f64().unwrap())
+            .sum();
+        let counted = f(m, "tx_bytes");
+        assert!(
+            in_matrix <= 1.01 * counted + 10_000.0 && in_matrix >= 0.9 * counted - 10_000.0,
+            "member {i}: the matrix's {in_matrix} bytes out against the counter's {counted}: {v}"
+        );
+    }
 }
 
 #[test]
@@ -382,6 +437,43 @@ fn ovs_switch_makes_an_lacp_port_channel_towards_the_bond() {
 }
 
 #[test]
+fn tunnelled_tcp_crosses_an_ovs_switch() {
+    require_program("ovs-vswitchd", "openvswitch-switch").unwrap();
+    require_program("ethtool", "ethtool").unwrap();
+    // Open vSwitch 3.1's userspace datapath passes a tunnelled frame's checksum offload on as
+    // the outer header's: without the hosts' tunnel checksumming in software, ping crosses
+    // and TCP never connects. Both ways, so that each host's inner checksums are checked.
+    let v = lab_json(&[
+        "--switch",
+        "ovs",
+        "--overlay",
+        "vxlan",
+        "--mode",
+        "802.3ad",
+        "--policy",
+        "layer3+4",
+        "--switch-policy",
+        "layer3+4",
+        "--direction",
+        "both",
+        "--streams",
+        "2",
+        "--duration",
+        "2",
+    ]);
+    assert_eq!(v["switch"]["kind"], "ovs", "{v}");
+    assert_eq!(v["overlay"]["kind"], "vxlan", "{v}");
+    for fl in v["flows"].as_array().expect("flows") {
+        assert!(f(fl, "gbps") > 0.002, "TCP crossed both ways: {v}");
+    }
+    assert!(
+        f(&v["overlay"], "tunnel_tx_bytes") >= goodput_bytes(&v) / 2.0,
+        "the streams went into the tunnel: {v}"
+    );
+    assert!(f(&v["switch"], "rx_bytes") >= goodput_bytes(&v), "{v}");
+}
+
+#[test]
 fn a_capture_of_tunnelled_streams_feeds_the_planner() {
     require_program("tcpdump", "tcpdump").unwrap();
     let dir = std::env::temp_dir().join(format!("lagd-lab-capture-{}", std::process::id()));
@@ -458,4 +550,88 @@ fn a_capture_of_tunnelled_streams_feeds_the_planner() {
             .any(|(s, d)| pairs.contains(&(d.clone(), s.clone()))),
         "tunnel frames both ways in the capture: {pairs:?}"
     );
+}
+
+#[test]
+fn a_sweep_crosses_switches_and_clients_in_one_command() {
+    // Back to back and one switch per link, each without and with 2 clients: the clients need
+    // one switch for every link, so they run on a bridge, once; the direct baseline only
+    // where there are no clients.
+    let out_dir =
+        std::env::temp_dir().join(format!("lagd-lab-test-sweep-dims-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let out = lab(&[
+        "--sweep",
+        "--sweep-switches",
+        "none,per-link",
+        "--sweep-clients",
+        "0,2",
+        "--sweep-modes",
+        "balance-xor",
+        "--sweep-policies",
+        "layer2+3",
+        "--sweep-streams",
+        "1",
+        "--duration",
+        "1",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("sweep.json")).unwrap())
+            .unwrap();
+    let runs = json["runs"].as_array().expect("runs");
+    let shape = |r: &Value| {
+        (
+            r["setup"].as_str().unwrap().to_string(),
+            r["switch"]["switches"].as_u64().unwrap_or(0),
+            r["clients"].as_u64().unwrap(),
+        )
+    };
+    let got: Vec<(String, u64, u64)> = runs.iter().map(shape).collect();
+    let want: Vec<(String, u64, u64)> = [
+        ("direct", 0, 0),
+        ("lagd", 0, 0),
+        ("lagd", 1, 2),
+        ("direct", 2, 0),
+        ("lagd", 2, 0),
+    ]
+    .iter()
+    .map(|(s, n, c)| (s.to_string(), *n, *c))
+    .collect();
+    assert_eq!(got, want, "{json}");
+    for r in runs {
+        assert_no_leftovers(r["prefix"].as_str().unwrap());
+        assert!(
+            f(r, "aggregate_gbps") > 0.01,
+            "every shape moved traffic: {r}"
+        );
+        if r["switch"].is_object() {
+            assert!(
+                f(&r["switch"], "rx_bytes") >= goodput_bytes(r),
+                "the frames crossed the switches: {r}"
+            );
+        }
+        if r["clients"] == 2 {
+            assert_eq!(r["flows"].as_array().unwrap().len(), 2, "{r}");
+            assert_eq!(r["client_members"].as_array().unwrap().len(), 2, "{r}");
+        }
+    }
+    let md = std::fs::read_to_string(out_dir.join("sweep.md")).expect("sweep.md");
+    for row in [
+        "| direct veth |",
+        "| lagd balance-xor layer2+3 |",
+        "| lagd balance-xor layer2+3, bridge switch, 2 clients |",
+        "| direct veth, one switch per link |",
+        "| lagd balance-xor layer2+3, one switch per link |",
+    ] {
+        assert!(md.contains(row), "{row} in {md}");
+    }
+    std::fs::remove_dir_all(&out_dir).unwrap();
 }

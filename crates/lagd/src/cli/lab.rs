@@ -18,7 +18,9 @@ use crate::lab::overlay::OverlayKind;
 use crate::lab::switch::SwitchKind;
 use crate::lab::topology::{Rate, is_root, require_program};
 use crate::lab::traffic::Generator;
-use crate::lab::{self, Direction, LabOptions, SweepOptions, TopologyOptions, report};
+use crate::lab::{
+    self, Direction, LabOptions, SweepOptions, SweepOverlay, SweepSwitch, TopologyOptions, report,
+};
 
 /// A baseline to measure instead of lagd.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -108,6 +110,18 @@ pub struct LabArgs {
     /// Stream counts for --sweep.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
     pub sweep_streams: Vec<usize>,
+    /// Switches for --sweep (none, bridge, ovs, per-link: one bridge per link); each
+    /// configuration through each (default: --switch/--switches only).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub sweep_switches: Vec<SweepSwitch>,
+    /// Client counts for --sweep (0: host A to host B); clients need one switch for every
+    /// link, a bridge where none is named (default: --clients only).
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_clients: Vec<usize>,
+    /// Tunnels for --sweep (none, vxlan, geneve), between host A and host B only (default:
+    /// --overlay only).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub sweep_overlays: Vec<SweepOverlay>,
     /// No progress line on standard error.
     #[arg(long)]
     pub quiet: bool,
@@ -129,7 +143,9 @@ pub struct LabArgs {
     #[arg(long, default_value = "layer2+3")]
     pub switch_policy: String,
     /// Client hosts on the switch, one link each, host A their server (implies --switch
-    /// bridge); --streams is then per client and direction.
+    /// bridge); --streams is then per client and direction. The report adds a client × member
+    /// matrix (which member carried each client's bytes, each way), from tcpdump on host A's
+    /// members.
     #[arg(long, default_value_t = 0)]
     pub clients: usize,
     /// Which way the traffic goes: forward (host A sends: to host B, or fan-out to the
@@ -168,7 +184,15 @@ pub fn main(args: LabArgs) -> Result<(), CliError> {
             )));
         }
     }
-    if opts.topology.switch == Some(SwitchKind::Bridge) && !opts.topology.lagd.is_file() {
+    let bridge_swept = args.sweep
+        && (args
+            .sweep_switches
+            .iter()
+            .any(|s| matches!(s, SweepSwitch::Bridge | SweepSwitch::PerLink))
+            || args.sweep_clients.iter().any(|&n| n > 0));
+    if (opts.topology.switch == Some(SwitchKind::Bridge) || bridge_swept)
+        && !opts.topology.lagd.is_file()
+    {
         return Err(CliError::Failed(anyhow::anyhow!(
             "the bridge switch's port-channels run lagd, not found at {} (pass --lagd PATH)",
             opts.topology.lagd.display()
@@ -192,15 +216,17 @@ pub fn main(args: LabArgs) -> Result<(), CliError> {
                 .unwrap_or(0);
             PathBuf::from(format!("lab-sweep-{}", report::timestamp(now)))
         });
-        // The direct baseline has no bond for clients or a tunnel to use.
-        let include_direct = opts.topology.clients == 0 && opts.topology.overlay.is_none();
         let sweep = SweepOptions {
             base: opts,
             modes: args.sweep_modes.clone(),
             policies: args.sweep_policies.clone(),
             streams: args.sweep_streams.clone(),
-            include_direct,
+            // Where the shape has room for it (no clients, no tunnel).
+            include_direct: true,
             mtus: args.sweep_mtus.clone(),
+            switches: args.sweep_switches.clone(),
+            clients: args.sweep_clients.clone(),
+            overlays: args.sweep_overlays.clone(),
             out,
         };
         let outcome = lab::sweep(&sweep, &ctl).map_err(|e| {
@@ -363,6 +389,15 @@ fn topology_options(
 ) -> Result<TopologyOptions, String> {
     if args.sweep_mtus.iter().any(|m| !(576..=65535).contains(m)) {
         return Err("--sweep-mtus must be 576 to 65535 each".into());
+    }
+    if args.sweep_clients.iter().any(|&n| n > 32) {
+        return Err("--sweep-clients must be 0 to 32 each".into());
+    }
+    let swept = !(args.sweep_switches.is_empty()
+        && args.sweep_clients.is_empty()
+        && args.sweep_overlays.is_empty());
+    if swept && !args.sweep {
+        return Err("--sweep-switches, --sweep-clients and --sweep-overlays need --sweep".into());
     }
     if let Some(m) = args.mtu {
         if !(576..=65535).contains(&m) {

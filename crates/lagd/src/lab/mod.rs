@@ -15,6 +15,8 @@
 //! * [`switch`]: a switch between the hosts (Linux bridge or Open vSwitch, with port-channels
 //!   towards the hosts), one per link, and client hosts on it.
 //! * [`overlay`]: a VXLAN or Geneve tunnel between the hosts, OVN-Kubernetes style.
+//! * [`matrix`]: with clients, which client's traffic crossed which member (captures on host
+//!   A's members).
 //! * [`traffic`]: iperf3 or the built-in generator; failure injection.
 //! * [`report`]: text, JSON, and a sweep's markdown table and SVG chart.
 //! * [`control`]: SIGINT/SIGTERM handling and the progress line.
@@ -24,6 +26,7 @@
 
 pub mod control;
 pub mod dataplane;
+pub mod matrix;
 pub mod overlay;
 pub mod report;
 pub mod switch;
@@ -140,11 +143,12 @@ impl Default for TopologyOptions {
     }
 }
 
-/// A sweep: every configuration × every stream count.
+/// A sweep: every shape of the lab (MTU × switch × clients × overlay) × every configuration ×
+/// every stream count.
 #[derive(Clone, Debug)]
 pub struct SweepOptions {
     /// Links, rate, duration, generator and the setup to sweep (`mode`, `policy` and `streams`
-    /// are taken from the lists below).
+    /// are taken from the lists below, and the shape's dimensions from theirs when given).
     pub base: LabOptions,
     /// Bonding modes.
     pub modes: Vec<String>,
@@ -152,12 +156,115 @@ pub struct SweepOptions {
     pub policies: Vec<String>,
     /// Stream counts.
     pub streams: Vec<usize>,
-    /// Also measure the direct baseline as the reference.
+    /// Also measure the direct baseline as the reference (in the shapes that have room for it:
+    /// no clients, no tunnel).
     pub include_direct: bool,
     /// MTUs to sweep (empty: the base's only).
     pub mtus: Vec<u32>,
+    /// Switches to sweep (empty: the base's only).
+    pub switches: Vec<SweepSwitch>,
+    /// Client counts to sweep (empty: the base's only; 0 is host A to host B).
+    pub clients: Vec<usize>,
+    /// Tunnels to sweep (empty: the base's only).
+    pub overlays: Vec<SweepOverlay>,
     /// Where the report goes.
     pub out: PathBuf,
+}
+
+/// What stands between the hosts, as a sweep dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SweepSwitch {
+    /// The hosts back to back (with clients: a bridge all the same, they need a switch).
+    None,
+    /// One Linux bridge for every link.
+    Bridge,
+    /// One Open vSwitch for every link.
+    Ovs,
+    /// Every link through a bridge of its own (`--switches N`).
+    PerLink,
+}
+
+impl SweepSwitch {
+    /// The switch and whether there is one per link.
+    fn resolve(self) -> (Option<SwitchKind>, bool) {
+        match self {
+            Self::None => (None, false),
+            Self::Bridge => (Some(SwitchKind::Bridge), false),
+            Self::Ovs => (Some(SwitchKind::Ovs), false),
+            Self::PerLink => (Some(SwitchKind::Bridge), true),
+        }
+    }
+}
+
+/// A tunnel carrying the streams, as a sweep dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SweepOverlay {
+    /// No tunnel.
+    None,
+    /// VXLAN.
+    Vxlan,
+    /// Geneve (refused, by name, where the kernel lacks it).
+    Geneve,
+}
+
+impl SweepOverlay {
+    fn resolve(self) -> Option<OverlayKind> {
+        match self {
+            Self::None => None,
+            Self::Vxlan => Some(OverlayKind::Vxlan),
+            Self::Geneve => Some(OverlayKind::Geneve),
+        }
+    }
+}
+
+/// One configuration a sweep visits: what joins the hosts, their bond, and the lab's shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepConfig {
+    /// lagd, a baseline.
+    pub setup: Setup,
+    /// Mode and policy.
+    pub bond: BondConfig,
+    /// MTU, switch, clients, tunnel.
+    pub topology: TopologyOptions,
+}
+
+impl SweepConfig {
+    /// `lagd balance-xor layer3+4, ovs switch, 4 clients, mtu 9000`, as the progress line and
+    /// the errors name it.
+    pub fn label(&self) -> String {
+        let mut label = match self.setup {
+            Setup::Direct => "direct veth".to_string(),
+            _ => format!(
+                "{} {} {}",
+                self.setup.name(),
+                self.bond.mode,
+                self.bond.policy
+            ),
+        };
+        label.push_str(&shape_text(&self.topology));
+        label
+    }
+}
+
+/// `, bridge switch, 4 clients, vxlan, mtu 9000` (empty for two hosts back to back at 1500).
+fn shape_text(t: &TopologyOptions) -> String {
+    let mut s = String::new();
+    match (t.switch, t.switch_per_link) {
+        (None, _) => {}
+        (Some(_), true) => s.push_str(", one switch per link"),
+        (Some(SwitchKind::Bridge), false) => s.push_str(", bridge switch"),
+        (Some(SwitchKind::Ovs), false) => s.push_str(", ovs switch"),
+    }
+    if t.clients > 0 {
+        s.push_str(&format!(", {} clients", t.clients));
+    }
+    if let Some(o) = t.overlay {
+        s.push_str(&format!(", {}", o.name()));
+    }
+    if let Some(m) = t.mtu.filter(|&m| m != 1500) {
+        s.push_str(&format!(", mtu {m}"));
+    }
+    s
 }
 
 /// What a sweep measured.
@@ -270,7 +377,11 @@ fn build(opts: &LabOptions, ctl: &Ctl) -> Result<(Topology, Vec<Route>)> {
         let pairs = match t.overlay {
             Some(kind) => {
                 let outer_mtu = t.mtu.unwrap_or(1500);
-                vec![overlay::bring_up(&topo, kind, pairs[0], outer_mtu)?]
+                let inner = overlay::bring_up(&topo, kind, pairs[0], outer_mtu)?;
+                if t.switch == Some(SwitchKind::Ovs) {
+                    overlay::checksum_in_software(&topo)?;
+                }
+                vec![inner]
             }
             None => pairs,
         };
@@ -421,10 +532,27 @@ fn measure(
         Some(file) => Some(start_capture(topo, routes, file)?),
         None => None,
     };
+    let client_ips: Vec<std::net::Ipv4Addr> =
+        (0..t.clients).map(|k| topo.address(10 + k as u8)).collect();
+    let server = routes.first().map(|r| {
+        if r.label.starts_with("a>") {
+            r.src
+        } else {
+            r.dst
+        }
+    });
+    let member_capture = match server {
+        Some(_) if t.clients > 0 => Some(matrix::start(topo)?),
+        _ => None,
+    };
     let tr = traffic::run(topo, ctl, &spec, &opts.iperf3)?;
     if let Some(id) = capture {
         topo.stop(id);
     }
+    let client_members = match (member_capture, server) {
+        (Some(cap), Some(server)) => matrix::finish(topo, cap, server, &client_ips, tr.seconds)?,
+        _ => Vec::new(),
+    };
     ctl.progress().clear();
     let switch_after = topo.switch_rx_bytes()?;
     let tunnel = match tunnel_before {
@@ -538,6 +666,7 @@ fn measure(
             })
             .collect(),
         endpoints,
+        client_members,
         prefix: topo.prefix().to_string(),
     })
 }
@@ -567,7 +696,19 @@ fn start_capture(
         Side::A,
         "tcpdump-capture",
         std::path::Path::new("tcpdump"),
-        &["-i", &dev, "-n", "-s", "128", "-U", "-w", &path],
+        // --immediate-mode: the frames of a ring block not yet full when tcpdump stops would
+        // not be written.
+        &[
+            "-i",
+            &dev,
+            "-n",
+            "-s",
+            "128",
+            "--immediate-mode",
+            "-U",
+            "-w",
+            &path,
+        ],
     )?;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !topo.log_tail(id, 5).contains("listening on") {
@@ -600,25 +741,85 @@ fn round(v: f64, digits: i32) -> f64 {
     (v * f).round() / f
 }
 
-/// The configurations a sweep visits, in order.
-pub fn sweep_configs(opts: &SweepOptions) -> Vec<(Setup, BondConfig)> {
-    if opts.mtus.is_empty() {
-        return sweep_configs_at(opts, opts.base.topology.mtu);
+/// The shapes a sweep visits, in order (MTU, then switch, then clients, then tunnel): every
+/// combination of the swept dimensions that a lab can be, once. Clients need a switch (a bridge
+/// where the combination names none) and one for every link; a tunnel runs between host A and
+/// host B, so not with clients.
+pub fn sweep_shapes(opts: &SweepOptions) -> Vec<TopologyOptions> {
+    let base = &opts.base.topology;
+    let mtus: Vec<Option<u32>> = if opts.mtus.is_empty() {
+        vec![base.mtu]
+    } else {
+        opts.mtus.iter().map(|&m| Some(m)).collect()
+    };
+    let switches: Vec<(Option<SwitchKind>, bool)> = if opts.switches.is_empty() {
+        vec![(base.switch, base.switch_per_link)]
+    } else {
+        opts.switches.iter().map(|s| s.resolve()).collect()
+    };
+    let clients = if opts.clients.is_empty() {
+        vec![base.clients]
+    } else {
+        opts.clients.clone()
+    };
+    let overlays: Vec<Option<OverlayKind>> = if opts.overlays.is_empty() {
+        vec![base.overlay]
+    } else {
+        opts.overlays.iter().map(|o| o.resolve()).collect()
+    };
+    let mut out: Vec<TopologyOptions> = Vec::new();
+    for &mtu in &mtus {
+        for &(switch, per_link) in &switches {
+            for &n in &clients {
+                for &overlay in &overlays {
+                    if n > 0 && (per_link || overlay.is_some()) {
+                        continue;
+                    }
+                    let shape = TopologyOptions {
+                        mtu,
+                        switch: if n > 0 {
+                            switch.or(Some(SwitchKind::Bridge))
+                        } else {
+                            switch
+                        },
+                        switch_per_link: per_link,
+                        clients: n,
+                        overlay,
+                        ..base.clone()
+                    };
+                    if !out.contains(&shape) {
+                        out.push(shape);
+                    }
+                }
+            }
+        }
     }
-    opts.mtus
-        .iter()
-        .flat_map(|&m| sweep_configs_at(opts, Some(m)))
+    out
+}
+
+/// The configurations a sweep visits, in order: every shape, and in each the direct baseline
+/// (where it applies) and every mode × policy.
+pub fn sweep_configs(opts: &SweepOptions) -> Vec<SweepConfig> {
+    sweep_shapes(opts)
+        .into_iter()
+        .flat_map(|shape| sweep_configs_in(opts, shape))
         .collect()
 }
 
-fn sweep_configs_at(opts: &SweepOptions, mtu: Option<u32>) -> Vec<(Setup, BondConfig)> {
-    let mut out: Vec<(Setup, BondConfig)> = Vec::new();
+fn sweep_configs_in(opts: &SweepOptions, shape: TopologyOptions) -> Vec<SweepConfig> {
+    let mut out = Vec::new();
     let base = &BondConfig {
-        mtu,
+        mtu: shape.mtu,
         ..opts.base.bond.clone()
     };
-    if opts.include_direct || opts.base.setup == Setup::Direct {
-        out.push((Setup::Direct, base.clone()));
+    // The direct baseline has no bond for clients or a tunnel to use.
+    let direct_fits = shape.clients == 0 && shape.overlay.is_none();
+    if direct_fits && (opts.include_direct || opts.base.setup == Setup::Direct) {
+        out.push(SweepConfig {
+            setup: Setup::Direct,
+            bond: base.clone(),
+            topology: shape.clone(),
+        });
     }
     if opts.base.setup == Setup::Direct {
         return out;
@@ -646,7 +847,11 @@ fn sweep_configs_at(opts: &SweepOptions, mtu: Option<u32>) -> Vec<(Setup, BondCo
                     seen_ovs.push(o);
                 }
             }
-            out.push((opts.base.setup.clone(), bond));
+            out.push(SweepConfig {
+                setup: opts.base.setup.clone(),
+                bond,
+                topology: shape.clone(),
+            });
         }
     }
     out
@@ -663,20 +868,14 @@ pub fn sweep(opts: &SweepOptions, ctl: &Ctl) -> Result<SweepOutcome> {
     };
     let configs = sweep_configs(opts);
     let mut stopped = None;
-    for (i, (setup, bond)) in configs.iter().enumerate() {
-        let mut lab = LabOptions {
-            setup: setup.clone(),
-            bond: bond.clone(),
+    for (i, config) in configs.iter().enumerate() {
+        let lab = LabOptions {
+            setup: config.setup.clone(),
+            bond: config.bond.clone(),
+            topology: config.topology.clone(),
             ..opts.base.clone()
         };
-        lab.topology.mtu = bond.mtu;
-        let mut label = match setup {
-            Setup::Direct => "direct veth".to_string(),
-            _ => format!("{} {} {}", setup.name(), bond.mode, bond.policy),
-        };
-        if let Some(m) = bond.mtu {
-            label.push_str(&format!(" mtu {m}"));
-        }
+        let label = config.label();
         ctl.progress()
             .phase(&format!("[{}/{}] {label}", i + 1, configs.len()));
         match sweep_one(&lab, ctl, &opts.streams, &mut outcome.runs) {
@@ -724,32 +923,39 @@ fn write_sweep(opts: &SweepOptions, outcome: &SweepOutcome) -> Result<()> {
         b.rate.as_tc().to_string()
     };
     let t = &b.topology;
+    // The base's shape, but for the dimensions swept (each row names those).
     let mut shape = String::new();
-    if let Some(m) = t.mtu {
+    if let Some(m) = t.mtu.filter(|_| opts.mtus.is_empty()) {
         shape.push_str(&format!(", MTU {m}"));
     }
-    if let Some(k) = t.switch {
-        let n = if t.switch_per_link {
-            "one per link"
-        } else {
-            "one"
-        };
-        shape.push_str(&format!(
-            ", {} switch ({n}, hashing {})",
-            serde_json::to_value(k)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            t.switch_policy
-        ));
+    match t.switch.filter(|_| opts.switches.is_empty()) {
+        Some(k) => {
+            let n = if t.switch_per_link {
+                "one per link"
+            } else {
+                "one"
+            };
+            let kind = match k {
+                SwitchKind::Bridge => "bridge",
+                SwitchKind::Ovs => "ovs",
+            };
+            shape.push_str(&format!(
+                ", {kind} switch ({n}, hashing {})",
+                t.switch_policy
+            ));
+        }
+        None if !opts.switches.is_empty() => {
+            shape.push_str(&format!(", switches hashing {}", t.switch_policy));
+        }
+        None => {}
     }
-    if t.clients > 0 {
+    if t.clients > 0 && opts.clients.is_empty() {
         shape.push_str(&format!(", {} clients", t.clients));
     }
     if t.direction != Direction::Forward {
         shape.push_str(&format!(", direction {}", t.direction.name()));
     }
-    if let Some(o) = t.overlay {
+    if let Some(o) = t.overlay.filter(|_| opts.overlays.is_empty()) {
         shape.push_str(&format!(", {} overlay", o.name()));
     }
     let title = format!(
@@ -806,6 +1012,9 @@ mod test {
             streams: vec![1, 2],
             include_direct: true,
             mtus: Vec::new(),
+            switches: Vec::new(),
+            clients: Vec::new(),
+            overlays: Vec::new(),
             out: "x".into(),
         }
     }
@@ -813,14 +1022,11 @@ mod test {
     #[test]
     fn sweep_visits_modes_times_policies_plus_direct() {
         let c = sweep_configs(&base(Setup::Lagd("lagd".into())));
-        let names: Vec<String> = c
-            .iter()
-            .map(|(s, b)| format!("{} {} {}", s.name(), b.mode, b.policy))
-            .collect();
+        let names: Vec<String> = c.iter().map(SweepConfig::label).collect();
         assert_eq!(
             names,
             [
-                "direct balance-xor layer3+4",
+                "direct veth",
                 "lagd balance-xor layer2",
                 "lagd balance-xor layer2+3",
                 "lagd balance-xor layer3+4",
@@ -835,9 +1041,75 @@ mod test {
         o.mtus = vec![1500, 9000];
         let c = sweep_configs(&o);
         assert_eq!(c.len(), 2 * 5);
-        assert_eq!(c[0].1.mtu, Some(1500));
-        assert_eq!(c[5].1.mtu, Some(9000));
-        assert_eq!(c[5].0, Setup::Direct);
+        assert_eq!(c[0].bond.mtu, Some(1500));
+        assert_eq!(c[5].bond.mtu, Some(9000));
+        assert_eq!(c[5].topology.mtu, Some(9000));
+        assert_eq!(c[5].setup, Setup::Direct);
+    }
+
+    #[test]
+    fn sweep_crosses_switches_clients_and_tunnels_where_a_lab_can_be() {
+        let mut o = base(Setup::Lagd("lagd".into()));
+        o.modes = vec!["802.3ad".into()];
+        o.policies = vec!["layer2".into()];
+        o.switches = vec![
+            SweepSwitch::None,
+            SweepSwitch::Bridge,
+            SweepSwitch::Ovs,
+            SweepSwitch::PerLink,
+        ];
+        o.clients = vec![0, 4];
+        o.overlays = vec![SweepOverlay::None, SweepOverlay::Vxlan];
+        let names: Vec<String> = sweep_configs(&o).iter().map(SweepConfig::label).collect();
+        let lagd = "lagd 802.3ad layer2";
+        let want: Vec<String> = [
+            // Back to back: direct and lagd, then the tunnel (no direct: one address per host).
+            "direct veth",
+            lagd,
+            &format!("{lagd}, vxlan"),
+            // Clients without a switch get a bridge (once: the bridge's own clients are it).
+            &format!("{lagd}, bridge switch, 4 clients"),
+            "direct veth, bridge switch",
+            &format!("{lagd}, bridge switch"),
+            &format!("{lagd}, bridge switch, vxlan"),
+            "direct veth, ovs switch",
+            &format!("{lagd}, ovs switch"),
+            &format!("{lagd}, ovs switch, vxlan"),
+            &format!("{lagd}, ovs switch, 4 clients"),
+            // One switch per link: no clients (they need one switch for every link).
+            "direct veth, one switch per link",
+            &format!("{lagd}, one switch per link"),
+            &format!("{lagd}, one switch per link, vxlan"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(names, want);
+        let shapes = sweep_shapes(&o);
+        assert_eq!(shapes.len(), 10);
+        assert!(
+            shapes
+                .iter()
+                .all(|s| s.clients == 0 || (s.switch.is_some() && s.overlay.is_none()))
+        );
+        assert!(shapes.iter().all(|s| !(s.switch_per_link && s.clients > 0)));
+    }
+
+    #[test]
+    fn unswept_dimensions_keep_the_base() {
+        let mut o = base(Setup::Lagd("lagd".into()));
+        o.base.topology.switch = Some(SwitchKind::Ovs);
+        o.base.topology.mtu = Some(9000);
+        o.clients = vec![1, 4];
+        let shapes = sweep_shapes(&o);
+        assert_eq!(shapes.len(), 2);
+        for (s, n) in shapes.iter().zip([1, 4]) {
+            assert_eq!(s.switch, Some(SwitchKind::Ovs));
+            assert_eq!(s.mtu, Some(9000));
+            assert_eq!(s.clients, n);
+        }
+        // With clients, no direct baseline: only the two bond configurations per shape.
+        assert_eq!(sweep_configs(&o).len(), 2 * 4);
     }
 
     #[test]

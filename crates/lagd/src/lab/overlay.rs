@@ -109,6 +109,32 @@ pub fn bring_up(
     Ok(inner)
 }
 
+/// Has both hosts' tunnel interfaces checksum the inner packets themselves (`ethtool -K DEV tx
+/// off`). Through Open vSwitch 3.1's userspace datapath the inner TCP checksum is otherwise
+/// never filled in: the hosts hand the encapsulated frames on with the inner checksum left to
+/// offload, OVS reads the offload request as one for the outer UDP header and passes that on,
+/// and host B drops every inner TCP segment (ping crosses, TCP never connects).
+pub fn checksum_in_software(topo: &Topology) -> Result<()> {
+    super::topology::require_program("ethtool", "ethtool")?;
+    let dev = device(topo);
+    for side in [Side::A, Side::B] {
+        super::topology::run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                topo.ns(side),
+                "ethtool",
+                "-K",
+                &dev,
+                "tx",
+                "off",
+            ],
+        )?;
+    }
+    Ok(())
+}
+
 /// Bytes host A's tunnel interface sent and received so far.
 pub fn tunnel_bytes(topo: &Topology) -> Result<(u64, u64)> {
     let c = link_counters(topo.ns(Side::A), &device(topo))?;

@@ -179,19 +179,41 @@ pub struct RunResult {
     pub flows: Vec<FlowFigure>,
     /// The addresses the flows ran between (so that a hash can be recomputed).
     pub endpoints: Vec<Endpoint>,
+    /// With clients: each client's bytes on each of host A's members, each way (empty
+    /// without clients).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub client_members: Vec<super::matrix::ClientMembers>,
     /// Start of the lab's namespace names (`lagdlab-<pid>-<tag>`).
     pub prefix: String,
 }
 
 impl RunResult {
-    /// `lagd balance-xor layer3+4`, `direct`, `ovs balance-tcp (balance-xor layer3+4)`.
+    /// `lagd balance-xor layer3+4`, `direct veth`, `ovs balance-tcp (lacp active)`, then the
+    /// lab's shape where it is more than two hosts back to back at MTU 1500: `, ovs switch`,
+    /// `, one switch per link`, `, 4 clients`, `, vxlan`, `, mtu 9000`.
     pub fn label(&self) -> String {
-        let base = self.base_label();
-        if self.mtu == 1500 {
-            base
-        } else {
-            format!("{base} mtu {}", self.mtu)
+        let mut s = self.base_label();
+        match &self.switch {
+            None => {}
+            Some(sw) if sw.switches > 1 => s.push_str(", one switch per link"),
+            Some(sw) => {
+                let kind = match sw.kind {
+                    super::switch::SwitchKind::Bridge => "bridge",
+                    super::switch::SwitchKind::Ovs => "ovs",
+                };
+                s.push_str(&format!(", {kind} switch"));
+            }
         }
+        if self.clients > 0 {
+            s.push_str(&format!(", {} clients", self.clients));
+        }
+        if let Some(o) = &self.overlay {
+            s.push_str(&format!(", {}", o.kind.name()));
+        }
+        if self.mtu != 1500 {
+            s.push_str(&format!(", mtu {}", self.mtu));
+        }
+        s
     }
 
     fn base_label(&self) -> String {
@@ -332,6 +354,25 @@ pub fn text(r: &RunResult) -> String {
             m.share * 100.0,
             m.rx_share * 100.0
         );
+    }
+    if !r.client_members.is_empty() {
+        let _ = write!(
+            s,
+            "client × member, Mbit/s on the wire (out: host A to the client, its bond's choice; \
+             in: to host A, the switch's)\n{:<6} {:<16}",
+            "client", "address"
+        );
+        for m in &r.members {
+            let _ = write!(s, " {:>10} {:>10}", format!("{} out", m.name), "in");
+        }
+        let _ = writeln!(s);
+        for c in &r.client_members {
+            let _ = write!(s, "{:<6} {:<16}", c.client, c.ip);
+            for (tx, rx) in c.tx_mbps.iter().zip(&c.rx_mbps) {
+                let _ = write!(s, " {tx:>10.2} {rx:>10.2}");
+            }
+            let _ = writeln!(s);
+        }
     }
     s
 }
@@ -649,6 +690,7 @@ mod test {
             overlay: None,
             flows: Vec::new(),
             endpoints: Vec::new(),
+            client_members: Vec::new(),
             prefix: "lagdlab-1-lg000000".into(),
         }
     }
