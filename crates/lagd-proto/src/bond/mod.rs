@@ -643,7 +643,16 @@ impl Bond {
     /// monitor the fast path must give lagd the members' ARP frames and report other frames
     /// with [`Bond::note_received_elsewhere`].
     pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
-        self.distribution().kernel_refusal(max_members)
+        // What the mode needs once it has carrier (the daemon asks before any member is up).
+        DistributionTable::new(
+            self.distribution_generation(),
+            &self.opts,
+            &self.mode,
+            &self.sel,
+            &self.rx_rules,
+            true,
+        )
+        .kernel_refusal(max_members)
     }
 
     /// Where a kernel fast path forwards through the bucket table ([`TxRule::Buckets`]): takes

@@ -77,7 +77,7 @@ impl Choice {
             None => Kernel::start(
                 tap_ifindex,
                 bond.arp_monitoring(),
-                matches!(bond.distribution().tx, TxRule::Stripe { .. }),
+                bond.options().mode == lagd_proto::bond::Mode::Stripe,
             )
             .map_err(|e| format!("the kernel programs could not be loaded or attached: {e}")),
         };
