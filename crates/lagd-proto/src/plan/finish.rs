@@ -337,6 +337,7 @@ fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Plan 
     }
     let mut plan = Plan {
         input: pl.stats,
+        interface_names: Vec::new(),
         flows: table.len() as u64,
         max_flows: cfg.max_flows,
         speeds_gbps: speeds.clone(),

@@ -24,6 +24,9 @@ pub struct InputStats {
     /// capture (`tcpdump -i any`) or a capture of several interfaces sees a frame on the bond
     /// and on its member.
     pub duplicates: u64,
+    /// Per capture interface, the frames kept and the copies dropped, for a capture that
+    /// records the interface of each frame (Linux cooked v2, pcapng of several interfaces).
+    pub interfaces: InterfaceCopies,
     /// Frames of link types the planner cannot use, skipped.
     pub skipped: u64,
     /// The first link type whose frames were skipped (see
@@ -65,6 +68,73 @@ impl SflowStats {
             1.0
         } else {
             (1.96 * (1.0 / n as f64).sqrt()).min(1.0)
+        }
+    }
+}
+
+/// How a capture names the interface a frame was seen on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterfaceNaming {
+    /// Linux cooked v2 (`tcpdump -i any -y LINUX_SLL2`): the interface index on the capturing
+    /// host (`ip -o link` there names it).
+    Ifindex,
+    /// pcapng: the capture's interface number (its description may give the name).
+    CaptureInterface,
+}
+
+/// The frames one capture interface gave.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InterfaceFrames {
+    /// The interface (as [`InterfaceCopies::naming`] says).
+    pub interface: u32,
+    /// Frames taken from it (the first copy of each, data and control frames alike).
+    pub kept: u64,
+    /// Frames dropped from it as the second copy of a frame kept from another interface.
+    pub dropped: u64,
+}
+
+/// The most interfaces [`InterfaceCopies`] tells apart; frames of any further interface are
+/// summed in [`InterfaceCopies::other`].
+pub const MAX_COPY_INTERFACES: usize = 16;
+
+/// Which interface's copy of each frame was kept: per interface, frames kept and copies
+/// dropped (fixed size, so input of any length takes no more memory).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InterfaceCopies {
+    /// How the capture names its interfaces; `None` when it does not (then nothing below
+    /// is counted).
+    pub naming: Option<InterfaceNaming>,
+    seen: [InterfaceFrames; MAX_COPY_INTERFACES],
+    len: usize,
+    /// Frames of interfaces beyond the first [`MAX_COPY_INTERFACES`] (`interface` is 0).
+    pub other: InterfaceFrames,
+}
+
+impl InterfaceCopies {
+    /// The interfaces, in the order their first frame came.
+    pub fn seen(&self) -> &[InterfaceFrames] {
+        &self.seen[..self.len]
+    }
+
+    /// Counts a frame of `interface`, kept or dropped as a second copy.
+    pub(super) fn count(&mut self, naming: InterfaceNaming, interface: u32, dropped: bool) {
+        self.naming.get_or_insert(naming);
+        let e = match self.seen[..self.len]
+            .iter()
+            .position(|e| e.interface == interface)
+        {
+            Some(i) => &mut self.seen[i],
+            None if self.len < MAX_COPY_INTERFACES => {
+                self.seen[self.len].interface = interface;
+                self.len += 1;
+                &mut self.seen[self.len - 1]
+            }
+            None => &mut self.other,
+        };
+        if dropped {
+            e.dropped += 1;
+        } else {
+            e.kept += 1;
         }
     }
 }

@@ -109,7 +109,9 @@ pub mod switch;
 
 pub use config::{DEFAULT_MAX_FLOWS, MAX_FAILURE_MEMBERS, MAX_MEMBERS, PlanConfig};
 pub use error::PlanError;
-pub use input::InputStats;
+pub use input::{
+    InputStats, InterfaceCopies, InterfaceFrames, InterfaceNaming, MAX_COPY_INTERFACES,
+};
 pub use load::Load;
 pub use planner::{Planner, plan_capture, plan_flows};
 pub use policy::PlanPolicy;

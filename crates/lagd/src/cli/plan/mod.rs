@@ -519,6 +519,21 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
             "other_flows": {"packets": inp.untracked.packets, "bytes": inp.untracked.bytes},
             "rebuilt_ethernet": inp.rebuilt_ethernet,
             "duplicates": inp.duplicates,
+            "interfaces": {
+                "naming": match inp.interfaces.naming {
+                    Some(lagd_proto::plan::InterfaceNaming::Ifindex) => Some("ifindex"),
+                    Some(lagd_proto::plan::InterfaceNaming::CaptureInterface) => Some("capture_interface"),
+                    None => None,
+                },
+                "seen": inp.interfaces.seen().iter().map(|f| json!({
+                    "interface": f.interface,
+                    "name": plan.interface_names.iter().find(|(n, _)| *n == f.interface).map(|(_, s)| s),
+                    "label": text::interface_label(plan, f.interface),
+                    "kept": f.kept,
+                    "dropped": f.dropped,
+                })).collect::<Vec<_>>(),
+                "other": {"kept": inp.interfaces.other.kept, "dropped": inp.interfaces.other.dropped},
+            },
             "skipped": inp.skipped,
             "skipped_linktype": inp.skipped_linktype.map(|lt| json!({
                 "linktype": lt,

@@ -9,6 +9,7 @@ use core::time::Duration;
 use lagd_proto::capture::linktype_name;
 use lagd_proto::plan::apply::applied_name;
 use lagd_proto::plan::report::{Plan, Rebalancing, human_bytes};
+use lagd_proto::plan::{InterfaceFrames, InterfaceNaming};
 
 /// A count as `12.3k` / `4.5M` when large.
 pub fn human_count(c: u64) -> String {
@@ -47,6 +48,58 @@ fn write_control(plan: &Plan, out: &mut dyn fmt::Write) -> fmt::Result {
             kind.name(),
             l.packets,
             kind.how_sent()
+        )?;
+    }
+    Ok(())
+}
+
+/// How the report names capture interface `i`: `ifindex 7`, or `interface 1 (bond0)`.
+pub fn interface_label(plan: &Plan, i: u32) -> String {
+    match plan.input.interfaces.naming {
+        Some(InterfaceNaming::Ifindex) => format!("ifindex {i}"),
+        _ => match plan.interface_names.iter().find(|(n, _)| *n == i) {
+            Some((_, name)) => format!("interface {i} ({name})"),
+            None => format!("interface {i}"),
+        },
+    }
+}
+
+/// Which interface's copies were kept, when the capture records interfaces and held some
+/// frame twice.
+fn write_interfaces(plan: &Plan, out: &mut dyn fmt::Write) -> fmt::Result {
+    let ifs = &plan.input.interfaces;
+    if plan.input.duplicates == 0 || ifs.seen().is_empty() {
+        return Ok(());
+    }
+    let how = match ifs.naming {
+        Some(InterfaceNaming::Ifindex) => {
+            "by the interface index the cooked v2 capture records (`ip -o link` on the capturing host names them)"
+        }
+        _ => "by capture interface",
+    };
+    writeln!(out, "Copies kept and dropped, {how}:")?;
+    let mut rows: Vec<(String, InterfaceFrames)> = ifs
+        .seen()
+        .iter()
+        .map(|f| (interface_label(plan, f.interface), *f))
+        .collect();
+    if ifs.other.kept + ifs.other.dropped > 0 {
+        rows.push(("other interfaces".into(), ifs.other));
+    }
+    for (label, f) in rows {
+        let what = if f.dropped == 0 {
+            "all its frames kept"
+        } else if f.kept == 0 {
+            "every frame a second copy"
+        } else if f.kept >= f.dropped {
+            "mostly kept"
+        } else {
+            "mostly second copies"
+        };
+        writeln!(
+            out,
+            "  {label:<24} {:>8} frames kept {:>8} copies dropped  ({what})",
+            f.kept, f.dropped
         )?;
     }
     Ok(())
@@ -118,6 +171,7 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
             inp.duplicates
         )?;
     }
+    write_interfaces(plan, out)?;
     if !plan.sample.too_small.is_empty() {
         writeln!(
             out,
