@@ -1,4 +1,4 @@
-//! What the planner counted about its input ([`InputStats`], [`SflowStats`]).
+//! What the planner counted about its input ([`InputStats`], [`SflowStats`], [`IpfixStats`]).
 
 use super::control::ControlCounts;
 use super::load::Load;
@@ -39,6 +39,9 @@ pub struct InputStats {
     /// sFlow input: what the datagrams held (`packets` and `bytes` are then the samples
     /// scaled by their sampling rates).
     pub sflow: Option<SflowStats>,
+    /// IPFIX input: what the messages held (`packets` and `bytes` are then the records'
+    /// counts, scaled by their sampling rates).
+    pub ipfix: Option<IpfixStats>,
     /// Earliest and latest capture timestamp (ns since the epoch), if any.
     pub time_span: Option<(u64, u64)>,
 }
@@ -135,6 +138,57 @@ impl InterfaceCopies {
             e.dropped += 1;
         } else {
             e.kept += 1;
+        }
+    }
+}
+
+/// What the IPFIX input held.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IpfixStats {
+    /// Messages read.
+    pub messages: u64,
+    /// Messages that could not be read, dropped whole.
+    pub malformed: u64,
+    /// Templates and options templates learned (withdrawals not counted).
+    pub templates: u64,
+    /// Templates dropped because the most kept (`ipfix::MAX_TEMPLATES`) were already kept.
+    pub templates_dropped: u64,
+    /// Data records read (options data records included).
+    pub records: u64,
+    /// Of them, flows planned.
+    pub planned: u64,
+    /// Data records of the other `flowDirection` than the one planned (the same packets
+    /// observed where they leave, or enter), not planned.
+    pub other_direction: u64,
+    /// Data records with no IP addresses (ARP and other non-IP flows), not planned.
+    pub without_ip: u64,
+    /// Data records with addresses but no packet count, not planned.
+    pub without_counts: u64,
+    /// Options data records (exporter statistics, sampling parameters), not flows.
+    pub options_records: u64,
+    /// Data records whose template had not been seen, dropped.
+    pub no_template: u64,
+    /// Planned flows whose bytes are estimated from IP octets (no layer-2 octet count).
+    pub l3_octets: u64,
+    /// Planned flows with no sampling rate known (counts taken as every packet).
+    pub unsampled: u64,
+    /// Packets the planned records counted, before scaling by their sampling rates (the
+    /// sample size behind the figures).
+    pub sampled_packets: u64,
+    /// The lowest and highest sampling rate applied (1 in N), if any record had one.
+    pub rate_range: Option<(u64, u64)>,
+    /// Captured packets that were not IPFIX messages (UDP to the port), skipped.
+    pub other_packets: u64,
+}
+
+impl IpfixStats {
+    /// The 95% relative error of a share estimated from the records: 0 when no record was
+    /// sampled (the counts are then exact, as exported), else [`SflowStats::share_error`] of
+    /// the sampled packets.
+    pub fn share_error(&self) -> f64 {
+        match self.rate_range {
+            Some((_, hi)) if hi > 1 => SflowStats::share_error(self.sampled_packets),
+            _ => 0.0,
         }
     }
 }

@@ -8,6 +8,7 @@ use core::time::Duration;
 
 use lagd_proto::capture::linktype_name;
 use lagd_proto::plan::apply::applied_name;
+use lagd_proto::plan::ipfix::IpfixStats;
 use lagd_proto::plan::report::{Plan, Rebalancing, human_bytes};
 use lagd_proto::plan::{InterfaceFrames, InterfaceNaming};
 
@@ -51,6 +52,65 @@ fn write_control(plan: &Plan, out: &mut dyn fmt::Write) -> fmt::Result {
         )?;
     }
     Ok(())
+}
+
+/// What the IPFIX input held, and what flow records cannot tell.
+fn write_ipfix(x: &IpfixStats, out: &mut dyn fmt::Write) -> fmt::Result {
+    writeln!(
+        out,
+        "IPFIX: {} messages ({} unreadable, dropped), {} templates, {} records: {} flows planned; not planned: {} without IP addresses, {} without counts, {} options records, {} before their template; {} other packets skipped.",
+        x.messages,
+        x.malformed,
+        x.templates,
+        x.records,
+        x.planned,
+        x.without_ip,
+        x.without_counts,
+        x.options_records,
+        x.no_template,
+        x.other_packets
+    )?;
+    if x.other_direction > 0 {
+        writeln!(
+            out,
+            "  {} records of the other flow direction not planned: the exporter reported those packets where they entered and again where they left; each is counted once (--ipfix-direction chooses).",
+            x.other_direction
+        )?;
+    }
+    if x.l3_octets > 0 {
+        writeln!(
+            out,
+            "  {} flows gave IP octets only: their bytes are those plus an Ethernet header per packet.",
+            x.l3_octets
+        )?;
+    }
+    match x.rate_range {
+        Some((lo, hi)) if hi > 1 => {
+            let rates = if lo == hi {
+                format!("1 in {lo}")
+            } else {
+                format!("1 in {lo} to 1 in {hi}")
+            };
+            writeln!(
+                out,
+                "  Sampled {rates}: counts scaled; from {} sampled packets a share is within ±{:.1}% of itself (95%, 196*sqrt(1/n)%).",
+                x.sampled_packets,
+                x.share_error() * 100.0
+            )?;
+        }
+        _ => {}
+    }
+    if x.unsampled > 0 {
+        writeln!(
+            out,
+            "  {} flows came with no sampling rate: their counts are taken as every packet (an exporter that samples 1 in N without saying so, as Open vSwitch's default 1 in 400, makes every figure N times too small, the shares alike).",
+            x.unsampled
+        )?;
+    }
+    writeln!(
+        out,
+        "  Flow records sum each flow: packet sizes, order and timing are not known (balance-rr and stripe take a flow's packets back to back at its mean size, bucket policies a steady mix), nor an ICMP echo's identifier (layer3+4 hashes it: all ICMP between two hosts is one flow here)."
+    )
 }
 
 /// How the report names capture interface `i`: `ifindex 7`, or `interface 1 (bond0)`.
@@ -163,6 +223,9 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
             lagd_proto::plan::sflow::SflowStats::share_error(n) * 100.0,
             lagd_proto::plan::sflow::SflowStats::share_error(sf.samples) * 100.0
         )?;
+    }
+    if let Some(x) = inp.ipfix {
+        write_ipfix(&x, out)?;
     }
     if inp.duplicates > 0 {
         writeln!(
