@@ -345,11 +345,11 @@ fn open_vswitch_ipfix_records_planned_as_the_traffic_sent() {
     assert_eq!(x["no_template"], 0, "{x}");
     assert_eq!(x["bytes_from_ip_octets"], 0);
     // OVS does not export its sampling rate: the report says the counts are taken as is.
-    assert_eq!(x["sampling_unknown"], x["planned_flows"]);
+    assert_eq!(x["sampling_unknown"], x["planned_records"]);
     // tshark decodes the same records; Open vSwitch samples on output too, so each packet is
     // also in an egress record, which is not planned (and said so).
     let ((records, packets, octets), egress) = tshark_sums(&msgs);
-    assert_eq!(records, x["planned_flows"].as_u64().unwrap());
+    assert_eq!(records, x["planned_records"].as_u64().unwrap());
     assert_eq!(egress, x["other_direction"].as_u64().unwrap());
     assert!(egress > 0);
     assert_eq!((packets, octets), (want_packets, want_bytes));
@@ -400,7 +400,10 @@ fn open_vswitch_ipfix_records_planned_as_the_traffic_sent() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("flows came with no sampling rate"), "{text}");
+    assert!(
+        text.contains("records came with no sampling rate"),
+        "{text}"
+    );
     assert!(
         text.contains("records of the other flow direction not planned"),
         "{text}"

@@ -155,7 +155,7 @@ pub struct IpfixStats {
     pub templates_dropped: u64,
     /// Data records read (options data records included).
     pub records: u64,
-    /// Of them, flows planned.
+    /// Of them, records planned (each as a flow; records of one flow add up).
     pub planned: u64,
     /// Data records of the other `flowDirection` than the one planned (the same packets
     /// observed where they leave, or enter), not planned.
@@ -168,9 +168,9 @@ pub struct IpfixStats {
     pub options_records: u64,
     /// Data records whose template had not been seen, dropped.
     pub no_template: u64,
-    /// Planned flows whose bytes are estimated from IP octets (no layer-2 octet count).
+    /// Planned records whose bytes are estimated from IP octets (no layer-2 octet count).
     pub l3_octets: u64,
-    /// Planned flows with no sampling rate known (counts taken as every packet).
+    /// Planned records with no sampling rate known (counts taken as every packet).
     pub unsampled: u64,
     /// Packets the planned records counted, before scaling by their sampling rates (the
     /// sample size behind the figures).

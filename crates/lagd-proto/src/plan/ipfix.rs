@@ -952,4 +952,78 @@ mod tests {
         }
         assert!(stats(&p).malformed > 0);
     }
+
+    /// An Ethernet/IPv4/UDP frame from 192.0.2.1:`sport` to `dport` carrying `payload`.
+    fn udp_frame(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        let total = (20 + 8 + payload.len()) as u16;
+        f.extend_from_slice(&[0x45, 0]);
+        f.extend_from_slice(&total.to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2]);
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn a_capture_of_messages_from_two_exporters() {
+        use crate::capture::PcapWriter;
+        let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+        let t = message(&[(2, template(256, &FIELDS))]);
+        let data = message(&[(256, record(4000, 10, 1000, b""))]);
+        let mut bad = data.clone();
+        bad[0] = 5;
+        let frames = [
+            udp_frame(40000, IPFIX_PORT, &t),
+            udp_frame(40000, IPFIX_PORT, &data),
+            // Another exporter (source port): no template of its own yet.
+            udp_frame(40001, IPFIX_PORT, &data),
+            udp_frame(40000, IPFIX_PORT, &bad),
+            udp_frame(40000, 53, &data),
+            vec![0u8; 60],
+        ];
+        for (i, f) in frames.iter().enumerate() {
+            w.write_packet(1_000_000_000 + i as u64 * 1_000_000, f)
+                .unwrap();
+        }
+        let cap = w.into_inner();
+        let plan = plan_ipfix_capture(&cap[..], IPFIX_PORT, Direction::Ingress, PlanConfig::new(2))
+            .unwrap();
+        let x = plan.input.ipfix.unwrap();
+        assert_eq!((x.messages, x.malformed, x.no_template), (4, 1, 1));
+        assert_eq!((x.planned, x.other_packets), (1, 2));
+        assert_eq!((plan.input.packets, plan.input.bytes), (10, 1000));
+        // On another port, nothing is IPFIX.
+        let plan = plan_ipfix_capture(&cap[..], 2055, Direction::Both, PlanConfig::new(2)).unwrap();
+        assert_eq!(plan.input.ipfix.unwrap().other_packets, 6);
+    }
+
+    #[test]
+    fn records_of_one_direction_are_planned() {
+        let mut fields = FIELDS.to_vec();
+        fields.push((61, 1));
+        let rec = |dir: u8| {
+            let mut r = record(4000, 10, 1000, b"");
+            r.push(dir);
+            r
+        };
+        let mut data = rec(0);
+        data.extend(rec(1));
+        let m = message(&[(2, template(256, &fields)), (256, data)]);
+        for (d, want, other) in [
+            (Direction::Ingress, 10, 1),
+            (Direction::Egress, 10, 1),
+            (Direction::Both, 20, 0),
+        ] {
+            let mut p = planner();
+            IpfixDecoder::with_direction(d)
+                .add_message(&mut p, 1, &m)
+                .unwrap();
+            assert_eq!(p.stats().packets, want, "{}", d.name());
+            assert_eq!(stats(&p).other_direction, other);
+        }
+    }
 }

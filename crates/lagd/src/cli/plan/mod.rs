@@ -653,7 +653,7 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
                 "templates": x.templates,
                 "templates_dropped": x.templates_dropped,
                 "records": x.records,
-                "planned_flows": x.planned,
+                "planned_records": x.planned,
                 "other_direction": x.other_direction,
                 "without_ip": x.without_ip,
                 "without_counts": x.without_counts,

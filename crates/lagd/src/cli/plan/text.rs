@@ -58,7 +58,7 @@ fn write_control(plan: &Plan, out: &mut dyn fmt::Write) -> fmt::Result {
 fn write_ipfix(x: &IpfixStats, out: &mut dyn fmt::Write) -> fmt::Result {
     writeln!(
         out,
-        "IPFIX: {} messages ({} unreadable, dropped), {} templates, {} records: {} flows planned; not planned: {} without IP addresses, {} without counts, {} options records, {} before their template; {} other packets skipped.",
+        "IPFIX: {} messages ({} unreadable, dropped), {} templates, {} records: {} planned; not planned: {} without IP addresses, {} without counts, {} options records, {} before their template; {} other packets skipped.",
         x.messages,
         x.malformed,
         x.templates,
@@ -80,7 +80,7 @@ fn write_ipfix(x: &IpfixStats, out: &mut dyn fmt::Write) -> fmt::Result {
     if x.l3_octets > 0 {
         writeln!(
             out,
-            "  {} flows gave IP octets only: their bytes are those plus an Ethernet header per packet.",
+            "  {} records gave IP octets only: their bytes are those plus an Ethernet header per packet.",
             x.l3_octets
         )?;
     }
@@ -103,8 +103,10 @@ fn write_ipfix(x: &IpfixStats, out: &mut dyn fmt::Write) -> fmt::Result {
     if x.unsampled > 0 {
         writeln!(
             out,
-            "  {} flows came with no sampling rate: their counts are taken as every packet (an exporter that samples 1 in N without saying so, as Open vSwitch's default 1 in 400, makes every figure N times too small, the shares alike).",
-            x.unsampled
+            "  {} records came with no sampling rate: their counts are taken as every packet. If the exporter samples 1 in N without saying so (Open vSwitch's default is 1 in 400 and it does not export it), every count is N times too small; the shares stand, within ±{:.1}% of themselves (95%) for the {} packets counted.",
+            x.unsampled,
+            lagd_proto::plan::sflow::SflowStats::share_error(x.sampled_packets) * 100.0,
+            x.sampled_packets
         )?;
     }
     writeln!(
