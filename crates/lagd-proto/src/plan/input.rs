@@ -151,7 +151,8 @@ pub struct IpfixStats {
     pub malformed: u64,
     /// Templates and options templates learned (withdrawals not counted).
     pub templates: u64,
-    /// Templates dropped because the most kept (`ipfix::MAX_TEMPLATES`) were already kept.
+    /// Templates dropped because as many as are kept (`ipfix::MAX_TEMPLATES`, or their
+    /// fields `ipfix::MAX_TEMPLATE_FIELDS`) were already kept.
     pub templates_dropped: u64,
     /// Data records read (options data records included).
     pub records: u64,

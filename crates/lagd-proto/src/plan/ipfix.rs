@@ -58,6 +58,10 @@ pub const IPFIX_PORT: u16 = 4739;
 /// The most templates kept for one input; further templates are counted and dropped.
 pub const MAX_TEMPLATES: usize = 4096;
 
+/// The most template fields kept for one input, all templates together (12 bytes each): with
+/// [`MAX_TEMPLATES`], what bounds the decoder's memory whatever the exporters send.
+pub const MAX_TEMPLATE_FIELDS: usize = 1 << 20;
+
 /// The largest sampling rate taken (a larger one is a corrupt record, and is ignored).
 pub const MAX_SAMPLING_RATE: u64 = 1 << 20;
 
@@ -430,6 +434,8 @@ pub struct IpfixDecoder {
     templates: HashMap<TemplateKey, Template>,
     rates: HashMap<(u64, u32), u64>,
     direction: Direction,
+    /// Fields of the kept templates, all together.
+    fields: usize,
 }
 
 /// Which records to plan by their `flowDirection`. An exporter that observes a packet where
@@ -507,19 +513,22 @@ impl IpfixDecoder {
         st.no_template += d.no_template;
         for (id, t) in d.templates {
             let key = (exporter, d.domain, id);
-            match t {
-                None => {
-                    self.templates.remove(&key);
+            let old = match t {
+                None => self.templates.remove(&key),
+                Some(t) => {
+                    let old_fields = self.templates.get(&key).map_or(0, |o| o.fields.len());
+                    let room = self.templates.len() < MAX_TEMPLATES || old_fields > 0;
+                    if room && self.fields - old_fields + t.fields.len() <= MAX_TEMPLATE_FIELDS {
+                        st.templates += 1;
+                        self.fields += t.fields.len();
+                        self.templates.insert(key, t)
+                    } else {
+                        st.templates_dropped += 1;
+                        None
+                    }
                 }
-                Some(t)
-                    if self.templates.len() < MAX_TEMPLATES
-                        || self.templates.contains_key(&key) =>
-                {
-                    st.templates += 1;
-                    self.templates.insert(key, t);
-                }
-                Some(_) => st.templates_dropped += 1,
-            }
+            };
+            self.fields -= old.map_or(0, |o| o.fields.len());
         }
         // Options records first: the sampling rate they give applies to the message's flows.
         for (r, options) in &d.records {
@@ -1025,5 +1034,36 @@ mod tests {
             assert_eq!(p.stats().packets, want, "{}", d.name());
             assert_eq!(stats(&p).other_direction, other);
         }
+    }
+
+    #[test]
+    fn templates_kept_are_bounded() {
+        let mut d = IpfixDecoder::new();
+        let mut p = planner();
+        // Templates of 16,000 one-byte fields: the field cap stops them before the count cap.
+        let wide: Vec<(u16, u16)> = (0..16_000).map(|i| (1000 + (i % 100), 1)).collect();
+        for id in 0..80u16 {
+            d.add_message(&mut p, 1, &message(&[(2, template(256 + id, &wide))]))
+                .unwrap();
+        }
+        let st = stats(&p);
+        let fit = (MAX_TEMPLATE_FIELDS / 16_000) as u64;
+        assert_eq!((st.templates, st.templates_dropped), (fit, 80 - fit));
+        assert!(d.fields <= MAX_TEMPLATE_FIELDS);
+        // Withdrawing one makes room for one.
+        d.add_message(&mut p, 1, &message(&[(2, vec![1, 0, 0, 0])]))
+            .unwrap();
+        d.add_message(&mut p, 1, &message(&[(2, template(999, &wide))]))
+            .unwrap();
+        assert_eq!(stats(&p).templates, fit + 1);
+        // Small templates: the count cap.
+        let mut d = IpfixDecoder::new();
+        let mut p = planner();
+        for id in 0..(MAX_TEMPLATES as u16 + 10) {
+            d.add_message(&mut p, 1, &message(&[(2, template(256 + id, &FIELDS))]))
+                .unwrap();
+        }
+        assert_eq!(d.templates.len(), MAX_TEMPLATES);
+        assert_eq!(stats(&p).templates_dropped, 10);
     }
 }
