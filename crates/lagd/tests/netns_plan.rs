@@ -267,6 +267,68 @@ fn captures_on_a_bond_a_member_and_any() {
                 dups <= on_bond && dups * 20 >= on_bond * 19,
                 "{dups} duplicates, {on_bond} frames on the bond"
             );
+            // The report says per interface which copies were kept: every frame of each
+            // interface (as tshark counts them) kept or dropped, the drops adding up, and
+            // the bond's copies the ones dropped.
+            let ifs = &any["input"]["interfaces"];
+            assert_eq!(ifs["naming"], "ifindex", "{ifs}");
+            let seen = ifs["seen"].as_array().unwrap();
+            let (mut kept, mut dropped) = (0, 0);
+            for i in seen {
+                let x = i["interface"].as_u64().unwrap();
+                let (k, d) = (i["kept"].as_u64().unwrap(), i["dropped"].as_u64().unwrap());
+                assert_eq!(
+                    k + d,
+                    tshark_count(f, Some(&format!("sll.ifindex == {x}"))),
+                    "{i}"
+                );
+                kept += k;
+                dropped += d;
+            }
+            assert_eq!(dropped, dups);
+            assert_eq!(kept + dropped, captured);
+            let bond = seen
+                .iter()
+                .find(|i| i["interface"] == bond_ifindex)
+                .expect("the bond's frames");
+            assert_eq!(bond["label"], format!("ifindex {bond_ifindex}"));
+            let member_ifindex: u32 = topo
+                .ip(Side::A, &["-o", "link", "show", &member])
+                .unwrap()
+                .split(':')
+                .next()
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            let m = seen
+                .iter()
+                .find(|i| i["interface"] == member_ifindex)
+                .expect("the member's frames");
+            assert!(
+                bond["dropped"].as_u64().unwrap() * 20 >= dups * 19
+                    && m["kept"].as_u64().unwrap() * 20 >= m["dropped"].as_u64().unwrap() * 19,
+                "bond {bond}, member {m}"
+            );
+            let text = lagctl(&["plan", "--pcap", f.to_str().unwrap()]);
+            let text = String::from_utf8_lossy(&text.stdout);
+            let line = text
+                .lines()
+                .find(|l| {
+                    l.trim_start()
+                        .starts_with(&format!("ifindex {bond_ifindex} "))
+                })
+                .unwrap_or_else(|| panic!("no line for the bond: {text}"));
+            assert!(
+                line.contains(&format!("{} copies dropped", bond["dropped"]))
+                    && line.contains("second copies")
+                    || line.contains("every frame a second copy"),
+                "{line}"
+            );
+            assert!(
+                text.contains("Copies kept and dropped, by the interface index"),
+                "{text}"
+            );
         } else {
             // Received frames: pkttype host (0) or other host (3), twice each.
             let received = tshark_count(f, Some("sll.pkttype == 0 || sll.pkttype == 3"));

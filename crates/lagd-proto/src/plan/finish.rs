@@ -337,6 +337,7 @@ fn build(pl: &Planner, table: &HashMap<FlowKey, Entry, BuildKeyHasher>) -> Plan 
     }
     let mut plan = Plan {
         input: pl.stats,
+        interface_names: Vec::new(),
         flows: table.len() as u64,
         max_flows: cfg.max_flows,
         speeds_gbps: speeds.clone(),
@@ -394,6 +395,16 @@ fn verdict(
             sf.samples
         )),
         Some(_) => {}
+        // Sampled flow records: the packets they counted are the sample.
+        None if st.ipfix.is_some_and(|x| {
+            x.rate_range.is_some_and(|r| r.1 > 1) && x.sampled_packets < MIN_PACKETS
+        }) =>
+        {
+            too_small.push(format!(
+                "only {} sampled packets in the IPFIX records (at least {MIN_PACKETS} are needed)",
+                st.ipfix.map_or(0, |x| x.sampled_packets)
+            ))
+        }
         None if st.packets < MIN_PACKETS => too_small.push(format!(
             "only {} data packets (at least {MIN_PACKETS} are needed)",
             st.packets

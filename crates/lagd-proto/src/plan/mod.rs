@@ -56,6 +56,9 @@
 //! - Link control frames (LACP, Marker, pause, LLDP, STP, other frames to
 //!   `01:80:c2:00:00:0x`: [`control`]) are not bond traffic: counted apart by kind, never
 //!   hashed or ranked.
+//! - Flow samples and records: sFlow v5 raw packet headers ([`sflow`]) are replayed as frames,
+//!   scaled by their sampling rate; IPFIX records ([`ipfix`]) are flows like a CSV flow list's
+//!   rows, scaled by the rate the exporter states; both reports state the sampling error.
 //! - The report judges its own input ([`report::SampleVerdict`]): too few packets, flows or
 //!   seconds and it recommends nothing and says why; otherwise the recommendation of a hash
 //!   policy carries a confidence from the ranking redone on halves of the flows, and ends with
@@ -96,6 +99,7 @@ mod finish;
 pub mod flow;
 mod hist;
 mod input;
+pub mod ipfix;
 mod load;
 mod planner;
 mod policy;
@@ -109,7 +113,9 @@ pub mod switch;
 
 pub use config::{DEFAULT_MAX_FLOWS, MAX_FAILURE_MEMBERS, MAX_MEMBERS, PlanConfig};
 pub use error::PlanError;
-pub use input::InputStats;
+pub use input::{
+    InputStats, InterfaceCopies, InterfaceFrames, InterfaceNaming, MAX_COPY_INTERFACES,
+};
 pub use load::Load;
 pub use planner::{Planner, plan_capture, plan_flows};
 pub use policy::PlanPolicy;

@@ -12,7 +12,7 @@ use super::csv;
 use super::error::PlanError;
 use super::flow::{BuildKeyHasher, FlowKey, FlowRecord, Tunnel, extract};
 use super::hist::HashAcc;
-use super::input::InputStats;
+use super::input::{InputStats, InterfaceNaming};
 use super::load::Load;
 use super::policy::PlanPolicy;
 use super::report;
@@ -525,13 +525,17 @@ impl Planner {
                 Some(i) if i != p.interface => self.multi_interface = true,
                 Some(_) => {}
             }
-            if self.multi_interface
-                && self
-                    .cooked
-                    .is_second_copy(p.data, p.orig_len, p.ts_nanos, Some(p.interface))
-            {
-                self.stats.duplicates += 1;
-                return;
+            if self.multi_interface {
+                let second =
+                    self.cooked
+                        .is_second_copy(p.data, p.orig_len, p.ts_nanos, Some(p.interface));
+                self.stats
+                    .interfaces
+                    .count(InterfaceNaming::CaptureInterface, p.interface, second);
+                if second {
+                    self.stats.duplicates += 1;
+                    return;
+                }
             }
             self.add_frame(p.data, p.orig_len);
             return;
@@ -569,10 +573,15 @@ impl Planner {
             // SLL2 names the interface (its index); SLL does not.
             let ifindex = (p.linktype == LINKTYPE_LINUX_SLL2)
                 .then(|| u32::from_be_bytes([d[4], d[5], d[6], d[7]]));
-            if self
+            let second = self
                 .cooked
-                .is_second_copy(&d[drop..], p.orig_len, p.ts_nanos, ifindex)
-            {
+                .is_second_copy(&d[drop..], p.orig_len, p.ts_nanos, ifindex);
+            if let Some(i) = ifindex {
+                self.stats
+                    .interfaces
+                    .count(InterfaceNaming::Ifindex, i, second);
+            }
+            if second {
                 self.stats.duplicates += 1;
                 return;
             }
@@ -688,7 +697,14 @@ pub fn plan_capture<R: io::Read>(
         }
     }
     progress(cap.offset(), n);
-    Ok(planner.finish())
+    let mut plan = planner.finish();
+    plan.interface_names = cap
+        .interfaces()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| Some((u32::try_from(i).ok()?, f.name.clone()?)))
+        .collect();
+    Ok(plan)
 }
 
 /// Reads a whole CSV flow list (see [`csv`]) into a plan.

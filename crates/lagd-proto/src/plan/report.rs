@@ -344,6 +344,9 @@ pub struct Plan {
     pub tunnels: Vec<TunnelSummary>,
     /// Whether the input is big enough to judge, and how sure the recommendation is.
     pub sample: SampleVerdict,
+    /// The names a pcapng capture gives its interfaces (interface number, `if_name`), for
+    /// [`InputStats::interfaces`](super::InputStats::interfaces).
+    pub interface_names: Vec<(u32, String)>,
 }
 
 impl Plan {

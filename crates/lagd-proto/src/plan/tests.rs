@@ -1862,6 +1862,21 @@ fn cooked_captures_count_each_frame_once_and_mac_policies_are_not_judged() {
         assert_eq!(plan.input.packets, want);
         assert_eq!(plan.input.duplicates, 300);
         assert_eq!(plan.input.rebuilt_ethernet, want);
+        // Which copies were kept: cooked v2 by interface index (the bond's first, so its
+        // copies stay and the members' go); cooked v1 records no interface.
+        let ifs = &plan.input.interfaces;
+        if want == 302 {
+            assert_eq!(ifs.naming, Some(InterfaceNaming::Ifindex));
+            let got: Vec<(u32, u64, u64)> = ifs
+                .seen()
+                .iter()
+                .map(|f| (f.interface, f.kept, f.dropped))
+                .collect();
+            assert_eq!(got, [(7, 302, 0), (3, 0, 150), (4, 0, 150)]);
+        } else {
+            assert_eq!(ifs.naming, None);
+            assert!(ifs.seen().is_empty());
+        }
         for p in &plan.policies {
             let mac_dst = matches!(
                 p.policy.hash(),
@@ -1908,5 +1923,17 @@ fn a_capture_of_the_bond_and_a_member_counts_each_frame_once() {
     let direct = plan_of(&frames, PlanConfig::new(2));
     assert_eq!(plan.input.duplicates, both);
     assert_eq!(plan.input.packets, direct.input.packets);
+    let ifs = &plan.input.interfaces;
+    assert_eq!(ifs.naming, Some(InterfaceNaming::CaptureInterface));
+    let got: Vec<(u32, u64, u64)> = ifs
+        .seen()
+        .iter()
+        .map(|f| (f.interface, f.kept, f.dropped))
+        .collect();
+    assert_eq!(got, [(bond, frames.len() as u64, 0), (member, 0, both)]);
+    assert_eq!(
+        plan.interface_names,
+        [(bond, "bond0".to_string()), (member, "eth1".to_string())]
+    );
     assert_eq!(plan.policies, direct.policies);
 }

@@ -35,7 +35,7 @@ mod render_tests;
 
 /// What `lagctl plan` was asked to do.
 #[derive(Debug, Clone, clap::Args)]
-#[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "flows", "sflow", "sflow_listen"])))]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["pcap", "flows", "sflow", "sflow_listen", "ipfix", "ipfix_listen"])))]
 pub struct PlanArgs {
     /// A pcap or pcapng capture to plan from (`-` reads stdin).
     #[arg(long, value_name = "FILE")]
@@ -51,7 +51,24 @@ pub struct PlanArgs {
     /// `--listen-seconds`, then plan from them.
     #[arg(long, value_name = "ADDR:PORT", requires = "listen_seconds")]
     pub sflow_listen: Option<String>,
-    /// How long `--sflow-listen` receives, in seconds.
+    /// A capture (pcap/pcapng) of IPFIX messages (UDP to `--ipfix-port`) to plan from: the
+    /// flow records (addresses, ports, MACs, VLAN, packet and octet counts) read with the
+    /// exporters' templates, scaled by the sampling rate they state.
+    #[arg(long, value_name = "FILE")]
+    pub ipfix: Option<PathBuf>,
+    /// The UDP port of the IPFIX messages in `--ipfix FILE`.
+    #[arg(long, value_name = "PORT", default_value_t = lagd_proto::plan::ipfix::IPFIX_PORT)]
+    pub ipfix_port: u16,
+    /// Which IPFIX records to plan by their flowDirection: ingress, egress or both (an
+    /// exporter that observes a packet where it enters and where it leaves, as Open vSwitch
+    /// does, reports it twice). Records without a direction are always planned.
+    #[arg(long, value_name = "DIR", default_value = "ingress", value_parser = ["ingress", "egress", "both"])]
+    pub ipfix_direction: String,
+    /// Receive IPFIX messages on this UDP address (e.g. `0.0.0.0:4739`) for
+    /// `--listen-seconds`, then plan from them.
+    #[arg(long, value_name = "ADDR:PORT", requires = "listen_seconds")]
+    pub ipfix_listen: Option<String>,
+    /// How long `--sflow-listen` or `--ipfix-listen` receives, in seconds.
     #[arg(long, value_name = "SECONDS")]
     pub listen_seconds: Option<f64>,
     /// Number of bond members, each of 10 Gbit/s (default 2).
@@ -223,15 +240,33 @@ fn read_input(args: &PlanArgs, cfg: PlanConfig) -> Result<(Plan, String), CliErr
         let plan = plan_flows(BufReader::new(r), cfg).map_err(|e| plan_error(path, e))?;
         return Ok((plan, display_name(path)));
     }
-    if let Some(addr) = &args.sflow_listen {
+    let listen_time = || {
         let secs = args.listen_seconds.unwrap_or(0.0);
         if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
             return Err(CliError::Usage(format!(
                 "--listen-seconds {secs}: expected more than 0 and at most 86400"
             )));
         }
-        let plan = listen_sflow(addr, Duration::from_secs_f64(secs), cfg)?;
+        Ok(Duration::from_secs_f64(secs))
+    };
+    if let Some(addr) = &args.sflow_listen {
+        let plan = listen_sflow(addr, listen_time()?, cfg)?;
         return Ok((plan, format!("sFlow on {addr}")));
+    }
+    if let Some(addr) = &args.ipfix_listen {
+        let plan = listen_ipfix(addr, listen_time()?, ipfix_direction(args), cfg)?;
+        return Ok((plan, format!("IPFIX on {addr}")));
+    }
+    if let Some(path) = &args.ipfix {
+        let (r, _) = open(path)?;
+        let plan = lagd_proto::plan::ipfix::plan_ipfix_capture(
+            BufReader::new(r),
+            args.ipfix_port,
+            ipfix_direction(args),
+            cfg,
+        )
+        .map_err(|e| plan_error(path, e))?;
+        return Ok((plan, display_name(path)));
     }
     if let Some(path) = &args.sflow {
         let (r, _) = open(path)?;
@@ -279,6 +314,62 @@ fn listen_sflow(addr: &str, time: Duration, cfg: PlanConfig) -> Result<Plan, Cli
                 if planner.add_sflow_datagram(&buf[..n]).is_err() {
                     planner.count_unreadable_sflow();
                 }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(CliError::Io(e)),
+        }
+    }
+    Ok(planner.finish())
+}
+
+/// The `--ipfix-direction` asked for.
+fn ipfix_direction(args: &PlanArgs) -> lagd_proto::plan::ipfix::Direction {
+    use lagd_proto::plan::ipfix::Direction;
+    match args.ipfix_direction.as_str() {
+        "egress" => Direction::Egress,
+        "both" => Direction::Both,
+        _ => Direction::Ingress,
+    }
+}
+
+/// Receives IPFIX messages on `addr` for `time`, then plans from them; each sender's
+/// templates are its own, and messages that cannot be read are counted and skipped.
+fn listen_ipfix(
+    addr: &str,
+    time: Duration,
+    direction: lagd_proto::plan::ipfix::Direction,
+    cfg: PlanConfig,
+) -> Result<Plan, CliError> {
+    let sock = std::net::UdpSocket::bind(addr)
+        .map_err(|e| CliError::Usage(format!("--ipfix-listen {addr}: cannot bind: {e}")))?;
+    let mut planner =
+        lagd_proto::plan::Planner::new(cfg).map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut decoder = lagd_proto::plan::ipfix::IpfixDecoder::with_direction(direction);
+    let deadline = std::time::Instant::now() + time;
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        sock.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .map_err(CliError::Io)?;
+        match sock.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+                planner.note_time(now);
+                use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
+                let exporter = BuildHasherDefault::<DefaultHasher>::default().hash_one(from);
+                // A message that cannot be read is counted in the report's IPFIX figures.
+                let _ = decoder.add_message(&mut planner, exporter, &buf[..n]);
             }
             Err(e)
                 if matches!(
@@ -519,6 +610,21 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
             "other_flows": {"packets": inp.untracked.packets, "bytes": inp.untracked.bytes},
             "rebuilt_ethernet": inp.rebuilt_ethernet,
             "duplicates": inp.duplicates,
+            "interfaces": {
+                "naming": match inp.interfaces.naming {
+                    Some(lagd_proto::plan::InterfaceNaming::Ifindex) => Some("ifindex"),
+                    Some(lagd_proto::plan::InterfaceNaming::CaptureInterface) => Some("capture_interface"),
+                    None => None,
+                },
+                "seen": inp.interfaces.seen().iter().map(|f| json!({
+                    "interface": f.interface,
+                    "name": plan.interface_names.iter().find(|(n, _)| *n == f.interface).map(|(_, s)| s),
+                    "label": text::interface_label(plan, f.interface),
+                    "kept": f.kept,
+                    "dropped": f.dropped,
+                })).collect::<Vec<_>>(),
+                "other": {"kept": inp.interfaces.other.kept, "dropped": inp.interfaces.other.dropped},
+            },
             "skipped": inp.skipped,
             "skipped_linktype": inp.skipped_linktype.map(|lt| json!({
                 "linktype": lt,
@@ -540,6 +646,26 @@ pub fn to_json(plan: &Plan, title: &str) -> Value {
                 "other_packets": sf.other_packets,
                 "unreadable_datagrams": sf.unreadable,
                 "share_error_95": r4(lagd_proto::plan::sflow::SflowStats::share_error(sf.samples)),
+            })),
+            "ipfix": inp.ipfix.map(|x| json!({
+                "messages": x.messages,
+                "malformed_messages": x.malformed,
+                "templates": x.templates,
+                "templates_dropped": x.templates_dropped,
+                "records": x.records,
+                "planned_records": x.planned,
+                "other_direction": x.other_direction,
+                "without_ip": x.without_ip,
+                "without_counts": x.without_counts,
+                "options_records": x.options_records,
+                "no_template": x.no_template,
+                "bytes_from_ip_octets": x.l3_octets,
+                "sampling_unknown": x.unsampled,
+                "sampled_packets": x.sampled_packets,
+                "sampling_rate_min": x.rate_range.map(|r| r.0),
+                "sampling_rate_max": x.rate_range.map(|r| r.1),
+                "other_packets": x.other_packets,
+                "share_error_95": r4(x.share_error()),
             })),
             "duration_s": inp.time_span.map(|(a, b)| r4((b - a) as f64 / 1e9)),
         },

@@ -8,7 +8,9 @@ use core::time::Duration;
 
 use lagd_proto::capture::linktype_name;
 use lagd_proto::plan::apply::applied_name;
+use lagd_proto::plan::ipfix::IpfixStats;
 use lagd_proto::plan::report::{Plan, Rebalancing, human_bytes};
+use lagd_proto::plan::{InterfaceFrames, InterfaceNaming};
 
 /// A count as `12.3k` / `4.5M` when large.
 pub fn human_count(c: u64) -> String {
@@ -47,6 +49,119 @@ fn write_control(plan: &Plan, out: &mut dyn fmt::Write) -> fmt::Result {
             kind.name(),
             l.packets,
             kind.how_sent()
+        )?;
+    }
+    Ok(())
+}
+
+/// What the IPFIX input held, and what flow records cannot tell.
+fn write_ipfix(x: &IpfixStats, out: &mut dyn fmt::Write) -> fmt::Result {
+    writeln!(
+        out,
+        "IPFIX: {} messages ({} unreadable, dropped), {} templates, {} records: {} planned; not planned: {} without IP addresses, {} without counts, {} options records, {} before their template; {} other packets skipped.",
+        x.messages,
+        x.malformed,
+        x.templates,
+        x.records,
+        x.planned,
+        x.without_ip,
+        x.without_counts,
+        x.options_records,
+        x.no_template,
+        x.other_packets
+    )?;
+    if x.other_direction > 0 {
+        writeln!(
+            out,
+            "  {} records of the other flow direction not planned: the exporter reported those packets where they entered and again where they left; each is counted once (--ipfix-direction chooses).",
+            x.other_direction
+        )?;
+    }
+    if x.l3_octets > 0 {
+        writeln!(
+            out,
+            "  {} records gave IP octets only: their bytes are those plus an Ethernet header per packet.",
+            x.l3_octets
+        )?;
+    }
+    match x.rate_range {
+        Some((lo, hi)) if hi > 1 => {
+            let rates = if lo == hi {
+                format!("1 in {lo}")
+            } else {
+                format!("1 in {lo} to 1 in {hi}")
+            };
+            writeln!(
+                out,
+                "  Sampled {rates}: counts scaled; from {} sampled packets a share is within ±{:.1}% of itself (95%, 196*sqrt(1/n)%).",
+                x.sampled_packets,
+                x.share_error() * 100.0
+            )?;
+        }
+        _ => {}
+    }
+    if x.unsampled > 0 {
+        writeln!(
+            out,
+            "  {} records came with no sampling rate: their counts are taken as every packet. If the exporter samples 1 in N without saying so (Open vSwitch's default is 1 in 400 and it does not export it), every count is N times too small; the shares stand, within ±{:.1}% of themselves (95%) for the {} packets counted.",
+            x.unsampled,
+            lagd_proto::plan::sflow::SflowStats::share_error(x.sampled_packets) * 100.0,
+            x.sampled_packets
+        )?;
+    }
+    writeln!(
+        out,
+        "  Flow records sum each flow: packet sizes, order and timing are not known (balance-rr and stripe take a flow's packets back to back at its mean size, bucket policies a steady mix), nor an ICMP echo's identifier (layer3+4 hashes it: all ICMP between two hosts is one flow here)."
+    )
+}
+
+/// How the report names capture interface `i`: `ifindex 7`, or `interface 1 (bond0)`.
+pub fn interface_label(plan: &Plan, i: u32) -> String {
+    match plan.input.interfaces.naming {
+        Some(InterfaceNaming::Ifindex) => format!("ifindex {i}"),
+        _ => match plan.interface_names.iter().find(|(n, _)| *n == i) {
+            Some((_, name)) => format!("interface {i} ({name})"),
+            None => format!("interface {i}"),
+        },
+    }
+}
+
+/// Which interface's copies were kept, when the capture records interfaces and held some
+/// frame twice.
+fn write_interfaces(plan: &Plan, out: &mut dyn fmt::Write) -> fmt::Result {
+    let ifs = &plan.input.interfaces;
+    if plan.input.duplicates == 0 || ifs.seen().is_empty() {
+        return Ok(());
+    }
+    let how = match ifs.naming {
+        Some(InterfaceNaming::Ifindex) => {
+            "by the interface index the cooked v2 capture records (`ip -o link` on the capturing host names them)"
+        }
+        _ => "by capture interface",
+    };
+    writeln!(out, "Copies kept and dropped, {how}:")?;
+    let mut rows: Vec<(String, InterfaceFrames)> = ifs
+        .seen()
+        .iter()
+        .map(|f| (interface_label(plan, f.interface), *f))
+        .collect();
+    if ifs.other.kept + ifs.other.dropped > 0 {
+        rows.push(("other interfaces".into(), ifs.other));
+    }
+    for (label, f) in rows {
+        let what = if f.dropped == 0 {
+            "all its frames kept"
+        } else if f.kept == 0 {
+            "every frame a second copy"
+        } else if f.kept >= f.dropped {
+            "mostly kept"
+        } else {
+            "mostly second copies"
+        };
+        writeln!(
+            out,
+            "  {label:<24} {:>8} frames kept {:>8} copies dropped  ({what})",
+            f.kept, f.dropped
         )?;
     }
     Ok(())
@@ -111,6 +226,9 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
             lagd_proto::plan::sflow::SflowStats::share_error(sf.samples) * 100.0
         )?;
     }
+    if let Some(x) = inp.ipfix {
+        write_ipfix(&x, out)?;
+    }
     if inp.duplicates > 0 {
         writeln!(
             out,
@@ -118,6 +236,7 @@ pub fn write_table(plan: &Plan, title: &str, out: &mut dyn fmt::Write) -> fmt::R
             inp.duplicates
         )?;
     }
+    write_interfaces(plan, out)?;
     if !plan.sample.too_small.is_empty() {
         writeln!(
             out,
