@@ -587,7 +587,12 @@ impl BondOptions {
             "primary" => {
                 self.primary = match value {
                     "" => None,
-                    name if name.len() < 16 && !name.contains(['/', ' ']) => Some(name.to_owned()),
+                    // The kernel's interface names: no '/', no white space of any kind.
+                    name if name.len() < 16
+                        && !name.contains(|c: char| c == '/' || c.is_whitespace()) =>
+                    {
+                        Some(name.to_owned())
+                    }
                     _ => return Err(format!("invalid value '{value}': not an interface name")),
                 }
             }
