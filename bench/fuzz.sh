@@ -62,11 +62,25 @@ for t in "${targets[@]}"; do
             "$logs/$t.log" | sed 's/|/\\|/g' | cut -c1-160)"
     fi
     # Minimise (the inputs that add coverage) and rename to the names the repository keeps.
+    # cmin rewrites the directory under content hashes: the hand-made seeds are put back under
+    # their names, and a minimised copy of one dropped.
+    seeds="$logs/$t.seeds"
+    mkdir -p "$seeds"
+    find "corpus/$t" -maxdepth 1 -name 'seed-*' -exec cp {} "$seeds/" \;
     "${FUZZ_CARGO[@]}" fuzz cmin "$t" "corpus/$t" >"$logs/$t.cmin" 2>&1 || true
+    cp "$seeds"/seed-* "corpus/$t/" 2>/dev/null || true
+    seed_sums=$(for f in "$seeds"/seed-*; do
+        if [ -e "$f" ]; then sha1sum "$f" | cut -c1-40; fi
+    done)
     for f in "corpus/$t"/*; do
         b=$(basename "$f")
         case $b in seed-* | min-*) continue ;; esac
-        mv "$f" "corpus/$t/min-$(sha1sum "$f" | cut -c1-16)"
+        sum=$(sha1sum "$f" | cut -c1-40)
+        if grep -qx "$sum" <<<"$seed_sums"; then
+            rm "$f"
+        else
+            mv "$f" "corpus/$t/min-${sum:0:16}"
+        fi
     done
     after=$(find "corpus/$t" -type f | wc -l)
     rows+=("| \`$t\` | ${FUZZ_SECONDS} | ${execs:-–} | ${speed:-–} | ${cov:-–} | ${ft:-–} | $before → $after | $crash |")
