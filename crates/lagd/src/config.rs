@@ -583,6 +583,16 @@ actor_port_prio = { eth0 = 100, eth1 = 200 }
         let e = Config::from_toml(&wrong_type, None).unwrap_err();
         assert_eq!((e.key.as_deref(), e.line), (Some("mtu"), Some(4)), "{e}");
 
+        // A primary with white space in it is no interface name (and would not survive the
+        // option string lagd logs).
+        let tab = GOOD.replace("primary = \"eth1\"", "primary = \"eth\\t1\"");
+        let e = Config::from_toml(&tab, None).unwrap_err();
+        assert_eq!(
+            (e.key.as_deref(), e.line),
+            (Some("primary"), Some(9)),
+            "{e}"
+        );
+
         let bad_mtu = GOOD.replace("mtu = 9000", "mtu = 70000");
         let e = Config::from_toml(&bad_mtu, None).unwrap_err();
         assert_eq!((e.key.as_deref(), e.line), (Some("mtu"), Some(4)), "{e}");

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use lagd_proto::balance::BucketsSnapshot;
-use lagd_proto::bond::{BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot};
+use lagd_proto::bond::{
+    ArpMonitorSnapshot, BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot,
+};
 use lagd_proto::lacp::{LacpPortSnapshot, LacpSnapshot};
 use lagd_proto::port::PortId;
 use lagd_proto::time::Instant;
@@ -77,6 +79,9 @@ pub struct Status {
     /// The tables keyed by what peers and the host send: sizes, bounds, evictions.
     #[serde(default)]
     pub tables: TablesStatus,
+    /// The ARP monitor (IPv4 and IPv6 targets), when it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arp_monitor: Option<ArpMonitorStatus>,
     /// Members in enslave order.
     pub members: Vec<MemberStatus>,
 }
@@ -109,6 +114,39 @@ impl TablesStatus {
             igmp_groups: t.igmp_groups as u64,
             igmp_groups_max: t.igmp_groups_max as u64,
             igmp_groups_evicted: t.igmp_groups_evicted,
+        }
+    }
+}
+
+/// The ARP monitor's settings: `arp_interval`, `arp_missed_max`, `arp_validate`,
+/// `arp_all_targets`, and the targets it probes (`arp_ip_target` with ARP, `ns_ip6_target`
+/// with neighbour solicitations).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArpMonitorStatus {
+    /// `arp_interval` in ms.
+    pub interval_ms: u32,
+    /// `arp_missed_max`.
+    pub missed_max: u8,
+    /// `arp_validate`.
+    pub validate: String,
+    /// `arp_all_targets`.
+    pub all_targets: String,
+    /// IPv4 targets.
+    pub ip_targets: Vec<String>,
+    /// IPv6 targets.
+    pub ns_ip6_targets: Vec<String>,
+}
+
+impl ArpMonitorStatus {
+    /// From the bond's snapshot.
+    pub fn from_snapshot(a: &ArpMonitorSnapshot) -> Self {
+        Self {
+            interval_ms: a.interval_ms,
+            missed_max: a.missed_max,
+            validate: a.validate.name().to_owned(),
+            all_targets: a.all_targets.name().to_owned(),
+            ip_targets: a.ip_targets.iter().map(ToString::to_string).collect(),
+            ns_ip6_targets: a.ns_targets.iter().map(ToString::to_string).collect(),
         }
     }
 }
@@ -504,6 +542,10 @@ impl Status {
             disabled_members: Vec::new(),
             changes: Vec::new(),
             tables: TablesStatus::from_snapshot(&snap.tables),
+            arp_monitor: snap
+                .arp_monitor
+                .as_ref()
+                .map(ArpMonitorStatus::from_snapshot),
             stripe: snap.stripe.as_ref().map(|st| {
                 let names: Vec<&str> = snap.ports.iter().map(|p| p.name.as_str()).collect();
                 StripeStatus::from_snapshot(st, &names)
@@ -807,6 +849,25 @@ impl Status {
         let _ = writeln!(s, "Down Delay (ms): {}", self.downdelay);
         let _ = writeln!(s, "Peer Notification Delay (ms): {}", self.peer_notif_delay);
         let _ = writeln!(s, "Carrier Poll Interval (ms): {}", self.carrier_poll_ms);
+        if let Some(a) = &self.arp_monitor {
+            let _ = writeln!(s, "ARP Polling Interval (ms): {}", a.interval_ms);
+            let _ = writeln!(s, "ARP Missed Max: {}", a.missed_max);
+            let _ = writeln!(
+                s,
+                "ARP Validate: {} (arp_all_targets {})",
+                a.validate, a.all_targets
+            );
+            let _ = writeln!(
+                s,
+                "ARP IP target/s (n.n.n.n form): {}",
+                a.ip_targets.join(",")
+            );
+            let _ = writeln!(
+                s,
+                "NS IPv6 target/s (xx::xx form): {}",
+                a.ns_ip6_targets.join(",")
+            );
+        }
         let _ = writeln!(
             s,
             "TX Dropped (no usable member): {}",
@@ -1134,6 +1195,14 @@ mod test {
                 igmp_groups_evicted: 1,
                 ..TablesStatus::default()
             },
+            arp_monitor: Some(ArpMonitorStatus {
+                interval_ms: 200,
+                missed_max: 2,
+                validate: "all".into(),
+                all_targets: "any".into(),
+                ip_targets: vec!["192.0.2.1".into()],
+                ns_ip6_targets: vec!["2001:db8::1".into(), "fe80::1".into()],
+            }),
             members: vec![MemberStatus {
                 name: "eth1".into(),
                 mii_status: "up".into(),
@@ -1175,6 +1244,11 @@ mod test {
             "Permanent HW addr: 02:00:00:00:00:02",
             "Drops: rx inactive_member 3 (socket 0), tx busy 0",
             "Multicast Groups Kept: 3 (max 64, 1 evicted)",
+            "ARP Polling Interval (ms): 200",
+            "ARP Missed Max: 2",
+            "ARP Validate: all (arp_all_targets any)",
+            "ARP IP target/s (n.n.n.n form): 192.0.2.1",
+            "NS IPv6 target/s (xx::xx form): 2001:db8::1,fe80::1",
         ];
         for line in want {
             assert!(
@@ -1185,6 +1259,12 @@ mod test {
         assert!(!text.contains("Transmit Hash Policy"));
         // Not balance-alb: no client table.
         assert!(!text.contains("ALB Clients"));
+        // Without the ARP monitor, none of its lines.
+        let quiet = Status {
+            arp_monitor: None,
+            ..sample()
+        };
+        assert!(!quiet.render().contains("ARP"), "{}", quiet.render());
     }
 
     #[test]

@@ -24,8 +24,8 @@ use lagd_proto::lacp::{AGGREGATE_WAIT_TIME, FAST_PERIODIC_TIME};
 mod common;
 
 use common::{
-    STATUS_POLL, address_bonds, lacp_doctor, leave_bound, leave_floor, rejoin_bound, start_lagd,
-    udp_frame, wait_member_distributing,
+    STATUS_POLL, address_bonds, lacp_doctor, lagctl_ok, leave_bound, leave_floor, rejoin_bound,
+    start_lagd, udp_frame, wait_member_distributing,
 };
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
@@ -594,6 +594,139 @@ fn arp_monitor_case(extra: &str, path: &str) {
         thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(lab.status(Side::A).members[1].link_failure_count, 1);
+}
+
+/// The IPv6 half of the ARP monitor (`ns_ip6_target`): host A solicits host B's bond address
+/// with neighbour solicitations; a member whose carrier stays up while its traffic is dropped
+/// is taken out and comes back when traffic flows again. Through lagd with validation (only
+/// B's neighbour advertisements count), and with the kernel fast path without it (any frame
+/// counts). With validation the kernel path is refused, and `lagctl show` says why.
+#[test]
+fn ns_monitor_takes_out_a_member_whose_ipv6_path_dies() {
+    for (extra, path) in [
+        ("fastpath=off arp_validate=all", "lagd"),
+        ("fastpath=on", "kernel"),
+        ("fastpath=auto arp_validate=active", "lagd"),
+    ] {
+        ns_monitor_case(extra, path);
+    }
+}
+
+fn ns_monitor_case(extra: &str, path: &str) {
+    // Addresses inside the lab's own namespaces only (a ULA prefix per lab).
+    let topo = Topology::create(2).expect("create topology");
+    let prefix = format!("fd6c:{}::", &topo.tag()[2..6]);
+    let (addr_a, addr_b) = (format!("{prefix}1"), format!("{prefix}2"));
+    let a = format!(
+        "mode=balance-xor xmit_hash_policy=layer3+4 arp_interval=100 arp_missed_max=5 {extra} \
+         ns_ip6_target={addr_b}"
+    );
+    // Host B sends everything on both links, so each of A's members hears B's answers.
+    let lab = Lab::start(topo, [&a, "mode=broadcast miimon=100"], |_| {});
+    for (side, addr) in [(Side::A, &addr_a), (Side::B, &addr_b)] {
+        let bond = format!("{}b{}", lab.topo.tag(), side.letter());
+        lab.topo
+            .sysctl(side, &format!("net/ipv6/conf/{bond}/disable_ipv6"), "0")
+            .unwrap();
+        lab.topo
+            .ip(
+                side,
+                &[
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{addr}/64"),
+                    "dev",
+                    &bond,
+                    "nodad",
+                ],
+            )
+            .unwrap();
+    }
+    let s = lab.status(Side::A);
+    assert_eq!(s.dataplane.path, path, "{extra}");
+    if extra.contains("auto") {
+        let why = s.dataplane.reason.clone().unwrap_or_default();
+        assert!(why.contains("ns_ip6_target"), "dataplane reason: {why:?}");
+        let shown = lagctl_ok(&lab.controls[0], &["show"]);
+        assert!(
+            shown.contains("ns_ip6_target with arp_validate"),
+            "lagctl show names the reason:\n{shown}"
+        );
+    }
+    let shown = lagctl_ok(&lab.controls[0], &["show"]);
+    assert!(
+        shown.contains(&format!("NS IPv6 target/s (xx::xx form): {addr_b}")),
+        "{shown}"
+    );
+    // Both members hear B (its advertisements with validation) within the window.
+    let t = Instant::now();
+    while lab
+        .status(Side::A)
+        .members
+        .iter()
+        .any(|m| m.mii_status != "up")
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "members not up: {:?}",
+            lab.status(Side::A).members
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    thread::sleep(Duration::from_millis(1000));
+    let s = lab.status(Side::A);
+    assert!(
+        s.members.iter().all(|m| m.mii_status == "up"),
+        "{extra}: a member with a live path went down: {:?}",
+        s.members
+    );
+    let link1 = lab.topo.links()[1].name.clone();
+    lab.topo.drop_link_traffic(&link1, true).unwrap();
+    let t = Instant::now();
+    while lab.status(Side::A).members[1].mii_status != "down" {
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "{extra}: silent member never taken out"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    println!(
+        "{extra}: NS monitor took the silent member out after {} ms",
+        t.elapsed().as_millis()
+    );
+    let carrier = lab
+        .topo
+        .ip(Side::A, &["-o", "link", "show", &link1])
+        .unwrap();
+    assert!(carrier.contains("LOWER_UP"), "carrier stayed up: {carrier}");
+    assert!(lab.ping(Side::A, 3), "the bond carries on over member 0");
+    lab.topo.drop_link_traffic(&link1, false).unwrap();
+    let t = Instant::now();
+    while lab.status(Side::A).members[1].mii_status != "up" {
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "{extra}: member never came back"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(lab.status(Side::A).members[1].link_failure_count, 1);
+    if extra.contains("arp_validate") {
+        // With validation B's other traffic does not count: a target nobody owns (set live)
+        // takes both members out.
+        let bond = format!("{}bA", lab.topo.tag());
+        let nobody = format!("ns_ip6_target={prefix}99");
+        lagctl_ok(&lab.controls[0], &["set", &bond, &nobody]);
+        let t = Instant::now();
+        while lab.status(Side::A).mii_status != "down" {
+            assert!(
+                t.elapsed() < Duration::from_secs(3),
+                "{extra}: members kept up by a target nobody owns: {:?}",
+                lab.status(Side::A).members
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// An 802.3ad lab: `links` links, tcpdump of slow-protocol frames on host A's end of every link

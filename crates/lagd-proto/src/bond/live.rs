@@ -30,10 +30,9 @@ pub fn liveness(key: &str) -> Liveness {
     match key {
         "miimon" | "updelay" | "downdelay" | "peer_notif_delay" | "use_carrier" | "primary"
         | "primary_reselect" | "num_grat_arp" | "num_unsol_na" | "resend_igmp"
-        | "all_slaves_active" | "arp_interval" | "arp_ip_target" | "arp_validate"
-        | "arp_all_targets" | "arp_missed_max" | "xmit_hash_policy" | "packets_per_slave" => {
-            Liveness::Live
-        }
+        | "all_slaves_active" | "arp_interval" | "arp_ip_target" | "ns_ip6_target"
+        | "arp_validate" | "arp_all_targets" | "arp_missed_max" | "xmit_hash_policy"
+        | "packets_per_slave" => Liveness::Live,
         "mode" | "fail_over_mac" => Liveness::NoMembers,
         "lacp_rate" | "lacp_active" | "ad_select" | "ad_user_port_key" | "tlb_dynamic_lb"
         | "coupled_control" => Liveness::BondDown,

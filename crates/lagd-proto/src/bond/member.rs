@@ -63,13 +63,14 @@ pub(crate) struct Port {
     pub(crate) since: Instant,
     pub(crate) link_failures: u32,
     /// ARP monitor: when each target was last heard on this member (any frame counts for all
-    /// targets without validation).
-    pub(crate) arp_heard: [Instant; MAX_ARP_TARGETS],
+    /// targets without validation): the `arp_ip_target`s first, then from
+    /// [`MAX_ARP_TARGETS`] on the `ns_ip6_target`s.
+    pub(crate) arp_heard: [Instant; 2 * MAX_ARP_TARGETS],
     /// ARP monitor: the member is taken out for silence.
     pub(crate) arp_down: bool,
 }
 
-/// The driver's limit on `arp_ip_target`.
+/// The driver's limit on `arp_ip_target` (and on `ns_ip6_target`).
 pub(crate) const MAX_ARP_TARGETS: usize = 16;
 
 impl Port {
@@ -101,7 +102,7 @@ impl Port {
             carrier,
             since: now,
             link_failures: 0,
-            arp_heard: [now; MAX_ARP_TARGETS],
+            arp_heard: [now; 2 * MAX_ARP_TARGETS],
             arp_down: false,
         }
     }

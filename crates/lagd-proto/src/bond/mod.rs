@@ -43,6 +43,8 @@
 //! and learned address: on every member in the load-balancing modes, on the active member in
 //! active-backup. A member that has heard nothing for `arp_missed_max` intervals (one more for a
 //! backup) is taken out as `down`, even with carrier up; traffic it hears brings it back.
+//! IPv6 targets (`ns_ip6_target`) are probed the same way with neighbour solicitations, and
+//! with validation a neighbour solicitation or advertisement from a target counts for it.
 //! With validation (`arp_validate` other than `none`) or `filter`, only ARP frames from a target
 //! count, not any frame (lagd's validation checks the ARP sender address against the targets;
 //! with `arp_all_targets=all` every target must have been heard). Unlike the driver, which stops
@@ -95,7 +97,9 @@ pub use member::{MiiStatus, PortInfo};
 pub use options::{
     BondOptions, Distribution, FailOverMac, FastPathMode, Mode, OptionError, PrimaryReselect,
 };
-pub use snapshot::{BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot};
+pub use snapshot::{
+    ArpMonitorSnapshot, BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot,
+};
 pub use verdict::{
     DRIVER_HEADROOM, Dataplane, DropReason, HostFrame, RxVerdict, TX_HEADROOM, TxDrop, TxVerdict,
 };
@@ -525,7 +529,7 @@ impl Bond {
         if let Some(tx) = self
             .arp
             .as_mut()
-            .and_then(|a| a.poll_transmit(self.mac, self.addrs.ipv4, buf))
+            .and_then(|a| a.poll_transmit(self.mac, self.addrs.ipv4, &self.addrs.ipv6, buf))
         {
             return Some(tx);
         }
@@ -581,6 +585,14 @@ impl Bond {
             lacp: self.lacp.as_ref().map(Lacp::snapshot),
             buckets: self.mode.buckets_snapshot(),
             failovers: self.failovers,
+            arp_monitor: self.arp.as_ref().map(|_| ArpMonitorSnapshot {
+                interval_ms: self.opts.arp_interval,
+                missed_max: self.opts.arp_missed_max,
+                validate: self.opts.arp_validate,
+                all_targets: self.opts.arp_all_targets,
+                ip_targets: self.opts.arp_ip_target.clone(),
+                ns_targets: self.opts.ns_ip6_target.clone(),
+            }),
             tables: TablesSnapshot {
                 alb_clients: self.mode.rlb().map_or(0, |r| r.clients.len()),
                 alb_clients_max: self.mode.rlb().map_or(0, |_| mode::alb::MAX_CLIENTS),
@@ -639,10 +651,22 @@ impl Bond {
     }
 
     /// Why a kernel fast path cannot carry this bond's data frames (`None`: it can): what the
-    /// distribution table cannot express ([`DistributionTable::kernel_refusal`]). With the ARP
-    /// monitor the fast path must give lagd the members' ARP frames and report other frames
-    /// with [`Bond::note_received_elsewhere`].
+    /// distribution table cannot express ([`DistributionTable::kernel_refusal`]), or an
+    /// `ns_ip6_target` with `arp_validate` (the monitor would need the neighbour advertisements
+    /// the fast path forwards). With the ARP monitor the fast path must give lagd the members'
+    /// ARP frames and report other frames with [`Bond::note_received_elsewhere`].
     pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
+        if self.arp.is_some()
+            && !self.opts.ns_ip6_target.is_empty()
+            && self.opts.arp_validate != options::ArpValidate::None
+        {
+            // With validation the monitor must read the targets' neighbour advertisements, and
+            // the members' program hands lagd only slow-protocol and ARP frames.
+            return Some(
+                "ns_ip6_target with arp_validate: the kernel path does not pass neighbour \
+                 advertisements to lagd",
+            );
+        }
         // What the mode needs once it has carrier (the daemon asks before any member is up).
         DistributionTable::new(
             self.distribution_generation(),
@@ -989,6 +1013,7 @@ impl Bond {
             all_slaves_active,
             arp_interval,
             arp_ip_target,
+            ns_ip6_target,
             arp_validate,
             arp_all_targets,
             arp_missed_max,
@@ -1082,7 +1107,8 @@ impl Bond {
         let policy_changed = old.xmit_hash_policy != self.opts.xmit_hash_policy
             || old.packets_per_slave != self.opts.packets_per_slave;
         let arp_changed = old.arp_interval != self.opts.arp_interval
-            || old.arp_ip_target != self.opts.arp_ip_target;
+            || old.arp_ip_target != self.opts.arp_ip_target
+            || old.ns_ip6_target != self.opts.ns_ip6_target;
         if policy_changed {
             // The hash (or round-robin) state starts afresh over the same members.
             self.mode = ModeState::new(&self.opts, self.mac);

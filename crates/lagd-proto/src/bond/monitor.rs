@@ -2,8 +2,9 @@
 //!
 //! A member whose carrier drops goes `going down` for `downdelay` and then `down` (one link
 //! failure counted); a member whose carrier returns goes `going back` for `updelay` and then
-//! `up`. The ARP monitor probes each target every `arp_interval` and takes out a member that
-//! heard nothing for `arp_missed_max` intervals (one more for a backup).
+//! `up`. The ARP monitor probes each target every `arp_interval` (IPv4 targets with ARP
+//! requests, IPv6 targets, `ns_ip6_target`, with neighbour solicitations) and takes out a member
+//! that heard nothing for `arp_missed_max` intervals (one more for a backup).
 
 use core::time::Duration;
 use std::collections::VecDeque;
@@ -15,8 +16,10 @@ use crate::port::{PortId, Transmit};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
-use crate::wire::ethernet::{EtherType, EthernetFrame};
-use crate::wire::ip::Ipv4Address;
+use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr};
+use crate::wire::ip::{IpProtocol, Ipv4Address, Ipv6Address};
+use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
+use crate::wire::l4::IcmpPacket;
 
 /// Events the monitors raise.
 pub(crate) type Events = VecDeque<BondEvent>;
@@ -119,25 +122,59 @@ fn arp_sender(frame: &[u8]) -> Option<Ipv4Address> {
     Some(arp.source_protocol_addr())
 }
 
+/// ICMPv6 neighbour solicitation and advertisement (RFC 4861).
+const ND_SOLICIT: u8 = 135;
+const ND_ADVERT: u8 = 136;
+
+/// The addresses a neighbour-discovery frame speaks for: its IPv6 source, and for an
+/// advertisement its target address (the address it answers for). Only solicitations and
+/// advertisements with hop limit 255 (never forwarded, RFC 4861 §7.1) directly in IPv6.
+fn nd_speakers(frame: &[u8]) -> Option<(Ipv6Address, Option<Ipv6Address>)> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::Ipv6 {
+        return None;
+    }
+    let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+    if ip.next_header() != IpProtocol::Icmpv6 || ip.hop_limit() != 255 {
+        return None;
+    }
+    let icmp = IcmpPacket::new_checked(ip.payload()).ok()?;
+    match icmp.msg_type() {
+        ND_SOLICIT => Some((ip.src_addr(), None)),
+        ND_ADVERT => {
+            let target = icmp.quoted().get(..16).map(Ipv6Address::from_bytes);
+            Some((ip.src_addr(), target))
+        }
+        _ => None,
+    }
+}
+
+/// A target the ARP monitor probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// An `arp_ip_target`, probed with an ARP request.
+    V4(Ipv4Address),
+    /// An `ns_ip6_target`, probed with a neighbour solicitation.
+    V6(Ipv6Address),
+}
+
 /// The ARP monitor's schedule and the probes it queued.
 #[derive(Debug, Clone)]
 pub(crate) struct ArpMonitor {
     pub(crate) next: Instant,
-    queue: Vec<(PortId, Ipv4Address)>,
+    queue: Vec<(PortId, Target)>,
 }
 
 impl ArpMonitor {
-    /// The monitor the options ask for: `arp_interval` and at least one target.
+    /// The monitor the options ask for: `arp_interval` and at least one target (IPv4 or IPv6).
     pub(crate) fn new(opts: &BondOptions) -> Option<Self> {
-        (opts.arp_interval > 0 && !opts.arp_ip_target.is_empty()).then(|| Self {
+        let targets = !opts.arp_ip_target.is_empty() || !opts.ns_ip6_target.is_empty();
+        (opts.arp_interval > 0 && targets).then(|| Self {
             next: Instant::ZERO,
             queue: Vec::new(),
         })
     }
 
-    /// A frame received on `port`: without validation any frame is a sign of life for every
-    /// target; with it, only an ARP frame from a target, for that target.
-    #[inline]
     /// Frames arrived on `port` that lagd did not see itself (a kernel fast path counted them):
     /// with `arp_validate=none` any frame is a sign of life, as for [`ArpMonitor::note_rx`].
     pub(crate) fn note_rx_elsewhere(
@@ -148,11 +185,16 @@ impl ArpMonitor {
     ) {
         if opts.arp_validate == ArpValidate::None {
             if let Some(p) = ports.get_mut(port.index()) {
-                p.arp_heard = [now; MAX_ARP_TARGETS];
+                p.arp_heard = [now; 2 * MAX_ARP_TARGETS];
             }
         }
     }
 
+    /// A frame received on `port`: without validation any frame is a sign of life for every
+    /// target; with it, only an ARP frame from an `arp_ip_target`, for that target, or a
+    /// neighbour solicitation or advertisement from an `ns_ip6_target` (its source, or the
+    /// address an advertisement answers for), for that target.
+    #[inline]
     pub(crate) fn note_rx(
         ports: &mut [Port],
         opts: &BondOptions,
@@ -162,14 +204,29 @@ impl ArpMonitor {
     ) {
         let p = &mut ports[port.index()];
         if opts.arp_validate == ArpValidate::None {
-            p.arp_heard = [now; MAX_ARP_TARGETS];
+            p.arp_heard = [now; 2 * MAX_ARP_TARGETS];
             return;
         }
-        let Some(spa) = arp_sender(frame) else {
+        if let Some(spa) = arp_sender(frame) {
+            if let Some(k) = opts.arp_ip_target.iter().position(|t| t.octets() == spa.0) {
+                p.arp_heard[k] = now;
+            }
+            return;
+        }
+        if opts.ns_ip6_target.is_empty() {
+            return;
+        }
+        let Some((src, answered)) = nd_speakers(frame) else {
             return;
         };
-        if let Some(k) = opts.arp_ip_target.iter().position(|t| t.octets() == spa.0) {
-            p.arp_heard[k] = now;
+        let is = |a: Ipv6Address| move |t: &std::net::Ipv6Addr| t.octets() == a.0;
+        let k = opts
+            .ns_ip6_target
+            .iter()
+            .position(is(src))
+            .or_else(|| answered.and_then(|a| opts.ns_ip6_target.iter().position(is(a))));
+        if let Some(k) = k.filter(|&k| k < MAX_ARP_TARGETS) {
+            p.arp_heard[MAX_ARP_TARGETS + k] = now;
         }
     }
 
@@ -186,7 +243,8 @@ impl ArpMonitor {
             return;
         }
         let interval = Duration::from_millis(opts.arp_interval.into());
-        let targets = opts.arp_ip_target.len().min(MAX_ARP_TARGETS);
+        let v4 = opts.arp_ip_target.len().min(MAX_ARP_TARGETS);
+        let v6 = MAX_ARP_TARGETS..MAX_ARP_TARGETS + opts.ns_ip6_target.len().min(MAX_ARP_TARGETS);
         let all = opts.arp_all_targets == ArpAllTargets::All;
         let ab = opts.mode.uses_primary();
         for (i, p) in ports.iter_mut().enumerate() {
@@ -195,10 +253,11 @@ impl ArpMonitor {
             let missed = u32::from(opts.arp_missed_max) + u32::from(backup);
             let window = interval * missed;
             let fresh = |t: &Instant| now.saturating_since(*t) <= window;
+            let mut heard = p.arp_heard[..v4].iter().chain(&p.arp_heard[v6.clone()]);
             let alive = if all {
-                p.arp_heard[..targets].iter().all(fresh)
+                heard.all(fresh)
             } else {
-                p.arp_heard[..targets].iter().any(fresh)
+                heard.any(fresh)
             };
             if !alive && !p.arp_down && p.mii.usable() {
                 p.arp_down = true;
@@ -228,20 +287,32 @@ impl ArpMonitor {
             });
         for (port, _) in probe_on {
             for t in &opts.arp_ip_target {
-                self.queue.push((port, Ipv4Address(t.octets())));
+                self.queue.push((port, Target::V4(Ipv4Address(t.octets()))));
+            }
+            for t in &opts.ns_ip6_target {
+                self.queue.push((port, Target::V6(Ipv6Address(t.octets()))));
             }
         }
         self.next = now + interval;
     }
 
-    /// The next probe, from the bond's MAC and address, written into `buf`.
+    /// The next probe, from the bond's MAC and addresses, written into `buf` (at least 86
+    /// bytes).
     pub(crate) fn poll_transmit(
         &mut self,
         mac: EthernetAddress,
         ip: Option<Ipv4Address>,
+        ipv6: &[Ipv6Address],
         buf: &mut [u8],
     ) -> Option<Transmit> {
         let (port, target) = self.queue.pop()?;
+        let target = match target {
+            Target::V4(t) => t,
+            Target::V6(t) => {
+                let len = emit_solicitation(mac, ns_source(ipv6, t), t, buf);
+                return Some(Transmit { port, len });
+            }
+        };
         let probe = ArpRepr::EthernetIpv4 {
             operation: ArpOperation::Request,
             source_hardware_addr: mac,
@@ -253,4 +324,67 @@ impl ArpMonitor {
         probe.emit_frame(&mut buf[..len]);
         Some(Transmit { port, len })
     }
+}
+
+/// The source of a solicitation for `target`: a learned address of the bond in the target's
+/// scope (link-local for a link-local target, another otherwise), any learned one failing that,
+/// or `::` when none is known (the target then answers to all nodes, RFC 4861 §7.2.4).
+fn ns_source(learned: &[Ipv6Address], target: Ipv6Address) -> Ipv6Address {
+    learned
+        .iter()
+        .find(|a| a.is_link_local() == target.is_link_local())
+        .or_else(|| learned.first())
+        .copied()
+        .unwrap_or(Ipv6Address::UNSPECIFIED)
+}
+
+/// Writes a neighbour solicitation for `target` from `src` at `mac` (RFC 4861 §4.3): to the
+/// target's solicited-node multicast address (ff02::1:ffXX:XXXX, 33:33:ff:XX:XX:XX), hop limit
+/// 255, with the source link-layer address option unless `src` is `::`. Returns the frame
+/// length (86, or 78 from `::`).
+pub(crate) fn emit_solicitation(
+    mac: EthernetAddress,
+    src: Ipv6Address,
+    target: Ipv6Address,
+    buf: &mut [u8],
+) -> usize {
+    const SOURCE_LL_ADDR: u8 = 1;
+    let t = target.0;
+    let mut dst = Ipv6Address([0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0]);
+    dst.0[13..].copy_from_slice(&t[13..]);
+    let with_option = !src.is_unspecified();
+    // Type, code, checksum, reserved; the target address; the option (type, length 1, MAC).
+    let icmp_len = 4 + 4 + 16 + if with_option { 8 } else { 0 };
+    let eth = EthernetRepr {
+        src_addr: mac,
+        dst_addr: EthernetAddress([0x33, 0x33, 0xff, t[13], t[14], t[15]]),
+        ethertype: EtherType::Ipv6,
+    };
+    let ip = Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: IpProtocol::Icmpv6,
+        payload_len: icmp_len,
+        hop_limit: 255,
+        traffic_class: 0,
+        flow_label: 0,
+    };
+    let len = eth.buffer_len() + ip.buffer_len() + icmp_len;
+    let f = &mut buf[..len];
+    f.fill(0);
+    let mut frame = EthernetFrame::new_unchecked(&mut *f);
+    eth.emit(&mut frame);
+    let mut packet = Ipv6Packet::new_unchecked(frame.payload_mut());
+    ip.emit(&mut packet);
+    let mut icmp = IcmpPacket::new_unchecked(packet.payload_mut());
+    icmp.set_msg_type(ND_SOLICIT);
+    let body = icmp.quoted_mut();
+    body[..16].copy_from_slice(&t);
+    if with_option {
+        body[16] = SOURCE_LL_ADDR;
+        body[17] = 1;
+        body[18..24].copy_from_slice(&mac.0);
+    }
+    icmp.fill_checksum_v6(src, dst);
+    len
 }

@@ -8,13 +8,13 @@
 //!
 //! Cross-option rules follow the driver, which applies options in order and corrects
 //! combinations with a warning ([`BondOptions::finish`] returns them): ARP monitoring and
-//! `miimon` exclude each other (the later wins), `arp_interval` without `arp_ip_target` is
-//! turned off, `updelay`/`downdelay` are rounded down to multiples of `miimon`, and 802.3ad,
-//! balance-tlb and balance-alb force `miimon=100` when it is 0. ARP monitoring is refused in those
-//! three modes, as the driver refuses it.
+//! `miimon` exclude each other (the later wins), `arp_interval` without `arp_ip_target` (or
+//! `ns_ip6_target`) is turned off, `updelay`/`downdelay` are rounded down to multiples of
+//! `miimon`, and 802.3ad, balance-tlb and balance-alb force `miimon=100` when it is 0. ARP
+//! monitoring is refused in those three modes, as the driver refuses it.
 
 use core::fmt;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::hash::HashPolicy;
 pub use crate::lacp::{AdSelect, LacpRate};
@@ -288,6 +288,9 @@ pub struct BondOptions {
     pub arp_interval: u32,
     /// `arp_ip_target` (at most 16).
     pub arp_ip_target: Vec<Ipv4Addr>,
+    /// `ns_ip6_target` (at most 16): IPv6 targets the ARP monitor probes with neighbour
+    /// solicitations, the IPv6 counterpart of `arp_ip_target`.
+    pub ns_ip6_target: Vec<Ipv6Addr>,
     /// `arp_validate`.
     pub arp_validate: ArpValidate,
     /// `arp_all_targets`.
@@ -371,6 +374,7 @@ impl Default for BondOptions {
             resend_igmp: 1,
             arp_interval: 0,
             arp_ip_target: Vec::new(),
+            ns_ip6_target: Vec::new(),
             arp_validate: ArpValidate::None,
             arp_all_targets: ArpAllTargets::Any,
             arp_missed_max: 2,
@@ -421,6 +425,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "resend_igmp",
     "arp_interval",
     "arp_ip_target",
+    "ns_ip6_target",
     "arp_validate",
     "arp_all_targets",
     "arp_missed_max",
@@ -582,7 +587,12 @@ impl BondOptions {
             "primary" => {
                 self.primary = match value {
                     "" => None,
-                    name if name.len() < 16 && !name.contains(['/', ' ']) => Some(name.to_owned()),
+                    // The kernel's interface names: no '/', no white space of any kind.
+                    name if name.len() < 16
+                        && !name.contains(|c: char| c == '/' || c.is_whitespace()) =>
+                    {
+                        Some(name.to_owned())
+                    }
                     _ => return Err(format!("invalid value '{value}': not an interface name")),
                 }
             }
@@ -618,6 +628,29 @@ impl BondOptions {
                     return Err(format!("{} targets given: at most 16", targets.len()));
                 }
                 self.arp_ip_target = targets;
+            }
+            "ns_ip6_target" => {
+                let mut targets = Vec::new();
+                for t in value.split(',').filter(|t| !t.is_empty()) {
+                    let ip: Ipv6Addr = t
+                        .parse()
+                        .map_err(|_| format!("invalid value '{t}': not an IPv6 address"))?;
+                    // As the driver: a target must be an address a neighbour can own.
+                    if ip.is_unspecified() || ip.is_loopback() || ip.is_multicast() {
+                        return Err(format!(
+                            "invalid value '{t}': not a usable target (unspecified, loopback \
+                             or multicast)"
+                        ));
+                    }
+                    if targets.contains(&ip) {
+                        return Err(format!("invalid value '{t}': listed twice"));
+                    }
+                    targets.push(ip);
+                }
+                if targets.len() > 16 {
+                    return Err(format!("{} targets given: at most 16", targets.len()));
+                }
+                self.ns_ip6_target = targets;
             }
             "arp_validate" => {
                 self.arp_validate = choice(value, ArpValidate::parse, ArpValidate::expected())?
@@ -718,8 +751,11 @@ impl BondOptions {
                 reason: format!("ARP monitoring cannot be used with mode {}", self.mode),
             });
         }
-        if self.arp_interval > 0 && self.arp_ip_target.is_empty() {
-            warnings.push("arp_interval set without arp_ip_target: ARP monitoring is off".into());
+        if self.arp_interval > 0 && self.arp_ip_target.is_empty() && self.ns_ip6_target.is_empty() {
+            warnings.push(
+                "arp_interval set without arp_ip_target or ns_ip6_target: ARP monitoring is off"
+                    .into(),
+            );
             self.arp_interval = 0;
         }
         if lacp_like && self.miimon == 0 {
@@ -841,8 +877,14 @@ impl BondOptions {
         v.push(format!("primary_reselect={}", self.primary_reselect));
         if self.arp_interval > 0 {
             v.push(format!("arp_interval={}", self.arp_interval));
-            let t: Vec<String> = self.arp_ip_target.iter().map(|t| t.to_string()).collect();
-            v.push(format!("arp_ip_target={}", t.join(",")));
+            if !self.arp_ip_target.is_empty() {
+                let t: Vec<String> = self.arp_ip_target.iter().map(|t| t.to_string()).collect();
+                v.push(format!("arp_ip_target={}", t.join(",")));
+            }
+            if !self.ns_ip6_target.is_empty() {
+                let t: Vec<String> = self.ns_ip6_target.iter().map(|t| t.to_string()).collect();
+                v.push(format!("ns_ip6_target={}", t.join(",")));
+            }
         }
         v.push(format!("lacp_rate={}", self.lacp_rate));
         v.push(format!("min_links={}", self.min_links));

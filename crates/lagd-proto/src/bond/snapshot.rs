@@ -1,7 +1,9 @@
 //! Plain-data state of the bond, for `lagctl show` and the daemon's status.
 
 use super::member::MiiStatus;
-use super::options::{Mode, PrimaryReselect};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use super::options::{ArpAllTargets, ArpValidate, Mode, PrimaryReselect};
 use crate::balance::BucketsSnapshot;
 use crate::hash::HashPolicy;
 use crate::lacp::LacpSnapshot;
@@ -43,6 +45,25 @@ pub struct BondSnapshot {
     pub stripe: Option<StripeSnapshot>,
     /// The tables keyed by what peers and the host send: sizes, bounds, evictions.
     pub tables: TablesSnapshot,
+    /// The ARP (and neighbour-solicitation) monitor, when it runs.
+    pub arp_monitor: Option<ArpMonitorSnapshot>,
+}
+
+/// The ARP monitor's settings in a [`BondSnapshot`] (members it took out read `down`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArpMonitorSnapshot {
+    /// `arp_interval` in ms.
+    pub interval_ms: u32,
+    /// `arp_missed_max`.
+    pub missed_max: u8,
+    /// `arp_validate`.
+    pub validate: ArpValidate,
+    /// `arp_all_targets`.
+    pub all_targets: ArpAllTargets,
+    /// `arp_ip_target`: probed with ARP requests.
+    pub ip_targets: Vec<Ipv4Addr>,
+    /// `ns_ip6_target`: probed with neighbour solicitations.
+    pub ns_targets: Vec<Ipv6Addr>,
 }
 
 /// The bond's tables whose keys come from frames (balance-alb clients by IPv4 address, the

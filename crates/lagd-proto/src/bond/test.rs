@@ -645,6 +645,263 @@ fn arp_monitor_off_without_targets_or_interval() {
     assert!(!bond("mode=balance-xor arp_interval=100", 2).arp_monitoring());
 }
 
+fn v6(text: &str) -> Ipv6Address {
+    Ipv6Address(text.parse::<std::net::Ipv6Addr>().unwrap().octets())
+}
+
+/// A neighbour advertisement from `src` answering for `target`, to the bond's `dst`, with hop
+/// limit `hops` (255 unless a router forwarded it).
+fn na_from(src: &str, target: &str, dst: &str, hops: u8) -> Vec<u8> {
+    let mut f = BOND_MAC.0.to_vec();
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 0x77, 0x86, 0xdd]);
+    f.extend_from_slice(&[0x60, 0, 0, 0, 0, 32, 58, hops]);
+    f.extend_from_slice(&v6(src).0);
+    f.extend_from_slice(&v6(dst).0);
+    f.extend_from_slice(&[136, 0, 0, 0, 0x60, 0, 0, 0]);
+    f.extend_from_slice(&v6(target).0);
+    f.extend_from_slice(&[2, 1, 2, 0, 0, 0, 0, 0x77]);
+    f
+}
+
+/// The solicitations the bond sends at `now`: (member, IPv6 source, target), each checked
+/// against RFC 4861: solicited-node destination (IPv6 and Ethernet), hop limit 255, a valid
+/// checksum, the source link-layer option exactly when the source is not `::`.
+fn solicitations(b: &mut Bond, now: Instant) -> Vec<(PortId, Ipv6Address, Ipv6Address)> {
+    use crate::wire::ipv6::Ipv6Packet;
+    use crate::wire::l4::IcmpPacket;
+    let mut buf = [0u8; 128];
+    let mut out = Vec::new();
+    while let Some(tx) = b.poll_at(now, &mut buf) {
+        let f = &buf[..tx.len];
+        let eth = EthernetFrame::new_checked(f).unwrap();
+        assert_eq!(
+            eth.ethertype(),
+            EtherType::Ipv6,
+            "only solicitations: {f:02x?}"
+        );
+        assert_eq!(eth.src_addr(), BOND_MAC);
+        let ip = Ipv6Packet::new_checked(eth.payload()).unwrap();
+        assert_eq!(ip.hop_limit(), 255);
+        let icmp = IcmpPacket::new_checked(ip.payload()).unwrap();
+        assert_eq!(icmp.msg_type(), 135);
+        assert!(icmp.verify_checksum_v6(ip.src_addr(), ip.dst_addr()));
+        let target = Ipv6Address::from_bytes(&icmp.quoted()[..16]);
+        let mut solicited = v6("ff02::1:ff00:0");
+        solicited.0[13..].copy_from_slice(&target.0[13..]);
+        assert_eq!(ip.dst_addr(), solicited);
+        assert_eq!(eth.dst_addr().0[..3], [0x33, 0x33, 0xff]);
+        assert_eq!(eth.dst_addr().0[3..], target.0[13..]);
+        let option = &icmp.quoted()[16..];
+        if ip.src_addr().is_unspecified() {
+            assert!(option.is_empty(), "no link-layer option from ::");
+        } else {
+            assert_eq!(option[..2], [1, 1]);
+            assert_eq!(option[2..8], BOND_MAC.0);
+        }
+        out.push((tx.port, ip.src_addr(), target));
+    }
+    out.sort();
+    out
+}
+
+/// A neighbour solicitation the host sends from `src` (how the bond learns its addresses).
+fn host_ns_from(src: &str) -> Vec<u8> {
+    let mut buf = [0u8; 128];
+    let len = monitor::emit_solicitation(BOND_MAC, v6(src), v6("2001:db8::99"), &mut buf);
+    buf[..len].to_vec()
+}
+
+#[test]
+fn ns_monitor_solicits_each_target_from_an_address_in_its_scope() {
+    let mut b = bond(
+        "mode=balance-xor arp_interval=100 ns_ip6_target=2001:db8::9,fe80::9",
+        2,
+    );
+    assert!(b.arp_monitoring(), "ns_ip6_target alone runs the monitor");
+    // No address of the bond known yet: solicitations from ::, on every member.
+    b.tick(at(0));
+    let unspecified = Ipv6Address::UNSPECIFIED;
+    assert_eq!(
+        solicitations(&mut b, at(0)),
+        [
+            (PortId(0), unspecified, v6("2001:db8::9")),
+            (PortId(0), unspecified, v6("fe80::9")),
+            (PortId(1), unspecified, v6("2001:db8::9")),
+            (PortId(1), unspecified, v6("fe80::9")),
+        ]
+    );
+    // Once the host has used its addresses, each target is solicited from the one in its
+    // scope.
+    b.host_tx(at(50), &host_ns_from("fe80::1"));
+    b.host_tx(at(50), &host_ns_from("2001:db8::1"));
+    b.tick(at(100));
+    let p = solicitations(&mut b, at(100));
+    assert_eq!(p.len(), 4, "{p:?}");
+    for (_, src, target) in p {
+        let want = if target.is_link_local() {
+            "fe80::1"
+        } else {
+            "2001:db8::1"
+        };
+        assert_eq!(src, v6(want), "solicitation for {target}");
+    }
+}
+
+#[test]
+fn ns_monitor_takes_out_a_member_whose_targets_fall_silent() {
+    // Without validation any frame is a sign of life, as for ARP targets.
+    let mut b = bond(
+        "mode=balance-xor arp_interval=100 ns_ip6_target=2001:db8::9 arp_missed_max=2",
+        2,
+    );
+    for t in (0..=1000).step_by(100) {
+        b.tick(at(t));
+        assert_eq!(solicitations(&mut b, at(t)).len(), 2);
+        b.heard(at(t), PortId(0), &tcp(1));
+    }
+    assert_eq!(b.usable(), &[PortId(0)]);
+    let s = b.snapshot();
+    assert_eq!(s.ports[1].mii, MiiStatus::Down);
+    assert_eq!(s.ports[1].link_failures, 1);
+    let m = s.arp_monitor.expect("the monitor runs");
+    assert_eq!(
+        m.ns_targets,
+        ["2001:db8::9".parse::<std::net::Ipv6Addr>().unwrap()]
+    );
+    assert!(m.ip_targets.is_empty());
+    // Hearing the member again brings it back at the next round.
+    b.heard(at(1050), PortId(1), &tcp(1));
+    b.tick(at(1100));
+    assert_eq!(b.usable(), &[PortId(0), PortId(1)]);
+}
+
+#[test]
+fn ns_validate_counts_only_neighbour_discovery_from_targets() {
+    let mut b = bond(
+        "mode=active-backup arp_interval=100 ns_ip6_target=2001:db8::9,2001:db8::a arp_validate=all",
+        2,
+    );
+    assert_eq!(b.active(), Some(PortId(0)));
+    for t in (0..=600).step_by(100) {
+        b.tick(at(t));
+        // The active member solicits both targets; backups do not.
+        let p = solicitations(&mut b, at(t));
+        if b.active() == Some(PortId(0)) {
+            assert!(p.iter().all(|(port, ..)| *port == PortId(0)), "{p:?}");
+            assert_eq!(p.len(), 2);
+        }
+        // Member 0 hears data, an advertisement from a stranger and one a router forwarded
+        // (hop limit 64): none counts.
+        b.heard(at(t), PortId(0), &tcp(1));
+        b.heard(
+            at(t),
+            PortId(0),
+            &na_from("2001:db8::77", "2001:db8::77", "2001:db8::1", 255),
+        );
+        b.heard(
+            at(t),
+            PortId(0),
+            &na_from("2001:db8::9", "2001:db8::9", "2001:db8::1", 64),
+        );
+        // Member 1 hears the second target answer (from another of its addresses: the
+        // advertised target counts).
+        b.heard(
+            at(t),
+            PortId(1),
+            &na_from("fe80::a", "2001:db8::a", "2001:db8::1", 255),
+        );
+    }
+    assert_eq!(b.active(), Some(PortId(1)));
+    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::Down);
+
+    // arp_all_targets=all over IPv4 and IPv6 targets together: the silent IPv6 target takes
+    // the member out although the IPv4 one answers.
+    let mut all = bond(
+        "mode=balance-xor arp_interval=100 arp_ip_target=10.0.0.9 ns_ip6_target=2001:db8::9 arp_validate=all arp_all_targets=all",
+        1,
+    );
+    for t in (0..=600).step_by(100) {
+        all.tick(at(t));
+        all.heard(at(t), PortId(0), &arp_reply_from([10, 0, 0, 9]));
+    }
+    assert!(!all.carrier(), "the IPv6 target is silent");
+    // Both answering keeps it.
+    let mut both = bond(
+        "mode=balance-xor arp_interval=100 arp_ip_target=10.0.0.9 ns_ip6_target=2001:db8::9 arp_validate=all arp_all_targets=all",
+        1,
+    );
+    for t in (0..=600).step_by(100) {
+        both.tick(at(t));
+        both.heard(at(t), PortId(0), &arp_reply_from([10, 0, 0, 9]));
+        both.heard(
+            at(t),
+            PortId(0),
+            &na_from("2001:db8::9", "2001:db8::9", "ff02::1", 255),
+        );
+    }
+    assert!(both.carrier());
+}
+
+#[test]
+fn ns_ip6_target_options_and_the_kernel_path() {
+    for bad in [
+        "ns_ip6_target=::",
+        "ns_ip6_target=::1",
+        "ns_ip6_target=ff02::1",
+        "ns_ip6_target=10.0.0.1",
+        "ns_ip6_target=2001:db8::1,2001:db8::1",
+    ] {
+        let e = BondOptions::parse_opts(bad).unwrap_err();
+        assert_eq!(e.key, "ns_ip6_target", "{bad}: {e}");
+    }
+    let seventeen: Vec<String> = (1..=17).map(|i| format!("2001:db8::{i:x}")).collect();
+    assert!(BondOptions::parse_opts(&format!("ns_ip6_target={}", seventeen.join(","))).is_err());
+    // Refused in the LACP modes as every ARP monitor is.
+    assert!(
+        BondOptions::parse_opts("mode=802.3ad arp_interval=100 ns_ip6_target=2001:db8::1").is_err()
+    );
+    // Printed back with the monitor.
+    let (o, w) =
+        BondOptions::parse_opts("mode=active-backup arp_interval=100 ns_ip6_target=fe80::9")
+            .unwrap();
+    assert!(
+        w.iter().all(|w| !w.contains("ARP monitoring is off")),
+        "{w:?}"
+    );
+    assert!(
+        o.to_opts().contains("ns_ip6_target=fe80::9"),
+        "{}",
+        o.to_opts()
+    );
+    assert!(!o.to_opts().contains("arp_ip_target"));
+    // The kernel path gives lagd no advertisements: refused with validation only.
+    let quiet = bond(
+        "mode=active-backup arp_interval=100 ns_ip6_target=fe80::9",
+        2,
+    );
+    assert_eq!(quiet.kernel_refusal(32), None);
+    let validating = bond(
+        "mode=active-backup arp_interval=100 ns_ip6_target=fe80::9 arp_validate=active",
+        2,
+    );
+    assert!(
+        validating
+            .kernel_refusal(32)
+            .is_some_and(|r| r.contains("ns_ip6_target")),
+        "{:?}",
+        validating.kernel_refusal(32)
+    );
+    // A live change of the targets restarts the monitor with the new ones.
+    let mut b = bond("mode=balance-xor arp_interval=100 ns_ip6_target=fe80::9", 1);
+    b.change_options(at(10), &[("ns_ip6_target".into(), "fe80::a".into())])
+        .unwrap();
+    b.tick(at(10));
+    assert_eq!(
+        solicitations(&mut b, at(10)),
+        [(PortId(0), Ipv6Address::UNSPECIFIED, v6("fe80::a"))]
+    );
+}
+
 /// Two 802.3ad bonds wired together in memory, port i to port i; `lossy[i]` drops link i.
 fn exchange(a: &mut Bond, b: &mut Bond, now: Instant, lossy: &[bool]) {
     fn deliver(from: &mut Bond, to: &mut Bond, now: Instant, lossy: &[bool]) -> bool {

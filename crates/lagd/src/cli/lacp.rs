@@ -483,6 +483,7 @@ mod test {
             disabled_members: Vec::new(),
             changes: Vec::new(),
             tables: Default::default(),
+            arp_monitor: None,
             lacp: Some(LacpStatus {
                 lacp_active: true,
                 lacp_rate: "fast".into(),
