@@ -24,27 +24,10 @@ DURATION="${DURATION:-10}"
 OUT="${OUT:-bench/balance.md}"
 MIX_SECONDS=14
 
-[ "$(id -u)" = 0 ] || { echo "balance.sh: run as root (network namespaces)" >&2; exit 1; }
-for tool in ip tc iperf3 python3 jq cargo; do
-    command -v "$tool" >/dev/null || { echo "balance.sh: $tool is missing" >&2; exit 1; }
-done
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-
-cargo build --release -q -p lagd --bin lagd --bin lagctl
-work=$(mktemp -d /tmp/lagd-balance.XXXXXX)
 PREFIX="lagdbench-$$"
-cleanup() {
-    for ns in $(ip netns list | awk '{print $1}' | grep "^$PREFIX" || true); do
-        ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
-        ip netns del "$ns" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-cp target/release/lagd target/release/lagctl "$work/"
-LAGCTL="$work/lagctl"
-LAGD="$work/lagd"
+bench_start balance.sh "$PREFIX" ip tc iperf3 python3 jq cargo
 
 lab() { # name run args...
     local name=$1 run=$2

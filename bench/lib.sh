@@ -41,3 +41,31 @@ machine_line() {
     mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
     echo "Linux $(uname -r), $(nproc) CPUs ($cpu), $mem"
 }
+
+# bench_start NAME PREFIX TOOL...: checks we are root and have every TOOL, builds lagd and
+# lagctl (release) and copies them into a fresh $work ($LAGD, $LAGCTL); on exit, every network
+# namespace whose name starts with PREFIX goes (its processes first), and $work with them.
+bench_start() {
+    local name=$1 tool
+    BENCH_PREFIX=$2
+    shift 2
+    [ "$(id -u)" = 0 ] || { echo "$name: run as root (network namespaces)" >&2; exit 1; }
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || { echo "$name: $tool is missing" >&2; exit 1; }
+    done
+    cargo build --release -q -p lagd --bin lagd --bin lagctl
+    work=$(mktemp -d "/tmp/lagd-${name%.sh}.XXXXXX")
+    trap bench_cleanup EXIT
+    cp target/release/lagd target/release/lagctl "$work/"
+    LAGD="$work/lagd"
+    LAGCTL="$work/lagctl"
+}
+
+bench_cleanup() {
+    local ns
+    for ns in $(ip netns list | awk '{print $1}' | grep "^$BENCH_PREFIX" || true); do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
+        ip netns del "$ns" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}

@@ -23,27 +23,10 @@ DURATION="${DURATION:-8}"
 RATES="${RATES:-0 1gbit 2500mbit 5gbit}"
 OUT="${OUT:-bench/stripe.md}"
 
-[ "$(id -u)" = 0 ] || { echo "stripe.sh: run as root (network namespaces)" >&2; exit 1; }
-for tool in ip tc python3 jq cargo; do
-    command -v "$tool" >/dev/null || { echo "stripe.sh: $tool is missing" >&2; exit 1; }
-done
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-
-cargo build --release -q -p lagd --bin lagd --bin lagctl
-work=$(mktemp -d /tmp/lagd-stripe.XXXXXX)
 PREFIX="lagdstr-$$"
-cleanup() {
-    for ns in $(ip netns list | awk '{print $1}' | grep "^$PREFIX" || true); do
-        ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
-        ip netns del "$ns" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-cp target/release/lagd target/release/lagctl "$work/"
-LAGD="$work/lagd"
-LAGCTL="$work/lagctl"
+bench_start stripe.sh "$PREFIX" ip tc python3 jq cargo
 A="$PREFIX-a"
 B="$PREFIX-b"
 

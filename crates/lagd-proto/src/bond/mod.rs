@@ -640,13 +640,18 @@ impl Bond {
 
     /// The distribution as plain data (see [`DistributionTable`]).
     pub fn distribution(&self) -> DistributionTable {
+        self.distribution_with(self.carrier)
+    }
+
+    /// The distribution as it is, or as it would be with the bond's carrier `carrier`.
+    fn distribution_with(&self, carrier: bool) -> DistributionTable {
         DistributionTable::new(
             self.distribution_generation(),
             &self.opts,
             &self.mode,
             &self.sel,
             &self.rx_rules,
-            self.carrier,
+            carrier,
         )
     }
 
@@ -668,15 +673,7 @@ impl Bond {
             );
         }
         // What the mode needs once it has carrier (the daemon asks before any member is up).
-        DistributionTable::new(
-            self.distribution_generation(),
-            &self.opts,
-            &self.mode,
-            &self.sel,
-            &self.rx_rules,
-            true,
-        )
-        .kernel_refusal(max_members)
+        self.distribution_with(true).kernel_refusal(max_members)
     }
 
     /// Where a kernel fast path forwards through the bucket table ([`TxRule::Buckets`]): takes
