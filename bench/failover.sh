@@ -4,16 +4,19 @@
 # flight dominates the gap bench/dataplane.sh reports at 10+ Gbit/s).
 #
 # Two hosts (network namespaces) joined by 2 veth links, lagd at both ends with miimon=1. Host A
-# pings host B every millisecond (`ping -D -i 0.001`, timestamps on every reply); 1 s in, host
-# B's end of the link host A's probes use is set down, so both ends lose carrier on it. The gap
-# is the longest time between two replies; lost is the number of probes without a reply.
+# sends a numbered UDP probe to host B every millisecond and host B echoes it
+# (bench/tools/probe.py); 1 s in, host B's end of the link host A's probes use is set down, so
+# both ends lose carrier on it. The gap is the longest time between two replies; lost is the
+# number of probes without a reply. In active-backup, where ping takes the same member, ping
+# runs beside it (`ping -D -i 0.001`) to show what ping alone would report: after a send that
+# fails, iputils ping waits 10 ms before the next one, so one dropped probe reads as 11 ms.
 # Configurations: active-backup and balance-xor (layer3+4), each on the kernel fast path and
 # through lagd (fastpath=off). Every figure is the median of RUNS runs (default 5), the runs
 # interleaved. Writes bench/failover.md.
 #
 # Usage, as root from anywhere:  bash bench/failover.sh
 # Environment: RUNS (5), OUT (bench/failover.md).
-# Needs: iproute2, iputils-ping, jq, cargo.
+# Needs: iproute2, iputils-ping, python3, jq, cargo.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -23,7 +26,7 @@ RUNS="${RUNS:-5}"
 OUT="${OUT:-bench/failover.md}"
 
 [ "$(id -u)" = 0 ] || { echo "failover.sh: run as root (network namespaces)" >&2; exit 1; }
-for tool in ip ping jq cargo awk; do
+for tool in ip ping python3 jq cargo awk; do
     command -v "$tool" >/dev/null || { echo "failover.sh: $tool is missing" >&2; exit 1; }
 done
 
@@ -77,8 +80,18 @@ run() {
     ip -n "$a" link set "${tag}Ba" up
     ip -n "$b" link set "${tag}Bb" up
     ip netns exec "$a" ping -q -c 1 -w 10 10.77.0.2 >/dev/null
-    ip netns exec "$a" ping -D -i 0.001 -c 3000 -W 1 10.77.0.2 >"$work/ping.txt" 2>&1 &
-    local ping=$!
+    ip netns exec "$b" python3 bench/tools/probe.py echo 10.77.0.2 7777 8 &
+    local echo=$!
+    sleep 0.2
+    ip netns exec "$a" python3 bench/tools/probe.py send 10.77.0.2 7777 1 3000 1.0 \
+        >"$work/probe.json" &
+    local probe=$! ping=
+    if [ "${config#ab-}" != "$config" ]; then
+        ip netns exec "$a" ping -D -i 0.001 -c 3000 -W 1 10.77.0.2 >"$work/ping.txt" 2>&1 &
+        ping=$!
+    else
+        : >"$work/ping.txt"
+    fi
     sleep 1
     # The member host A's probes leave on: the one whose transmit count grows.
     local s1 s2 i busy=0 most=-1
@@ -91,10 +104,12 @@ run() {
         if [ "$d" -gt "$most" ]; then most=$d; busy=$i; fi
     done
     ip -n "$b" link set "${tag}b$busy" down
-    wait "$ping" || true
+    wait "$probe"
+    [ -z "$ping" ] || wait "$ping" || true
+    wait "$echo" || true
     local path
     path=$(jq -r .dataplane.path <<<"$s2")
-    awk -v config="$config" -v path="$path" '
+    awk '
         /bytes from/ {
             t = substr($1, 2, length($1) - 2) + 0
             if (!first) first = t
@@ -106,8 +121,10 @@ run() {
             last = t
             got++
         }
-        END { printf "{\"config\":\"%s\",\"path\":\"%s\",\"gap_ms\":%.2f,\"before_ms\":%.2f,\"lost\":%d}\n", config, path, gap, before, 3000 - got }
-    ' "$work/ping.txt" >"$work/$config.$n.json"
+        END { if (got) printf "{\"ping_gap_ms\":%.2f,\"ping_lost\":%d}\n", gap, 3000 - got; else print "{}" }
+    ' "$work/ping.txt" >"$work/ping.json"
+    jq -c --arg config "$config" --arg path "$path" --slurpfile ping "$work/ping.json" \
+        '. + {config: $config, path: $path} + $ping[0]' "$work/probe.json" >"$work/$config.$n.json"
     cleanup
 }
 
@@ -122,17 +139,21 @@ done
     echo "# Failover: the gap after the used member loses carrier"
     echo
     echo "Written by \`bash bench/failover.sh\` on $(date -u +%Y-%m-%d). $(machine_line)."
-    echo "Host A pings host B every millisecond; 1 s in, host B's end of the link the probes"
-    echo "use is set down (both ends lose carrier); lagd at both ends with \`miimon=1\`. Gap: the"
-    echo "longest time between two replies after the failure (median of $RUNS interleaved runs;"
-    echo "every run listed); before: the longest gap in the second before it, the same run's noise"
-    echo "floor on this machine; lost: probes without a reply (median)."
+    echo "Host A sends a numbered UDP probe to host B every millisecond and host B echoes it"
+    echo "(\`bench/tools/probe.py\`); 1 s in, host B's end of the link the probes use is set down"
+    echo "(both ends lose carrier); lagd at both ends with \`miimon=1\`. Gap: the longest time"
+    echo "between two replies after the failure (median of $RUNS interleaved runs; every run"
+    echo "listed); before: the longest gap in the second before it, the same run's noise floor on"
+    echo "this machine; lost: probes without a reply; send errors: probes the sender's own stack"
+    echo "refused (medians). Ping gap: \`ping -D -i 0.001\` in the same run (active-backup only,"
+    echo "where it takes the probes' member): iputils ping waits 10 ms after a send that fails, so"
+    echo "a single dropped probe reads as an 11 ms gap there whatever the bond did."
     echo
-    echo "| configuration | path | gap (ms) | runs (ms) | before (ms) | lost probes |"
-    echo "| --- | --- | --- | --- | --- | --- |"
+    echo "| configuration | path | gap (ms) | runs (ms) | before (ms) | lost probes | send errors | ping gap (ms) |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
     for config in "${CONFIGS[@]}"; do
         all=$(for f in "$work/$config".*.json; do jq -r .gap_ms "$f"; done | sort -g | paste -sd ' ')
-        echo "| ${OPTS[$config]} | $(jq -r .path "$work/$config.1.json") | $(median_of "$work/$config.*.json" .gap_ms) | $all | $(median_of "$work/$config.*.json" .before_ms) | $(median_of "$work/$config.*.json" .lost) |"
+        echo "| ${OPTS[$config]} | $(jq -r .path "$work/$config.1.json") | $(median_of "$work/$config.*.json" .gap_ms) | $all | $(median_of "$work/$config.*.json" .before_ms) | $(median_of "$work/$config.*.json" .lost) | $(median_of "$work/$config.*.json" .send_errors) | $(median_of "$work/$config.*.json" .ping_gap_ms) |"
     done
 } >"$OUT"
 echo "wrote $OUT" >&2
