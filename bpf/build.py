@@ -86,7 +86,7 @@ def read_object(path):
     maps = {}
     for s in symbols:
         if s["shndx"] == maps_index and s["name"]:
-            fields = struct.unpack_from("<IIII", data, maps_sec["off"] + s["value"])
+            fields = struct.unpack_from("<IIIII", data, maps_sec["off"] + s["value"])
             maps[s["name"]] = fields
     programs = {}
     for i, h in enumerate(heads):
@@ -108,7 +108,12 @@ def read_object(path):
     return maps, programs
 
 
-MAP_NAMES = {"lagd_tables": "Tables", "lagd_ports": "Ports", "lagd_buckets": "Buckets"}
+MAP_NAMES = {
+    "lagd_tables": "Tables",
+    "lagd_ports": "Ports",
+    "lagd_buckets": "Buckets",
+    "lagd_stripe_rx": "StripeRx",
+}
 
 
 def render(maps, programs):
@@ -119,12 +124,12 @@ def render(maps, programs):
         "use super::program::{MapDef, MapId, Program};",
         "",
     ]
-    for name, (typ, key, value, max_entries) in sorted(maps.items()):
+    for name, (typ, key, value, max_entries, flags) in sorted(maps.items()):
         const = name.upper().removeprefix("LAGD_")
         out.append(f"/// `{name}` as the source defines it.")
         out.append(
             f"pub(super) const {const}_DEF: MapDef = MapDef {{ map_type: {typ}, key_size: {key}, "
-            f"value_size: {value}, max_entries: {max_entries} }};"
+            f"value_size: {value}, max_entries: {max_entries}, map_flags: {flags} }};"
         )
     for section, const in PROGRAMS.items():
         p = programs[section]

@@ -11,7 +11,9 @@
 //                        lagd handles.
 //   lagd_member_ingress  on each member, ingress: a data frame the member may deliver goes to
 //                        the TAP's ingress (the host stack), one it may not is dropped, slow
-//                        protocols pass to lagd's own socket.
+//                        protocols pass to lagd's own socket. Stripe: a TCP segment that is
+//                        next in its flow's sequence goes to the TAP, the rest to lagd, which
+//                        puts it back in order (see lagd_stripe_rx).
 //
 // Built with a pinned clang (bpf/build.py) into the instructions lagd-sys loads; no BTF, no
 // libbpf: the maps are created by lagd-sys and their descriptors patched into the ld_imm64
@@ -31,6 +33,7 @@ static long (*bpf_clone_redirect)(void *skb, __u32 ifindex, __u64 flags) =
     (void *)BPF_FUNC_clone_redirect;
 static long (*bpf_skb_load_bytes)(const void *skb, __u32 off, void *to, __u32 len) =
     (void *)BPF_FUNC_skb_load_bytes;
+static long (*bpf_skb_change_type)(void *skb, __u32 type) = (void *)BPF_FUNC_skb_change_type;
 
 // Must match crates/lagd-sys/src/fastpath.rs.
 #define MAX_MEMBERS 16
@@ -96,12 +99,36 @@ struct bucket_load {
     __u64 last_ns;
 };
 
+// Stripe's receive side, one entry per TCP flow slot (lagd_proto::stripe::tcp::FlowKey's
+// kernel_slot): the program delivers a flow's segment when it is the next in sequence and lagd
+// does not hold the flow, so the host sees the flow in order whoever delivers. `word` is
+// shared with lagd through a mapping of the array and only changed by compare-and-swap:
+// bits 0-31 the next sequence number the host expects, 32-47 a generation (every change of
+// state or owner counts), 48-55 the state. The program only writes a word in state KERNEL:
+// it advances `next` by what it delivered, or hands the flow to lagd (state LAGD) on a
+// segment ahead of `next`; lagd hands it back (KERNEL) when it holds nothing, and claims free
+// or long-idle slots for new flows (CLAIM while it writes the key).
+#define STRIPE_RX_SLOTS 1024
+#define STRIPE_RX_FREE 0
+#define STRIPE_RX_KERNEL 1
+#define STRIPE_RX_LAGD 2
+#define STRIPE_RX_CLAIM 3
+
+struct stripe_rx {
+    __u64 word;
+    __u64 last_ns;    // when the program last delivered (or lagd took or gave the flow)
+    __u32 key[10];    // FlowKey's kernel words: source, destination, ports, tag
+    __u64 delivered;  // segments the program delivered
+    __u64 bytes;      // their payload bytes
+};
+
 // Map definitions: what build.py records for lagd-sys, which creates the maps itself.
 struct map_def {
     __u32 type;
     __u32 key_size;
     __u32 value_size;
     __u32 max_entries;
+    __u32 flags;
 };
 
 struct map_def lagd_tables SEC("maps") = {
@@ -122,12 +149,20 @@ struct map_def lagd_buckets SEC("maps") = {
     .value_size = sizeof(struct bucket_load),
     .max_entries = 256,
 };
+struct map_def lagd_stripe_rx SEC("maps") = {
+    .type = BPF_MAP_TYPE_ARRAY,
+    .key_size = 4,
+    .value_size = sizeof(struct stripe_rx),
+    .max_entries = STRIPE_RX_SLOTS,
+    .flags = BPF_F_MMAPABLE,
+};
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 _Static_assert(sizeof(struct table) == 396, "lagd-sys encodes the table in 396 bytes");
 _Static_assert(sizeof(struct port_counters) == 40, "five u64 counters");
 _Static_assert(sizeof(struct bucket_load) == 16, "two u64");
+_Static_assert(sizeof(struct stripe_rx) == 72, "lagd-sys maps stripe_rx entries of 72 bytes");
 
 #define ETH_P_IP 0x0800
 #define ETH_P_ARP 0x0806
@@ -140,6 +175,10 @@ _Static_assert(sizeof(struct bucket_load) == 16, "two u64");
 #define BOUND(x, mask) ({ __u32 _v = (x); asm volatile("" : "+r"(_v)); _v & (mask); })
 
 INLINE __u16 be16(const __u8 *p) { return (__u16)p[0] << 8 | p[1]; }
+
+INLINE __u32 be32(const __u8 *p) {
+    return (__u32)p[0] << 24 | (__u32)p[1] << 16 | (__u32)p[2] << 8 | p[3];
+}
 
 INLINE __u32 le32(const __u8 *p) {
     return (__u32)p[0] | (__u32)p[1] << 8 | (__u32)p[2] << 16 | (__u32)p[3] << 24;
@@ -701,12 +740,139 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
 }
 
+// The slot of a flow's kernel words (lagd_proto::stripe::tcp::FlowKey::kernel_slot).
+INLINE __u32 stripe_rx_slot(const __u32 *k) {
+    __u32 h = 0x811c9dc5u;
+    for (int i = 0; i < 10; i++) {
+        h = (h ^ k[i]) * 0x01000193u;
+        h ^= h >> 15;
+    }
+    return h & (STRIPE_RX_SLOTS - 1);
+}
+
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+
+// A frame for lagd's stripe receiver: marked for another host, so that the member's own IP
+// and ARP stacks drop it, while lagd's sockets (bound to its protocols, which see frames after
+// this program, unlike ETH_P_ALL taps) receive it.
+INLINE int stripe_to_lagd(struct __sk_buff *skb) {
+    bpf_skb_change_type(skb, 3); // PACKET_OTHERHOST
+    return TC_ACT_OK;
+}
+
+INLINE int stripe_deliver(struct __sk_buff *skb, const struct table *t, __u32 port) {
+    struct port_counters *c = bpf_map_lookup_elem(&lagd_ports, &port);
+    if (c) {
+        c->rx_packets++;
+        c->rx_bytes += skb->len;
+    }
+    return bpf_redirect(t->tap_ifindex, BPF_F_INGRESS);
+}
+
+// Stripe's receive side: an untagged unicast TCP segment without SYN, FIN or RST that is the
+// next of a flow the program holds (lagd_stripe_rx) goes to the host, as does a pure ACK or a
+// segment behind the next (retransmitted: the host's TCP drops what it has); everything else,
+// and every segment ahead of a hole, goes to lagd.
+INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
+    __u8 eth[14];
+    if (skb->vlan_present || bpf_skb_load_bytes(skb, 0, eth, 14) < 0)
+        return stripe_to_lagd(skb);
+    __u16 proto = be16(&eth[12]);
+    if (proto == ETH_P_SLOW)
+        return TC_ACT_OK;
+    if ((eth[0] & 1) || !t->rx_unicast[port & (MAX_MEMBERS - 1)])
+        return stripe_to_lagd(skb);
+    __u32 key[10] = {};
+    __u32 len = skb->len, l4, end;
+    if (proto == ETH_P_IP) {
+        __u8 ip[20];
+        if (bpf_skb_load_bytes(skb, 14, ip, 20) < 0)
+            return stripe_to_lagd(skb);
+        __u32 ihl = (ip[0] & 0x0f) * 4, total = be16(&ip[2]);
+        if ((ip[0] >> 4) != 4 || ihl < 20 || total < ihl || 14 + total > len || ip[9] != 6 ||
+            (be16(&ip[6]) & 0x3fff))
+            return stripe_to_lagd(skb);
+        key[2] = 0xffff0000u;
+        key[3] = (__u32)ip[12] | (__u32)ip[13] << 8 | (__u32)ip[14] << 16 | (__u32)ip[15] << 24;
+        key[6] = 0xffff0000u;
+        key[7] = (__u32)ip[16] | (__u32)ip[17] << 8 | (__u32)ip[18] << 16 | (__u32)ip[19] << 24;
+        l4 = 14 + ihl;
+        end = 14 + total;
+    } else if (proto == ETH_P_IPV6) {
+        __u8 ip[40];
+        if (bpf_skb_load_bytes(skb, 14, ip, 40) < 0)
+            return stripe_to_lagd(skb);
+        __u32 payload = be16(&ip[4]);
+        if ((ip[0] >> 4) != 6 || ip[6] != 6 || payload == 0 || 54 + payload > len)
+            return stripe_to_lagd(skb);
+        for (int i = 0; i < 8; i++)
+            key[i] = le32(&ip[8 + 4 * i]);
+        key[9] = 0x8000;
+        l4 = 54;
+        end = 54 + payload;
+    } else {
+        return stripe_to_lagd(skb);
+    }
+    __u8 tcp[20];
+    if (l4 + 20 > end || bpf_skb_load_bytes(skb, l4, tcp, 20) < 0)
+        return stripe_to_lagd(skb);
+    __u32 thl = (tcp[12] >> 4) * 4;
+    if (thl < 20 || l4 + thl > end || (tcp[13] & (TCP_FIN | TCP_SYN | TCP_RST)))
+        return stripe_to_lagd(skb);
+    __u32 payload = end - l4 - thl;
+    if (payload == 0)
+        return stripe_deliver(skb, t, port);
+    key[8] = (__u32)be16(&tcp[0]) | (__u32)be16(&tcp[2]) << 16;
+    __u32 seq = be32(&tcp[4]);
+    __u32 slot = stripe_rx_slot(key);
+    struct stripe_rx *e = bpf_map_lookup_elem(&lagd_stripe_rx, &slot);
+    if (!e)
+        return stripe_to_lagd(skb);
+    __u64 w = *(volatile __u64 *)&e->word;
+    if (((w >> 48) & 0xff) != STRIPE_RX_KERNEL)
+        return stripe_to_lagd(skb);
+    for (int i = 0; i < 10; i++)
+        if (e->key[i] != key[i])
+            return stripe_to_lagd(skb);
+    __s32 ahead = (__s32)(seq - (__u32)w);
+    if (ahead == 0) {
+        __u64 next = (w & ~0xffffffffull) | (__u32)(seq + payload);
+        if (__sync_val_compare_and_swap(&e->word, w, next) != w)
+            return stripe_to_lagd(skb);
+        e->last_ns = bpf_ktime_get_ns();
+        __sync_fetch_and_add(&e->delivered, 1);
+        __sync_fetch_and_add(&e->bytes, payload);
+        return stripe_deliver(skb, t, port);
+    }
+    if (ahead < 0)
+        return stripe_deliver(skb, t, port);
+    // A hole: lagd takes the flow (same next, next generation) and orders from here.
+    __u64 gen = ((w >> 32) + 1) & 0xffff;
+    __u64 lagd = (__u64)STRIPE_RX_LAGD << 48 | gen << 32 | (__u32)w;
+    __sync_val_compare_and_swap(&e->word, w, lagd);
+    return stripe_to_lagd(skb);
+}
+
 SEC("tcx/ingress")
 int lagd_member_ingress(struct __sk_buff *skb) {
     struct table *t = current_table();
-    // Stripe: lagd orders what members receive (their programs are not attached then).
-    if (!t || t->rule == RULE_LAGD || t->rule == RULE_STRIPE)
+    if (!t || t->rule == RULE_LAGD)
         return TC_ACT_OK;
+    if (t->rule == RULE_STRIPE) {
+        __u32 port = NO_PORT;
+        for (__u32 i = 0; i < MAX_MEMBERS; i++) {
+            if (t->ifindex[i] != 0 && t->ifindex[i] == skb->ingress_ifindex) {
+                port = i;
+                break;
+            }
+        }
+        skb->cb[1] = port;
+        if (port >= MAX_MEMBERS)
+            return stripe_to_lagd(skb);
+        return stripe_rx(skb, t, port);
+    }
     __u8 eth[14];
     if (bpf_skb_load_bytes(skb, 0, eth, 14) < 0)
         return TC_ACT_SHOT;

@@ -38,6 +38,10 @@ pub const ETH_P_ALL: u16 = 0x0003;
 pub const ETH_P_SLOW: u16 = 0x8809;
 /// ARP.
 pub const ETH_P_ARP: u16 = 0x0806;
+/// `ETH_P_IP`: IPv4.
+pub const ETH_P_IP: u16 = 0x0800;
+/// `ETH_P_IPV6`: IPv6.
+pub const ETH_P_IPV6: u16 = 0x86dd;
 /// The slow-protocols multicast address LACPDUs are sent to, `01:80:c2:00:00:02`.
 pub const SLOW_PROTOCOLS_MULTICAST: [u8; 6] = [0x01, 0x80, 0xc2, 0x00, 0x00, 0x02];
 /// `TC_PRIO_CONTROL`: the [`PacketOptions::priority`] of protocol frames (LACPDUs), which the

@@ -414,6 +414,7 @@ pub fn render_openmetrics(s: &Status) -> String {
             ("in_order", t.in_order),
             ("reordered", t.reordered),
             ("behind", t.behind),
+            ("kernel", t.kernel_segments),
         ] {
             segs.get_or_create(&labels(&[("bond", bond), ("outcome", outcome)]))
                 .inc_by(n);

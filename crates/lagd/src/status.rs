@@ -313,6 +313,16 @@ pub struct StripeTcpStatus {
     pub max_held_bytes: usize,
     /// The hole timeout now, µs.
     pub timeout_us: u64,
+    /// Kernel path: segments the members' program delivered in order itself (none of them
+    /// reached lagd, or the counts above).
+    #[serde(default)]
+    pub kernel_segments: u64,
+    /// Kernel path: flows lagd took from the program at a hole.
+    #[serde(default)]
+    pub taken_over: u64,
+    /// Kernel path: flows lagd handed (back) to the program once it held nothing of them.
+    #[serde(default)]
+    pub handed_back: u64,
 }
 
 /// The active aggregator.
@@ -658,6 +668,9 @@ impl StripeStatus {
                 held_bytes: st.tcp_held_bytes,
                 max_held_bytes: st.tcp.max_held_bytes,
                 timeout_us: st.tcp.timeout_us,
+                kernel_segments: 0,
+                taken_over: st.tcp.taken_over,
+                handed_back: st.tcp.handed_back,
             },
         }
     }
@@ -931,6 +944,14 @@ impl Status {
                 t.held_bytes,
                 t.max_held_bytes
             );
+            if t.kernel_segments + t.taken_over + t.handed_back > 0 {
+                let _ = writeln!(
+                    s,
+                    "Stripe TCP in the kernel: segments delivered {}, flows taken at a hole {}, \
+                     handed back {}",
+                    t.kernel_segments, t.taken_over, t.handed_back
+                );
+            }
         }
         if let Some(b) = &self.buckets {
             self.render_buckets(&mut s, b);

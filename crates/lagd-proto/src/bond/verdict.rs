@@ -87,6 +87,19 @@ pub trait Dataplane {
     fn drained(&self) -> bool {
         true
     }
+
+    /// Stripe: a kernel fast path that delivers TCP flows' in-order segments itself stops
+    /// delivering the flow `key` and says the next sequence number the host expects, if it
+    /// delivered the flow (see [`TcpSink::take_over`](crate::stripe::TcpSink::take_over)).
+    fn tcp_take_over(&mut self, _key: &crate::stripe::FlowKey) -> Option<u32> {
+        None
+    }
+
+    /// Stripe: offers the flow `key`, nothing of it held and `next` expected, to a kernel fast
+    /// path; true if it delivers the flow from now on.
+    fn tcp_hand_back(&mut self, _key: &crate::stripe::FlowKey, _next: u32) -> bool {
+        false
+    }
 }
 
 /// What to do with a frame from the host after [`Bond::transmit`](super::Bond::transmit).

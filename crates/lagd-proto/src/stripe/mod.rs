@@ -91,7 +91,7 @@ pub use header::{DataHeader, EncapError, HelloRepr, StripeFrame};
 pub use peers::{HelloEvent, PeerState, Peers, PeersConfig, PeersStatus};
 pub use reorder::{Arrival, Reorder, ReorderConfig, ReorderCounters};
 pub use segment::{GsoInfo, GsoKind, SegmentError};
-pub use tcp::{TcpOrder, TcpOrderConfig, TcpOrderCounters};
+pub use tcp::{FlowKey, TcpOrder, TcpOrderConfig, TcpOrderCounters, TcpSink};
 pub use tx::StripeTx;
 
 /// Configuration of a [`Stripe`].
@@ -255,20 +255,20 @@ impl Stripe {
     /// Takes the frame at `buf[l2_at..]` received on `port` if it is a TCP segment, and
     /// delivers `buf` (whole) through `deliver` in TCP sequence order (see [`TcpOrder::push`]);
     /// false if it is not TCP.
-    pub fn handle_tcp<F: FnMut(&[u8])>(
+    pub fn handle_tcp<S: TcpSink + ?Sized>(
         &mut self,
         now: Instant,
         port: PortId,
         buf: &[u8],
         l2_at: usize,
-        deliver: &mut F,
+        deliver: &mut S,
     ) -> bool {
         self.tcp.push(now, port.0, buf, l2_at, deliver)
     }
 
     /// Gives up the TCP holes whose timeout passed at `now`; `deliver` gets the held buffers
     /// as [`handle_tcp`](Self::handle_tcp) took them.
-    pub fn poll_tcp<F: FnMut(&[u8])>(&mut self, now: Instant, deliver: &mut F) {
+    pub fn poll_tcp<S: TcpSink + ?Sized>(&mut self, now: Instant, deliver: &mut S) {
         self.tcp.poll(now, deliver);
     }
 

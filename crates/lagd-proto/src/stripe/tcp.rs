@@ -105,6 +105,10 @@ pub struct TcpOrderCounters {
     pub timeout_us: u64,
     /// The most bytes held at once.
     pub max_held_bytes: usize,
+    /// Flows taken over from a kernel fast path that delivered them in order until a hole.
+    pub taken_over: u64,
+    /// Flows handed (back) to a kernel fast path once nothing of theirs was held.
+    pub handed_back: u64,
 }
 
 /// Why a hole was given up on.
@@ -144,6 +148,62 @@ pub struct FlowKey {
     pub dport: u16,
     /// The outer VLAN ID, 0 when untagged; IPv6 flag in bit 15.
     pub tag: u16,
+}
+
+/// Flow slots of a kernel fast path's receive table ([`FlowKey::kernel_slot`]).
+pub const KERNEL_SLOTS: usize = 1024;
+
+impl FlowKey {
+    /// The key as the kernel fast path's receive table stores it: the 40 bytes `src`, `dst`,
+    /// `sport`, `dport`, `tag` (little-endian), two zero bytes, read as ten little-endian
+    /// words.
+    pub fn kernel_words(&self) -> [u32; 10] {
+        let mut b = [0u8; 40];
+        b[..16].copy_from_slice(&self.src);
+        b[16..32].copy_from_slice(&self.dst);
+        b[32..34].copy_from_slice(&self.sport.to_le_bytes());
+        b[34..36].copy_from_slice(&self.dport.to_le_bytes());
+        b[36..38].copy_from_slice(&self.tag.to_le_bytes());
+        core::array::from_fn(|i| u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]))
+    }
+
+    /// The flow's slot in the kernel fast path's receive table (`stripe_rx_slot` in
+    /// bpf/fastpath.c: FNV-1a's constants over the words, each step folded).
+    pub fn kernel_slot(&self) -> usize {
+        let mut h: u32 = 0x811c_9dc5;
+        for w in self.kernel_words() {
+            h = (h ^ w).wrapping_mul(0x0100_0193);
+            h ^= h >> 15;
+        }
+        h as usize & (KERNEL_SLOTS - 1)
+    }
+}
+
+/// Where a [`TcpOrder`] puts what it releases, and the other party that may deliver a flow's
+/// in-order segments itself (a kernel fast path that hands the resequencer only what follows
+/// a hole). A closure taking the buffer is a sink with no such party.
+pub trait TcpSink {
+    /// Gives the host a buffer as [`TcpOrder::push`] took it.
+    fn deliver(&mut self, buf: &[u8]);
+
+    /// The flow is not known here: if the other party delivers it, it stops (everything of
+    /// the flow comes here from now on) and the next sequence number the host expects is
+    /// returned.
+    fn take_over(&mut self, _key: &FlowKey) -> Option<u32> {
+        None
+    }
+
+    /// Nothing of the flow is held and `next` is expected: true if the other party delivers
+    /// it from now on (the resequencer forgets the flow).
+    fn hand_back(&mut self, _key: &FlowKey, _next: u32) -> bool {
+        false
+    }
+}
+
+impl<F: FnMut(&[u8])> TcpSink for F {
+    fn deliver(&mut self, buf: &[u8]) {
+        self(buf)
+    }
 }
 
 /// The TCP segment `frame` (Ethernet, at most one VLAN tag, IPv4 without fragmentation or IPv6
@@ -322,13 +382,13 @@ impl TcpOrder {
     /// the resequencer handles it — `deliver` gets `buf` (the whole of it) when its turn comes,
     /// possibly at once, possibly after held segments it unblocked — and true is returned.
     /// False (and `deliver` not called) if it is not TCP.
-    pub fn push<F: FnMut(&[u8])>(
+    pub fn push<S: TcpSink + ?Sized>(
         &mut self,
         now: Instant,
         lane: u16,
         buf: &[u8],
         l2_at: usize,
-        deliver: &mut F,
+        deliver: &mut S,
     ) -> bool {
         let Some(seg) = buf.get(l2_at..).and_then(parse_segment) else {
             return false;
@@ -337,25 +397,32 @@ impl TcpOrder {
         if seg.rst {
             if let Some(mut flow) = self.flows.remove(&seg.key) {
                 self.flush(&mut flow, deliver);
+            } else {
+                // The other party stops delivering a flow that ended.
+                let _ = deliver.take_over(&seg.key);
             }
             self.counters.in_order += 1;
-            deliver(buf);
+            deliver.deliver(buf);
             return true;
         }
         if !self.flows.contains_key(&seg.key) {
             if seg.len == 0 {
                 // A pure ACK of a flow we do not know: nothing to order it against.
                 self.counters.in_order += 1;
-                deliver(buf);
+                deliver.deliver(buf);
                 return true;
             }
             if self.flows.len() >= self.config.max_flows.max(1) {
                 self.evict(deliver);
             }
+            let next = deliver.take_over(&seg.key);
+            if next.is_some() {
+                self.counters.taken_over += 1;
+            }
             self.flows.insert(
                 seg.key,
                 Flow {
-                    next: seg.seq,
+                    next: next.unwrap_or(seg.seq),
                     held: Vec::new(),
                     held_bytes: 0,
                     lanes: Vec::new(),
@@ -370,19 +437,29 @@ impl TcpOrder {
         flow.last_seen = now;
         self.place(now, lane, &seg, buf, &mut flow, deliver);
         self.settle(&mut flow, deliver);
-        self.flows.insert(seg.key, flow);
+        self.keep_or_hand_back(seg.key, flow, deliver);
         true
     }
 
+    /// Puts `flow` back in the table, unless it holds nothing and the sink's other party takes
+    /// it.
+    fn keep_or_hand_back<S: TcpSink + ?Sized>(&mut self, key: FlowKey, flow: Flow, deliver: &mut S) {
+        if flow.held.is_empty() && deliver.hand_back(&key, flow.next) {
+            self.counters.handed_back += 1;
+            return;
+        }
+        self.flows.insert(key, flow);
+    }
+
     /// Puts one segment where it belongs in `flow`.
-    fn place<F: FnMut(&[u8])>(
+    fn place<S: TcpSink + ?Sized>(
         &mut self,
         now: Instant,
         lane: u16,
         seg: &TcpSegment,
         buf: &[u8],
         flow: &mut Flow,
-        deliver: &mut F,
+        deliver: &mut S,
     ) {
         let end = seg.seq.wrapping_add(seg.len);
         if seg.syn || seg.seq.wrapping_sub(flow.next) > RESYNC_AHEAD && after(seg.seq, flow.next) {
@@ -394,7 +471,7 @@ impl TcpOrder {
         }
         if seg.len == 0 {
             self.counters.in_order += 1;
-            deliver(buf);
+            deliver.deliver(buf);
             return;
         }
         note_lane(flow, lane, end);
@@ -412,7 +489,7 @@ impl TcpOrder {
                     self.counters.timeout_us = self.timeout.as_micros() as u64;
                 }
             }
-            deliver(buf);
+            deliver.deliver(buf);
             if after(end, flow.next) {
                 flow.next = end;
             }
@@ -428,7 +505,7 @@ impl TcpOrder {
             if !after(seg.seq, flow.next) {
                 // The skip reached this segment: it is in order now.
                 self.counters.in_order += 1;
-                deliver(buf);
+                deliver.deliver(buf);
                 if after(end, flow.next) {
                     flow.next = end;
                 }
@@ -441,7 +518,7 @@ impl TcpOrder {
             self.counters.skipped_full += 1;
             self.counters.in_order += 1;
             flow.next = end;
-            deliver(buf);
+            deliver.deliver(buf);
             return;
         }
         let mut bytes = self.pool.pop().unwrap_or_default();
@@ -468,7 +545,7 @@ impl TcpOrder {
     }
 
     /// Gives up holes every lane has passed.
-    fn settle<F: FnMut(&[u8])>(&mut self, flow: &mut Flow, deliver: &mut F) {
+    fn settle<S: TcpSink + ?Sized>(&mut self, flow: &mut Flow, deliver: &mut S) {
         while !flow.held.is_empty()
             && !self.lanes.is_empty()
             && self.lanes.iter().all(|l| {
@@ -483,11 +560,11 @@ impl TcpOrder {
 
     /// Delivers the held segments that are no longer ahead of `next`, in order, and forgets
     /// lanes' progress that `next` has passed.
-    fn release<F: FnMut(&[u8])>(&mut self, flow: &mut Flow, deliver: &mut F) {
+    fn release<S: TcpSink + ?Sized>(&mut self, flow: &mut Flow, deliver: &mut S) {
         let mut n = 0;
         while n < flow.held.len() && !after(flow.held[n].seq, flow.next) {
             let h = &flow.held[n];
-            deliver(&h.bytes);
+            deliver.deliver(&h.bytes);
             self.counters.reordered += 1;
             if after(h.end, flow.next) {
                 flow.next = h.end;
@@ -512,7 +589,7 @@ impl TcpOrder {
     }
 
     /// Gives up the hole before the first held segment.
-    fn skip<F: FnMut(&[u8])>(&mut self, flow: &mut Flow, why: Skip, deliver: &mut F) {
+    fn skip<S: TcpSink + ?Sized>(&mut self, flow: &mut Flow, why: Skip, deliver: &mut S) {
         let Some(first) = flow.held.first() else {
             return;
         };
@@ -530,14 +607,14 @@ impl TcpOrder {
     }
 
     /// Delivers everything `flow` holds, in order, skipping its holes.
-    fn flush<F: FnMut(&[u8])>(&mut self, flow: &mut Flow, deliver: &mut F) {
+    fn flush<S: TcpSink + ?Sized>(&mut self, flow: &mut Flow, deliver: &mut S) {
         while !flow.held.is_empty() {
             self.skip(flow, Skip::Full, deliver);
         }
     }
 
     /// Evicts the least recently seen flow, delivering what it held.
-    fn evict<F: FnMut(&[u8])>(&mut self, deliver: &mut F) {
+    fn evict<S: TcpSink + ?Sized>(&mut self, deliver: &mut S) {
         let Some(key) = self
             .flows
             .iter()
@@ -548,6 +625,9 @@ impl TcpOrder {
         };
         if let Some(mut flow) = self.flows.remove(&key) {
             self.flush(&mut flow, deliver);
+            if deliver.hand_back(&key, flow.next) {
+                self.counters.handed_back += 1;
+            }
         }
         self.counters.flows_evicted += 1;
     }
@@ -565,7 +645,7 @@ impl TcpOrder {
     }
 
     /// Gives up the holes that held segments back for the timeout at `now`.
-    pub fn poll<F: FnMut(&[u8])>(&mut self, now: Instant, deliver: &mut F) {
+    pub fn poll<S: TcpSink + ?Sized>(&mut self, now: Instant, deliver: &mut S) {
         if self.waiting == 0 {
             return;
         }
@@ -582,17 +662,20 @@ impl TcpOrder {
             while flow.waited(now, self.timeout) {
                 self.skip(&mut flow, Skip::Timeout, deliver);
             }
-            self.flows.insert(key, flow);
+            self.keep_or_hand_back(key, flow, deliver);
         }
     }
 
     /// Delivers everything held, in order per flow, and forgets every flow (the peer went
     /// away, or the mode changed).
-    pub fn clear<F: FnMut(&[u8])>(&mut self, deliver: &mut F) {
+    pub fn clear<S: TcpSink + ?Sized>(&mut self, deliver: &mut S) {
         let keys: Vec<FlowKey> = self.flows.keys().copied().collect();
         for key in keys {
             if let Some(mut flow) = self.flows.remove(&key) {
                 self.flush(&mut flow, deliver);
+                if deliver.hand_back(&key, flow.next) {
+                    self.counters.handed_back += 1;
+                }
             }
         }
     }

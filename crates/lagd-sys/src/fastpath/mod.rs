@@ -236,6 +236,7 @@ pub struct FastPath {
     tables: OwnedFd,
     ports: OwnedFd,
     buckets: OwnedFd,
+    stripe_rx: OwnedFd,
     egress: OwnedFd,
     ingress: OwnedFd,
     cpus: usize,
@@ -325,6 +326,7 @@ fn map_create(def: &MapDef, name: &str, inner: Option<&OwnedFd>) -> io::Result<O
         key_size: def.key_size,
         value_size: def.value_size,
         max_entries: def.max_entries,
+        map_flags: def.map_flags,
         inner_map_fd: inner.map_or(0, fd_u32),
         map_name,
         ..MapCreateAttr::default()
@@ -458,10 +460,12 @@ impl FastPath {
         drop(inner);
         let ports = map_create(&programs::PORTS_DEF, "lagd_ports", None)?;
         let buckets = map_create(&programs::BUCKETS_DEF, "lagd_buckets", None)?;
+        let stripe_rx = map_create(&programs::STRIPE_RX_DEF, "lagd_stripe_rx", None)?;
         let maps = [
             (MapId::Tables, &tables),
             (MapId::Ports, &ports),
             (MapId::Buckets, &buckets),
+            (MapId::StripeRx, &stripe_rx),
         ];
         let egress = load(&programs::TAP_EGRESS, &maps, BPF_TCX_EGRESS)?;
         let ingress = load(&programs::MEMBER_INGRESS, &maps, BPF_TCX_INGRESS)?;
@@ -469,6 +473,7 @@ impl FastPath {
             tables,
             ports,
             buckets,
+            stripe_rx,
             egress,
             ingress,
             cpus: possible_cpus()?,
@@ -483,6 +488,12 @@ impl FastPath {
         let fd = inner.as_raw_fd() as u32;
         map_update(&self.tables, 0, &fd.to_ne_bytes())
         // `inner` is closed here; the outer map holds it.
+    }
+
+    /// Maps stripe's receive table (`lagd_stripe_rx`) into lagd's memory, shared with the
+    /// members' program.
+    pub fn stripe_rx(&self) -> io::Result<StripeRxTable> {
+        StripeRxTable::map(&self.stripe_rx)
     }
 
     /// Attaches the TAP's program to the TAP `ifindex`'s tcx egress hook.
@@ -608,6 +619,118 @@ impl FastPath {
     }
 }
 
+/// Flow slots in stripe's receive table (`STRIPE_RX_SLOTS` in the source).
+pub const STRIPE_RX_SLOTS: usize = 1024;
+/// Bytes per entry of stripe's receive table (`struct stripe_rx`).
+const STRIPE_RX_ENTRY: usize = 72;
+const _: () = assert!(programs::STRIPE_RX_DEF.value_size as usize == STRIPE_RX_ENTRY);
+const _: () = assert!(programs::STRIPE_RX_DEF.max_entries as usize == STRIPE_RX_SLOTS);
+
+/// Stripe's receive table as lagd sees it: the array map `lagd_stripe_rx` mapped into memory,
+/// shared with the members' program (which changes an entry's word only by compare-and-swap,
+/// so lagd does the same). Every access goes through atomics: the program may write any entry
+/// at any time.
+pub struct StripeRxTable {
+    base: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+impl std::fmt::Debug for StripeRxTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StripeRxTable").field("len", &self.len).finish()
+    }
+}
+
+impl StripeRxTable {
+    fn map(fd: &OwnedFd) -> io::Result<Self> {
+        // SAFETY: sysconf has no memory effects.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let page = usize::try_from(page).unwrap_or(4096).max(1);
+        let len = (STRIPE_RX_SLOTS * STRIPE_RX_ENTRY).div_ceil(page) * page;
+        // SAFETY: a new shared mapping of `len` bytes of the map's values (the kernel checks
+        // that the map is mmapable and that `len` fits); no existing memory is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(crate::error::annotate(
+                io::Error::last_os_error(),
+                "mmap",
+                Some("lagd_stripe_rx"),
+            ));
+        }
+        let base = std::ptr::NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap"))?;
+        Ok(Self { base, len })
+    }
+
+    fn u64_at(&self, slot: usize, off: usize) -> &std::sync::atomic::AtomicU64 {
+        let at = (slot % STRIPE_RX_SLOTS) * STRIPE_RX_ENTRY + off;
+        assert!(at + 8 <= self.len && at % 8 == 0);
+        // SAFETY: `at` is inside the mapping (asserted) and 8-aligned (the mapping is
+        // page-aligned, entries are 72 bytes, `off` is a multiple of 8), and the mapping lives
+        // as long as `self`; the memory is shared with the kernel program, which is why it is
+        // only ever accessed atomically.
+        unsafe { &*self.base.as_ptr().add(at).cast::<std::sync::atomic::AtomicU64>() }
+    }
+
+    fn u32_at(&self, slot: usize, off: usize) -> &std::sync::atomic::AtomicU32 {
+        let at = (slot % STRIPE_RX_SLOTS) * STRIPE_RX_ENTRY + off;
+        assert!(at + 4 <= self.len && at % 4 == 0);
+        // SAFETY: as in `u64_at`, for 4 aligned bytes.
+        unsafe { &*self.base.as_ptr().add(at).cast::<std::sync::atomic::AtomicU32>() }
+    }
+
+    /// Slot `slot`'s word: next sequence number (bits 0-31), generation (32-47), state (48-55).
+    pub fn word(&self, slot: usize) -> &std::sync::atomic::AtomicU64 {
+        self.u64_at(slot, 0)
+    }
+
+    /// When the slot's flow was last delivered or handed over (`CLOCK_MONOTONIC` ns).
+    pub fn last_ns(&self, slot: usize) -> &std::sync::atomic::AtomicU64 {
+        self.u64_at(slot, 8)
+    }
+
+    /// The slot's flow key words.
+    pub fn key(&self, slot: usize) -> [u32; 10] {
+        std::array::from_fn(|i| {
+            self.u32_at(slot, 16 + 4 * i)
+                .load(std::sync::atomic::Ordering::Acquire)
+        })
+    }
+
+    /// Writes the slot's flow key words (only while the slot's state keeps the program off it).
+    pub fn set_key(&self, slot: usize, key: &[u32; 10]) {
+        for (i, k) in key.iter().enumerate() {
+            self.u32_at(slot, 16 + 4 * i)
+                .store(*k, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Segments and payload bytes the program delivered through the slot.
+    pub fn delivered(&self, slot: usize) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.u64_at(slot, 56).load(Relaxed),
+            self.u64_at(slot, 64).load(Relaxed),
+        )
+    }
+}
+
+impl Drop for StripeRxTable {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, of `len` bytes, unmapped once; no reference into
+        // it outlives `self` (they borrow it).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
 /// The inner map: one table.
 fn inner_def() -> MapDef {
     MapDef {
@@ -615,6 +738,7 @@ fn inner_def() -> MapDef {
         key_size: 4,
         value_size: TABLE_LEN as u32,
         max_entries: 1,
+        map_flags: 0,
     }
 }
 

@@ -7,6 +7,7 @@ pub(crate) struct MapDef {
     pub(crate) key_size: u32,
     pub(crate) value_size: u32,
     pub(crate) max_entries: u32,
+    pub(crate) map_flags: u32,
 }
 
 /// The maps the programs reference.
@@ -18,6 +19,8 @@ pub(crate) enum MapId {
     Ports,
     /// Per-CPU load per bucket.
     Buckets,
+    /// Stripe's receive side: per TCP flow slot, who delivers and the next sequence number.
+    StripeRx,
 }
 
 /// A program as built: its instructions and which `ld_imm64` names which map.

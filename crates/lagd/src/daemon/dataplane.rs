@@ -60,6 +60,10 @@ pub(crate) struct Member {
     pub(crate) name: String,
     pub(crate) ifindex: u32,
     pub(crate) socket: Option<PacketSocket>,
+    /// Where the member's frames are read when the data socket only sends (stripe on the
+    /// kernel path: sockets bound to the protocols lagd orders, which only see the frames the
+    /// members' program passed on); empty when the data socket reads.
+    pub(crate) rx: Vec<PacketSocket>,
     /// Slow-protocols frames in (on their own socket, so a busy data socket cannot starve
     /// LACP), and every frame the bond sends itself out (no virtio_net_hdr).
     pub(crate) control: Option<PacketSocket>,
@@ -71,6 +75,8 @@ pub(crate) struct Member {
 pub(crate) struct Io {
     pub(crate) tap: Tap,
     pub(crate) members: Vec<Member>,
+    /// Stripe on the kernel path: the TCP flows the members' program delivers in order.
+    pub(crate) stripe_rx: Option<super::kernel::StripeRx>,
     deliver_buf: Vec<u8>,
     /// Whether every member socket was read dry in this wake.
     pub(crate) drained: bool,
@@ -110,6 +116,28 @@ impl BondDataplane for Io {
     fn drained(&self) -> bool {
         self.drained
     }
+
+    fn tcp_take_over(&mut self, key: &lagd_proto::stripe::FlowKey) -> Option<u32> {
+        self.stripe_rx.as_ref()?.take_over(key)
+    }
+
+    fn tcp_hand_back(&mut self, key: &lagd_proto::stripe::FlowKey, next: u32) -> bool {
+        self.stripe_rx
+            .as_ref()
+            .is_some_and(|s| s.hand_back(key, next))
+    }
+}
+
+impl Member {
+    /// The sockets the member's frames are read from.
+    pub(crate) fn readers(&self) -> impl Iterator<Item = &PacketSocket> {
+        let own = if self.rx.is_empty() {
+            self.socket.as_ref()
+        } else {
+            None
+        };
+        own.into_iter().chain(self.socket.as_ref().map_or(&[][..], |_| &self.rx[..]))
+    }
 }
 
 /// The dataplane: descriptors, the read buffer, and the bond-level counters.
@@ -127,6 +155,7 @@ impl Dataplane {
             io: Io {
                 tap,
                 members,
+                stripe_rx: None,
                 deliver_buf: vec![0; BUF_LEN],
                 drained: true,
             },
@@ -183,10 +212,26 @@ impl Dataplane {
 
     /// Reads up to a batch from member `i`; true if frames may be left (the batch ran out).
     pub(crate) fn service_member(&mut self, bond: &mut Bond, i: usize, now: Instant) -> bool {
+        let sources = self.io.members[i].readers().count();
+        let mut more = false;
+        for source in 0..sources {
+            more |= self.service_member_socket(bond, i, source, now);
+        }
+        more
+    }
+
+    /// Reads up to a batch from member `i`'s reader `source` ([`Member::readers`]).
+    fn service_member_socket(
+        &mut self,
+        bond: &mut Bond,
+        i: usize,
+        source: usize,
+        now: Instant,
+    ) -> bool {
         let port = PortId(i as u16);
         for _ in 0..BATCH {
             let m = &mut self.io.members[i];
-            let Some(socket) = &m.socket else {
+            let Some(socket) = m.readers().nth(source) else {
                 return false;
             };
             let meta = match socket.recv_from(&mut self.buf) {
@@ -285,10 +330,14 @@ impl Dataplane {
         let Some(m) = self.io.members.get_mut(i) else {
             return MemberStatus::from_snapshot(p, lacp, 0);
         };
-        if let Some(s) = &m.socket {
-            // PACKET_STATISTICS resets on read: accumulate.
-            m.counters.rx_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
-        }
+        // PACKET_STATISTICS resets on read: accumulate.
+        let drops: u64 = m
+            .socket
+            .iter()
+            .chain(&m.rx)
+            .map(|s| s.statistics().map_or(0, |s| u64::from(s.drops)))
+            .sum();
+        m.counters.rx_socket_drops += drops;
         if let Some(s) = &m.control {
             m.counters.slow_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
         }

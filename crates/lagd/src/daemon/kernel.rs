@@ -12,10 +12,12 @@ use lagd_proto::balance::BucketSample;
 use lagd_proto::bond::{Bond, DistributionTable, FastPathMode, TxRule};
 use lagd_proto::hash::HashPolicy;
 use lagd_proto::time::Instant;
+use lagd_proto::stripe::FlowKey;
 use lagd_sys::fastpath::{
     Attachment, FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, POLICY_OVS_TCP, PortCounters, Rule,
-    Table, monotonic_ns,
+    StripeRxTable, Table, monotonic_ns,
 };
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 /// The programs' number for `policy` (the kernel's, or lagd's for the OVS hashes);
 /// policies the programs do not compute are refused before they load
@@ -46,8 +48,121 @@ pub(crate) struct Kernel {
     /// Per member position: frames the members' program saw (delivered or dropped) when last
     /// read, for the ARP monitor.
     rx_seen: Vec<u64>,
-    /// Stripe mode: the TAP's program sends TCP, members are read by lagd.
+    /// Stripe mode: the TAP's program sends TCP, the members' program delivers what is in
+    /// order and passes the rest to lagd ([`StripeRx`]).
     stripe: bool,
+}
+
+// The states of a stripe_rx word (bpf/fastpath.c).
+const RX_FREE: u64 = 0;
+const RX_KERNEL: u64 = 1;
+const RX_LAGD: u64 = 2;
+const RX_CLAIM: u64 = 3;
+/// A slot whose flow nobody delivered or handed over for this long may take another flow.
+const RX_IDLE_NS: u64 = 1_000_000_000;
+
+fn rx_state(w: u64) -> u64 {
+    (w >> 48) & 0xff
+}
+
+/// A word in `state`, one generation after `w`, expecting `next`.
+fn rx_word(w: u64, state: u64, next: u32) -> u64 {
+    let generation = ((w >> 32) + 1) & 0xffff;
+    state << 48 | generation << 32 | u64::from(next)
+}
+
+/// Stripe's receive table shared with the members' program: per TCP flow slot, whether the
+/// program delivers the flow (segments in sequence go straight to the host) or lagd does (the
+/// program passes everything of it on, since lagd holds segments behind a hole), and the next
+/// sequence number the host expects. The program only ever advances `next` of a flow it
+/// delivers, or hands it to lagd; lagd hands flows back when it holds nothing of them and
+/// claims free or idle slots for the flows it sees. Every change is a compare-and-swap of the
+/// slot's word with a new generation, so neither side acts on a word the other changed.
+pub(crate) struct StripeRx {
+    table: StripeRxTable,
+}
+
+impl StripeRx {
+    /// Whether the program may deliver `key` at all (it takes untagged frames only).
+    fn eligible(key: &FlowKey) -> bool {
+        key.tag & 0x0fff == 0
+    }
+
+    /// The program stops delivering `key`; the next sequence number if it was delivering it.
+    pub(crate) fn take_over(&self, key: &FlowKey) -> Option<u32> {
+        if !Self::eligible(key) {
+            return None;
+        }
+        let slot = key.kernel_slot();
+        let words = key.kernel_words();
+        let word = self.table.word(slot);
+        loop {
+            let w = word.load(Acquire);
+            let state = rx_state(w);
+            if !(state == RX_KERNEL || state == RX_LAGD) || self.table.key(slot) != words {
+                return None;
+            }
+            if state == RX_LAGD {
+                return Some(w as u32);
+            }
+            if word
+                .compare_exchange(w, rx_word(w, RX_LAGD, w as u32), AcqRel, Acquire)
+                .is_ok()
+            {
+                self.table.last_ns(slot).store(monotonic_ns(), Relaxed);
+                return Some(w as u32);
+            }
+        }
+    }
+
+    /// The program delivers `key` from `next` on, if its slot is the flow's, free, or idle.
+    pub(crate) fn hand_back(&self, key: &FlowKey, next: u32) -> bool {
+        if !Self::eligible(key) {
+            return false;
+        }
+        let slot = key.kernel_slot();
+        let words = key.kernel_words();
+        let word = self.table.word(slot);
+        loop {
+            let w = word.load(Acquire);
+            let state = rx_state(w);
+            let now = monotonic_ns();
+            if state != RX_FREE && self.table.key(slot) == words {
+                if state != RX_LAGD {
+                    return false;
+                }
+                if word
+                    .compare_exchange(w, rx_word(w, RX_KERNEL, next), AcqRel, Acquire)
+                    .is_ok()
+                {
+                    self.table.last_ns(slot).store(now, Relaxed);
+                    return true;
+                }
+                continue;
+            }
+            let last = self.table.last_ns(slot).load(Relaxed);
+            if state != RX_FREE && now.saturating_sub(last) < RX_IDLE_NS {
+                return false;
+            }
+            // Claim the slot: the program leaves a slot alone unless it is KERNEL, so the key
+            // can be written before the flow is handed over.
+            let claim = rx_word(w, RX_CLAIM, 0);
+            if word.compare_exchange(w, claim, AcqRel, Acquire).is_err() {
+                continue;
+            }
+            self.table.set_key(slot, &words);
+            self.table.last_ns(slot).store(now, Relaxed);
+            word.store(rx_word(claim, RX_KERNEL, next), Release);
+            return true;
+        }
+    }
+
+    /// Segments the program delivered through every slot.
+    pub(crate) fn delivered(&self) -> u64 {
+        (0..lagd_sys::fastpath::STRIPE_RX_SLOTS)
+            .map(|s| self.table.delivered(s).0)
+            .sum()
+    }
 }
 
 /// Which path the daemon takes, decided before any member is touched.
@@ -110,15 +225,9 @@ impl Kernel {
         })
     }
 
-    /// Attaches the members' program to the member at position `ifindexes.len()`; in stripe
-    /// mode only records the member (lagd reads and orders what members receive: see
-    /// [`Kernel::members_to_lagd`]).
+    /// Attaches the members' program to the member at position `ifindexes.len()`.
     pub(crate) fn attach_member(&mut self, ifindex: u32) -> io::Result<()> {
-        let a = if self.stripe {
-            None
-        } else {
-            Some(self.fp.attach_member(ifindex)?)
-        };
+        let a = Some(self.fp.attach_member(ifindex)?);
         self.members.push(a);
         self.ifindexes.push(ifindex);
         // The table names the members' interfaces: write it again.
@@ -172,11 +281,20 @@ impl Kernel {
         Ok(())
     }
 
-    /// Whether every frame the members receive goes to lagd (stripe: the receiver puts TCP
-    /// back in order), so members are isolated and read as on lagd's own path; the programs
-    /// only send.
-    pub(crate) fn members_to_lagd(&self) -> bool {
+    /// Stripe mode: the members' program passes lagd what it does not deliver (see
+    /// [`StripeRx`]), and lagd reads it on sockets bound to the protocols it orders.
+    pub(crate) fn stripe(&self) -> bool {
         self.stripe
+    }
+
+    /// Stripe mode: the receive table shared with the members' program.
+    pub(crate) fn stripe_rx(&self) -> io::Result<Option<StripeRx>> {
+        if !self.stripe {
+            return Ok(None);
+        }
+        Ok(Some(StripeRx {
+            table: self.fp.stripe_rx()?,
+        }))
     }
 
     /// Whether the members' ARP frames come to lagd (bound to `ETH_P_ARP`, the members' data

@@ -62,6 +62,14 @@ const TOKEN_SIGNAL: u64 = 1;
 const TOKEN_CONTROL: u64 = 2;
 const TOKEN_LINK: u64 = 3;
 const TOKEN_MEMBER: u64 = 100;
+/// Stripe on the kernel path: the protocols lagd reads on the members (TCP behind a hole,
+/// numbered stripe frames, ARP); the program delivers the rest itself.
+const STRIPE_RX_PROTOCOLS: [u16; 4] = [
+    lagd_sys::packet::ETH_P_IP,
+    lagd_sys::packet::ETH_P_IPV6,
+    lagd_sys::packet::ETH_P_ARP,
+    0x88b5, // lagd_proto::stripe::header::ETHERTYPE (checked in the tests)
+];
 /// Member control sockets (slow protocols), serviced before anything else.
 const TOKEN_CONTROL_SOCKET: u64 = 10_000;
 /// The largest MTU a TAP takes (65535 less its Ethernet header).
@@ -303,7 +311,7 @@ impl Daemon {
         poller.add(&control.wake_fd(), TOKEN_CONTROL, Interest::READABLE)?;
         poller.add(&events, TOKEN_LINK, Interest::READABLE)?;
         for (i, m) in members.iter().enumerate() {
-            if let Some(s) = &m.socket {
+            for s in m.readers() {
                 poller.add(s, TOKEN_MEMBER + i as u64, Interest::READABLE)?;
             }
             if let Some(c) = &m.control {
@@ -321,11 +329,21 @@ impl Daemon {
             opts = %config.options.to_opts(),
             "bond started"
         );
+        let mut dp = Dataplane::new(tap, members);
+        dp.io.stripe_rx = match kernel.as_deref().map(Kernel::stripe_rx).transpose() {
+            Ok(t) => t.flatten(),
+            Err(e) => {
+                // Without the table the members' program delivers nothing itself: every TCP
+                // segment comes to lagd, which orders it as on its own path.
+                warn!("stripe receive table: {e}");
+                None
+            }
+        };
         let mut d = Self {
             config,
             bond,
             mac,
-            dp: Dataplane::new(tap, members),
+            dp,
             link,
             events,
             poller,
@@ -374,28 +392,27 @@ impl Daemon {
         // delivered to the TAP, dropped, or a slow-protocols frame for lagd's socket), and the
         // data socket only sends: bound to no protocol, it receives nothing, so no frame the
         // program redirected is copied to lagd.
-        let (isolation, data_options) = match kernel {
-            Some(k) if !k.members_to_lagd() => {
+        let (isolation, data_options, rx_protocols): (_, _, &[u16]) = match kernel {
+            Some(k) => {
                 k.attach_member(ifindex)
                     .with_context(|| format!("fast path program on member {name}"))?;
                 // With the ARP monitor it receives the members' ARP frames, which the program
                 // passes on for it.
                 let send_only = PacketOptions {
-                    protocol: if k.arp_to_lagd() {
+                    protocol: if k.arp_to_lagd() && !k.stripe() {
                         lagd_sys::packet::ETH_P_ARP
                     } else {
                         0
                     },
                     ..member_data_socket()
                 };
-                (None, send_only)
+                // Stripe: what the program passes on (TCP behind a hole, numbered stripe
+                // frames, ARP) is read on sockets bound to those protocols, which see a frame
+                // only if the program did not redirect it (an ETH_P_ALL socket sees all).
+                let rx: &[u16] = if k.stripe() { &STRIPE_RX_PROTOCOLS } else { &[] };
+                (None, send_only, rx)
             }
-            other => {
-                if let Some(k) = other {
-                    // Stripe: the TAP's program sends on this member; lagd reads it.
-                    k.attach_member(ifindex)
-                        .with_context(|| format!("fast path member {name}"))?;
-                }
+            None => {
                 let isolation = match IngressDrop::attach(ifindex) {
                     Ok(d) => Some(d),
                     Err(e) => {
@@ -406,7 +423,7 @@ impl Daemon {
                         None
                     }
                 };
-                (isolation, member_data_socket())
+                (isolation, member_data_socket(), &[])
             }
         };
         link.set_up(name, true)
@@ -440,6 +457,19 @@ impl Daemon {
         socket
             .add_membership(Membership::Promisc)
             .with_context(|| format!("promiscuous mode on member {name}"))?;
+        let rx = rx_protocols
+            .iter()
+            .map(|&protocol| {
+                PacketSocket::bind(
+                    ifindex,
+                    PacketOptions {
+                        protocol,
+                        ..member_data_socket()
+                    },
+                )
+                .with_context(|| format!("packet socket for 0x{protocol:04x} on member {name}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let perm = link.permanent_mac(name).unwrap_or([0; 6]);
         let sd = link.speed_duplex(name).ok();
         let carrier = link.carrier(name).unwrap_or(false);
@@ -454,6 +484,7 @@ impl Daemon {
             name: name.to_owned(),
             ifindex,
             socket: Some(socket),
+            rx,
             control: Some(control),
             isolation,
             counters: Default::default(),
@@ -602,7 +633,7 @@ impl Daemon {
             let _ = self.poller.delete(&c);
             m.counters.slow_socket_drops += c.statistics().map_or(0, |s| u64::from(s.drops));
         }
-        if let Some(s) = m.socket.take() {
+        for s in m.socket.take().into_iter().chain(m.rx.drain(..)) {
             let _ = self.poller.delete(&s);
             m.counters.rx_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
         }
@@ -1088,9 +1119,8 @@ impl Daemon {
             }
         };
         let token_ok = member
-            .socket
-            .as_ref()
-            .map_or(Ok(()), |s| {
+            .readers()
+            .try_for_each(|s| {
                 self.poller
                     .add(s, TOKEN_MEMBER + i as u64, Interest::READABLE)
             })
@@ -1167,6 +1197,9 @@ impl Daemon {
                 Err(e) => warn!("fast path counters: {e}"),
             }
         }
+        if let (Some(rx), Some(st)) = (&self.dp.io.stripe_rx, status.stripe.as_mut()) {
+            st.tcp.kernel_segments = rx.delivered();
+        }
         let runtime = status.runtime_warnings();
         status.warnings.extend(runtime);
         status
@@ -1215,4 +1248,13 @@ fn random_u32() -> u32 {
         h.write_u128(t.as_nanos());
     }
     h.finish() as u32
+}
+
+#[cfg(test)]
+mod test {
+    #[test]
+    fn stripe_members_are_read_for_the_stripe_ethertype() {
+        let stripe = u16::from(lagd_proto::stripe::header::ETHERTYPE);
+        assert!(super::STRIPE_RX_PROTOCOLS.contains(&stripe));
+    }
 }

@@ -136,11 +136,13 @@ impl StripeMode {
             // The driver's header length is the same for every frame it reads.
             self.rx_header_len = header_len;
             return self.engine.is_striping()
-                && self
-                    .engine
-                    .handle_tcp(now, port, buf, header_len, &mut |b| {
-                        dp.deliver_with_header(b, header_len)
-                    });
+                && self.engine.handle_tcp(
+                    now,
+                    port,
+                    buf,
+                    header_len,
+                    &mut ToHost { dp, header_len },
+                );
         }
         if self
             .engine
@@ -171,7 +173,7 @@ impl StripeMode {
             self.engine.poll(now, &mut |f| dp.deliver(f));
             let header_len = self.rx_header_len;
             self.engine
-                .poll_tcp(now, &mut |b| dp.deliver_with_header(b, header_len));
+                .poll_tcp(now, &mut ToHost { dp, header_len });
         }
     }
 
@@ -186,5 +188,26 @@ impl StripeMode {
         let src = ports[port.index()].info.perm_mac;
         let len = hello.emit_frame(src, buf).ok()?;
         Some(Transmit { port, len })
+    }
+}
+
+/// What the TCP resequencer releases goes to the host with its driver header; flows go to and
+/// come from the dataplane's kernel fast path, if it has one.
+struct ToHost<'a> {
+    dp: &'a mut dyn Dataplane,
+    header_len: usize,
+}
+
+impl crate::stripe::TcpSink for ToHost<'_> {
+    fn deliver(&mut self, buf: &[u8]) {
+        self.dp.deliver_with_header(buf, self.header_len);
+    }
+
+    fn take_over(&mut self, key: &crate::stripe::FlowKey) -> Option<u32> {
+        self.dp.tcp_take_over(key)
+    }
+
+    fn hand_back(&mut self, key: &crate::stripe::FlowKey, next: u32) -> bool {
+        self.dp.tcp_hand_back(key, next)
     }
 }
