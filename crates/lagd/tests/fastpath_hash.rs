@@ -526,3 +526,116 @@ fn tcp_segment(v4: bool, tagged: bool, payload: usize) -> Vec<u8> {
     f.resize(f.len() + payload, 0xab);
     f
 }
+
+/// `tcp_segment` with its addresses, ports and sequence number made up from `rng`.
+fn random_segment(rng: &mut Rng, v4: bool, payload: usize) -> Vec<u8> {
+    let mut f = tcp_segment(v4, false, payload);
+    let (addrs, l4) = if v4 { (26..34, 34) } else { (22..54, 54) };
+    for b in &mut f[addrs] {
+        *b = rng.next_u64() as u8;
+    }
+    let r = rng.next_u64().to_be_bytes();
+    f[l4..l4 + 8].copy_from_slice(&r);
+    f
+}
+
+/// A stripe_rx word: state, generation, next sequence number (bpf/fastpath.c).
+fn rx_word(state: u64, generation: u64, next: u32) -> u64 {
+    state << 48 | generation << 32 | u64::from(next)
+}
+
+/// Stripe's receive side: the members' program finds a flow's slot and key exactly where
+/// `FlowKey::kernel_slot` and `kernel_words` put them (on 400 made-up IPv4 and IPv6 flows,
+/// and not one slot off), delivers the next segment in sequence and advances `next` by its
+/// payload, delivers what is behind, hands the flow to lagd at a hole, and passes lagd
+/// everything of a flow it does not hold, tagged frames, SYN/FIN/RST and multicast.
+#[test]
+fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
+    use lagd_proto::stripe::tcp::parse_segment;
+    use std::sync::atomic::Ordering::SeqCst;
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let mut t = table(Rule::Stripe, 0, 0);
+    t.rx_unicast = [true; MAX_MEMBERS];
+    fp.set_table(&t).unwrap();
+    let rx = fp.stripe_rx().expect("map lagd_stripe_rx");
+    let at0 = 1000;
+    let verdict = |f: &[u8]| fp.test_ingress(f, at0).unwrap().verdict;
+    let mut rng = Rng(0x5eed_0f_5712_1be5);
+    let mut delivered = 0u64;
+    for n in 0..400 {
+        let v4 = n % 2 == 0;
+        let payload = 1 + (rng.next_u64() % 1400) as usize;
+        let f = random_segment(&mut rng, v4, payload);
+        let seg = parse_segment(&f).expect("a TCP segment");
+        let (slot, words) = (seg.key.kernel_slot(), seg.key.kernel_words());
+        assert_eq!(verdict(&f), PASS, "flow {n}: no slot yet, to lagd");
+        // One slot off: the program must not find the flow there.
+        let wrong = slot ^ 1;
+        rx.set_key(wrong, &words);
+        rx.word(wrong).store(rx_word(1, 0, seg.seq), SeqCst);
+        assert_eq!(verdict(&f), PASS, "flow {n}: found in the wrong slot");
+        rx.word(wrong).store(0, SeqCst);
+        rx.set_key(slot, &words);
+        rx.word(slot).store(rx_word(1, 7, seg.seq), SeqCst);
+        assert_eq!(
+            verdict(&f),
+            REDIRECT,
+            "flow {n} (IPv4 {v4}): next in sequence"
+        );
+        delivered += 1;
+        let end = seg.seq.wrapping_add(payload as u32);
+        assert_eq!(rx.word(slot).load(SeqCst), rx_word(1, 7, end), "flow {n}");
+        assert_eq!(verdict(&f), REDIRECT, "flow {n}: behind next, to the host");
+        delivered += 1;
+        assert_eq!(rx.word(slot).load(SeqCst), rx_word(1, 7, end), "flow {n}");
+        rx.word(slot).store(0, SeqCst);
+    }
+    let total: u64 = (0..lagd_sys::fastpath::STRIPE_RX_SLOTS)
+        .map(|s| rx.delivered(s).0)
+        .sum();
+    assert_eq!(total, delivered / 2, "the slots count what advanced them");
+
+    // One flow through a hole.
+    let f = tcp_segment(true, false, 1000);
+    let seg = parse_segment(&f).unwrap();
+    let slot = seg.key.kernel_slot();
+    rx.set_key(slot, &seg.key.kernel_words());
+    rx.word(slot)
+        .store(rx_word(1, 3, seg.seq.wrapping_sub(500)), SeqCst);
+    assert_eq!(verdict(&f), PASS, "ahead of next: to lagd");
+    assert_eq!(
+        rx.word(slot).load(SeqCst),
+        rx_word(2, 4, seg.seq.wrapping_sub(500)),
+        "the flow is lagd's from the hole on, next kept"
+    );
+    rx.word(slot).store(rx_word(2, 4, seg.seq), SeqCst);
+    assert_eq!(verdict(&f), PASS, "lagd's flow, even in sequence");
+    rx.word(slot).store(rx_word(1, 5, seg.seq), SeqCst);
+    let mut key = seg.key.kernel_words();
+    key[9] ^= 1;
+    rx.set_key(slot, &key);
+    assert_eq!(verdict(&f), PASS, "another flow's slot");
+    rx.set_key(slot, &seg.key.kernel_words());
+    for (what, flags) in [("SYN", 0x02u8), ("FIN", 0x11), ("RST", 0x14)] {
+        let mut g = f.clone();
+        g[34 + 13] = flags;
+        assert_eq!(verdict(&g), PASS, "{what} goes to lagd");
+    }
+    let mut multicast = f.clone();
+    multicast[0] |= 1;
+    assert_eq!(verdict(&multicast), PASS, "multicast goes to lagd");
+    assert_eq!(verdict(&tcp_segment(true, true, 1000)), PASS, "tagged");
+    assert_eq!(
+        rx.word(slot).load(SeqCst),
+        rx_word(1, 5, seg.seq),
+        "nothing above moved the flow"
+    );
+    assert_eq!(verdict(&f), REDIRECT);
+    let ack = tcp_segment(false, false, 0);
+    assert_eq!(
+        verdict(&ack),
+        REDIRECT,
+        "a pure ACK goes to the host at once"
+    );
+}

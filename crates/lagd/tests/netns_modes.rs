@@ -1287,7 +1287,10 @@ fn stripe_delivers_one_stream_in_order_over_2_and_4_members() {
         // Out of order at the host: only what the resequencer gave up on too early, before
         // its timeout adapted to this machine's scheduling noise.
         assert!(t.late * 100 <= all, "{links} members: {t:?}");
-        assert!(ofo * 50 <= all, "{links} members: TCPOFOQueue +{ofo}, {t:?}");
+        assert!(
+            ofo * 50 <= all,
+            "{links} members: TCPOFOQueue +{ofo}, {t:?}"
+        );
         // A member fails mid-transfer: the stream carries on over the others, intact.
         let (sent, received, gap) = lab.tcp_transfer(Side::A, 64 << 20, None, || {
             thread::sleep(Duration::from_millis(150));

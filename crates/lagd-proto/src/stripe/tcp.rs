@@ -164,7 +164,9 @@ impl FlowKey {
         b[32..34].copy_from_slice(&self.sport.to_le_bytes());
         b[34..36].copy_from_slice(&self.dport.to_le_bytes());
         b[36..38].copy_from_slice(&self.tag.to_le_bytes());
-        core::array::from_fn(|i| u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]))
+        core::array::from_fn(|i| {
+            u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+        })
     }
 
     /// The flow's slot in the kernel fast path's receive table (`stripe_rx_slot` in
@@ -443,7 +445,12 @@ impl TcpOrder {
 
     /// Puts `flow` back in the table, unless it holds nothing and the sink's other party takes
     /// it.
-    fn keep_or_hand_back<S: TcpSink + ?Sized>(&mut self, key: FlowKey, flow: Flow, deliver: &mut S) {
+    fn keep_or_hand_back<S: TcpSink + ?Sized>(
+        &mut self,
+        key: FlowKey,
+        flow: Flow,
+        deliver: &mut S,
+    ) {
         if flow.held.is_empty() && deliver.hand_back(&key, flow.next) {
             self.counters.handed_back += 1;
             return;

@@ -637,7 +637,9 @@ pub struct StripeRxTable {
 
 impl std::fmt::Debug for StripeRxTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StripeRxTable").field("len", &self.len).finish()
+        f.debug_struct("StripeRxTable")
+            .field("len", &self.len)
+            .finish()
     }
 }
 
@@ -666,7 +668,8 @@ impl StripeRxTable {
                 Some("lagd_stripe_rx"),
             ));
         }
-        let base = std::ptr::NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap"))?;
+        let base =
+            std::ptr::NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap"))?;
         Ok(Self { base, len })
     }
 
@@ -677,14 +680,26 @@ impl StripeRxTable {
         // page-aligned, entries are 72 bytes, `off` is a multiple of 8), and the mapping lives
         // as long as `self`; the memory is shared with the kernel program, which is why it is
         // only ever accessed atomically.
-        unsafe { &*self.base.as_ptr().add(at).cast::<std::sync::atomic::AtomicU64>() }
+        unsafe {
+            &*self
+                .base
+                .as_ptr()
+                .add(at)
+                .cast::<std::sync::atomic::AtomicU64>()
+        }
     }
 
     fn u32_at(&self, slot: usize, off: usize) -> &std::sync::atomic::AtomicU32 {
         let at = (slot % STRIPE_RX_SLOTS) * STRIPE_RX_ENTRY + off;
         assert!(at + 4 <= self.len && at % 4 == 0);
         // SAFETY: as in `u64_at`, for 4 aligned bytes.
-        unsafe { &*self.base.as_ptr().add(at).cast::<std::sync::atomic::AtomicU32>() }
+        unsafe {
+            &*self
+                .base
+                .as_ptr()
+                .add(at)
+                .cast::<std::sync::atomic::AtomicU32>()
+        }
     }
 
     /// Slot `slot`'s word: next sequence number (bits 0-31), generation (32-47), state (48-55).

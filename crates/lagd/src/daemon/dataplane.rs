@@ -136,7 +136,8 @@ impl Member {
         } else {
             None
         };
-        own.into_iter().chain(self.socket.as_ref().map_or(&[][..], |_| &self.rx[..]))
+        own.into_iter()
+            .chain(self.socket.as_ref().map_or(&[][..], |_| &self.rx[..]))
     }
 }
 

@@ -11,8 +11,8 @@ use std::io;
 use lagd_proto::balance::BucketSample;
 use lagd_proto::bond::{Bond, DistributionTable, FastPathMode, TxRule};
 use lagd_proto::hash::HashPolicy;
-use lagd_proto::time::Instant;
 use lagd_proto::stripe::FlowKey;
+use lagd_proto::time::Instant;
 use lagd_sys::fastpath::{
     Attachment, FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, POLICY_OVS_TCP, PortCounters, Rule,
     StripeRxTable, Table, monotonic_ns,

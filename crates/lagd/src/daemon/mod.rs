@@ -409,7 +409,11 @@ impl Daemon {
                 // Stripe: what the program passes on (TCP behind a hole, numbered stripe
                 // frames, ARP) is read on sockets bound to those protocols, which see a frame
                 // only if the program did not redirect it (an ETH_P_ALL socket sees all).
-                let rx: &[u16] = if k.stripe() { &STRIPE_RX_PROTOCOLS } else { &[] };
+                let rx: &[u16] = if k.stripe() {
+                    &STRIPE_RX_PROTOCOLS
+                } else {
+                    &[]
+                };
                 (None, send_only, rx)
             }
             None => {

@@ -172,8 +172,7 @@ impl StripeMode {
         if dp.drained() {
             self.engine.poll(now, &mut |f| dp.deliver(f));
             let header_len = self.rx_header_len;
-            self.engine
-                .poll_tcp(now, &mut ToHost { dp, header_len });
+            self.engine.poll_tcp(now, &mut ToHost { dp, header_len });
         }
     }
 

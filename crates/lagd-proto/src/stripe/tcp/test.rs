@@ -305,4 +305,107 @@ proptest! {
         }
         prop_assert_eq!(o.held_bytes(), 0);
     }
+
+    /// The same with a kernel fast path in front of the resequencer, as the members' program
+    /// does it (bpf/fastpath.c, stripe_rx): it delivers the flow's segments while each is the
+    /// next in sequence and the flow is its own, and passes the rest into a queue lagd reads
+    /// later (in any interleaving with what arrives next); lagd takes the flow at a hole and
+    /// hands it back when it holds nothing. The host still gets each arriving segment once,
+    /// and in order without losses.
+    #[test]
+    fn any_interleaving_with_a_kernel_party(
+        lane_of in proptest::collection::vec(0u16..3, 1..120),
+        picks in proptest::collection::vec(0usize..4, 0..600),
+        lost in proptest::collection::vec(any::<bool>(), 120),
+        lose in any::<bool>(),
+    ) {
+        use std::cell::RefCell;
+        use std::collections::VecDeque;
+        #[derive(Clone, Copy, PartialEq)]
+        enum Owner { Free, Kernel, Lagd }
+        struct Party { owner: Owner, next: u32, out: Vec<u32> }
+        struct Sink<'a>(&'a RefCell<Party>);
+        impl TcpSink for Sink<'_> {
+            fn deliver(&mut self, b: &[u8]) {
+                let s = parse_segment(&b[HDR..]).unwrap();
+                self.0.borrow_mut().out.push((s.seq - 1000) / MSS);
+            }
+            fn take_over(&mut self, _key: &FlowKey) -> Option<u32> {
+                let mut p = self.0.borrow_mut();
+                if p.owner == Owner::Free {
+                    return None;
+                }
+                p.owner = Owner::Lagd;
+                Some(p.next)
+            }
+            fn hand_back(&mut self, _key: &FlowKey, next: u32) -> bool {
+                let mut p = self.0.borrow_mut();
+                p.owner = Owner::Kernel;
+                p.next = next;
+                true
+            }
+        }
+        let n = lane_of.len();
+        let mut lanes: Vec<Vec<u32>> = vec![Vec::new(); 3];
+        for (i, &l) in lane_of.iter().enumerate() {
+            if !(lose && lost[i]) {
+                lanes[l as usize].push(i as u32);
+            }
+        }
+        let sent: usize = lanes.iter().map(Vec::len).sum();
+        let party = RefCell::new(Party { owner: Owner::Free, next: 0, out: Vec::new() });
+        let mut o = order(TcpOrderConfig::default(), &[0, 1, 2]);
+        let mut queue: VecDeque<(u16, u32)> = VecDeque::new();
+        let mut heads = [0usize; 3];
+        let mut pick = picks.into_iter();
+        // The program's rule for one arriving segment: delivered, or queued for lagd.
+        let program = |l: u16, i: u32, queue: &mut VecDeque<(u16, u32)>| {
+            let mut p = party.borrow_mut();
+            let seq = 1000 + i * MSS;
+            if p.owner == Owner::Kernel {
+                let ahead = seq.wrapping_sub(p.next) as i32;
+                if ahead <= 0 {
+                    if ahead == 0 {
+                        p.next = seq + MSS;
+                    }
+                    p.out.push(i);
+                    return;
+                }
+                p.owner = Owner::Lagd;
+            }
+            queue.push_back((l, i));
+        };
+        let first = lanes.iter().position(|l| l.first() == Some(&0));
+        if let Some(l) = first {
+            program(l as u16, 0, &mut queue);
+            heads[l] = 1;
+        }
+        loop {
+            let open: Vec<usize> = (0..3).filter(|&l| heads[l] < lanes[l].len()).collect();
+            let choice = pick.next().unwrap_or(0);
+            if !queue.is_empty() && (choice == 3 || open.is_empty()) {
+                let (l, i) = queue.pop_front().unwrap();
+                o.push(at(1), l, &data(1, i), HDR, &mut Sink(&party));
+                continue;
+            }
+            if open.is_empty() {
+                break;
+            }
+            let l = open[choice % open.len()];
+            let i = lanes[l][heads[l]];
+            heads[l] += 1;
+            program(l as u16, i, &mut queue);
+        }
+        o.poll(at(1000), &mut Sink(&party));
+        let out = party.borrow().out.clone();
+        prop_assert_eq!(out.len(), sent, "each arriving segment delivered once: {:?}", out);
+        let mut sorted = out.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        prop_assert_eq!(sorted.len(), sent);
+        if !lose && first.is_some() {
+            prop_assert_eq!(out, (0..n as u32).collect::<Vec<_>>(), "in order");
+        }
+        prop_assert_eq!(o.held_bytes(), 0);
+    }
 }
