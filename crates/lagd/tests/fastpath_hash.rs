@@ -561,7 +561,7 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
     let rx = fp.stripe_rx().expect("map lagd_stripe_rx");
     let at0 = 1000;
     let verdict = |f: &[u8]| fp.test_ingress(f, at0).unwrap().verdict;
-    let mut rng = Rng(0x5eed_0f_5712_1be5);
+    let mut rng = Rng(0x005e_ed0f_5712_1be5);
     let mut delivered = 0u64;
     for n in 0..400 {
         let v4 = n % 2 == 0;
