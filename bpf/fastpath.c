@@ -855,20 +855,26 @@ INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
     return stripe_to_lagd(skb);
 }
 
+// The member the frame came in on (recorded in cb[1]), NO_PORT if none of the table's.
+INLINE __u32 member_port(struct __sk_buff *skb, const struct table *t) {
+    __u32 port = NO_PORT;
+    for (__u32 i = 0; i < MAX_MEMBERS; i++) {
+        if (t->ifindex[i] != 0 && t->ifindex[i] == skb->ingress_ifindex) {
+            port = i;
+            break;
+        }
+    }
+    skb->cb[1] = port;
+    return port;
+}
+
 SEC("tcx/ingress")
 int lagd_member_ingress(struct __sk_buff *skb) {
     struct table *t = current_table();
     if (!t || t->rule == RULE_LAGD)
         return TC_ACT_OK;
     if (t->rule == RULE_STRIPE) {
-        __u32 port = NO_PORT;
-        for (__u32 i = 0; i < MAX_MEMBERS; i++) {
-            if (t->ifindex[i] != 0 && t->ifindex[i] == skb->ingress_ifindex) {
-                port = i;
-                break;
-            }
-        }
-        skb->cb[1] = port;
+        __u32 port = member_port(skb, t);
         if (port >= MAX_MEMBERS)
             return stripe_to_lagd(skb);
         return stripe_rx(skb, t, port);
@@ -883,14 +889,7 @@ int lagd_member_ingress(struct __sk_buff *skb) {
     // arp_ignore=8).
     if ((t->flags & FLAG_ARP_TO_LAGD) && be16(&eth[12]) == ETH_P_ARP && !skb->vlan_present)
         return TC_ACT_OK;
-    __u32 port = NO_PORT;
-    for (__u32 i = 0; i < MAX_MEMBERS; i++) {
-        if (t->ifindex[i] != 0 && t->ifindex[i] == skb->ingress_ifindex) {
-            port = i;
-            break;
-        }
-    }
-    skb->cb[1] = port;
+    __u32 port = member_port(skb, t);
     if (port >= MAX_MEMBERS)
         return TC_ACT_SHOT;
     struct port_counters *c = bpf_map_lookup_elem(&lagd_ports, &port);

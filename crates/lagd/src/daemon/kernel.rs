@@ -83,19 +83,19 @@ pub(crate) struct StripeRx {
 }
 
 impl StripeRx {
-    /// Whether the program may deliver `key` at all (it takes untagged frames only).
-    fn eligible(key: &FlowKey) -> bool {
-        key.tag & 0x0fff == 0
+    /// The slot of `key`, its key words and its word; `None` for a flow the program never
+    /// delivers (it takes untagged frames only).
+    fn slot(&self, key: &FlowKey) -> Option<(usize, [u32; 10], &std::sync::atomic::AtomicU64)> {
+        if key.tag & 0x0fff != 0 {
+            return None;
+        }
+        let slot = key.kernel_slot();
+        Some((slot, key.kernel_words(), self.table.word(slot)))
     }
 
     /// The program stops delivering `key`; the next sequence number if it was delivering it.
     pub(crate) fn take_over(&self, key: &FlowKey) -> Option<u32> {
-        if !Self::eligible(key) {
-            return None;
-        }
-        let slot = key.kernel_slot();
-        let words = key.kernel_words();
-        let word = self.table.word(slot);
+        let (slot, words, word) = self.slot(key)?;
         loop {
             let w = word.load(Acquire);
             let state = rx_state(w);
@@ -117,12 +117,9 @@ impl StripeRx {
 
     /// The program delivers `key` from `next` on, if its slot is the flow's, free, or idle.
     pub(crate) fn hand_back(&self, key: &FlowKey, next: u32) -> bool {
-        if !Self::eligible(key) {
+        let Some((slot, words, word)) = self.slot(key) else {
             return false;
-        }
-        let slot = key.kernel_slot();
-        let words = key.kernel_words();
-        let word = self.table.word(slot);
+        };
         loop {
             let w = word.load(Acquire);
             let state = rx_state(w);

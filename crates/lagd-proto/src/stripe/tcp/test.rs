@@ -250,6 +250,38 @@ fn sequence_numbers_wrap() {
     assert_eq!(o.counters().resyncs, 1);
 }
 
+/// Segments 0.. spread over three FIFO lanes as `lane_of` says, those `lost` left out if
+/// `lose`.
+fn fifo_lanes(lane_of: &[u16], lost: &[bool], lose: bool) -> Vec<Vec<u32>> {
+    let mut lanes: Vec<Vec<u32>> = vec![Vec::new(); 3];
+    for (i, &l) in lane_of.iter().enumerate() {
+        if !(lose && lost[i]) {
+            lanes[l as usize].push(i as u32);
+        }
+    }
+    lanes
+}
+
+/// Each of the `sent` segments that arrived was delivered once, and all `n` in order when
+/// `in_order`.
+fn delivered_once(out: &[u32], sent: usize, in_order: bool, n: usize) -> Result<(), TestCaseError> {
+    prop_assert_eq!(
+        out.len(),
+        sent,
+        "each arriving segment delivered once: {:?}",
+        out
+    );
+    let mut sorted = out.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    prop_assert_eq!(sorted.len(), sent);
+    if in_order {
+        let all: Vec<u32> = (0..n as u32).collect();
+        prop_assert_eq!(out, all.as_slice(), "in order");
+    }
+    Ok(())
+}
+
 proptest! {
     /// Segments striped over 3 FIFO lanes arriving in any interleaving, some lost: every
     /// segment that arrives is delivered exactly once; without losses the host sees them in
@@ -263,12 +295,7 @@ proptest! {
         lose in any::<bool>(),
     ) {
         let n = lane_of.len();
-        let mut lanes: Vec<Vec<u32>> = vec![Vec::new(); 3];
-        for (i, &l) in lane_of.iter().enumerate() {
-            if !(lose && lost[i]) {
-                lanes[l as usize].push(i as u32);
-            }
-        }
+        let lanes = fifo_lanes(&lane_of, &lost, lose);
         let sent: usize = lanes.iter().map(Vec::len).sum();
         let mut o = order(TcpOrderConfig::default(), &[0, 1, 2]);
         let mut out: Vec<u32> = Vec::new();
@@ -295,14 +322,7 @@ proptest! {
             o.push(at(1), l as u16, &data(1, i), HDR, &mut sink);
         }
         o.poll(at(1000), &mut sink);
-        prop_assert_eq!(out.len(), sent, "each arriving segment delivered once");
-        let mut sorted = out.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        prop_assert_eq!(sorted.len(), sent);
-        if !lose && first.is_some() {
-            prop_assert_eq!(out, (0..n as u32).collect::<Vec<_>>(), "in order");
-        }
+        delivered_once(&out, sent, !lose && first.is_some(), n)?;
         prop_assert_eq!(o.held_bytes(), 0);
     }
 
@@ -346,12 +366,7 @@ proptest! {
             }
         }
         let n = lane_of.len();
-        let mut lanes: Vec<Vec<u32>> = vec![Vec::new(); 3];
-        for (i, &l) in lane_of.iter().enumerate() {
-            if !(lose && lost[i]) {
-                lanes[l as usize].push(i as u32);
-            }
-        }
+        let lanes = fifo_lanes(&lane_of, &lost, lose);
         let sent: usize = lanes.iter().map(Vec::len).sum();
         let party = RefCell::new(Party { owner: Owner::Free, next: 0, out: Vec::new() });
         let mut o = order(TcpOrderConfig::default(), &[0, 1, 2]);
@@ -398,14 +413,7 @@ proptest! {
         }
         o.poll(at(1000), &mut Sink(&party));
         let out = party.borrow().out.clone();
-        prop_assert_eq!(out.len(), sent, "each arriving segment delivered once: {:?}", out);
-        let mut sorted = out.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        prop_assert_eq!(sorted.len(), sent);
-        if !lose && first.is_some() {
-            prop_assert_eq!(out, (0..n as u32).collect::<Vec<_>>(), "in order");
-        }
+        delivered_once(&out, sent, !lose && first.is_some(), n)?;
         prop_assert_eq!(o.held_bytes(), 0);
     }
 }
