@@ -215,11 +215,12 @@ label() { [ "$1" = 0 ] && echo "unshaped veth" || echo "$1 tbf"; }
     echo "*direct*: one link, no bond. *MPTCP*: the kernel's MPTCP, one subflow per link, no bond."
     echo "*stripe* and *balance-rr*: lagd at both ends. Retransmits: the sender's TCP (RetransSegs);"
     echo "out-of-order: segments the receiving host's TCP queued out of order (TCPOFOQueue; for"
-    echo "MPTCP also its own OFOQueue after the slash). For stripe, the receiving lagd's TCP"
-    echo "resequencer: segments (GRO super-frames) it saw, held and put back in order, and holes"
-    echo "given up on."
+    echo "MPTCP also its own OFOQueue after the slash). For stripe, the receiving end's TCP"
+    echo "segments (super-frames): those the members' program delivered in order itself (kernel"
+    echo "fast path), those lagd's resequencer saw (what followed a hole, or all of them on lagd's"
+    echo "own path), of those held and put back in order, and holes given up on."
     echo
-    echo "| links | setup | Gbit/s | × direct | × MPTCP | retransmits | out-of-order | stripe: segments / reordered / holes given up |"
+    echo "| links | setup | Gbit/s | × direct | × MPTCP | retransmits | out-of-order | stripe: kernel / lagd / reordered / holes given up |"
     echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"
     for rate in $RATES; do
         d=$(med "direct-$rate" .gbps)
@@ -231,7 +232,7 @@ label() { [ "$1" = 0 ] && echo "unshaped veth" || echo "$1 tbf"; }
             [ "${s%%:*}" = mptcp ] && ofo="$ofo / $(fmt "$(med "$key" .mptcp_ofo)" 0)"
             tcp="–"
             if [ "${s%%:*}" = stripe ]; then
-                tcp="$(fmt "$(med "$key" .tcp.segments)" 0) / $(fmt "$(med "$key" .tcp.reordered)" 0) / $(fmt "$(med "$key" '.tcp.skipped_lost + .tcp.skipped_timeout + .tcp.skipped_full')" 0)"
+                tcp="$(fmt "$(med "$key" '.tcp.kernel_segments // 0')" 0) / $(fmt "$(med "$key" .tcp.segments)" 0) / $(fmt "$(med "$key" .tcp.reordered)" 0) / $(fmt "$(med "$key" '.tcp.skipped_lost + .tcp.skipped_timeout + .tcp.skipped_full')" 0)"
             fi
             echo "| 2 × $(label "$rate") | ${s#*:} | $(fmt "$g" 2) | $(awk -v a="$g" -v b="$d" 'BEGIN { if (a == "–" || b == "–" || b == 0) print "–"; else printf "%.2f", a / b }') | $(awk -v a="$g" -v b="$m" 'BEGIN { if (a == "–" || b == "–" || b == 0) print "–"; else printf "%.2f", a / b }') | $(fmt "$(med "$key" .retransmits)" 0) | $ofo | $tcp |"
         done
