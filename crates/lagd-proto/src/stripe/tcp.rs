@@ -407,22 +407,23 @@ impl TcpOrder {
             deliver.deliver(buf);
             return true;
         }
-        if !self.flows.contains_key(&seg.key) {
-            if seg.len == 0 {
-                // A pure ACK of a flow we do not know: nothing to order it against.
-                self.counters.in_order += 1;
-                deliver.deliver(buf);
-                return true;
-            }
-            if self.flows.len() >= self.config.max_flows.max(1) {
-                self.evict(deliver);
-            }
-            let next = deliver.take_over(&seg.key);
-            if next.is_some() {
-                self.counters.taken_over += 1;
-            }
-            self.flows.insert(
-                seg.key,
+        // Out of the table while it is worked on (one lookup to take it, one to put it back).
+        let mut flow = match self.flows.remove(&seg.key) {
+            Some(flow) => flow,
+            None => {
+                if seg.len == 0 {
+                    // A pure ACK of a flow we do not know: nothing to order it against.
+                    self.counters.in_order += 1;
+                    deliver.deliver(buf);
+                    return true;
+                }
+                if self.flows.len() >= self.config.max_flows.max(1) {
+                    self.evict(deliver);
+                }
+                let next = deliver.take_over(&seg.key);
+                if next.is_some() {
+                    self.counters.taken_over += 1;
+                }
                 Flow {
                     next: next.unwrap_or(seg.seq),
                     held: Vec::new(),
@@ -430,11 +431,8 @@ impl TcpOrder {
                     lanes: Vec::new(),
                     timed_out: None,
                     last_seen: now,
-                },
-            );
-        }
-        let Some(mut flow) = self.flows.remove(&seg.key) else {
-            return true;
+                }
+            }
         };
         flow.last_seen = now;
         self.place(now, lane, &seg, buf, &mut flow, deliver);
