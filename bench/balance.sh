@@ -45,26 +45,11 @@ lab() { # name run args...
 
 # Two namespaces joined by 2 veth links shaped to 1 Gbit/s; prints nothing.
 topology() { # tag
-    local a="$PREFIX-$1-a" b="$PREFIX-$1-b" i
-    ip netns add "$a"
-    ip netns add "$b"
-    for i in 0 1; do
-        ip -n "$a" link add "m$i" type veth peer name "m$i" netns "$b"
-        for ns in "$a" "$b"; do
-            ip -n "$ns" link set "m$i" up
-            tc -n "$ns" qdisc replace dev "m$i" root tbf rate 1gbit burst 256kb latency 10ms
-        done
-    done
-    ip -n "$a" link set lo up
-    ip -n "$b" link set lo up
+    bench_topology "$PREFIX-$1-a" "$PREFIX-$1-b" 2 1gbit
 }
 
 untopology() { # tag
-    local ns
-    for ns in "$PREFIX-$1-a" "$PREFIX-$1-b"; do
-        ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
-        ip netns del "$ns" 2>/dev/null || true
-    done
+    bench_untopology "$PREFIX-$1-a" "$PREFIX-$1-b"
 }
 
 mptcp() { # run

@@ -69,3 +69,32 @@ bench_cleanup() {
     done
     rm -rf "$work"
 }
+
+# bench_topology A B LINKS RATE: namespaces A and B joined by LINKS veth links m0.. (the same
+# name at both ends), each end shaped with tc tbf to RATE (0: unshaped), loopback up.
+bench_topology() {
+    local a=$1 b=$2 links=$3 rate=$4 i ns burst=256kb
+    ip netns add "$a"
+    ip netns add "$b"
+    case $rate in 0 | 1gbit | *mbit) ;; *) burst=1mb ;; esac
+    for i in $(seq 0 $((links - 1))); do
+        ip -n "$a" link add "m$i" type veth peer name "m$i" netns "$b"
+        for ns in "$a" "$b"; do
+            ip -n "$ns" link set "m$i" up
+            if [ "$rate" != 0 ]; then
+                tc -n "$ns" qdisc replace dev "m$i" root tbf rate "$rate" burst "$burst" latency 10ms
+            fi
+        done
+    done
+    ip -n "$a" link set lo up
+    ip -n "$b" link set lo up
+}
+
+# bench_untopology NS...: ends what runs in the benchmark's own namespaces NS and deletes them.
+bench_untopology() {
+    local ns
+    for ns in "$@"; do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
+        ip netns del "$ns" 2>/dev/null || true
+    done
+}

@@ -32,30 +32,11 @@ B="$PREFIX-b"
 
 # Two namespaces joined by LINKS veth links, shaped to RATE (0: unshaped).
 topology() { # links rate
-    local i ns burst
-    ip netns add "$A"
-    ip netns add "$B"
-    burst=256kb
-    case $2 in 0 | 1gbit | *mbit) ;; *) burst=1mb ;; esac
-    for i in $(seq 0 $(($1 - 1))); do
-        ip -n "$A" link add "m$i" type veth peer name "m$i" netns "$B"
-        for ns in "$A" "$B"; do
-            ip -n "$ns" link set "m$i" up
-            if [ "$2" != 0 ]; then
-                tc -n "$ns" qdisc replace dev "m$i" root tbf rate "$2" burst "$burst" latency 10ms
-            fi
-        done
-    done
-    ip -n "$A" link set lo up
-    ip -n "$B" link set lo up
+    bench_topology "$A" "$B" "$1" "$2"
 }
 
 untopology() {
-    local ns
-    for ns in "$A" "$B"; do
-        ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
-        ip netns del "$ns" 2>/dev/null || true
-    done
+    bench_untopology "$A" "$B"
 }
 
 # "retransmitted-segments tcp-ofo mptcp-ofo" as NS's kernel counts them now.
