@@ -12,14 +12,21 @@
 //! - a sequence of TCP segments (flow, member, sequence number, length, flags, time step) and
 //!   raw frames for a small TCP resequencer: it never panics, never holds more than its
 //!   limits, and every segment it takes is delivered exactly once (at the latest once its
-//!   timeout passed).
+//!   timeout passed);
+//! - the same with a kernel fast path in front (as the members' program: it delivers a flow's
+//!   next segment itself while it holds the flow, hands the rest to the resequencer, which
+//!   takes and hands back flows): still every segment exactly once.
 #![no_main]
 
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 
 use lagd_proto::stripe::header::{self, StripeFrame};
 use lagd_proto::stripe::segment::{self, GsoInfo};
-use lagd_proto::stripe::{Arrival, Reorder, ReorderConfig, TcpOrder, TcpOrderConfig};
+use lagd_proto::stripe::tcp::parse_segment;
+use lagd_proto::stripe::{
+    Arrival, FlowKey, Reorder, ReorderConfig, TcpOrder, TcpOrderConfig, TcpSink,
+};
 use lagd_proto::time::Instant;
 use lagd_proto::wire::EthernetAddress;
 use libfuzzer_sys::fuzz_target;
@@ -162,7 +169,10 @@ fn tcp_order(data: &[u8]) {
         let seq = u32::from(u16::from_le_bytes([op[1], op[2]])) * 100;
         let flags = [0x10, 0x10, 0x10, 0x11, 0x02, 0x04][usize::from(op[4] % 6)];
         let f = tcp_segment(taken, op[0] >> 2 & 3, seq, usize::from(op[3]) * 4, flags);
-        assert!(o.push(t, lane, &f, 4, &mut deliver), "a TCP segment is taken");
+        assert!(
+            o.push(t, lane, &f, 4, &mut deliver),
+            "a TCP segment is taken"
+        );
         taken += 1;
         if op[4] & 0x80 != 0 {
             o.poll(t, &mut deliver);
@@ -175,14 +185,122 @@ fn tcp_order(data: &[u8]) {
     assert_eq!(seen.len(), taken as usize, "every segment delivered once");
 }
 
+/// The kernel party: per flow, whether it delivers it and the next sequence number; what it
+/// and the resequencer delivered; whether it takes flows handed back (from the input).
+struct Party {
+    flows: HashMap<FlowKey, (bool, u32)>,
+    seen: HashSet<u32>,
+    accept: Vec<bool>,
+}
+
+impl Party {
+    fn delivered(&mut self, b: &[u8]) {
+        let id = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        assert!(self.seen.insert(id), "segment {id} delivered twice");
+    }
+}
+
+struct Sink<'a>(&'a RefCell<Party>);
+
+impl TcpSink for Sink<'_> {
+    fn deliver(&mut self, b: &[u8]) {
+        self.0.borrow_mut().delivered(b);
+    }
+    fn take_over(&mut self, key: &FlowKey) -> Option<u32> {
+        let mut p = self.0.borrow_mut();
+        let f = p.flows.get_mut(key)?;
+        f.0 = false;
+        Some(f.1)
+    }
+    fn hand_back(&mut self, key: &FlowKey, next: u32) -> bool {
+        let mut p = self.0.borrow_mut();
+        if !p.accept.pop().unwrap_or(true) {
+            return false;
+        }
+        p.flows.insert(*key, (true, next));
+        true
+    }
+}
+
+fn tcp_order_with_kernel(data: &[u8]) {
+    let config = TcpOrderConfig {
+        max_flows: 3,
+        max_bytes: 4000,
+        max_flow_bytes: 2500,
+        ..TcpOrderConfig::default()
+    };
+    let mut o = TcpOrder::new(config, 1);
+    o.set_lanes(&[0, 1, 2]);
+    let party = RefCell::new(Party {
+        flows: HashMap::new(),
+        seen: HashSet::new(),
+        accept: data.iter().map(|b| b & 1 == 0).collect(),
+    });
+    let mut now = 0u64;
+    let mut taken = 0u32;
+    for op in data.chunks_exact(6) {
+        now += u64::from(op[5] & 0x3f) * 100;
+        let t = Instant::from_micros(now);
+        let lane = u16::from(op[0] & 3);
+        let seq = u32::from(u16::from_le_bytes([op[1], op[2]])) * 100;
+        let flags = [0x10, 0x10, 0x10, 0x11, 0x02, 0x04][usize::from(op[4] % 6)];
+        let f = tcp_segment(taken, op[0] >> 2 & 3, seq, usize::from(op[3]) * 4, flags);
+        taken += 1;
+        // The program: SYN, FIN and RST go to lagd; a pure ACK and what is not ahead of a
+        // held flow's next go to the host; a segment ahead makes the flow lagd's.
+        let seg = parse_segment(&f[4..]).expect("a TCP segment");
+        let payload = seg.len - u32::from(seg.syn) - u32::from(flags & 1 != 0);
+        let mut p = party.borrow_mut();
+        let kernel = if flags != 0x10 {
+            false
+        } else if payload == 0 {
+            true
+        } else {
+            match p.flows.get_mut(&seg.key) {
+                Some(f) if f.0 => {
+                    let ahead = seg.seq.wrapping_sub(f.1) as i32;
+                    if ahead == 0 {
+                        f.1 = seg.seq.wrapping_add(payload);
+                    } else if ahead > 0 {
+                        f.0 = false;
+                    }
+                    ahead <= 0
+                }
+                _ => false,
+            }
+        };
+        if kernel {
+            p.delivered(&f);
+            continue;
+        }
+        drop(p);
+        assert!(
+            o.push(t, lane, &f, 4, &mut Sink(&party)),
+            "a TCP segment is taken"
+        );
+        if op[4] & 0x80 != 0 {
+            o.poll(t, &mut Sink(&party));
+        }
+        assert!(o.flows() <= 3);
+    }
+    o.poll(Instant::from_micros(now + 10_000_000), &mut Sink(&party));
+    assert_eq!(o.held_bytes(), 0, "nothing held after the timeout");
+    assert_eq!(
+        party.borrow().seen.len(),
+        taken as usize,
+        "every segment delivered once"
+    );
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {
         return;
     };
-    match which % 4 {
+    match which % 5 {
         0 => frame(rest),
         1 => gso(rest),
         2 => reorder(rest),
-        _ => tcp_order(rest),
+        3 => tcp_order(rest),
+        _ => tcp_order_with_kernel(rest),
     }
 });
