@@ -112,6 +112,7 @@ MAP_NAMES = {
     "lagd_tables": "Tables",
     "lagd_ports": "Ports",
     "lagd_buckets": "Buckets",
+    "lagd_stripe_tx": "StripeTx",
     "lagd_stripe_rx": "StripeRx",
 }
 

@@ -149,6 +149,12 @@ struct map_def lagd_buckets SEC("maps") = {
     .value_size = sizeof(struct bucket_load),
     .max_entries = 256,
 };
+struct map_def lagd_stripe_tx SEC("maps") = {
+    .type = BPF_MAP_TYPE_PERCPU_ARRAY,
+    .key_size = 4,
+    .value_size = 8,
+    .max_entries = 1, // this CPU's bytes sent through stripe's slots
+};
 struct map_def lagd_stripe_rx SEC("maps") = {
     .type = BPF_MAP_TYPE_ARRAY,
     .key_size = 4,
@@ -648,15 +654,15 @@ INLINE int stripe_tcp(struct __sk_buff *skb, const struct view *v) {
     return thl >= 20 && l4 + thl <= end;
 }
 
-// Stripe: the slot of a TCP frame, from this CPU's byte count (kept in bucket 0's load: no
-// table of buckets decides in stripe mode), NO_PORT when the slot names no member.
+// Stripe: the slot of a TCP frame, from this CPU's byte count, NO_PORT when the slot names no
+// member.
 INLINE __u32 stripe_port(struct __sk_buff *skb, const struct table *t) {
     __u32 zero = 0;
-    struct bucket_load *l = bpf_map_lookup_elem(&lagd_buckets, &zero);
-    if (!l)
+    __u64 *bytes = bpf_map_lookup_elem(&lagd_stripe_tx, &zero);
+    if (!bytes)
         return NO_PORT;
-    __u32 slot = BOUND((__u32)(l->bytes >> STRIPE_SLOT_SHIFT), 0xff);
-    l->bytes += skb->len;
+    __u32 slot = BOUND((__u32)(*bytes >> STRIPE_SLOT_SHIFT), 0xff);
+    *bytes += skb->len;
     return t->bucket[slot];
 }
 

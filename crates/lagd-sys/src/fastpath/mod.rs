@@ -460,11 +460,13 @@ impl FastPath {
         drop(inner);
         let ports = map_create(&programs::PORTS_DEF, "lagd_ports", None)?;
         let buckets = map_create(&programs::BUCKETS_DEF, "lagd_buckets", None)?;
+        let stripe_tx = map_create(&programs::STRIPE_TX_DEF, "lagd_stripe_tx", None)?;
         let stripe_rx = map_create(&programs::STRIPE_RX_DEF, "lagd_stripe_rx", None)?;
         let maps = [
             (MapId::Tables, &tables),
             (MapId::Ports, &ports),
             (MapId::Buckets, &buckets),
+            (MapId::StripeTx, &stripe_tx),
             (MapId::StripeRx, &stripe_rx),
         ];
         let egress = load(&programs::TAP_EGRESS, &maps, BPF_TCX_EGRESS)?;

@@ -19,6 +19,8 @@ pub(crate) enum MapId {
     Ports,
     /// Per-CPU load per bucket.
     Buckets,
+    /// Stripe's per-CPU byte count that picks the slot.
+    StripeTx,
     /// Stripe's receive side: per TCP flow slot, who delivers and the next sequence number.
     StripeRx,
 }

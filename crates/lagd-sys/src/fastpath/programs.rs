@@ -9,13 +9,15 @@ pub(super) const BUCKETS_DEF: MapDef = MapDef { map_type: 6, key_size: 4, value_
 pub(super) const PORTS_DEF: MapDef = MapDef { map_type: 6, key_size: 4, value_size: 40, max_entries: 17, map_flags: 0 };
 /// `lagd_stripe_rx` as the source defines it.
 pub(super) const STRIPE_RX_DEF: MapDef = MapDef { map_type: 2, key_size: 4, value_size: 72, max_entries: 1024, map_flags: 1024 };
+/// `lagd_stripe_tx` as the source defines it.
+pub(super) const STRIPE_TX_DEF: MapDef = MapDef { map_type: 6, key_size: 4, value_size: 8, max_entries: 1, map_flags: 0 };
 /// `lagd_tables` as the source defines it.
 pub(super) const TABLES_DEF: MapDef = MapDef { map_type: 12, key_size: 4, value_size: 4, max_entries: 1, map_flags: 0 };
 
 /// `lagd_tap_egress` (section `tcx/egress`), 2175 instructions.
 pub(super) const TAP_EGRESS: Program = Program {
     name: "lagd_tap_egress",
-    maps: &[(5, MapId::Tables), (181, MapId::Ports), (210, MapId::Ports), (295, MapId::Ports), (1473, MapId::Buckets), (1595, MapId::Ports), (1859, MapId::Buckets), (1888, MapId::Ports), (1898, MapId::Ports), (1916, MapId::Ports)],
+    maps: &[(5, MapId::Tables), (181, MapId::Ports), (210, MapId::Ports), (295, MapId::Ports), (1473, MapId::StripeTx), (1595, MapId::Ports), (1859, MapId::Buckets), (1888, MapId::Ports), (1898, MapId::Ports), (1916, MapId::Ports)],
     insns: &[
         0x00000000000017bf, 0x00000000000008b4, 0x00000000ffd88a63, 0x000000000000a2bf,
         0xffffffd800000207, 0x0000000000000118, 0x0000000000000000, 0x0000000100000085,
