@@ -727,7 +727,14 @@ pub fn bind(listen: &MetricsListen) -> Result<Listener> {
 pub fn spawn(listener: Listener, control: Endpoint) -> io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("lagd-metrics".into())
-        .spawn(move || serve(&listener, &control))
+        .spawn(move || {
+            // Capabilities are per thread: this one needs none (its listener is bound, and it
+            // asks the control socket as a client).
+            if let Err(e) = lagd_sys::caps::keep_only(&[]) {
+                warn!("metrics thread: could not drop capabilities: {e}");
+            }
+            serve(&listener, &control)
+        })
 }
 
 fn serve(listener: &Listener, control: &Endpoint) {
@@ -824,8 +831,14 @@ fn parse_request(head: &[u8]) -> Request {
     }
 }
 
-/// Reads a request head (up to [`MAX_REQUEST`] bytes, until the blank line) and answers it.
-fn answer<S>(stream: S, control: &Endpoint) -> io::Result<()>
+/// Reads a request head (up to [`MAX_REQUEST`] bytes, until the blank line) and answers it,
+/// asking `control` for the status (as the server does for each scraper; public for the
+/// `metrics_http` fuzz target).
+///
+/// # Errors
+///
+/// The stream's read or write error.
+pub fn answer<S>(stream: S, control: &Endpoint) -> io::Result<()>
 where
     S: Read + Write,
 {

@@ -455,6 +455,31 @@ fn keeps_only_the_capabilities_it_needs() {
     assert_eq!(eff, want, "CapEff {eff:#x}");
     assert_eq!(prm, want, "CapPrm {prm:#x}");
     assert_eq!(bnd, want, "CapBnd {bnd:#x}");
+    // Capabilities are per thread: the loop's are above; the control socket's threads (and the
+    // metrics server's) keep none.
+    let pid = topo.pid(id);
+    let mut others = 0;
+    for task in fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/PID/task") {
+        let task = task.expect("task").path();
+        if task.ends_with(pid.to_string()) {
+            continue;
+        }
+        let status = fs::read_to_string(task.join("status")).expect("task status");
+        let eff = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .expect("CapEff");
+        let name = fs::read_to_string(task.join("comm")).unwrap_or_default();
+        assert_eq!(
+            u64::from_str_radix(eff.trim(), 16).expect("hex"),
+            0,
+            "thread {} ({})",
+            task.display(),
+            name.trim()
+        );
+        others += 1;
+    }
+    assert!(others >= 1, "the control socket's thread");
     assert!(
         topo.log_tail(id, 40).contains("capabilities dropped"),
         "{}",

@@ -420,7 +420,14 @@ impl Server {
         let access = Access { status_group };
         std::thread::Builder::new()
             .name("lagd-control".into())
-            .spawn(move || accept_loop(listener, tx, wake_tx, access))
+            .spawn(move || {
+                // Capabilities are per thread, and this one (with the client threads it starts)
+                // needs none: it reads requests and writes replies on sockets already open.
+                if let Err(e) = lagd_sys::caps::keep_only(&[]) {
+                    warn!("control thread: could not drop capabilities: {e}");
+                }
+                accept_loop(listener, tx, wake_tx, access)
+            })
             .context("control thread")?;
         Ok(Self {
             wake,
