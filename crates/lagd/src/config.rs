@@ -118,27 +118,8 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Checks an interface name by the kernel's rules (`dev_valid_name`): 1 to 15 bytes, not `.`
-/// or `..`, no `/`, `:`, white space or NUL.
-pub fn check_ifname(name: &str) -> Result<(), String> {
-    if name.is_empty()
-        || name.len() > 15
-        || name.contains(['/', ':', '\0'])
-        || name.contains(char::is_whitespace)
-        || name == "."
-        || name == ".."
-    {
-        Err(format!(
-            "'{}' is not a valid interface name (1 to 15 characters, no '/', ':' or spaces)",
-            name.escape_debug()
-                .to_string()
-                .chars()
-                .take(32)
-                .collect::<String>()
-        ))
-    } else {
-        Ok(())
-    }
+fn check_ifname(name: &str) -> Result<(), String> {
+    lagd_proto::port::check_interface_name(name)
 }
 
 fn validate_members(members: &[String]) -> Result<(), String> {

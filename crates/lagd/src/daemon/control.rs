@@ -214,7 +214,7 @@ impl Request {
     }
 
     /// Parses one request line (without its newline). A member must be named as the kernel
-    /// names interfaces ([`check_ifname`](crate::config::check_ifname)).
+    /// names interfaces ([`check_interface_name`](lagd_proto::port::check_interface_name)).
     pub fn parse(line: &str) -> Result<Self, String> {
         let line = line.trim();
         if line == "status" {
@@ -230,7 +230,8 @@ impl Request {
         })?;
         match &request {
             Self::Member { member, .. } | Self::Active { member } => {
-                crate::config::check_ifname(member).map_err(|e| format!("bad request: {e}"))?;
+                lagd_proto::port::check_interface_name(member)
+                    .map_err(|e| format!("bad request: {e}"))?;
             }
             Self::Set { options } => {
                 if options.len() > MAX_OPTIONS {
