@@ -46,7 +46,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let input: Vec<u8> = if how & 0x80 != 0 && !rest.is_empty() {
-        rest.iter().copied().cycle().take(MAX_REQUEST + 2048).collect()
+        rest.iter()
+            .copied()
+            .cycle()
+            .take(MAX_REQUEST + 2048)
+            .collect()
     } else {
         rest.to_vec()
     };
