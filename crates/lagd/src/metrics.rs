@@ -845,16 +845,17 @@ where
     let mut stream = stream;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
-    let complete = loop {
+    // Whether the head is complete; else whether it was too long (or cut short by the client).
+    let head = loop {
         if buf.windows(4).any(|w| w == b"\r\n\r\n") || buf.windows(2).any(|w| w == b"\n\n") {
-            break true;
+            break Ok(());
         }
         if buf.len() >= MAX_REQUEST {
-            break false;
+            break Err(true);
         }
         let n = stream.read(&mut chunk)?;
         if n == 0 {
-            break buf.windows(2).any(|w| w == b"\n\n");
+            break Err(false);
         }
         buf.extend_from_slice(&chunk[..n.min(MAX_REQUEST + 1024 - buf.len())]);
     };
@@ -870,14 +871,26 @@ where
         stream.flush()
     };
     const TEXT: &str = "text/plain; charset=utf-8";
-    if !complete {
-        return reply(
-            &mut stream,
-            "431 Request Header Fields Too Large",
-            TEXT,
-            "request too large\n",
-            false,
-        );
+    match head {
+        Ok(()) => {}
+        Err(true) => {
+            return reply(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                TEXT,
+                "request too large\n",
+                false,
+            );
+        }
+        Err(false) => {
+            return reply(
+                &mut stream,
+                "400 Bad Request",
+                TEXT,
+                "the request head ended before its blank line\n",
+                false,
+            );
+        }
     }
     match parse_request(&buf) {
         Request::Metrics { head, openmetrics } => match status_at(control) {
@@ -1058,6 +1071,11 @@ mod test {
         assert!(exchange(b"GET /x HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 "));
         assert!(exchange(b"PUT /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405 "));
         assert!(exchange(b"\x00\x01\n\n").starts_with("HTTP/1.1 400 "));
+        // A head the client ends before its blank line is a bad request, not a long one.
+        for cut in [&b""[..], b"GET /metrics HTTP/1.1\r\n", b"GET /metrics"] {
+            let r = exchange(cut);
+            assert!(r.starts_with("HTTP/1.1 400 "), "{r}");
+        }
         // No lagd behind the control socket: the scraper learns it, nothing panics.
         let r = exchange(b"GET /metrics HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 503 "), "{r}");
