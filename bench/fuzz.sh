@@ -83,7 +83,8 @@ for t in "${targets[@]}"; do
         fi
     done
     after=$(find "corpus/$t" -type f | wc -l)
-    rows+=("| \`$t\` | ${FUZZ_SECONDS} | ${execs:-–} | ${speed:-–} | ${cov:-–} | ${ft:-–} | $before → $after | $crash |")
+    kib=$(find "corpus/$t" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s / 1024}')
+    rows+=("| \`$t\` | ${FUZZ_SECONDS} | ${execs:-–} | ${speed:-–} | ${cov:-–} | ${ft:-–} | $before → $after ($kib KiB) | $crash |")
 done
 
 cd ..
@@ -92,7 +93,7 @@ cd ..
     echo
     echo "Written by \`bench/fuzz.sh\` on $(date -u +%Y-%m-%d) ($(machine_line)); CI runs every target for 20 s (\`.ci/run\`, fuzz smoke)."
     echo "Each target ran alone for the time shown, from the corpus kept in fuzz/corpus/ (hand-made \`seed-*\` inputs and the minimised \`min-*\` inputs of earlier runs)."
-    echo "*Coverage* is libFuzzer's count of instrumented edges reached (*cov*) and of features (edges with hit counts, *ft*) at the end of the run; *corpus* is the number of inputs before the run and after minimising."
+    echo "*Coverage* is libFuzzer's count of instrumented edges reached (*cov*) and of features (edges with hit counts, *ft*) at the end of the run; *corpus* is the number of inputs before the run and after minimising (and their size after)."
     echo
     echo "| target | seconds | executions | execs/s | coverage (edges) | features | corpus | crashes |"
     echo "|---|---|---|---|---|---|---|---|"
