@@ -93,6 +93,8 @@ cd ..
     echo
     echo "Written by \`bench/fuzz.sh\` on $(date -u +%Y-%m-%d) ($(machine_line)); CI runs every target for 20 s (\`.ci/run\`, fuzz smoke)."
     echo "Each target ran alone for the time shown, from the corpus kept in fuzz/corpus/ (hand-made \`seed-*\` inputs and the minimised \`min-*\` inputs of earlier runs)."
+    echo "What each target reads: from the wire, frames (\`wire\`, \`frame_hash\`), LACPDUs and Marker PDUs (\`slow\`, and \`lacp_ops\` for the engine that takes them), stripe frames (\`stripe\`); from peers and users, control socket requests (\`control\`), metrics scrapes (\`metrics_http\`), configuration files (\`config_toml\`), \`--opts\` strings (\`opts\`), other tools' bond configurations (\`import\`), and for the planner flow lists (\`plan_csv\`), captures (\`pcap\`), sFlow (\`sflow\`) and IPFIX (\`ipfix\`)."
+    echo
     echo "*Coverage* is libFuzzer's count of instrumented edges reached (*cov*) and of features (edges with hit counts, *ft*) at the end of the run; *corpus* is the number of inputs before the run and after minimising (and their size after)."
     echo
     echo "| target | seconds | executions | execs/s | coverage (edges) | features | corpus | crashes |"
