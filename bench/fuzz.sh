@@ -88,6 +88,14 @@ for t in "${targets[@]}"; do
 done
 
 cd ..
+# Keep the rows of targets not run this time.
+if (($#)) && [ -f bench/fuzz.md ]; then
+    ran=" ${targets[*]} "
+    while read -r line; do
+        name=$(cut -d'`' -f2 <<<"$line")
+        [[ $ran == *" $name "* ]] || rows+=("$line")
+    done < <(grep -E '^\| `' bench/fuzz.md)
+fi
 {
     echo "# Fuzzing"
     echo
@@ -99,15 +107,8 @@ cd ..
     echo
     echo "| target | seconds | executions | execs/s | coverage (edges) | features | corpus | crashes |"
     echo "|---|---|---|---|---|---|---|---|"
-    printf '%s\n' "${rows[@]}"
+    printf '%s\n' "${rows[@]}" | sort
 } >bench/fuzz.md.new
-# Keep the rows of targets not run this time.
-if (($#)) && [ -f bench/fuzz.md ]; then
-    grep -E '^\| `' bench/fuzz.md | while read -r line; do
-        name=$(cut -d'`' -f2 <<<"$line")
-        grep -qF "| \`$name\` |" bench/fuzz.md.new || echo "$line"
-    done >>bench/fuzz.md.new
-fi
 mv bench/fuzz.md.new bench/fuzz.md
 echo "wrote bench/fuzz.md"
 exit "$failed"
