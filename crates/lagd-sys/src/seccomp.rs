@@ -27,7 +27,9 @@
 
 use std::io;
 
-/// The system calls the filter refuses with `EPERM`, by name and number for this architecture.
+/// The system calls the filter refuses with `EPERM`, by name and number for this architecture
+/// (x86-64 and AArch64; elsewhere [`deny`] installs nothing and says so).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub const DENIED: &[(&str, libc::c_long)] = &[
     // Running other programs.
     ("execve", libc::SYS_execve),
@@ -106,7 +108,7 @@ pub const NATIVE_ARCH: u32 = 0xc000_00b7;
 /// `__X32_SYSCALL_BIT`: x32 calls arrive with the x86-64 arch value and this bit in the number.
 #[cfg(target_arch = "x86_64")]
 const X32_BIT: Option<u32> = Some(0x4000_0000);
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
 const X32_BIT: Option<u32> = None;
 
 /// Offsets in `struct seccomp_data`: the call's number, then the ABI's `AUDIT_ARCH_*`.
@@ -265,6 +267,7 @@ pub fn evaluate(program: &[Insn], arch: u32, nr: u32) -> Option<Action> {
 }
 
 /// lagd's filter: [`DENIED`] and every foreign ABI answered with `EPERM`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub fn lagd_program() -> Vec<Insn> {
     let denied: Vec<u32> = DENIED.iter().map(|&(_, nr)| nr as u32).collect();
     program(NATIVE_ARCH, X32_BIT, &denied, libc::EPERM as u16).expect("DENIED is short")
@@ -345,19 +348,36 @@ fn install_raw(filters: &[libc::sock_filter]) -> Result<(), (&'static str, libc:
     }
 }
 
-/// Installs lagd's filter ([`lagd_program`]) on every thread of the process.
+/// Installs lagd's filter ([`lagd_program`]) on every thread of the process. Returns how many
+/// system calls it refuses.
 ///
 /// # Errors
 ///
 /// As [`install`].
-pub fn deny() -> io::Result<()> {
-    install(&lagd_program())
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub fn deny() -> io::Result<usize> {
+    install(&lagd_program())?;
+    Ok(DENIED.len())
+}
+
+/// On this architecture lagd has no list of system calls to deny: installs nothing.
+///
+/// # Errors
+///
+/// Always `Unsupported`.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub fn deny() -> io::Result<usize> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "no seccomp filter for this architecture",
+    ))
 }
 
 #[cfg(test)]
 mod test {
     use super::*;
 
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     const EPERM: Action = Action::Errno(libc::EPERM as u16);
 
     #[test]
@@ -403,6 +423,7 @@ mod test {
     }
 
     #[test]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     fn lagds_list() {
         let p = lagd_program();
         for &(name, nr) in DENIED {
@@ -418,9 +439,9 @@ mod test {
             libc::SYS_ioctl,
             libc::SYS_socket,
             libc::SYS_openat,
-            libc::SYS_rename,
+            libc::SYS_renameat2,
             libc::SYS_clone3,
-            libc::SYS_epoll_wait,
+            libc::SYS_epoll_pwait,
             libc::SYS_exit_group,
             libc::SYS_capset,
             libc::SYS_prctl,
@@ -440,6 +461,7 @@ mod test {
     /// In a child process (a filter cannot be removed): installs lagd's filter and tries what
     /// it denies. The child reports through its exit status.
     #[test]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     fn a_filtered_process_cannot_exec_or_unshare() {
         // Everything the child needs is made before the fork: it must not allocate (another
         // thread of the test process may hold the allocator's lock).
@@ -480,6 +502,7 @@ mod test {
     }
 
     /// The child's part: 0 when every check passed, else the number of the first that failed.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     fn child(
         filters: &[libc::sock_filter],
         argv: &[*const libc::c_char; 4],
