@@ -83,28 +83,32 @@ for t in "${targets[@]}"; do
         fi
     done
     after=$(find "corpus/$t" -type f | wc -l)
-    rows+=("| \`$t\` | ${FUZZ_SECONDS} | ${execs:-–} | ${speed:-–} | ${cov:-–} | ${ft:-–} | $before → $after | $crash |")
+    kib=$(find "corpus/$t" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s / 1024}')
+    rows+=("| \`$t\` | ${FUZZ_SECONDS} | ${execs:-–} | ${speed:-–} | ${cov:-–} | ${ft:-–} | $before → $after ($kib KiB) | $crash |")
 done
 
 cd ..
+# Keep the rows of targets not run this time.
+if (($#)) && [ -f bench/fuzz.md ]; then
+    ran=" ${targets[*]} "
+    while read -r line; do
+        name=$(cut -d'`' -f2 <<<"$line")
+        [[ $ran == *" $name "* ]] || rows+=("$line")
+    done < <(grep -E '^\| `' bench/fuzz.md)
+fi
 {
     echo "# Fuzzing"
     echo
     echo "Written by \`bench/fuzz.sh\` on $(date -u +%Y-%m-%d) ($(machine_line)); CI runs every target for 20 s (\`.ci/run\`, fuzz smoke)."
     echo "Each target ran alone for the time shown, from the corpus kept in fuzz/corpus/ (hand-made \`seed-*\` inputs and the minimised \`min-*\` inputs of earlier runs)."
-    echo "*Coverage* is libFuzzer's count of instrumented edges reached (*cov*) and of features (edges with hit counts, *ft*) at the end of the run; *corpus* is the number of inputs before the run and after minimising."
+    echo "What each target reads: from the wire, frames (\`wire\`, \`frame_hash\`), LACPDUs and Marker PDUs (\`slow\`, and \`lacp_ops\` for the engine that takes them), stripe frames (\`stripe\`); from peers and users, control socket requests (\`control\`), metrics scrapes (\`metrics_http\`), configuration files (\`config_toml\`), \`--opts\` strings (\`opts\`), other tools' bond configurations (\`import\`), and for the planner flow lists (\`plan_csv\`), captures (\`pcap\`), sFlow (\`sflow\`) and IPFIX (\`ipfix\`)."
+    echo
+    echo "*Coverage* is libFuzzer's count of instrumented edges reached (*cov*) and of features (edges with hit counts, *ft*) at the end of the run; *corpus* is the number of inputs before the run and after minimising (and their size after)."
     echo
     echo "| target | seconds | executions | execs/s | coverage (edges) | features | corpus | crashes |"
     echo "|---|---|---|---|---|---|---|---|"
-    printf '%s\n' "${rows[@]}"
+    printf '%s\n' "${rows[@]}" | sort
 } >bench/fuzz.md.new
-# Keep the rows of targets not run this time.
-if (($#)) && [ -f bench/fuzz.md ]; then
-    grep -E '^\| `' bench/fuzz.md | while read -r line; do
-        name=$(cut -d'`' -f2 <<<"$line")
-        grep -qF "| \`$name\` |" bench/fuzz.md.new || echo "$line"
-    done >>bench/fuzz.md.new
-fi
 mv bench/fuzz.md.new bench/fuzz.md
 echo "wrote bench/fuzz.md"
 exit "$failed"

@@ -19,6 +19,7 @@
 //! * [`peer`]: the credentials of a Unix socket's peer (the control socket's access check).
 //! * [`netns`]: run a closure inside a named network namespace on a fresh thread (tests, lab).
 //! * [`caps`]: keeping only the capabilities the running daemon needs.
+//! * [`seccomp`]: a filter that refuses the system calls the running daemon never makes.
 //! * [`fastpath`]: the kernel fast path's tcx programs and their maps (`bpf/fastpath.c`).
 //!
 //! # What this crate never does
@@ -43,6 +44,7 @@ pub mod netns;
 pub mod packet;
 pub mod peer;
 pub mod poll;
+pub mod seccomp;
 pub mod tap;
 pub mod vnet;
 

@@ -119,13 +119,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 fn check_ifname(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', ':']) || name == "." {
-        Err(format!(
-            "'{name}' is not a valid interface name (1 to 15 characters, no '/', ':' or spaces)"
-        ))
-    } else {
-        Ok(())
-    }
+    lagd_proto::port::check_interface_name(name)
 }
 
 fn validate_members(members: &[String]) -> Result<(), String> {

@@ -728,7 +728,14 @@ pub fn bind(listen: &MetricsListen) -> Result<Listener> {
 pub fn spawn(listener: Listener, control: Endpoint) -> io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("lagd-metrics".into())
-        .spawn(move || serve(&listener, &control))
+        .spawn(move || {
+            // Capabilities are per thread: this one needs none (its listener is bound, and it
+            // asks the control socket as a client).
+            if let Err(e) = lagd_sys::caps::keep_only(&[]) {
+                warn!("metrics thread: could not drop capabilities: {e}");
+            }
+            serve(&listener, &control)
+        })
 }
 
 fn serve(listener: &Listener, control: &Endpoint) {
@@ -825,24 +832,31 @@ fn parse_request(head: &[u8]) -> Request {
     }
 }
 
-/// Reads a request head (up to [`MAX_REQUEST`] bytes, until the blank line) and answers it.
-fn answer<S>(stream: S, control: &Endpoint) -> io::Result<()>
+/// Reads a request head (up to [`MAX_REQUEST`] bytes, until the blank line) and answers it,
+/// asking `control` for the status (as the server does for each scraper; public for the
+/// `metrics_http` fuzz target).
+///
+/// # Errors
+///
+/// The stream's read or write error.
+pub fn answer<S>(stream: S, control: &Endpoint) -> io::Result<()>
 where
     S: Read + Write,
 {
     let mut stream = stream;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
-    let complete = loop {
+    // Whether the head is complete; else whether it was too long (or cut short by the client).
+    let head = loop {
         if buf.windows(4).any(|w| w == b"\r\n\r\n") || buf.windows(2).any(|w| w == b"\n\n") {
-            break true;
+            break Ok(());
         }
         if buf.len() >= MAX_REQUEST {
-            break false;
+            break Err(true);
         }
         let n = stream.read(&mut chunk)?;
         if n == 0 {
-            break buf.windows(2).any(|w| w == b"\n\n");
+            break Err(false);
         }
         buf.extend_from_slice(&chunk[..n.min(MAX_REQUEST + 1024 - buf.len())]);
     };
@@ -858,14 +872,26 @@ where
         stream.flush()
     };
     const TEXT: &str = "text/plain; charset=utf-8";
-    if !complete {
-        return reply(
-            &mut stream,
-            "431 Request Header Fields Too Large",
-            TEXT,
-            "request too large\n",
-            false,
-        );
+    match head {
+        Ok(()) => {}
+        Err(true) => {
+            return reply(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                TEXT,
+                "request too large\n",
+                false,
+            );
+        }
+        Err(false) => {
+            return reply(
+                &mut stream,
+                "400 Bad Request",
+                TEXT,
+                "the request head ended before its blank line\n",
+                false,
+            );
+        }
     }
     match parse_request(&buf) {
         Request::Metrics { head, openmetrics } => match status_at(control) {
@@ -1046,6 +1072,11 @@ mod test {
         assert!(exchange(b"GET /x HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 "));
         assert!(exchange(b"PUT /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405 "));
         assert!(exchange(b"\x00\x01\n\n").starts_with("HTTP/1.1 400 "));
+        // A head the client ends before its blank line is a bad request, not a long one.
+        for cut in [&b""[..], b"GET /metrics HTTP/1.1\r\n", b"GET /metrics"] {
+            let r = exchange(cut);
+            assert!(r.starts_with("HTTP/1.1 400 "), "{r}");
+        }
         // No lagd behind the control socket: the scraper learns it, nothing panics.
         let r = exchange(b"GET /metrics HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 503 "), "{r}");

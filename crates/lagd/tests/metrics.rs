@@ -165,8 +165,16 @@ fn lacp_bond_metrics_follow_the_bond_and_pass_promtool() {
     let m = wait_metrics(
         &metrics_a,
         Duration::from_secs(20),
-        "3 members distributing",
-        |m| value(m, "lagd_agg_active_aggregator_ports", &[]) == Some(3.0),
+        "3 members distributing, as their partner says too",
+        // The partner's bits are those of its latest LACPDU, which may come a moment after
+        // this side's aggregator took the member.
+        |m| {
+            value(m, "lagd_agg_active_aggregator_ports", &[]) == Some(3.0)
+                && links.iter().all(|l| {
+                    let b = [("member", l.as_str()), ("bit", "distributing")];
+                    value(m, "lagd_agg_port_partner_oper_state_bit", &b) == Some(1.0)
+                })
+        },
     );
     promtool_accepts(&m);
     let master = [("master", bond_a.as_str())];

@@ -64,6 +64,11 @@ struct Args {
     /// Allow a --metrics address that is not loopback.
     #[arg(long, requires = "metrics")]
     metrics_allow_remote: bool,
+    /// Run without the seccomp filter lagd installs once the bond is up (it refuses exec,
+    /// ptrace, mount, module loading and other calls a running lagd never makes; see
+    /// docs/design.md, "Privileges").
+    #[arg(long)]
+    no_seccomp: bool,
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -144,6 +149,14 @@ fn main() -> ExitCode {
     match lagd::daemon::keep_needed_capabilities() {
         Ok(kept) => tracing::info!(kept = kept.join(","), "capabilities dropped"),
         Err(e) => tracing::warn!("could not drop capabilities: {e}"),
+    }
+    if args.no_seccomp {
+        tracing::info!("no seccomp filter (--no-seccomp)");
+    } else {
+        match lagd::daemon::install_seccomp_filter() {
+            Ok(denied) => tracing::info!(denied, "seccomp filter installed"),
+            Err(e) => tracing::warn!("could not install the seccomp filter: {e}"),
+        }
     }
     match daemon.run() {
         Ok(()) => ExitCode::SUCCESS,

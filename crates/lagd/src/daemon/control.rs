@@ -66,6 +66,8 @@ pub const REQUEST_TIME: Duration = Duration::from_secs(2);
 pub const REPLY_TIME: Duration = Duration::from_secs(2);
 /// How many clients are served at once.
 pub const MAX_CLIENTS: usize = 64;
+/// Most `key=value` pairs one `set` request may carry (the bonding options number fewer).
+pub const MAX_OPTIONS: usize = 64;
 /// How long a client thread waits for the loop's answer.
 const LOOP_TIME: Duration = Duration::from_secs(5);
 /// How much of a bad request an error repeats.
@@ -211,21 +213,95 @@ impl Request {
         }
     }
 
-    /// Parses one request line (without its newline).
+    /// Parses one request line (without its newline). A member must be named as the kernel
+    /// names interfaces ([`check_interface_name`](lagd_proto::port::check_interface_name)).
     pub fn parse(line: &str) -> Result<Self, String> {
         let line = line.trim();
         if line == "status" {
             return Ok(Self::Status);
         }
-        serde_json::from_str(line).map_err(|e| {
+        let request: Self = serde_json::from_str(line).map_err(|e| {
             // serde's message may quote the request (an unknown command): both are cut short.
             format!(
                 "bad request '{}': {}",
                 shorten(line, ECHO),
                 shorten(&e.to_string(), 3 * ECHO)
             )
-        })
+        })?;
+        match &request {
+            Self::Member { member, .. } | Self::Active { member } => {
+                lagd_proto::port::check_interface_name(member)
+                    .map_err(|e| format!("bad request: {e}"))?;
+            }
+            Self::Set { options } => {
+                if options.len() > MAX_OPTIONS {
+                    return Err(format!(
+                        "bad request: {} options, at most {MAX_OPTIONS} at once",
+                        options.len()
+                    ));
+                }
+            }
+            Self::Status | Self::Events | Self::Reload => {}
+        }
+        Ok(request)
     }
+}
+
+/// A request line longer than [`MAX_REQUEST`] bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooLong;
+
+/// One request line gathered from the bytes a client writes, in whatever pieces they come:
+/// everything up to the first newline, at most [`MAX_REQUEST`] bytes with it. The server's
+/// reading threads feed it; it does no I/O.
+#[derive(Clone, Debug, Default)]
+pub struct RequestLine {
+    line: Vec<u8>,
+    complete: bool,
+}
+
+impl RequestLine {
+    /// Takes the next bytes the client wrote. `Ok(true)`: the line is complete (the bytes after
+    /// its newline are not looked at). A line that would pass [`MAX_REQUEST`] is refused
+    /// before anything more is kept.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<bool, TooLong> {
+        if self.complete {
+            return Ok(true);
+        }
+        let end = chunk.iter().position(|&b| b == b'\n');
+        let take = end.unwrap_or(chunk.len());
+        if self.line.len() + take + usize::from(end.is_some()) > MAX_REQUEST {
+            return Err(TooLong);
+        }
+        self.line.extend_from_slice(&chunk[..take]);
+        self.complete = end.is_some();
+        Ok(self.complete)
+    }
+
+    /// Whether no byte of a request came (a newline alone is an empty request).
+    pub fn is_empty(&self) -> bool {
+        self.line.is_empty() && !self.complete
+    }
+
+    /// The bytes of the line so far, without its newline.
+    pub fn bytes(&self) -> &[u8] {
+        &self.line
+    }
+
+    /// The line as text (bytes that are not UTF-8 are replaced).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.line).into_owned()
+    }
+}
+
+/// What the server makes of the bytes a client wrote before its newline or its end of
+/// stream: the size limit, then [`Request::parse`]. The error is the message the client is sent
+/// (in [`error_reply`]); it never repeats more than 64 characters of the request.
+pub fn parse_request(bytes: &[u8]) -> Result<Request, String> {
+    let mut line = RequestLine::default();
+    line.push(bytes)
+        .map_err(|TooLong| format!("request refused: longer than {MAX_REQUEST} bytes"))?;
+    Request::parse(&line.text())
 }
 
 /// The first `max` characters of `text`, with "..." when there were more.
@@ -345,7 +421,14 @@ impl Server {
         let access = Access { status_group };
         std::thread::Builder::new()
             .name("lagd-control".into())
-            .spawn(move || accept_loop(listener, tx, wake_tx, access))
+            .spawn(move || {
+                // Capabilities are per thread, and this one (with the client threads it starts)
+                // needs none: it reads requests and writes replies on sockets already open.
+                if let Err(e) = lagd_sys::caps::keep_only(&[]) {
+                    warn!("control thread: could not drop capabilities: {e}");
+                }
+                accept_loop(listener, tx, wake_tx, access)
+            })
             .context("control thread")?;
         Ok(Self {
             wake,
@@ -567,7 +650,7 @@ enum RequestError {
 /// closed without sending anything.
 fn read_request(stream: &UnixStream) -> Result<Option<String>, RequestError> {
     let deadline = Instant::now() + REQUEST_TIME;
-    let mut line = Vec::new();
+    let mut line = RequestLine::default();
     let mut buf = [0u8; 4096];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -590,18 +673,14 @@ fn read_request(stream: &UnixStream) -> Result<Option<String>, RequestError> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(RequestError::Io(e)),
         };
-        let chunk = &buf[..n];
-        let end = chunk.iter().position(|&b| b == b'\n');
-        let take = end.unwrap_or(n);
-        if line.len() + take + usize::from(end.is_some()) > MAX_REQUEST {
-            return Err(RequestError::TooLong);
-        }
-        line.extend_from_slice(&chunk[..take]);
-        if end.is_some() || n == 0 {
-            if n == 0 && line.is_empty() {
+        let complete = line
+            .push(&buf[..n])
+            .map_err(|TooLong| RequestError::TooLong)?;
+        if complete || n == 0 {
+            if line.is_empty() {
                 return Ok(None);
             }
-            return Ok(Some(String::from_utf8_lossy(&line).into_owned()));
+            return Ok(Some(line.text()));
         }
     }
 }
@@ -735,6 +814,61 @@ mod test {
         let e = Request::parse(&long).unwrap_err();
         assert!(e.len() < 400, "the error repeats the request: {e}");
         assert!(Request::parse(r#"{"cmd":"reboot"}"#).is_err());
+        // Members are named as the kernel names interfaces.
+        assert_eq!(
+            Request::parse(r#"{"cmd":"member","member":"eth1","action":"add"}"#),
+            Ok(Request::Member {
+                member: "eth1".into(),
+                action: MemberAction::Add
+            })
+        );
+        for bad in [
+            "../../etc",
+            "",
+            "a-name-longer-than-15",
+            "eth 1",
+            "..",
+            r"eth1\u0000",
+        ] {
+            let line = format!(r#"{{"cmd":"member","member":"{bad}","action":"add"}}"#);
+            assert!(Request::parse(&line).is_err(), "{line}");
+            let line = format!(r#"{{"cmd":"active","member":"{bad}"}}"#);
+            assert!(Request::parse(&line).is_err(), "{line}");
+        }
+        let many: Vec<_> = (0..=MAX_OPTIONS)
+            .map(|i| (format!("k{i}"), "1".to_owned()))
+            .collect();
+        let line = serde_json::to_string(&Request::Set { options: many }).unwrap();
+        assert!(Request::parse(&line).unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn request_lines() {
+        // In pieces, up to the first newline; what follows it is not looked at.
+        let mut line = RequestLine::default();
+        assert!(line.is_empty());
+        assert_eq!(line.push(b"{\"cmd\":"), Ok(false));
+        assert_eq!(line.push(b"\"status\"}\nmore"), Ok(true));
+        assert_eq!(line.push(b"x".repeat(MAX_REQUEST * 2).as_slice()), Ok(true));
+        assert_eq!(line.text(), r#"{"cmd":"status"}"#);
+        assert_eq!(parse_request(b"status\n{garbage"), Ok(Request::Status));
+        // The limit counts the newline; nothing past it is kept.
+        let mut line = RequestLine::default();
+        assert_eq!(line.push(&vec![b' '; MAX_REQUEST - 1]), Ok(false));
+        assert_eq!(line.push(b"\n"), Ok(true));
+        let mut line = RequestLine::default();
+        assert_eq!(line.push(&vec![b' '; MAX_REQUEST]), Ok(false));
+        assert_eq!(line.push(b"\n"), Err(TooLong));
+        assert_eq!(line.push(b" "), Err(TooLong));
+        assert_eq!(line.bytes().len(), MAX_REQUEST);
+        let e = parse_request(&vec![b'x'; MAX_REQUEST + 1]).unwrap_err();
+        assert!(e.starts_with("request refused"), "{e}");
+        // A newline alone is a request (a bad one); nothing at all is none.
+        let mut line = RequestLine::default();
+        assert_eq!(line.push(b"\n"), Ok(true));
+        assert!(!line.is_empty());
+        assert!(parse_request(b"\n").is_err());
+        assert!(parse_request(b"\xff\xfe").is_err());
     }
 
     fn creds(uid: u32, gid: u32, groups: &[u32]) -> lagd_sys::peer::PeerCredentials {

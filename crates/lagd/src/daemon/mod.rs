@@ -1230,6 +1230,15 @@ pub fn keep_needed_capabilities() -> io::Result<Vec<String>> {
         .collect())
 }
 
+/// Installs the seccomp filter ([`lagd_sys::seccomp`]) on every thread of lagd: once the bond
+/// is up, the system calls a running lagd never makes (exec, ptrace, mount, module loading,
+/// reboot, the keyring, new namespaces and the like) fail with `EPERM`, and no program lagd
+/// could start would gain privileges (`no_new_privs`). Returns how many calls it refuses. Call
+/// it after [`Daemon::start`] and [`keep_needed_capabilities`].
+pub fn install_seccomp_filter() -> io::Result<usize> {
+    lagd_sys::seccomp::deny()
+}
+
 fn duplex(d: Duplex) -> Option<bool> {
     match d {
         Duplex::Full => Some(true),
