@@ -246,18 +246,26 @@ fn flood_in_background(
     frames: Vec<Vec<u8>>,
     flood: Duration,
 ) -> thread::JoinHandle<u64> {
-    inject(pair.topo.ns(Side::B).to_owned(), link, frames, flood, None)
+    inject(
+        pair.topo.ns(Side::B).to_owned(),
+        link,
+        frames,
+        flood,
+        None,
+        false,
+    )
 }
 
 /// Sends `frames` (cycling) on interface `iface` of namespace `ns` for `flood`, at `rate`
-/// frames a second if given (paced every 200 µs or so), else as fast as one thread goes; the
-/// thread returns how many were sent.
+/// frames a second if given (paced every 200 µs or so), else as fast as one thread goes, at
+/// nice -10 if `boost`; the thread returns how many were sent.
 fn inject(
     ns: String,
     iface: String,
     frames: Vec<Vec<u8>>,
     flood: Duration,
     rate: Option<f64>,
+    boost: bool,
 ) -> thread::JoinHandle<u64> {
     thread::spawn(move || {
         in_named_ns(&ns, || {
@@ -269,6 +277,12 @@ fn inject(
                 },
             )
             .expect("injection socket");
+            if boost {
+                // The bench's senders must hold their rate against the eight TCP connections
+                // that keep both CPUs busy: nice -10 (what the sender itself costs is measured
+                // by the same sender on the loopback).
+                boost_this_thread();
+            }
             let t = Instant::now();
             let mut sent = 0u64;
             let mut i = 0u64;
@@ -278,23 +292,38 @@ fn inject(
                     break;
                 }
                 if let Some(r) = rate {
-                    // Attempts, not successes, are paced: a full queue does not cause a burst.
-                    if i as f64 >= elapsed.as_secs_f64() * r {
+                    // Frames sent are paced: one refused (a full backlog, a runt) is followed
+                    // by the next at once, so the rate holds while the machine can give it.
+                    if sent as f64 >= elapsed.as_secs_f64() * r {
                         thread::sleep(Duration::from_micros(200));
                         continue;
                     }
                 }
-                if s.send(&frames[i as usize % frames.len()]).is_ok() {
-                    sent += 1;
-                } else {
-                    thread::yield_now();
-                }
+                // No yield on a refusal: on a loaded machine a yield gives the CPU away for a
+                // whole time slice, and the flood would be a trickle.
+                sent += u64::from(s.send(&frames[i as usize % frames.len()]).is_ok());
                 i += 1;
             }
             sent
         })
         .expect("enter the namespace")
     })
+}
+
+/// Raises the calling thread's scheduling priority to nice -10 with renice(1).
+fn boost_this_thread() {
+    require_program("renice", "util-linux").unwrap_or_else(|e| panic!("{e:#}"));
+    let me = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+    let tid = me
+        .file_name()
+        .and_then(|t| t.to_str())
+        .expect("thread id")
+        .to_owned();
+    let ok = std::process::Command::new("renice")
+        .args(["-n", "-10", "-p", &tid])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(ok, "renice -n -10 -p {tid}");
 }
 
 /// A flood of slow-protocol frames (valid LACPDUs with random partners, malformed ones, Marker
@@ -1357,6 +1386,13 @@ fn run_scenario(mut sc: Scenario, rounds: usize, window: Duration, port: &mut u1
             if faulty {
                 out.up &= query_status(&pair.controls[0]).is_ok();
                 out.back.push(settle(&pair));
+                let mut m = m;
+                let rss = rss_kib(lagd_pid(&pair.controls[0]).expect("lagd A's pid"));
+                m.note = if m.note.is_empty() {
+                    format!("RSS after {rss} KiB")
+                } else {
+                    format!("{}; RSS after {rss} KiB", m.note)
+                };
                 out.fault.push(m);
             } else {
                 out.base.push(m);
@@ -1465,7 +1501,9 @@ fn scenarios() -> Vec<Scenario> {
                         p.topo.links()[0].name.clone(),
                     )
                 };
-                let sent = inject(ns, iface, frames.clone(), d, None).join().unwrap();
+                let sent = inject(ns, iface, frames.clone(), d, None, true)
+                    .join()
+                    .unwrap();
                 format!("{:.0} k frames/s", sent as f64 / d.as_secs_f64() / 1e3)
             }),
         });
@@ -1505,6 +1543,7 @@ fn scenarios() -> Vec<Scenario> {
                     frames.clone(),
                     d,
                     Some(100_000.0),
+                    true,
                 )
                 .join()
                 .unwrap();
@@ -1557,9 +1596,11 @@ fn machine() -> String {
     format!("{model}, {n} CPUs")
 }
 
-/// The frames of one kind of flood, from one attacker address.
+/// The frames of one kind of flood, from one attacker address: 16384 of each kind, so that
+/// two LACPDUs the rate limiter admits in a row seldom name the same partner (lagd takes two
+/// in a row naming the same partner for a real new partner, as a replayed LACPDU is).
 fn flood_of(kind: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
-    let all = flood_frames(rng, 3 * 256);
+    let all = flood_frames(rng, 3 * 16384);
     let pick = match kind {
         "malformed slow frames" => 1,
         "Marker PDUs" => 2,
@@ -1716,7 +1757,8 @@ fn bench_chaos() {
             ));
         }
         let ratio = g / gb;
-        if o.name.contains("balance-xor") || o.name.contains("active-backup") {
+        let storm = o.name.starts_with("flap storm");
+        if storm && (o.name.contains("balance-xor") || o.name.contains("active-backup")) {
             goals.push(format!(
                 "{}: {ratio:.2}x of fault-free (goal 0.8x): {}",
                 o.name,
@@ -1724,20 +1766,33 @@ fn bench_chaos() {
             ));
         }
         if o.name.starts_with("flood") {
+            // The same sender on the loopback: what the sender alone costs, same pacing.
+            let sender_only = outcomes
+                .iter()
+                .find(|x| x.name.starts_with("100k/s sender"))
+                .map(|x| {
+                    median(x.fault.iter().map(|m| m.gbit).collect())
+                        / median(x.base.iter().map(|m| m.gbit).collect())
+                });
             goals.push(format!(
-                "{}: {ratio:.2}x of fault-free (goal 0.9x): {}",
+                "{}: {ratio:.2}x of fault-free (goal 0.9x): {}{}",
                 o.name,
-                if ratio >= 0.9 { "met" } else { "**missed**" }
+                if ratio >= 0.9 { "met" } else { "**missed**" },
+                sender_only.map_or(String::new(), |r| format!(
+                    "; the sender alone (loopback row) costs {r:.2}x, so the frames reaching \
+                     the bond cost {:.2}x of that",
+                    ratio / r
+                ))
             ));
         }
-        if o.name.contains("802.3ad") {
+        if storm && o.name.contains("802.3ad") {
             let kept = o.fault.iter().all(|m| m.note.contains("distributing at"))
                 && o.fault.iter().all(|m| {
                     m.note
                         .split("distributing at ")
                         .nth(1)
                         .and_then(|r| r.split_once(" of "))
-                        .is_some_and(|(k, rest)| rest.starts_with(k))
+                        .is_some_and(|(k, rest)| rest.split(' ').next() == Some(k))
                 });
             goals.push(format!(
                 "{}: the stable member distributed at every check in every run: {}; goodput \
@@ -1759,7 +1814,7 @@ fn bench_chaos() {
     let storm_rounds = env_or("CHAOS_TURN_SECS", 12) as u32;
     let mut storms: Vec<Vec<Storm>> = storm_kinds.iter().map(|_| Vec::new()).collect();
     if only.is_empty() {
-        for round in 0..rounds {
+        for round in 0..3 {
             for (k, (label, opts)) in storm_kinds.iter().enumerate() {
                 port += 1;
                 let s = flap_storm(opts, storm_rounds, port);
@@ -1869,6 +1924,48 @@ fn bench_chaos() {
          whole storm (the kernel bond behaves the same). `lacp_rejoin_hold` lets a member that \
          returns within the hold to the partner it had attach at once.\n\n\
          {soak_text}\
+         ## Reading the figures\n\n\
+         - The eight connections run between two namespaces on the same two CPUs as both lagds, \
+         the fault's own sender and whatever else the machine runs: goodput is CPU-bound and \
+         swings by a third from run to run. Compare the medians with their own fault-free \
+         column and look at the per-run lists; a ratio above 1 is noise.\n\
+         - Flap storms: balance-xor and active-backup move the flows of a member that loses \
+         carrier at once (lagd follows carrier through rtnetlink); what is lost is what was \
+         in flight on the member that went down, which TCP resends. In 802.3ad the two \
+         flapping members never rejoin during the storm (each return waits the 2 s aggregate \
+         wait, as in the kernel), so the stable member carries everything and the bond is whole \
+         2 s after the storm. Stripe sends every flow over both members and its resequencer \
+         waits for frames lost on a member that went down, so each flap stalls every \
+         connection a little: it keeps about two thirds of its fault-free goodput (no goal \
+         is set for stripe).\n\
+         - kill -9 and restart: in balance-xor the new lagd takes the TAP over and forwards \
+         within about two hundred milliseconds (bench/restart.md has the outage alone); in \
+         802.3ad the new lagd starts LACP from nothing, its members wait the aggregate wait \
+         and the partner must see it in sync, so about 3 s pass without a distributing member. \
+         Every connection survives both.\n\
+         - SIGSTOP: the eBPF fast path keeps forwarding while lagd is stopped, until the \
+         partner times lagd's members out (3 s after their last LACPDU); after SIGCONT lagd \
+         answers the partner and both ends distribute again, without a restart: the outage is \
+         the time from the partner's timeout to the new agreement, about 2 s.\n\
+         - Floods: the sender is a thread on the same two CPUs at nice -10 (at normal priority \
+         it reached only 30-70 k frames/s against the TCP load); the *100k/s sender, nothing \
+         reaches the bond* row is the same sender on host B's loopback and costs about as \
+         much goodput as the floods do, so the frames themselves cost the bond little. lagd \
+         A spends a few % of a core; the rate limit refuses most frames before parsing and \
+         the rest wait in the kernel's socket queue, which overflows (the *kernel drops*) \
+         because lagd, a normal-priority process on a machine the TCP load saturates, is not \
+         scheduled often enough to read 100 k frames/s. The real partner's LACPDUs are dropped \
+         with the flood when the queue is full; losing three in a row would time the member \
+         out. A random-partner LACPDU flood cycling through only 256 different PDUs did take \
+         member 0 out in some runs: the limiter admits 20 a second from the attacker's \
+         address, two admitted in a row name the same partner one time in 256, and lagd takes \
+         such a repeat for a real new partner (by design: a moved cable must take over \
+         quickly; a deliberate replay of one LACPDU always can, LACP has no authentication); \
+         the real partner took the member back within a few seconds. The flood now cycles \
+         through 16384 different PDUs.\n\
+         - Control clients: with every frame going through lagd's loop (`fastpath=off`), the \
+         outage under the abuse is the same as without it, and every well-behaved status \
+         request is answered: no client stalls forwarding.\n\n\
          ## What bounds the work\n\n\
          Each member admits 30 slow-protocol frames a second from its confirmed partner's \
          address and 20 from all others together, before parsing \
