@@ -1,14 +1,22 @@
 //! Chaos, short versions for CI (seconds each): what the wire can throw at a bond. Two hosts
 //! (network namespaces) joined by veth links, lagd at both ends; frames are injected on host
 //! B's end of a link with a packet socket of the test's own, so they arrive at host A's member
-//! as if the partner (or an attacker on the wire) sent them. Needs root; fails (never skips)
-//! without it. The long versions with figures are bench/chaos.sh (bench/reliability.md).
+//! as if the partner (or an attacker on the wire) sent them. Member flap storms run under eight
+//! TCP connections in balance-xor, active-backup, 802.3ad (against lagd and against Open
+//! vSwitch's userspace datapath) and stripe. Needs root (and Open vSwitch for its storm); fails
+//! (never skips) without them. The long versions with figures are bench/chaos.sh
+//! (bench/reliability.md).
 
+use std::io::{Read, Write};
+use std::net::{SocketAddrV4, TcpListener, TcpStream};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
+use lagd::lab::dataplane::{OvsInstance, start_ovs};
 use lagd::lab::topology::{
     ProcessId, Side, Topology, in_named_ns, is_root, random_u64, require_program,
 };
@@ -20,12 +28,17 @@ use lagd_sys::packet::{PacketOptions, PacketSocket};
 mod common;
 use common::{address_bonds, start_lagd};
 
-/// Two lagds in 802.3ad over `links` links, both up, with their control sockets and
-/// processes (A, B).
+/// Two hosts over `links` links: lagd at host A, and lagd or an Open vSwitch bond at host B;
+/// the control sockets and processes of the lagds (A first).
 struct Pair {
     topo: Topology,
-    controls: [PathBuf; 2],
-    procs: [ProcessId; 2],
+    controls: Vec<PathBuf>,
+    procs: Vec<ProcessId>,
+    /// Host A's bond and lagd options (to start it again).
+    bond_a: String,
+    opts: String,
+    /// Host B's Open vSwitch, when B is not lagd.
+    ovs: Option<OvsInstance>,
 }
 
 impl Pair {
@@ -42,21 +55,90 @@ impl Pair {
         address_bonds(&topo, &bonds);
         Self {
             topo,
-            controls: [ca, cb],
-            procs: [pa, pb],
+            controls: vec![ca, cb],
+            procs: vec![pa, pb],
+            bond_a: bonds[0].clone(),
+            opts: opts.to_owned(),
+            ovs: None,
+        }
+    }
+
+    /// lagd in 802.3ad (`lacp_rate=fast`, layer3+4, then `extra`) at host A; at host B an Open
+    /// vSwitch bond (userspace datapath, balance-tcp, active LACP at the fast rate) over every
+    /// link, its bridge holding host B's address.
+    fn with_ovs(links: usize, extra: &str) -> Self {
+        assert!(
+            is_root(),
+            "the Open vSwitch tests need root (CI runs them as root)"
+        );
+        let mut topo = Topology::create(links).expect("create topology");
+        let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+        let bridge = format!("{}br", topo.tag());
+        let ovs = start_ovs(&mut topo, Side::B, &bridge).expect("start Open vSwitch");
+        let mut args = vec!["add-bond", &bridge, "bond0"];
+        args.extend(members.iter().map(String::as_str));
+        args.extend([
+            "bond_mode=balance-tcp",
+            "lacp=active",
+            "other_config:lacp-time=fast",
+        ]);
+        ovs.vsctl(&args).expect("add-bond");
+        for m in &members {
+            topo.sysctl(Side::B, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")
+                .unwrap();
+        }
+        let b = format!("{}/24", topo.address(2));
+        topo.ip(Side::B, &["addr", "add", &b, "dev", &bridge])
+            .unwrap();
+        topo.ip(Side::B, &["link", "set", &bridge, "up"]).unwrap();
+        let bond = format!("{}bA", topo.tag());
+        let opts = format!("mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 {extra}");
+        let (pa, ca) = start_lagd(&mut topo, Side::A, &bond, &opts);
+        let a = format!("{}/24", topo.address(1));
+        topo.ip(Side::A, &["addr", "add", &a, "dev", &bond])
+            .unwrap();
+        topo.ip(Side::A, &["link", "set", &bond, "up"]).unwrap();
+        Self {
+            topo,
+            controls: vec![ca],
+            procs: vec![pa],
+            bond_a: bond,
+            opts,
+            ovs: Some(ovs),
         }
     }
 
     fn status(&self, side: Side) -> Status {
         let i = usize::from(side == Side::B);
+        assert!(
+            i < self.controls.len(),
+            "host B runs Open vSwitch, not lagd"
+        );
         query_status(&self.controls[i]).expect("status")
     }
 
-    /// Whether member `m` distributes at both ends.
+    /// Host A's lagd: SIGKILL, reaped, and a new one started at once for the same bond (it
+    /// takes the TAP over); waits until it answers.
+    fn kill_and_restart_a(&mut self) {
+        self.topo.signal(self.procs[0], "KILL").expect("kill -9");
+        let gone = self.topo.wait_exit(self.procs[0], Duration::from_secs(5));
+        assert!(matches!(gone, Ok(Some(_))), "lagd A did not die: {gone:?}");
+        let bond = self.bond_a.clone();
+        let opts = self.opts.clone();
+        let (p, c) = start_lagd(&mut self.topo, Side::A, &bond, &opts);
+        assert_eq!(c, self.controls[0]);
+        self.procs[0] = p;
+    }
+
+    /// Whether member `m` distributes at both ends (at host A only against Open vSwitch: A
+    /// distributes only once its partner says it is in sync).
     fn distributing(&self, m: usize) -> bool {
-        [Side::A, Side::B]
-            .iter()
-            .all(|&s| lacp(&self.status(s), m).distributing)
+        let sides: &[Side] = if self.ovs.is_some() {
+            &[Side::A]
+        } else {
+            &[Side::A, Side::B]
+        };
+        sides.iter().all(|&s| lacp(&self.status(s), m).distributing)
     }
 
     /// Waits up to `within` for member `m` to distribute at both ends.
@@ -167,32 +249,84 @@ fn flood_in_background(
     frames: Vec<Vec<u8>>,
     flood: Duration,
 ) -> thread::JoinHandle<u64> {
-    let ns_b = pair.topo.ns(Side::B).to_owned();
+    inject(
+        pair.topo.ns(Side::B).to_owned(),
+        link,
+        frames,
+        flood,
+        None,
+        false,
+    )
+}
+
+/// Sends `frames` (cycling) on interface `iface` of namespace `ns` for `flood`, at `rate`
+/// frames a second if given (paced every 200 µs or so), else as fast as one thread goes, at
+/// nice -10 if `boost`; the thread returns how many were sent.
+fn inject(
+    ns: String,
+    iface: String,
+    frames: Vec<Vec<u8>>,
+    flood: Duration,
+    rate: Option<f64>,
+    boost: bool,
+) -> thread::JoinHandle<u64> {
     thread::spawn(move || {
-        in_named_ns(&ns_b, || {
+        in_named_ns(&ns, || {
             let s = PacketSocket::bind_name(
-                &link,
+                &iface,
                 PacketOptions {
                     protocol: 0,
                     ..PacketOptions::default()
                 },
             )
             .expect("injection socket");
+            if boost {
+                // The bench's senders must hold their rate against the eight TCP connections
+                // that keep both CPUs busy: nice -10 (what the sender itself costs is measured
+                // by the same sender on the loopback).
+                boost_this_thread();
+            }
             let t = Instant::now();
             let mut sent = 0u64;
-            let mut i = 0;
-            while t.elapsed() < flood {
-                if s.send(&frames[i % frames.len()]).is_ok() {
-                    sent += 1;
-                } else {
-                    thread::yield_now();
+            let mut i = 0u64;
+            loop {
+                let elapsed = t.elapsed();
+                if elapsed >= flood {
+                    break;
                 }
+                if let Some(r) = rate {
+                    // Frames sent are paced: one refused (a full backlog, a runt) is followed
+                    // by the next at once, so the rate holds while the machine can give it.
+                    if sent as f64 >= elapsed.as_secs_f64() * r {
+                        thread::sleep(Duration::from_micros(200));
+                        continue;
+                    }
+                }
+                // No yield on a refusal: on a loaded machine a yield gives the CPU away for a
+                // whole time slice, and the flood would be a trickle.
+                sent += u64::from(s.send(&frames[i as usize % frames.len()]).is_ok());
                 i += 1;
             }
             sent
         })
-        .expect("enter host B's namespace")
+        .expect("enter the namespace")
     })
+}
+
+/// Raises the calling thread's scheduling priority to nice -10 with renice(1).
+fn boost_this_thread() {
+    require_program("renice", "util-linux").unwrap_or_else(|e| panic!("{e:#}"));
+    let me = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+    let tid = me
+        .file_name()
+        .and_then(|t| t.to_str())
+        .expect("thread id")
+        .to_owned();
+    let ok = std::process::Command::new("renice")
+        .args(["-n", "-10", "-p", &tid])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(ok, "renice -n -10 -p {tid}");
 }
 
 /// A flood of slow-protocol frames (valid LACPDUs with random partners, malformed ones, Marker
@@ -450,7 +584,7 @@ fn flap_storm(opts: &str, rounds: u32, port: u16) -> Storm {
     let links: Vec<String> = pair.topo.links().iter().map(|l| l.name.clone()).collect();
     let ns_b = pair.topo.ns(Side::B).to_owned();
     let controls = pair.controls.clone();
-    let to = std::net::SocketAddrV4::new(pair.topo.address(1), port);
+    let to = SocketAddrV4::new(pair.topo.address(1), port);
     let samples = std::sync::Mutex::new((0u32, 0u32));
     let transfer = lagd::lab::traffic::checked_transfer(
         &ns_b,
@@ -529,6 +663,444 @@ fn lacp_members_flapping_in_turn_keep_carrying_with_rejoin_hold() {
     );
 }
 
+/// `streams` TCP connections from host B to host A, each writing as fast as it can until a
+/// deadline, then closing; host A reads each to its end.
+struct TcpLoad {
+    /// Bytes host A has read so far, all connections.
+    received: Arc<AtomicU64>,
+    writers: Vec<thread::JoinHandle<u64>>,
+    readers: Vec<thread::JoinHandle<(u64, bool)>>,
+}
+
+impl TcpLoad {
+    /// Connects `streams` connections to `to` (a listener opened in host A) and starts them;
+    /// they write until `until`.
+    fn start(pair: &Pair, to: SocketAddrV4, streams: usize, until: Instant) -> Self {
+        let listener = in_named_ns(pair.topo.ns(Side::A), || TcpListener::bind(to))
+            .expect("host A's namespace")
+            .expect("listen");
+        let received = Arc::new(AtomicU64::new(0));
+        let mut writers = Vec::new();
+        for _ in 0..streams {
+            let s = in_named_ns(pair.topo.ns(Side::B), || {
+                TcpStream::connect_timeout(&to.into(), Duration::from_secs(5))
+            })
+            .expect("host B's namespace")
+            .expect("connect");
+            writers.push(thread::spawn(move || write_until(s, until)));
+        }
+        let readers = (0..streams)
+            .map(|_| {
+                // Each connection completed its handshake above: accept does not wait.
+                let (s, _) = listener.accept().expect("accept");
+                let received = Arc::clone(&received);
+                thread::spawn(move || read_to_end(s, &received))
+            })
+            .collect();
+        Self {
+            received,
+            writers,
+            readers,
+        }
+    }
+
+    fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// Waits for every connection to end: (connections that ended cleanly with all their
+    /// data, connections, bytes written, bytes read).
+    fn finish(self) -> (usize, usize, u64, u64) {
+        let written: u64 = self.writers.into_iter().map(|w| w.join().unwrap()).sum();
+        let total = self.readers.len();
+        let mut alive = 0;
+        let mut read = 0;
+        for r in self.readers {
+            let (n, clean) = r.join().unwrap();
+            read += n;
+            alive += usize::from(clean);
+        }
+        // A connection cut (reset) ends with an error at the reader: a clean end means every
+        // byte arrived, which the totals confirm.
+        if read != written {
+            alive = 0;
+        }
+        (alive, total, written, read)
+    }
+}
+
+/// Writes to `s` until `until` (a write blocked by a dead path is retried, not an error),
+/// then closes it; returns the bytes written. An error (the connection reset) ends early.
+fn write_until(mut s: TcpStream, until: Instant) -> u64 {
+    let buf = vec![0x5au8; 128 * 1024];
+    let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
+    let mut sent = 0u64;
+    while Instant::now() < until {
+        match s.write(&buf) {
+            Ok(n) => sent += n as u64,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    // The kernel sends what is queued, then the FIN.
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    sent
+}
+
+/// Reads `s` to its end (at most 60 s of silence), adding to `received`; returns the bytes
+/// read and whether it ended cleanly.
+fn read_to_end(mut s: TcpStream, received: &AtomicU64) -> (u64, bool) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut got = 0u64;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (got, true),
+            Ok(n) => {
+                got += n as u64;
+                received.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return (got, false),
+        }
+    }
+}
+
+/// A ping train from host B to host A's bond address, one echo request every 10 ms.
+struct PingTrain {
+    child: std::process::Child,
+    /// Where its output goes.
+    out: PathBuf,
+    /// When it started, seconds since the epoch (ping -D prints the same clock).
+    start: f64,
+    secs: f64,
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl PingTrain {
+    fn start(pair: &Pair, secs: u32) -> Self {
+        require_program("ping", "iputils-ping").unwrap_or_else(|e| panic!("{e:#}"));
+        let start = unix_now();
+        // Into a file: a pipe nobody reads until the end fills after a few hundred replies and
+        // stops the train.
+        let out = pair.topo.dir().join(format!("ping-{}.out", random_u64()));
+        let file = std::fs::File::create(&out).expect("ping output file");
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", pair.topo.ns(Side::B), "ping", "-n", "-D"])
+            .args(["-i", "0.01", "-w", &secs.to_string()])
+            .arg(pair.topo.address(1).to_string())
+            .stdout(file)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("ping");
+        Self {
+            child,
+            out,
+            start,
+            secs: f64::from(secs),
+        }
+    }
+
+    /// Waits for the train to end (its deadline): (requests sent, replies, the longest time
+    /// without a reply, from the train's start to its end).
+    fn finish(mut self) -> (u32, u32, Duration) {
+        self.child.wait().expect("ping");
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.out);
+        ping_gaps(&text, self.start, self.start + self.secs)
+    }
+}
+
+/// From `ping -D` output: requests sent, replies, and the longest time between two replies
+/// (counting the train's `start` and `end`).
+fn ping_gaps(text: &str, start: f64, end: f64) -> (u32, u32, Duration) {
+    let mut times: Vec<f64> = text
+        .lines()
+        .filter(|l| l.contains("icmp_seq="))
+        .filter_map(|l| l.strip_prefix('[')?.split_once(']')?.0.parse().ok())
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let sent = text
+        .lines()
+        .find_map(|l| l.split_once(" packets transmitted")?.0.trim().parse().ok())
+        .unwrap_or(0);
+    let mut last = start;
+    let mut gap = 0.0f64;
+    for &t in &times {
+        gap = gap.max(t - last);
+        last = t;
+    }
+    gap = gap.max(end - last);
+    (
+        sent,
+        times.len() as u32,
+        Duration::from_secs_f64(gap.max(0.0)),
+    )
+}
+
+/// What one run under load measured.
+#[derive(Clone, Debug, Default)]
+struct Measure {
+    /// Connections that ended cleanly with all their data, and connections.
+    alive: usize,
+    total: usize,
+    /// Goodput at host A over the window, Gbit/s.
+    gbit: f64,
+    /// Echo requests sent and answered, the longest time without a reply.
+    pings: (u32, u32),
+    gap: Duration,
+    /// lagd A's CPU over the window, percent of one core.
+    cpu: f64,
+    /// What the fault reported.
+    note: String,
+}
+
+/// Eight TCP connections from B to A (half a second to warm up), then a window of `window`
+/// during which a 10 ms ping train runs from B to A and `fault` acts (it gets the window's
+/// end and returns a note); the connections stop writing at the window's end and are read to
+/// their end.
+fn measure(
+    pair: &mut Pair,
+    window: Duration,
+    port: u16,
+    fault: &mut dyn FnMut(&mut Pair, Instant) -> String,
+) -> Measure {
+    let to = SocketAddrV4::new(pair.topo.address(1), port);
+    let warm = Duration::from_millis(500);
+    let t0 = Instant::now() + warm;
+    let until = t0 + window;
+    let load = TcpLoad::start(pair, to, 8, until);
+    thread::sleep(t0.saturating_duration_since(Instant::now()));
+    let pid = lagd_pid(&pair.controls[0]).expect("lagd A's pid");
+    let c0 = cpu_ticks(pid);
+    let ping = PingTrain::start(pair, window.as_secs().max(1) as u32);
+    let b0 = load.received();
+    let note = fault(pair, until);
+    thread::sleep(until.saturating_duration_since(Instant::now()));
+    let b1 = load.received();
+    let pid1 = lagd_pid(&pair.controls[0]).expect("lagd A's pid after the window");
+    // A restarted lagd's own CPU since its start.
+    let ticks = if pid1 == pid {
+        cpu_ticks(pid).saturating_sub(c0)
+    } else {
+        cpu_ticks(pid1)
+    };
+    let (sent, got, gap) = ping.finish();
+    let (alive, total, _, _) = load.finish();
+    Measure {
+        alive,
+        total,
+        gbit: (b1 - b0) as f64 * 8.0 / window.as_secs_f64() / 1e9,
+        pings: (sent, got),
+        gap,
+        cpu: ticks as f64 / window.as_secs_f64(),
+        note,
+    }
+}
+
+/// Flaps host A's members `flapping` until `until`, in turn and never two at once: host B's end
+/// of the link down for 80 ms, up, 40 ms, the next. Between flaps, when `stable` is given,
+/// checks that every member not flapping distributes at both ends. Returns (flaps, checks,
+/// checks with every stable member distributing).
+fn flap_members(
+    pair: &Pair,
+    flapping: &[usize],
+    until: Instant,
+    stable: Option<&[usize]>,
+) -> (u32, u32, u32) {
+    let links: Vec<String> = flapping
+        .iter()
+        .map(|&l| pair.topo.links()[l].name.clone())
+        .collect();
+    // Host B's end of each link, set down and up with an ioctl from inside its namespace (a
+    // few microseconds, where `ip` takes tens of milliseconds on a busy machine).
+    in_named_ns(pair.topo.ns(Side::B), || {
+        let set = |link: &str, up: bool| {
+            lagd_sys::link::set_up(link, up).unwrap_or_else(|e| panic!("set {link} up={up}: {e}"));
+        };
+        let (mut flaps, mut checks, mut kept) = (0, 0, 0);
+        'storm: loop {
+            for link in &links {
+                if Instant::now() >= until {
+                    break 'storm;
+                }
+                set(link, false);
+                thread::sleep(Duration::from_millis(80));
+                set(link, true);
+                flaps += 1;
+                let t = Instant::now();
+                if let Some(stable) = stable {
+                    checks += 1;
+                    kept += u32::from(stable.iter().all(|&m| pair.distributing(m)));
+                }
+                thread::sleep(Duration::from_millis(40).saturating_sub(t.elapsed()));
+            }
+        }
+        (flaps, checks, kept)
+    })
+    .expect("host B's namespace")
+}
+
+/// Waits up to 30 s until the bond is whole again: every member distributing (802.3ad),
+/// striping at both ends (stripe), or every member's link up at host A; how long that took.
+fn settle(pair: &Pair) -> Option<Duration> {
+    let t = Instant::now();
+    let links = pair.topo.links().len();
+    while t.elapsed() < Duration::from_secs(30) {
+        let s = pair.status(Side::A);
+        let whole = if pair.opts.contains("802.3ad") {
+            (0..links).all(|m| pair.distributing(m))
+        } else if pair.opts.contains("stripe") {
+            s.members.iter().all(|m| m.mii_status == "up")
+                && [Side::A, Side::B]
+                    .iter()
+                    .all(|&side| pair.status(side).stripe.is_some_and(|st| st.striping))
+        } else {
+            s.members.iter().all(|m| m.mii_status == "up")
+        };
+        if whole {
+            return Some(t.elapsed());
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// One flap-storm configuration: a label, how to build the pair, which members flap and which
+/// stay stable.
+struct StormSetup {
+    label: &'static str,
+    build: fn() -> Pair,
+    flapping: &'static [usize],
+    stable: &'static [usize],
+}
+
+fn storm_setups() -> Vec<StormSetup> {
+    vec![
+        StormSetup {
+            label: "balance-xor",
+            build: || Pair::new(2, "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100"),
+            flapping: &[0, 1],
+            stable: &[],
+        },
+        StormSetup {
+            label: "active-backup",
+            build: || Pair::new(2, "mode=active-backup miimon=100"),
+            flapping: &[0, 1],
+            stable: &[],
+        },
+        StormSetup {
+            label: "802.3ad lagd-lagd",
+            build: || Pair::new(3, "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4"),
+            flapping: &[1, 2],
+            stable: &[0],
+        },
+        StormSetup {
+            label: "802.3ad lagd-OVS",
+            build: || Pair::with_ovs(3, ""),
+            flapping: &[1, 2],
+            stable: &[0],
+        },
+        StormSetup {
+            label: "stripe",
+            build: || Pair::new(2, "mode=stripe miimon=100"),
+            flapping: &[0, 1],
+            stable: &[],
+        },
+    ]
+}
+
+/// The short CI version of a flap storm: the pair formed, a 4 s storm under eight TCP
+/// connections, then: every connection ended with all its data, data moved during the storm,
+/// the stable members (802.3ad) distributed at every check, lagd answers, and the bond is
+/// whole again (LACP distributing on every member) within 30 s.
+fn short_storm(label: &str, port: u16) {
+    let setup = storm_setups()
+        .into_iter()
+        .find(|s| s.label == label)
+        .expect("storm setup");
+    let mut pair = (setup.build)();
+    assert!(
+        settle(&pair).is_some(),
+        "{label}: the bond did not form:\n{}",
+        pair.status(Side::A).render()
+    );
+    let mut counts = (0, 0, 0);
+    let m = measure(
+        &mut pair,
+        Duration::from_secs(4),
+        port,
+        &mut |p: &mut Pair, until| {
+            let stable = (!setup.stable.is_empty()).then_some(setup.stable);
+            counts = flap_members(p, setup.flapping, until, stable);
+            String::new()
+        },
+    );
+    let (flaps, checks, kept) = counts;
+    println!(
+        "{label}: {flaps} flaps in 4 s; {}/{} connections, {:.2} Gbit/s, pings {}/{}, longest \
+         gap {:?}, lagd A CPU {:.0} %; stable members distributing at {kept} of {checks} checks",
+        m.alive, m.total, m.gbit, m.pings.1, m.pings.0, m.gap, m.cpu
+    );
+    // Each flapping member went down several times a second (about 4 unless the machine
+    // is very slow).
+    assert!(
+        flaps as usize >= 2 * 4 * setup.flapping.len(),
+        "only {flaps} flaps in 4 s"
+    );
+    assert_eq!(m.alive, m.total, "{label}: connections lost in the storm");
+    assert!(m.gbit > 0.0, "{label}: nothing arrived during the storm");
+    assert_eq!(
+        kept, checks,
+        "{label}: a stable member stopped distributing"
+    );
+    let back = settle(&pair);
+    assert!(
+        back.is_some(),
+        "{label}: the bond is not whole 30 s after the storm:\n{}",
+        pair.status(Side::A).render()
+    );
+    println!("{label}: whole again {back:?} after the storm");
+}
+
+#[test]
+fn flap_storm_under_tcp_load_balance_xor() {
+    short_storm("balance-xor", 5011);
+}
+
+#[test]
+fn flap_storm_under_tcp_load_active_backup() {
+    short_storm("active-backup", 5012);
+}
+
+/// 802.3ad, three members, two flapping: the stable one distributes at both ends all along.
+#[test]
+fn flap_storm_under_tcp_load_lacp_keeps_the_stable_member() {
+    short_storm("802.3ad lagd-lagd", 5013);
+}
+
+/// The same against Open vSwitch (userspace datapath) as the partner.
+#[test]
+fn flap_storm_under_tcp_load_lacp_against_open_vswitch() {
+    short_storm("802.3ad lagd-OVS", 5014);
+}
+
+#[test]
+fn flap_storm_under_tcp_load_stripe() {
+    short_storm("stripe", 5015);
+}
+
 /// Open descriptors of `pid`.
 fn fd_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
@@ -551,7 +1123,7 @@ fn soak_one_minute_with_flaps_keeps_memory_and_descriptors_flat() {
     let links: Vec<String> = pair.topo.links().iter().map(|l| l.name.clone()).collect();
     let ns_b = pair.topo.ns(Side::B).to_owned();
     let control = pair.controls[0].clone();
-    let to = std::net::SocketAddrV4::new(pair.topo.address(1), 5003);
+    let to = SocketAddrV4::new(pair.topo.address(1), 5003);
     let samples = std::sync::Mutex::new(Vec::new());
     let transfer = lagd::lab::traffic::checked_transfer(
         &ns_b,
@@ -642,33 +1214,6 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// TCP goodput from host B to host A with iperf3, 8 streams for `secs`, in Gbit/s.
-fn iperf3_b_to_a(pair: &mut Pair, secs: u32, port: u16) -> f64 {
-    let a = pair.topo.address(1).to_string();
-    let port_s = port.to_string();
-    let server = pair
-        .topo
-        .spawn(
-            Side::A,
-            &format!("iperf3-s-{port}"),
-            std::path::Path::new("iperf3"),
-            &["-s", "-1", "-p", &port_s],
-        )
-        .expect("iperf3 server");
-    thread::sleep(Duration::from_millis(300));
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", pair.topo.ns(Side::B), "iperf3", "-c", &a])
-        .args(["-p", &port_s, "-P", "8", "-t", &secs.to_string(), "-J"])
-        .output()
-        .expect("iperf3 client");
-    pair.topo.stop(server);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e9
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
@@ -678,24 +1223,375 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// One flood kind's figures over its runs.
-#[derive(Default)]
-struct Row {
-    /// Goodput per run, Gbit/s.
-    gbit: Vec<f64>,
-    /// lagd A's CPU per run, percent of a core.
-    cpu: Vec<f64>,
-    /// Flood frames per second per run.
-    rate: Vec<f64>,
-    /// Member 1 was not distributing at the end of some run.
-    unstable: bool,
-    /// Member 0 was not distributing at the end of some run.
-    flooded_lost: bool,
-    /// Flood frames sent, all runs.
-    sent: u64,
-    /// Slow-protocol frames lagd A accounted for on member 0, all runs.
-    accounted: u64,
+/// Abuses host A's control socket until `until`: 4 clients that send a request one byte every
+/// 0.4 s, 20 that connect and say nothing, 2 that send requests of up to 64 MiB, 2 that send
+/// malformed lines, and 16 well-behaved ones asking for the status every 100 ms. Returns what
+/// the well-behaved ones saw.
+fn abuse_control(path: &std::path::Path, until: Instant) -> String {
+    use std::os::unix::net::UnixStream;
+    let going = move || Instant::now() < until;
+    thread::scope(|sc| {
+        for _ in 0..4 {
+            sc.spawn(|| {
+                while going() {
+                    let Ok(mut s) = UnixStream::connect(path) else {
+                        thread::sleep(Duration::from_millis(100));
+                        continue;
+                    };
+                    for b in b"{\"cmd\":\"status\"}\n" {
+                        if !going() || s.write_all(&[*b]).is_err() {
+                            break;
+                        }
+                        thread::sleep(Duration::from_millis(400));
+                    }
+                }
+            });
+        }
+        for _ in 0..20 {
+            sc.spawn(|| {
+                while going() {
+                    let Ok(mut s) = UnixStream::connect(path) else {
+                        thread::sleep(Duration::from_millis(100));
+                        continue;
+                    };
+                    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+                    let mut buf = [0u8; 256];
+                    while going() {
+                        match s.read(&mut buf) {
+                            Ok(0) => break,
+                            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => break,
+                            _ => {}
+                        }
+                    }
+                }
+            });
+        }
+        for _ in 0..2 {
+            sc.spawn(|| {
+                let chunk = vec![b'x'; 1 << 20];
+                while going() {
+                    if let Ok(mut s) = UnixStream::connect(path) {
+                        let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                        for _ in 0..64 {
+                            if !going() || s.write_all(&chunk).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+                        let _ = s.read(&mut [0u8; 512]);
+                    }
+                    thread::sleep(Duration::from_millis(100));
+                }
+            });
+            sc.spawn(|| {
+                while going() {
+                    if let Ok(mut s) = UnixStream::connect(path) {
+                        let _ = s.write_all(b"{\"cmd\": [1, 2, \xff\xfe]}}\n");
+                        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+                        let _ = s.read(&mut [0u8; 512]);
+                    }
+                    thread::sleep(Duration::from_millis(50));
+                }
+            });
+        }
+        let askers: Vec<_> = (0..16)
+            .map(|_| {
+                sc.spawn(|| {
+                    let (mut ok, mut failed, mut slowest) = (0u32, 0u32, Duration::ZERO);
+                    while going() {
+                        let t = Instant::now();
+                        if query_status(path).is_ok() {
+                            ok += 1;
+                        } else {
+                            failed += 1;
+                        }
+                        slowest = slowest.max(t.elapsed());
+                        thread::sleep(Duration::from_millis(100));
+                    }
+                    (ok, failed, slowest)
+                })
+            })
+            .collect();
+        let (mut ok, mut failed, mut slowest) = (0, 0, Duration::ZERO);
+        for a in askers {
+            let (o, f, s) = a.join().unwrap();
+            ok += o;
+            failed += f;
+            slowest = slowest.max(s);
+        }
+        format!(
+            "{ok} status answers to well-behaved clients, {failed} failed, slowest {} ms",
+            slowest.as_millis()
+        )
+    })
 }
+
+/// A fault thrown at a pair during a run's window (which ends at the `Instant`); says what it
+/// did.
+type Fault = dyn FnMut(&mut Pair, Instant) -> String;
+
+/// A scenario of the bench: how to build its bond, what it throws at it during a run.
+struct Scenario {
+    name: String,
+    thrown: String,
+    build: Box<dyn Fn() -> Pair>,
+    fault: Box<Fault>,
+}
+
+/// A scenario's runs and what surrounded them.
+struct Outcome {
+    name: String,
+    thrown: String,
+    fault: Vec<Measure>,
+    base: Vec<Measure>,
+    rss: (u64, u64),
+    /// After each fault run: how long until the bond was whole again (None: not within 30 s).
+    back: Vec<Option<Duration>>,
+    /// lagd A answered after every fault run.
+    up: bool,
+}
+
+/// Runs `sc` for `rounds` rounds of a fault run and a fault-free run on the same bond, the
+/// order alternating, each a `window` under eight TCP connections with a 10 ms ping train.
+fn run_scenario(mut sc: Scenario, rounds: usize, window: Duration, port: &mut u16) -> Outcome {
+    let mut pair = (sc.build)();
+    assert!(
+        settle(&pair).is_some(),
+        "{}: the bond did not form",
+        sc.name
+    );
+    let rss0 = rss_kib(lagd_pid(&pair.controls[0]).expect("lagd A's pid"));
+    let mut out = Outcome {
+        name: sc.name.clone(),
+        thrown: sc.thrown.clone(),
+        fault: Vec::new(),
+        base: Vec::new(),
+        rss: (rss0, 0),
+        back: Vec::new(),
+        up: true,
+    };
+    for round in 0..rounds {
+        for faulty in [round % 2 == 0, round % 2 == 1] {
+            // Each run starts from a whole bond.
+            settle(&pair);
+            *port += 1;
+            let m = if faulty {
+                measure(&mut pair, window, *port, &mut *sc.fault)
+            } else {
+                measure(&mut pair, window, *port, &mut |_, _| String::new())
+            };
+            println!(
+                "{} round {round} {}: {}/{} alive, {:.2} Gbit/s, gap {} ms, pings {}/{}, CPU \
+                 {:.0} % {}",
+                sc.name,
+                if faulty { "fault" } else { "fault-free" },
+                m.alive,
+                m.total,
+                m.gbit,
+                m.gap.as_millis(),
+                m.pings.1,
+                m.pings.0,
+                m.cpu,
+                m.note
+            );
+            if faulty {
+                out.up &= query_status(&pair.controls[0]).is_ok();
+                out.back.push(settle(&pair));
+                let mut m = m;
+                let rss = rss_kib(lagd_pid(&pair.controls[0]).expect("lagd A's pid"));
+                m.note = if m.note.is_empty() {
+                    format!("RSS after {rss} KiB")
+                } else {
+                    format!("{}; RSS after {rss} KiB", m.note)
+                };
+                out.fault.push(m);
+            } else {
+                out.base.push(m);
+            }
+        }
+    }
+    out.rss.1 = rss_kib(lagd_pid(&pair.controls[0]).expect("lagd A's pid"));
+    out
+}
+
+/// The scenarios of the table.
+fn scenarios() -> Vec<Scenario> {
+    let mut v = Vec::new();
+    for s in storm_setups() {
+        let (flapping, stable) = (s.flapping, s.stable);
+        let thrown = format!(
+            "members {} flapping in turn (down 80 ms, then the next after 40 ms){}",
+            flapping
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(" and "),
+            if stable.is_empty() {
+                String::new()
+            } else {
+                format!(", member {} stable", stable[0])
+            }
+        );
+        v.push(Scenario {
+            name: format!("flap storm, {}", s.label),
+            thrown,
+            build: Box::new(s.build),
+            fault: Box::new(move |p: &mut Pair, until| {
+                let t = Instant::now();
+                let stable = (!stable.is_empty()).then_some(stable);
+                let (flaps, checks, kept) = flap_members(p, flapping, until, stable);
+                let per = f64::from(flaps)
+                    / flapping.len() as f64
+                    / t.elapsed().as_secs_f64().max(0.001);
+                if stable.is_some() {
+                    format!("{per:.1} flaps/s per member; stable member distributing at {kept} of {checks} checks")
+                } else {
+                    format!("{per:.1} flaps/s per member")
+                }
+            }),
+        });
+    }
+    let ad = "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4";
+    for (mode, opts) in [
+        ("802.3ad", ad),
+        (
+            "balance-xor",
+            "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100",
+        ),
+    ] {
+        v.push(Scenario {
+            name: format!("kill -9 and restart, {mode}"),
+            thrown: "1 s in, lagd A gets SIGKILL, is reaped and started again at once".into(),
+            build: Box::new(move || Pair::new(2, opts)),
+            fault: Box::new(|p: &mut Pair, _| {
+                thread::sleep(Duration::from_secs(1));
+                p.kill_and_restart_a();
+                String::new()
+            }),
+        });
+    }
+    v.push(Scenario {
+        name: "SIGSTOP 4 s, SIGCONT".into(),
+        thrown: "1 s in, lagd A stopped for 4 s (the LACP timeout is 3 s), then continued".into(),
+        build: Box::new(move || Pair::new(2, ad)),
+        fault: Box::new(|p: &mut Pair, _| {
+            thread::sleep(Duration::from_secs(1));
+            let pid = lagd_pid(&p.controls[0]).expect("lagd A's pid");
+            let cont = Continue(pid);
+            signal(pid, "STOP");
+            thread::sleep(Duration::from_secs(4));
+            drop(cont);
+            String::new()
+        }),
+    });
+    let mut rng = Rng(random_u64() | 1);
+    for (name, into_tap) in [
+        ("garbage into a member", false),
+        ("garbage into the TAP", true),
+    ] {
+        let frames = garbage(&mut rng, 512);
+        v.push(Scenario {
+            name: name.into(),
+            thrown: format!(
+                "random frames (runts, random lengths up to jumbo, VLAN stacks, odd EtherTypes) \
+                 {}, as fast as one sender goes",
+                if into_tap {
+                    "sent into host A's bond (lagd's TAP)"
+                } else {
+                    "on host B's end of link 0"
+                }
+            ),
+            build: Box::new(move || Pair::new(2, ad)),
+            fault: Box::new(move |p: &mut Pair, until| {
+                let d = until.saturating_duration_since(Instant::now());
+                let (ns, iface) = if into_tap {
+                    (p.topo.ns(Side::A).to_owned(), p.bond_a.clone())
+                } else {
+                    (
+                        p.topo.ns(Side::B).to_owned(),
+                        p.topo.links()[0].name.clone(),
+                    )
+                };
+                let sent = inject(ns, iface, frames.clone(), d, None, true)
+                    .join()
+                    .unwrap();
+                format!("{:.0} k frames/s", sent as f64 / d.as_secs_f64() / 1e3)
+            }),
+        });
+    }
+    for kind in [
+        "LACPDUs, random partners",
+        "malformed slow frames",
+        "Marker PDUs",
+        LOOPBACK,
+    ] {
+        let frames = flood_of(kind, &mut rng);
+        v.push(Scenario {
+            name: if kind == LOOPBACK {
+                "100k/s sender, nothing reaches the bond".into()
+            } else {
+                format!("flood: {kind}")
+            },
+            thrown: if kind == LOOPBACK {
+                "the LACPDU flood's sender at 100k frames/s on host B's loopback: what the \
+                 sender itself costs the machine"
+                    .into()
+            } else {
+                format!("{kind} at 100k frames/s on host B's end of link 0, from one address")
+            },
+            build: Box::new(move || Pair::new(2, ad)),
+            fault: Box::new(move |p: &mut Pair, until| {
+                let d = until.saturating_duration_since(Instant::now());
+                let before = lacp(&p.status(Side::A), 0);
+                let iface = if kind == LOOPBACK {
+                    "lo".to_owned()
+                } else {
+                    p.topo.links()[0].name.clone()
+                };
+                let sent = inject(
+                    p.topo.ns(Side::B).to_owned(),
+                    iface,
+                    frames.clone(),
+                    d,
+                    Some(100_000.0),
+                    true,
+                )
+                .join()
+                .unwrap();
+                let after = lacp(&p.status(Side::A), 0);
+                let rate = sent as f64 / d.as_secs_f64() / 1e3;
+                if kind == LOOPBACK {
+                    return format!("{rate:.1} k frames/s sent");
+                }
+                format!(
+                    "{rate:.1} k frames/s sent; member 0 counted {} refused by the limit, {} \
+                     illegal, {} unknown, {} held off (foreign), {} kernel drops; member 0 \
+                     distributing {}, member 1 {}",
+                    after.rate_limited_rx - before.rate_limited_rx,
+                    after.illegal_rx - before.illegal_rx,
+                    after.unknown_rx - before.unknown_rx,
+                    after.foreign_rx - before.foreign_rx,
+                    after.socket_drops - before.socket_drops,
+                    p.distributing(0),
+                    p.distributing(1),
+                )
+            }),
+        });
+    }
+    v.push(Scenario {
+        name: "control clients, fastpath=off".into(),
+        thrown: "on lagd A's control socket: 4 clients sending a byte every 0.4 s, 20 idle, 2 \
+                 sending 64 MiB lines, 2 malformed ones, 16 asking the status every 100 ms; \
+                 every frame goes through lagd's loop (fastpath=off)"
+            .into(),
+        build: Box::new(move || Pair::new(2, &format!("{ad} fastpath=off"))),
+        fault: Box::new(|p: &mut Pair, until| abuse_control(&p.controls[0], until)),
+    });
+    v
+}
+
+/// The flood that reaches no bond: the sender's own cost.
+const LOOPBACK: &str = "sent on host B's loopback";
 
 /// The CPU model and count.
 fn machine() -> String {
@@ -711,13 +1607,15 @@ fn machine() -> String {
     format!("{model}, {n} CPUs")
 }
 
-/// The frames of one kind of flood, from one attacker address.
+/// The frames of one kind of flood, from one attacker address: 16384 of each kind, so that
+/// two LACPDUs the rate limiter admits in a row seldom name the same partner (lagd takes two
+/// in a row naming the same partner for a real new partner, as a replayed LACPDU is).
 fn flood_of(kind: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
-    let all = flood_frames(rng, 3 * 256);
+    let all = flood_frames(rng, 3 * 16384);
     let pick = match kind {
-        "LACPDUs, random partners" => 0,
         "malformed slow frames" => 1,
-        _ => 2,
+        "Marker PDUs" => 2,
+        _ => 0,
     };
     all.into_iter()
         .enumerate()
@@ -726,80 +1624,196 @@ fn flood_of(kind: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// The long version of the flood test, with figures: 802.3ad, two links, TCP goodput from B to
-/// A (iperf3, 8 streams, 4 s) with no flood and under floods on A's member 0 at the highest
-/// rate one sender thread gives (valid LACPDUs naming random partners, malformed slow frames,
-/// Marker PDUs); three runs of each, interleaved, so the baseline shares the run's noise.
-/// lagd A's CPU (user + system) over each iperf3 run, its RSS, what it accounted for, and
-/// whether the stable member kept distributing. Writes bench/reliability.md.
+/// An environment variable's number, or `default`.
+fn env_or(key: &str, default: u64) -> u64 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A soak sample: seconds in, lagd A's RSS (KiB), its open descriptors.
+type Sample = (u64, u64, usize);
+
+/// The soak: 802.3ad (fast rate, `lacp_rejoin_hold=2000`), eight TCP connections and the ping
+/// train for `secs`, a member flap (200 ms down) every 4 s, members in turn; lagd A's RSS
+/// and descriptors sampled every 10 s. Returns the run and the samples (s, KiB, fds).
+fn soak(secs: u64, port: u16) -> (Measure, Vec<Sample>, (u64, u64)) {
+    let mut pair = Pair::new(
+        2,
+        "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 lacp_rejoin_hold=2000",
+    );
+    assert!(settle(&pair).is_some(), "soak: the bond did not form");
+    let pid = lagd_pid(&pair.controls[0]).expect("lagd A's pid");
+    let rss0 = rss_kib(pid);
+    let mut samples = Vec::new();
+    let m = measure(
+        &mut pair,
+        Duration::from_secs(secs),
+        port,
+        &mut |p: &mut Pair, until| {
+            let t = Instant::now();
+            let mut k = 0usize;
+            let mut next_sample = Duration::ZERO;
+            let mut next_flap = Duration::from_secs(4);
+            while Instant::now() < until {
+                if t.elapsed() >= next_sample {
+                    samples.push((t.elapsed().as_secs(), rss_kib(pid), fd_count(pid)));
+                    next_sample += Duration::from_secs(10);
+                }
+                if t.elapsed() >= next_flap {
+                    let link = p.topo.links()[k % 2].name.clone();
+                    in_named_ns(p.topo.ns(Side::B), || {
+                        lagd_sys::link::set_up(&link, false).expect("down");
+                        thread::sleep(Duration::from_millis(200));
+                        lagd_sys::link::set_up(&link, true).expect("up");
+                    })
+                    .expect("host B's namespace");
+                    k += 1;
+                    next_flap += Duration::from_secs(4);
+                }
+                let _ = query_status(&p.controls[0]);
+                thread::sleep(Duration::from_millis(100));
+            }
+            format!("{k} flaps")
+        },
+    );
+    let rss1 = rss_kib(pid);
+    (m, samples, (rss0, rss1))
+}
+
+fn list<T>(v: &[T], f: impl Fn(&T) -> String) -> String {
+    v.iter().map(f).collect::<Vec<_>>().join(", ")
+}
+
+/// The long versions with figures: every scenario of [`scenarios`] (flap storms in each mode,
+/// kill -9 and restart, SIGSTOP past the LACP timeout, garbage, slow-protocol floods at 100k
+/// frames/s, control-socket abuse), each for `CHAOS_ROUNDS` (3) rounds of a fault run and a
+/// fault-free run on the same bond, interleaved, each `CHAOS_WINDOW` (6) seconds under eight
+/// TCP connections from B to A with a 10 ms ping train; the 802.3ad storm on both members in
+/// turn with and without `lacp_rejoin_hold`; and a soak of `CHAOS_SOAK_SECS` (1800) seconds.
+/// Writes bench/reliability.md.
 /// Run: `bench/chaos.sh` (or `cargo test --release -p lagd --test chaos -- --ignored
 /// --nocapture bench_chaos`).
 #[test]
 #[ignore = "benchmark: writes bench/reliability.md"]
 fn bench_chaos() {
-    require_program("iperf3", "iperf3").unwrap_or_else(|e| panic!("{e:#}"));
-    let mut pair = Pair::new(2, "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4");
-    assert!(pair.wait_distributing(0, Duration::from_secs(20)));
-    assert!(pair.wait_distributing(1, Duration::from_secs(20)));
-    let pid = lagd_pid(&pair.controls[0]).expect("lagd A's pid");
-    let rss_start = rss_kib(pid);
-    const BUSY: &str = "sender busy on B's loopback (nothing reaches lagd)";
-    let kinds = [
-        "none",
-        BUSY,
-        "LACPDUs, random partners",
-        "malformed slow frames",
-        "Marker PDUs",
-    ];
-    let secs = 4u32;
-    let mut rng = Rng(random_u64() | 1);
-    let mut rows: Vec<Row> = kinds.iter().map(|_| Row::default()).collect();
-    let mut port = 5301u16;
-    for round in 0..3 {
-        for (k, kind) in kinds.iter().enumerate() {
-            // Each run starts from a formed bond.
-            assert!(
-                pair.wait_distributing(0, Duration::from_secs(20))
-                    && pair.wait_distributing(1, Duration::from_secs(20)),
-                "round {round}, {kind}: the bond did not form again"
-            );
-            let before = lacp(&pair.status(Side::A), 0);
-            let flood = Duration::from_secs(u64::from(secs) + 1);
-            let iface = if *kind == BUSY {
-                "lo".to_owned()
+    let rounds = env_or("CHAOS_ROUNDS", 3) as usize;
+    let window = Duration::from_secs(env_or("CHAOS_WINDOW", 6));
+    let soak_secs = env_or("CHAOS_SOAK_SECS", 1800);
+    let only = std::env::var("CHAOS_ONLY").unwrap_or_default();
+    let mut port = 5300u16;
+    let mut outcomes = Vec::new();
+    for sc in scenarios() {
+        if !only.is_empty() && !sc.name.contains(only.as_str()) {
+            continue;
+        }
+        outcomes.push(run_scenario(sc, rounds, window, &mut port));
+    }
+    let mut table = String::new();
+    let mut details = String::new();
+    let mut goals = Vec::new();
+    for o in &outcomes {
+        let alive: usize = o.fault.iter().map(|m| m.alive).sum();
+        let total: usize = o.fault.iter().map(|m| m.total).sum();
+        let g = median(o.fault.iter().map(|m| m.gbit).collect());
+        let gb = median(o.base.iter().map(|m| m.gbit).collect());
+        let gap = median(o.fault.iter().map(|m| m.gap.as_secs_f64() * 1e3).collect());
+        let gapb = median(o.base.iter().map(|m| m.gap.as_secs_f64() * 1e3).collect());
+        let cpu = median(o.fault.iter().map(|m| m.cpu).collect());
+        let cpub = median(o.base.iter().map(|m| m.cpu).collect());
+        let lost: u32 = o.fault.iter().map(|m| m.pings.0 - m.pings.1).sum();
+        let sent: u32 = o.fault.iter().map(|m| m.pings.0).sum();
+        let back: Vec<String> = o
+            .back
+            .iter()
+            .map(|b| {
+                b.map_or("not in 30 s".into(), |d| {
+                    format!("{:.1} s", d.as_secs_f64())
+                })
+            })
+            .collect();
+        table.push_str(&format!(
+            "| {} | {alive}/{total} | {g:.2} ({gb:.2}) | {:.2}x | {gap:.0} ms ({gapb:.0} ms) | \
+             {lost} of {sent} | {cpu:.0} % ({cpub:.0} %) | {} → {} KiB | {} |\n",
+            o.name,
+            g / gb,
+            o.rss.0,
+            o.rss.1,
+            if o.up {
+                back.join(", ")
             } else {
-                pair.topo.links()[0].name.clone()
-            };
-            let sender = (*kind != "none")
-                .then(|| flood_in_background(&pair, iface, flood_of(kind, &mut rng), flood));
-            thread::sleep(Duration::from_millis(300));
-            let c0 = cpu_ticks(pid);
-            let t0 = Instant::now();
-            port += 1;
-            let gbit = iperf3_b_to_a(&mut pair, secs, port);
-            let cpu = (cpu_ticks(pid) - c0) as f64 / t0.elapsed().as_secs_f64();
-            let stable = pair.distributing(1);
-            let flooded_kept = pair.distributing(0);
-            let sent = sender.map_or(0, |s| s.join().unwrap());
-            thread::sleep(Duration::from_millis(300));
-            let after = lacp(&pair.status(Side::A), 0);
-            let r = &mut rows[k];
-            r.gbit.push(gbit);
-            r.cpu.push(cpu);
-            r.rate.push(sent as f64 / flood.as_secs_f64());
-            r.unstable |= !stable;
-            r.flooded_lost |= !flooded_kept;
-            r.sent += sent;
-            r.accounted += accounted(&after) - accounted(&before);
-            println!(
-                "round {round} {kind}: {gbit:.2} Gbit/s, lagd A CPU {cpu:.0} %, flood {sent} \
-                 frames, member 1 distributing: {stable}"
-            );
+                "lagd A DOWN".into()
+            },
+        ));
+        details.push_str(&format!(
+            "- **{}**: {}. Goodput per run {} Gbit/s (fault-free {}); longest ping gap {} \
+             ms (fault-free {}); per run: {}.\n",
+            o.name,
+            o.thrown,
+            list(&o.fault, |m| format!("{:.2}", m.gbit)),
+            list(&o.base, |m| format!("{:.2}", m.gbit)),
+            list(&o.fault, |m| m.gap.as_millis().to_string()),
+            list(&o.base, |m| m.gap.as_millis().to_string()),
+            list(&o.fault, |m| if m.note.is_empty() {
+                "–".to_owned()
+            } else {
+                m.note.clone()
+            }),
+        ));
+        if alive != total {
+            goals.push(format!(
+                "**missed**: {}: {alive} of {total} connections alive",
+                o.name
+            ));
+        }
+        let ratio = g / gb;
+        let storm = o.name.starts_with("flap storm");
+        if storm && (o.name.contains("balance-xor") || o.name.contains("active-backup")) {
+            goals.push(format!(
+                "{}: {ratio:.2}x of fault-free (goal 0.8x): {}",
+                o.name,
+                if ratio >= 0.8 { "met" } else { "**missed**" }
+            ));
+        }
+        if o.name.starts_with("flood") {
+            // The same sender on the loopback: what the sender alone costs, same pacing.
+            let sender_only = outcomes
+                .iter()
+                .find(|x| x.name.starts_with("100k/s sender"))
+                .map(|x| {
+                    median(x.fault.iter().map(|m| m.gbit).collect())
+                        / median(x.base.iter().map(|m| m.gbit).collect())
+                });
+            goals.push(format!(
+                "{}: {ratio:.2}x of fault-free (goal 0.9x): {}{}",
+                o.name,
+                if ratio >= 0.9 { "met" } else { "**missed**" },
+                sender_only.map_or(String::new(), |r| format!(
+                    "; the sender alone (loopback row) costs {r:.2}x, so the frames reaching \
+                     the bond cost {:.2}x of that",
+                    ratio / r
+                ))
+            ));
+        }
+        if storm && o.name.contains("802.3ad") {
+            let kept = o.fault.iter().all(|m| m.note.contains("distributing at"))
+                && o.fault.iter().all(|m| {
+                    m.note
+                        .split("distributing at ")
+                        .nth(1)
+                        .and_then(|r| r.split_once(" of "))
+                        .is_some_and(|(k, rest)| rest.split(' ').next() == Some(k))
+                });
+            goals.push(format!(
+                "{}: the stable member distributed at every check in every run: {}; goodput \
+                 {ratio:.2}x of fault-free",
+                o.name,
+                if kept { "met" } else { "**missed**" }
+            ));
         }
     }
-    let rss_end = rss_kib(pid);
-    drop(pair);
-    // Flap storms, 802.3ad, with and without lacp_rejoin_hold, interleaved.
+    // The 802.3ad storm on both members in turn, with and without lacp_rejoin_hold.
     let base_opts = "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4";
     let storm_kinds = [
         ("default (as the kernel)", base_opts.to_owned()),
@@ -808,17 +1822,20 @@ fn bench_chaos() {
             format!("{base_opts} lacp_rejoin_hold=2000"),
         ),
     ];
+    let storm_rounds = env_or("CHAOS_TURN_SECS", 12) as u32;
     let mut storms: Vec<Vec<Storm>> = storm_kinds.iter().map(|_| Vec::new()).collect();
-    for round in 0..3 {
-        for (k, (label, opts)) in storm_kinds.iter().enumerate() {
-            port += 1;
-            let s = flap_storm(opts, 20, port);
-            println!(
-                "round {round} flap storm {label}: {} of {} samples carried, longest gap {:?}, \
-                 intact {}",
-                s.carried, s.total, s.longest_gap, s.intact
-            );
-            storms[k].push(s);
+    if only.is_empty() {
+        for round in 0..3 {
+            for (k, (label, opts)) in storm_kinds.iter().enumerate() {
+                port += 1;
+                let s = flap_storm(opts, storm_rounds, port);
+                println!(
+                    "round {round} flap storm {label}: {} of {} samples carried, longest gap \
+                     {:?}, intact {}",
+                    s.carried, s.total, s.longest_gap, s.intact
+                );
+                storms[k].push(s);
+            }
         }
     }
     let mut storm_table = String::new();
@@ -828,82 +1845,88 @@ fn bench_chaos() {
             .map(|s| f64::from(s.carried) / f64::from(s.total.max(1)))
             .collect();
         let gaps: Vec<f64> = runs.iter().map(|s| s.longest_gap.as_secs_f64()).collect();
-        let list = |v: &[f64], scale: f64, unit: &str| {
-            v.iter()
-                .map(|x| format!("{:.0}{unit}", x * scale))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         storm_table.push_str(&format!(
             "| {label} | {:.0} % ({}) | {:.1} s ({}) | {} of {} |\n",
             100.0 * median(frac.clone()),
-            list(&frac, 100.0, " %"),
+            list(&frac, |x| format!("{:.0} %", x * 100.0)),
             median(gaps.clone()),
-            list(&gaps, 1000.0, " ms"),
+            list(&gaps, |x| format!("{:.0} ms", x * 1000.0)),
             runs.iter().filter(|s| s.intact).count(),
             runs.len()
         ));
     }
-    let base = median(rows[0].gbit.clone());
-    let busy = median(rows[1].gbit.clone());
-    let mut table = String::new();
-    for (kind, r) in kinds.iter().zip(&rows) {
-        let g = median(r.gbit.clone());
-        let runs: Vec<String> = r.gbit.iter().map(|x| format!("{x:.2}")).collect();
-        table.push_str(&format!(
-            "| {kind} | {} | {g:.2} ({}) | {:.2}x | {:.2}x | {:.0} % | {} | {} |\n",
-            if *kind == "none" {
-                "–".to_owned()
-            } else {
-                format!("{:.0} k/s", median(r.rate.clone()) / 1000.0)
-            },
-            runs.join(", "),
-            g / base,
-            g / busy,
-            median(r.cpu.clone()),
-            match (r.unstable, r.flooded_lost) {
-                (false, false) => "both",
-                (false, true) => "member 1 only",
-                (true, false) => "member 0 only",
-                (true, true) => "neither",
-            },
-            if *kind == "none" || *kind == BUSY {
-                "–".to_owned()
-            } else {
-                format!("{} of {}", r.accounted, r.sent)
-            },
-        ));
+    // The soak.
+    let mut soak_text = String::new();
+    if only.is_empty() || only == "soak" {
+        port += 1;
+        let (m, samples, (rss0, rss1)) = soak(soak_secs, port);
+        let fds: Vec<usize> = samples.iter().map(|s| s.2).collect();
+        let rss: Vec<u64> = samples.iter().map(|s| s.1).collect();
+        if m.alive != m.total {
+            goals.push(format!(
+                "**missed**: soak: {} of {} connections alive",
+                m.alive, m.total
+            ));
+        }
+        soak_text = format!(
+            "## Soak\n\n\
+             {} minutes (`CHAOS_SOAK_SECS={soak_secs}`; the default is 30 minutes, this table \
+             ran a shorter one): 802.3ad (fast rate, `lacp_rejoin_hold=2000`), two links, eight \
+             TCP connections from B to A as fast as they go and the 10 ms ping train for the \
+             whole time, a member flap (200 ms down) every 4 s, members in turn ({}), lagd A's \
+             status asked every 100 ms. No fault-free run of the same length: compare the \
+             fault-free 802.3ad runs of the table above.\n\n\
+             | connections alive | goodput Gbit/s | longest ping gap | pings lost | lagd A CPU | \
+             RSS before → after | open descriptors |\n\
+             |---|---|---|---|---|---|---|\n\
+             | {}/{} | {:.2} | {} ms | {} of {} | {:.0} % | {rss0} → {rss1} KiB | {} to {} |\n\n\
+             RSS every 10 s (KiB): {}.\n\n",
+            soak_secs / 60,
+            m.note,
+            m.alive,
+            m.total,
+            m.gbit,
+            m.gap.as_millis(),
+            m.pings.0 - m.pings.1,
+            m.pings.0,
+            m.cpu,
+            fds.iter().min().copied().unwrap_or(0),
+            fds.iter().max().copied().unwrap_or(0),
+            list(&rss, u64::to_string),
+        );
     }
     let md = format!(
         "# Reliability figures\n\n\
          Written by `bench/chaos.sh` (the ignored test `bench_chaos` in \
          crates/lagd/tests/chaos.rs); the short versions run in CI (`cargo test -p lagd --test \
          chaos`).\n\n\
-         ## Slow-protocol floods on one member (802.3ad)\n\n\
-         Two lagds in 802.3ad (`lacp_rate=fast`, layer3+4) over two veth links in network \
-         namespaces. TCP goodput from host B to host A, iperf3 with 8 streams for {secs} s; \
-         during the flood runs one thread in host B sends slow-protocol frames on its end of \
-         link 0 as fast as it can, so they arrive at host A's member 0 with the data. Three \
-         runs of each kind, interleaved with the no-flood baseline; medians, each run in \
-         parentheses. CPU is lagd A's user + system time over the iperf3 run (100 % = one \
-         core). *Accounted* is what lagd A's counters show for member 0 (parsed by kind, \
-         refused by the per-member rate limit, dropped by the kernel on the slow-protocols \
-         socket) against what the sender sent (frames the veth backlog drops before any \
-         socket are the kernel's; the partner's own LACPDUs are included in the first \
-         figure). The sender is a thread on the same 2-CPU machine and takes most of a core: \
-         the *busy sender* row sends the same way on host B's loopback, so nothing reaches \
-         the bond, and is the fair baseline for what the frames themselves cost (*vs busy \
-         sender*).\n\n\
-         | flood | rate | goodput Gbit/s | vs no flood | vs busy sender | lagd A CPU | distributing after each run | accounted |\n\
-         |---|---|---|---|---|---|---|---|\n\
+         ## Per scenario\n\n\
+         Two hosts (network namespaces) joined by veth links, lagd at both ends (host B runs \
+         Open vSwitch, userspace datapath, balance-tcp with active fast LACP, in the OVS row). \
+         Each run: eight TCP connections from host B to host A writing as fast as they can \
+         (half a second to warm up, then a {w} s window), a ping train from B to A every 10 ms \
+         over the window, and the fault thrown during the window; the same bond then (or \
+         first: the order alternates) does the same run without the fault. {rounds} rounds; \
+         medians, fault-free in parentheses. *Connections alive*: connections that ended \
+         cleanly with every byte, over all fault runs. *Outage*: the longest time without an \
+         echo reply in the window (counting the window's start and end). CPU: lagd A's user + \
+         system time over the window (100 % = one core; after kill -9, the new lagd's). RSS: \
+         lagd A's before the first run and after the last. *Whole again*: after each fault \
+         run, how long until every member distributes (802.3ad), stripes (stripe) or is up.\n\n\
+         | scenario | connections alive | goodput Gbit/s | vs fault-free | outage | pings lost \
+         | lagd A CPU | lagd A RSS | whole again after each fault run |\n\
+         |---|---|---|---|---|---|---|---|---|\n\
          {table}\n\
-         lagd A's RSS: {rss_start} KiB before the first run, {rss_end} KiB after the last.\n\n\
-         ## Member flap storm under TCP (802.3ad)\n\n\
-         The same two hosts, a fresh pair per run: one paced TCP connection (about 15 MB/s) \
-         from B to A while both members flap in turn for 20 s (each down 150 ms once a second, \
-         half a second apart, so one member is always up). Every 25 ms both lagds are asked \
-         whether some member distributes at both ends. Three runs of each, interleaved; \
-         medians, each run in parentheses.\n\n\
+         What each scenario threw, and per run:\n\n\
+         {details}\n\
+         ### Goals\n\n\
+         {}\n\n\
+         ## 802.3ad: both members flapping in turn\n\n\
+         A fresh pair per run: one paced TCP connection (about 15 MB/s) from B to A while both \
+         members flap in turn for {storm_rounds} s (each down 150 ms once a second, half a \
+         second apart, so one member is always up). Every 25 ms both lagds are asked whether \
+         some member distributes at both ends. Three runs of each, interleaved; medians, \
+         each run in parentheses.\n\n\
          | options | samples with a member carrying | longest receiver pause | connection intact |\n\
          |---|---|---|---|\n\
          {storm_table}\n\
@@ -911,17 +1934,84 @@ fn bench_chaos() {
          its link again before it distributes, so the bond carries almost nothing for the \
          whole storm (the kernel bond behaves the same). `lacp_rejoin_hold` lets a member that \
          returns within the hold to the partner it had attach at once.\n\n\
-         What bounds the work: each member admits 30 slow-protocol frames a second from its \
-         confirmed partner's address and 20 from all others together, before parsing \
+         {soak_text}\
+         ## Reading the figures\n\n\
+         - The eight connections run between two namespaces on the same two CPUs as both \
+         lagds, the fault's own sender and whatever else the machine runs: goodput is \
+         CPU-bound and swings by a third from run to run. Compare the medians with their own \
+         fault-free column and look at the per-run lists; a ratio above 1 is noise.\n\
+         - Flap storms: balance-xor and active-backup move the flows of a member that loses \
+         carrier at once (lagd follows carrier through rtnetlink); what is lost is what was in \
+         flight on the member that went down, which TCP resends. In 802.3ad the two flapping \
+         members never rejoin during the storm (each return waits the 2 s aggregate wait, as \
+         in the kernel), so the stable member carries everything and the bond is whole 2 s \
+         after the storm. Stripe sends every flow over both members and its resequencer waits \
+         for frames lost on a member that went down, so each flap stalls every connection a \
+         little (no goal is set for stripe). Stripe's RSS grew by about 5 MB over the \
+         scenario's ten runs, close to the size of its reorder buffer (512 slots of 9216 \
+         bytes, touched page by page as reordering deepens); whether it levels off there is \
+         not shown by these runs.\n\
+         - kill -9 and restart: in balance-xor the new lagd takes the TAP over and forwards \
+         within about two hundred milliseconds (bench/restart.md has the outage alone); in \
+         802.3ad the new lagd starts LACP from nothing, its members wait the aggregate wait \
+         and the partner must see it in sync, so about 3 s pass without a distributing member. \
+         Every connection survives both.\n\
+         - SIGSTOP: the eBPF fast path keeps forwarding while lagd is stopped, until the \
+         partner times lagd's members out (3 s after their last LACPDU); after SIGCONT lagd \
+         answers the partner and both ends distribute again, without a restart: the outage is \
+         the time from the partner's timeout to the new agreement, about 2 s.\n\
+         - Garbage: each sender runs unpaced at nice -10 and takes most of a core by itself \
+         (130-250 k frames/s), which is what halves the goodput; lagd's CPU and RSS do not \
+         move and no ping is lost.\n\
+         - Floods: the sender is a thread on the same two CPUs at nice -10 (at normal priority \
+         it reached only 30-70 k frames/s against the TCP load); the *100k/s sender, nothing \
+         reaches the bond* row is the same sender on host B's loopback, and the goals list \
+         compares each flood with it too: what remains is the kernel's receive path for 100 k \
+         frames/s on host A (veth, the tcx program, the packet socket) and lagd's few % of a \
+         core, all on the same two CPUs. The rate limit refuses most frames before parsing; \
+         about half never reach lagd because the kernel's queue on its slow-protocols socket \
+         overflows (*kernel drops*): lagd, a normal-priority process on a machine the TCP load \
+         saturates, is not scheduled often enough to read 100 k frames/s (at nice -10 it read \
+         more, but the partner's losses did not stop). The real partner's LACPDUs wait in that \
+         same queue and are dropped with the flood when it is full; three lost in a row time \
+         the member out: in one of the five random-partner runs member 0 was out of \
+         distribution when the flood ended (whole again 1.1 s later), and one malformed-flood \
+         run had a 1.4 s ping gap. That is lagd's to fix (not done here): a second \
+         slow-protocols socket per member whose kernel filter passes only the confirmed \
+         partner's source address would keep the partner's LACPDUs out of the flood's queue. \
+         An earlier run with a random-partner flood cycling through only 256 different PDUs \
+         also lost member 0 to takeovers: the limiter admits 20 a second from the attacker's \
+         address, two admitted in a row name the same partner one time in 256, and lagd takes \
+         such a repeat for a real new partner (by design, so that a moved cable takes over \
+         quickly; a deliberate replay of one LACPDU always can, LACP has no authentication). \
+         The flood now cycles through 16384 different PDUs.\n\
+         - Control clients: with every frame going through lagd's loop (`fastpath=off`), the \
+         outage under the abuse is the same as without it, and every well-behaved status \
+         request is answered (slowest 24 ms): no client stalls forwarding. RSS rises about 2 \
+         MB in the first run (requests of up to 64 KiB from many clients at once) and then by \
+         a few tens of KiB per run.\n\n\
+         ## What bounds the work\n\n\
+         Each member admits 30 slow-protocol frames a second from its confirmed partner's \
+         address and 20 from all others together, before parsing \
          (`lagd_proto::lacp::limit`); Marker Responses go at 5 a second at most; frames are \
          read 64 per `recvmmsg`; the data socket never sees EtherType 0x8809 (a socket \
          filter). Valid LACPDUs naming random partners from another address are held off while \
-         member 0's confirmed partner is current (a real new partner repeats itself and takes \
-         over one LACPDU later), so the member keeps its partner.\n\n\
+         the member's confirmed partner is current. Control clients are served off the \
+         forwarding loop with bounded requests and a deadline per request.\n\n\
          Machine: {}.\n",
+        goals
+            .iter()
+            .map(|g| format!("- {g}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
         machine(),
+        w = window.as_secs(),
     );
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/reliability.md");
-    std::fs::write(&out, md).expect("write bench/reliability.md");
-    println!("wrote {}", out.display());
+    if only.is_empty() {
+        std::fs::write(&out, md).expect("write bench/reliability.md");
+        println!("wrote {}", out.display());
+    } else {
+        println!("{md}");
+    }
 }
