@@ -392,6 +392,38 @@ impl PacketSocket {
             // ret #-1: the whole frame
             bpf(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX),
         ];
+        self.attach_filter(&mut program)
+    }
+
+    /// Attaches (or replaces) a classic BPF socket filter that passes only the frames whose
+    /// source MAC is `src` (`only`), or every frame but those (`!only`), whole. lagd reads a
+    /// LACP partner's slow-protocol frames on a socket of their own this way, so a flood from
+    /// other addresses cannot fill the queue they wait in. `None` with `only` passes nothing,
+    /// with `!only` everything.
+    pub fn filter_source(&self, src: Option<[u8; 6]>, only: bool) -> io::Result<()> {
+        let (hit, miss) = if only { (u32::MAX, 0) } else { (0, u32::MAX) };
+        let Some(mac) = src else {
+            let mut program = [bpf(libc::BPF_RET | libc::BPF_K, 0, 0, miss)];
+            return self.attach_filter(&mut program);
+        };
+        let high = u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]);
+        let low = u32::from(u16::from_be_bytes([mac[4], mac[5]]));
+        let mut program = [
+            // ld [6]: the source MAC's first four bytes
+            bpf(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 6),
+            // jeq #high, next, to the miss
+            bpf(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 2, high),
+            // ldh [10]: its last two
+            bpf(libc::BPF_LD | libc::BPF_H | libc::BPF_ABS, 0, 0, 10),
+            // jeq #low, to the hit, to the miss
+            bpf(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 1, 0, low),
+            bpf(libc::BPF_RET | libc::BPF_K, 0, 0, miss),
+            bpf(libc::BPF_RET | libc::BPF_K, 0, 0, hit),
+        ];
+        self.attach_filter(&mut program)
+    }
+
+    fn attach_filter(&self, program: &mut [libc::sock_filter]) -> io::Result<()> {
         let fprog = libc::sock_fprog {
             len: program.len() as libc::c_ushort,
             filter: program.as_mut_ptr(),
@@ -620,5 +652,65 @@ mod test {
             !seen.contains(&ETH_P_SLOW),
             "slow protocols dropped: {seen:x?}"
         );
+    }
+
+    /// Needs root, as above. Three sockets on the loopback interface: one passing only source
+    /// A, one passing everything but A, one passing nothing yet; frames from A and from B.
+    #[test]
+    fn source_filters_split_a_partner_from_everyone_else() {
+        let lo = link::ifindex("lo").expect("loopback interface");
+        let a = [0x02, 0x5a, 0, 0, 0, 0x0a];
+        let b = [0x02, 0x5a, 0, 0, 0, 0x0b];
+        let open = || {
+            PacketSocket::bind(
+                lo,
+                PacketOptions {
+                    protocol: 0x88b6,
+                    ..PacketOptions::default()
+                },
+            )
+            .expect("AF_PACKET socket (needs root)")
+        };
+        let (only, except, none) = (open(), open(), open());
+        only.filter_source(Some(a), true).unwrap();
+        except.filter_source(Some(a), false).unwrap();
+        none.filter_source(None, true).unwrap();
+        let tx = PacketSocket::bind(lo, PacketOptions::default()).unwrap();
+        let tag = std::process::id().to_be_bytes();
+        for src in [a, b, a, b] {
+            let mut f = vec![0u8; 60];
+            f[0..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 2]);
+            f[6..12].copy_from_slice(&src);
+            f[12..14].copy_from_slice(&0x88b6u16.to_be_bytes());
+            f[20..24].copy_from_slice(&tag);
+            tx.send(&f).unwrap();
+        }
+        let read = |s: &PacketSocket, want: usize| {
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 2048];
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+            while std::time::Instant::now() < deadline && seen.len() <= want {
+                match s.recv(&mut buf) {
+                    Ok(n) if n >= 24 && buf[20..24] == tag => seen.push(buf[11]),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    Err(e) => panic!("recv: {e}"),
+                }
+            }
+            seen
+        };
+        assert_eq!(read(&only, 2), [0x0a, 0x0a], "only A");
+        assert_eq!(read(&except, 2), [0x0b, 0x0b], "everyone but A");
+        assert_eq!(read(&none, 0), Vec::<u8>::new(), "nothing");
+        // Replaced: the partner changed to B.
+        except.filter_source(Some(b), false).unwrap();
+        let mut f = vec![0u8; 60];
+        f[6..12].copy_from_slice(&a);
+        f[12..14].copy_from_slice(&0x88b6u16.to_be_bytes());
+        f[20..24].copy_from_slice(&tag);
+        tx.send(&f).unwrap();
+        assert_eq!(read(&except, 1), [0x0a], "A passes once B is the partner");
     }
 }

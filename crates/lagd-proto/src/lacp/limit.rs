@@ -127,6 +127,11 @@ impl RxLimiter {
         }
     }
 
+    /// The confirmed partner's source MAC, if any.
+    pub(crate) fn trusted(&self) -> Option<EthernetAddress> {
+        self.trusted
+    }
+
     /// The port lost its partner (timed out, link down): nobody is trusted any more.
     pub(crate) fn forget(&mut self) {
         self.trusted = None;

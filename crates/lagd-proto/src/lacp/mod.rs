@@ -838,6 +838,15 @@ impl Lacp {
                 .is_some_and(|i| self.ports[i].lacp_distributing())
     }
 
+    /// The source MAC of `port`'s confirmed partner (two consecutive LACPDUs from it naming
+    /// the same partner and knowing this port; see [`limit`]): a dataplane may read that
+    /// address's slow-protocol frames apart from the rest, so a flood from elsewhere cannot
+    /// crowd them out of a socket's queue before the port's own limits see them.
+    pub fn confirmed_partner_source(&self, port: PortId) -> Option<EthernetAddress> {
+        self.index(port)
+            .and_then(|i| self.ports[i].rx_limit.trusted())
+    }
+
     /// Whether the dataplane may accept frames from `port`: its Mux machine collects, or it
     /// carries the fallback. `false` for an unknown port.
     pub fn is_collecting(&self, port: PortId) -> bool {

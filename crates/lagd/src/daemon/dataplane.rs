@@ -67,6 +67,12 @@ pub(crate) struct Member {
     /// Slow-protocols frames in (on their own socket, so a busy data socket cannot starve
     /// LACP), and every frame the bond sends itself out (no virtio_net_hdr).
     pub(crate) control: Option<PacketSocket>,
+    /// The confirmed LACP partner's slow-protocols frames, on a socket of their own (the
+    /// control socket then takes every other source): a flood from elsewhere fills the control
+    /// socket's queue, not this one.
+    pub(crate) partner: Option<PacketSocket>,
+    /// The source address the partner socket takes (and the control socket leaves to it).
+    pub(crate) partner_src: Option<[u8; 6]>,
     pub(crate) isolation: Option<IngressDrop>,
     pub(crate) counters: Counters,
 }
@@ -265,7 +271,14 @@ impl Dataplane {
     /// Reads up to a batch of slow-protocols frames from member `i`'s control socket into the
     /// bond, with one `recvmmsg`: a flood costs one system call per [`SLOW_BATCH`] frames.
     pub(crate) fn service_slow(&mut self, bond: &mut Bond, i: usize, now: Instant) {
-        let Some(c) = &self.io.members[i].control else {
+        // The confirmed partner's frames first.
+        self.service_slow_socket(bond, i, true, now);
+        self.service_slow_socket(bond, i, false, now);
+    }
+
+    fn service_slow_socket(&mut self, bond: &mut Bond, i: usize, partner: bool, now: Instant) {
+        let m = &self.io.members[i];
+        let Some(c) = (if partner { &m.partner } else { &m.control }) else {
             return;
         };
         let slots = &mut self.slow_buf;
@@ -291,6 +304,24 @@ impl Dataplane {
             };
             bond.handle_frame(now, PortId(i as u16), frame);
         }
+    }
+
+    /// Keeps member `i`'s confirmed LACP partner's frames on the partner socket: when the
+    /// bond's confirmed source for the member changed, the partner socket takes that address
+    /// and the control socket every other.
+    pub(crate) fn follow_partner(&mut self, i: usize, src: Option<[u8; 6]>) -> io::Result<()> {
+        let m = &mut self.io.members[i];
+        if m.partner_src == src {
+            return Ok(());
+        }
+        // Tried once per change (a failure is reported once, not on every wake).
+        m.partner_src = src;
+        if let (Some(p), Some(c)) = (&m.partner, &m.control) {
+            // The partner's frames reach both sockets for a moment rather than neither.
+            p.filter_source(src, true)?;
+            c.filter_source(src, false)?;
+        }
+        Ok(())
     }
 
     /// Sends every frame the bond queued itself (LACPDUs, Marker responses, ARP probes,
@@ -339,7 +370,7 @@ impl Dataplane {
             .map(|s| s.statistics().map_or(0, |s| u64::from(s.drops)))
             .sum();
         m.counters.rx_socket_drops += drops;
-        if let Some(s) = &m.control {
+        for s in m.control.iter().chain(&m.partner) {
             m.counters.slow_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
         }
         let c = &m.counters;

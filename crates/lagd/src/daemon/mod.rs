@@ -314,7 +314,7 @@ impl Daemon {
             for s in m.readers() {
                 poller.add(s, TOKEN_MEMBER + i as u64, Interest::READABLE)?;
             }
-            if let Some(c) = &m.control {
+            for c in m.control.iter().chain(&m.partner) {
                 poller.add(c, TOKEN_CONTROL_SOCKET + i as u64, Interest::READABLE)?;
             }
         }
@@ -456,6 +456,18 @@ impl Daemon {
                 lagd_sys::packet::SLOW_PROTOCOLS_MULTICAST,
             ))
             .with_context(|| format!("slow-protocols multicast on member {name}"))?;
+        // The confirmed LACP partner's frames, once there is one (Dataplane::follow_partner);
+        // nothing until then.
+        let partner = PacketSocket::bind(
+            ifindex,
+            PacketOptions {
+                protocol: lagd_sys::packet::ETH_P_SLOW,
+                ignore_outgoing: true,
+                ..PacketOptions::default()
+            },
+        )
+        .and_then(|p| p.filter_source(None, true).map(|()| p))
+        .with_context(|| format!("LACP partner socket on member {name}"))?;
         // Promiscuous: a physical NIC must accept frames for the bond's MAC. Undone when the
         // socket closes.
         socket
@@ -490,6 +502,8 @@ impl Daemon {
             socket: Some(socket),
             rx,
             control: Some(control),
+            partner: Some(partner),
+            partner_src: None,
             isolation,
             counters: Default::default(),
         })
@@ -633,10 +647,11 @@ impl Daemon {
     /// Closes member `i`'s sockets and programs and marks it gone in the bond.
     fn release_member(&mut self, now: Instant, i: usize) {
         let m = &mut self.dp.io.members[i];
-        if let Some(c) = m.control.take() {
+        for c in m.control.take().into_iter().chain(m.partner.take()) {
             let _ = self.poller.delete(&c);
             m.counters.slow_socket_drops += c.statistics().map_or(0, |s| u64::from(s.drops));
         }
+        m.partner_src = None;
         for s in m.socket.take().into_iter().chain(m.rx.drain(..)) {
             let _ = self.poller.delete(&s);
             m.counters.rx_socket_drops += s.statistics().map_or(0, |s| u64::from(s.drops));
@@ -700,6 +715,14 @@ impl Daemon {
     /// After every wake: the frames the bond queued go out, and its events are acted on.
     fn after_wake(&mut self, now: Instant) {
         self.dp.send_own(&mut self.bond, now);
+        if let Some(l) = self.bond.lacp() {
+            for i in 0..self.dp.io.members.len() {
+                let src = l.confirmed_partner_source(PortId(i as u16)).map(|m| m.0);
+                if let Err(e) = self.dp.follow_partner(i, src) {
+                    warn!(member = %self.dp.io.members[i].name, "LACP partner socket: {e}");
+                }
+            }
+        }
         while let Some(ev) = self.bond.poll_event() {
             if !self.subscribers.is_empty() {
                 let name = |p: Option<PortId>| {
@@ -1129,10 +1152,14 @@ impl Daemon {
                     .add(s, TOKEN_MEMBER + i as u64, Interest::READABLE)
             })
             .and_then(|()| {
-                member.control.as_ref().map_or(Ok(()), |c| {
-                    self.poller
-                        .add(c, TOKEN_CONTROL_SOCKET + i as u64, Interest::READABLE)
-                })
+                member
+                    .control
+                    .iter()
+                    .chain(&member.partner)
+                    .try_for_each(|c| {
+                        self.poller
+                            .add(c, TOKEN_CONTROL_SOCKET + i as u64, Interest::READABLE)
+                    })
             });
         self.dp.io.members.push(member);
         self.config.members.push(name.to_owned());
