@@ -10,7 +10,8 @@
 #           lagd's sockets and options with a layer3+4 hash and nothing else, the floor under
 #           lagd on this machine (what any userspace dataplane of this shape costs)
 #
-# For each: TCP goodput with 1 and 8 streams, 64-byte UDP datagrams per second
+# For each: TCP goodput with 1 and 8 streams (8 streams twice: iperf3 -P 8, whose one thread
+# serves all eight sockets, and one iperf3 process per stream), 64-byte UDP datagrams per second
 # (iperf3 -u -l 64 -b 0, one flow), and for the bonds the traffic gap after one member loses
 # carrier mid-run (built-in generator, 8 streams, the busiest member's peer set down). Every
 # figure is the median of RUNS runs (default 3); the runs are interleaved (run 1 of every
@@ -55,13 +56,14 @@ test_args() {
     case "$1" in
         tcp1) echo "--streams 1 --duration $DURATION" ;;
         tcp8) echo "--streams 8 --duration $DURATION" ;;
+        tcp8e) echo "--streams 8 --duration $DURATION --generator iperf3-each" ;;
         udp64) echo "--udp --udp-length 64 --streams 1 --duration $DURATION" ;;
         failover) echo "--streams 8 --duration $DURATION --fail-after $FAIL_AT --generator builtin" ;;
     esac
 }
 
 SETUPS=(direct kernel lagd ovs relay)
-TESTS=(tcp1 tcp8 udp64 failover)
+TESTS=(tcp1 tcp8 tcp8e udp64 failover)
 
 # cpu_watch OUT: until killed, writes to OUT the CPU seconds (user + system) that the lagd
 # processes started from $LAGD have used, summed over processes, each at its last sample
@@ -84,10 +86,32 @@ cpu_watch() {
     done
 }
 
+# idle_watch OUT: waits for the run's first iperf3 client, then writes to OUT the share of
+# the machine's CPU time (all CPUs) that was idle from 1 s after it started until 2 s before
+# the run's end: whether the CPUs or something else bounded the figure.
+idle_watch() {
+    local out=$1 a b
+    until for f in /proc/[0-9]*/cmdline; do { tr '\0' ' ' <"$f"; } 2>/dev/null; echo; done |
+        grep -q 'iperf3 -c .* -J'; do
+        sleep 0.1
+    done
+    sleep 1
+    read -r -a a < <(grep '^cpu ' /proc/stat)
+    sleep $((DURATION - 3))
+    read -r -a b < <(grep '^cpu ' /proc/stat)
+    # Fields after "cpu": user nice system idle iowait irq softirq steal.
+    local total=0 idle i
+    for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
+    idle=$((b[4] - a[4] + b[5] - a[5]))
+    echo "scale=1; 100 * $idle / $total" | bc >"$out"
+}
+
 measure() { # setup test run
     local setup=$1 test=$2 run=$3 file="$work/$1.$2.$3.json"
     cpu_watch "$work/$1.$2.$3.cpu" &
     local watcher=$!
+    local idler=
+    case "$test" in tcp1 | tcp8 | tcp8e) idle_watch "$work/$1.$2.$3.idle" & idler=$! ;; esac
     # shellcheck disable=SC2046 # the argument lists are meant to split
     if "$LAGCTL" lab --links 2 --rate 0 --mode balance-xor --policy layer3+4 --json --quiet \
         $(setup_args "$setup") $(test_args "$test") >"$file" 2>"$work/$1.$2.$3.err"; then
@@ -99,6 +123,10 @@ measure() { # setup test run
     fi
     kill "$watcher" 2>/dev/null
     wait "$watcher" 2>/dev/null || true
+    if [ -n "$idler" ]; then
+        kill "$idler" 2>/dev/null
+        wait "$idler" 2>/dev/null || true
+    fi
 }
 
 summary() { # file test
@@ -142,9 +170,16 @@ declare -A M
 for setup in "${SETUPS[@]}"; do
     M[$setup.tcp1]=$(median "$setup" tcp1 .aggregate_gbps)
     M[$setup.tcp8]=$(median "$setup" tcp8 .aggregate_gbps)
+    M[$setup.tcp8e]=$(median "$setup" tcp8e .aggregate_gbps)
     M[$setup.udp64]=$(median "$setup" udp64 .udp_pps)
     M[$setup.rt1]=$(median "$setup" tcp1 .retransmits)
     M[$setup.rt8]=$(median "$setup" tcp8 .retransmits)
+    M[$setup.rt8e]=$(median "$setup" tcp8e .retransmits)
+    for t in tcp1 tcp8 tcp8e; do
+        M[$setup.idle.$t]=$(for f in "$work/$setup.$t".*.idle; do
+            [ -s "$f" ] && cat "$f"
+        done | sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "–"}')
+    done
     M[$setup.gap]=$(median "$setup" failover .failover.gap_ms)
     # lagd's CPU, both ends together, as % of one core over the traffic time.
     M[$setup.cpu8]=$(for f in "$work/$setup.tcp8".*.cpu; do
@@ -183,9 +218,14 @@ done
         echo "| $1 | $(fmt "$d" "$3") | $(fmt "$k" "$3") | $(fmt "$l" "$3") | $(fmt "$o" "$3") | $(fmt "$r" "$3") | $(ratio "$k" "$d") | $(ratio "$k" "$o") | $(ratio "$l" "$d") | $(ratio "$o" "$d") | $(ratio "$r" "$d") | $(ratio "$l" "$o") | $(ratio "$l" "$r") |"
     }
     row "TCP, 1 stream (Gbit/s)" tcp1 2
-    row "TCP, 8 streams (Gbit/s)" tcp8 2
+    row "TCP, 8 streams, iperf3 -P 8 (Gbit/s)" tcp8 2
+    row "TCP, 8 streams, one iperf3 per stream (Gbit/s)" tcp8e 2
     row "UDP 64 B, 1 flow (datagrams/s received)" udp64 0
     echo "| lagd's CPU, both ends, TCP 8 streams (% of one core) | – | $(fmt "${M[kernel.cpu8]}" 1) | $(fmt "${M[lagd.cpu8]}" 1) | – | – | | | | | | | |"
+    for t in tcp1 tcp8 tcp8e; do
+        case $t in tcp1) l="TCP 1 stream" ;; tcp8) l="TCP 8, iperf3 -P 8" ;; tcp8e) l="TCP 8, one iperf3 each" ;; esac
+        echo "| CPUs idle during $l (% of both) | $(fmt "${M[direct.idle.$t]}" 1) | $(fmt "${M[kernel.idle.$t]}" 1) | $(fmt "${M[lagd.idle.$t]}" 1) | $(fmt "${M[ovs.idle.$t]}" 1) | $(fmt "${M[relay.idle.$t]}" 1) | | | | | | | |"
+    done
     echo "| longest TCP stall after carrier loss (ms) | – | $(fmt "${M[kernel.gap]}" 1) | $(fmt "${M[lagd.gap]}" 1) | $(fmt "${M[ovs.gap]}" 1) | – | | | | | | $(ratio "${M[lagd.gap]}" "${M[ovs.gap]}") | |"
     echo
     echo "| setup | test | n | member shares per run (%) | retransmits (median) |"
@@ -193,6 +233,7 @@ done
     for setup in "${SETUPS[@]}"; do
         echo "| $setup | TCP 1 | $(count "$setup" tcp1) | $(shares "$setup" tcp1) | $(fmt "${M[$setup.rt1]}" 0) |"
         echo "| $setup | TCP 8 | $(count "$setup" tcp8) | $(shares "$setup" tcp8) | $(fmt "${M[$setup.rt8]}" 0) |"
+        echo "| $setup | TCP 8, one iperf3 each | $(count "$setup" tcp8e) | $(shares "$setup" tcp8e) | $(fmt "${M[$setup.rt8e]}" 0) |"
         echo "| $setup | UDP 64 B | $(count "$setup" udp64) | $(shares "$setup" udp64) | |"
         if [ "$setup" = lagd ] || [ "$setup" = kernel ] || [ "$setup" = ovs ]; then
             rec=$(for f in "$work/$setup.failover".*.json; do

@@ -180,6 +180,34 @@ fn builtin_generator_measures_the_same_ceiling() {
     assert_balanced(&v);
 }
 
+/// One iperf3 process pair per stream (iperf3 before 3.16 runs every `-P` stream in one
+/// thread): every pair's port served, its report summed into the flow's figure.
+#[test]
+fn iperf3_each_runs_a_process_per_stream() {
+    let v = lab_json(&[
+        "--baseline",
+        "direct",
+        "--links",
+        "2",
+        "--rate",
+        "100mbit",
+        "--duration",
+        "3",
+        "--streams",
+        "4",
+        "--generator",
+        "iperf3-each",
+    ]);
+    assert_eq!(v["generator"], "iperf3-each");
+    assert_eq!(v["streams"], 4);
+    assert_near(gbps(&v), 2.0 * LINK_GBPS, 0.05, "aggregate");
+    let flows = v["flows"].as_array().expect("flows");
+    let sum: f64 = flows.iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
+    assert_near(sum, gbps(&v), 0.01, "flows add up to the aggregate");
+    assert!(v["retransmits"].is_u64(), "{v}");
+    assert_balanced(&v);
+}
+
 #[test]
 fn one_stream_on_direct_links_uses_one_link() {
     let v = lab_json(&[

@@ -172,7 +172,7 @@ pub fn main(args: LabArgs) -> Result<(), CliError> {
             "lagctl lab needs root (it creates network namespaces)"
         )));
     }
-    if opts.generator == Generator::Iperf3 {
+    if matches!(opts.generator, Generator::Iperf3 | Generator::Iperf3Each) {
         require_program("iperf3", "iperf3")
             .map_err(|e| CliError::Failed(e.context("or use --generator builtin")))?;
     }
@@ -333,7 +333,7 @@ pub fn options(args: &LabArgs) -> Result<LabOptions, String> {
     if matches!(setup, Setup::Relay(_)) && (fail_after.is_some() || args.sweep) {
         return Err("--relay measures throughput only (no --fail-after, no --sweep)".into());
     }
-    if fail_after.is_some() && args.generator == Generator::Iperf3 {
+    if fail_after.is_some() && matches!(args.generator, Generator::Iperf3 | Generator::Iperf3Each) {
         return Err("--fail-after needs the built-in generator (--generator builtin)".into());
     }
     if fail_after.is_some() && args.sweep {

@@ -609,6 +609,7 @@ fn measure(
         .to_string(),
         generator: match opts.generator {
             Generator::Builtin => "builtin",
+            Generator::Iperf3Each => "iperf3-each",
             _ => "iperf3",
         }
         .to_string(),
@@ -964,6 +965,7 @@ fn write_sweep(opts: &SweepOptions, outcome: &SweepOutcome) -> Result<()> {
         if b.udp_length.is_some() { "UDP" } else { "TCP" },
         match b.generator {
             Generator::Builtin => "built-in generator",
+            Generator::Iperf3Each => "iperf3, one process per stream",
             _ => "iperf3",
         }
     );

@@ -37,8 +37,12 @@ const GAP_MIN: Duration = Duration::from_millis(1);
 pub enum Generator {
     /// iperf3 when installed, the built-in generator otherwise.
     Auto,
-    /// iperf3 (must be installed).
+    /// iperf3 (must be installed), one process pair per flow running its streams (`-P`).
     Iperf3,
+    /// iperf3, one process pair per stream: iperf3 before 3.16 serves all `-P` streams from
+    /// one thread, which then bounds what several streams can carry.
+    #[serde(rename = "iperf3-each")]
+    Iperf3Each,
     /// The built-in TCP generator.
     Builtin,
 }
@@ -173,7 +177,9 @@ pub fn run(
 ) -> Result<TrafficResult> {
     match spec.generator {
         Generator::Builtin => Builtin::run(topo, ctl, spec),
-        Generator::Iperf3 | Generator::Auto => run_iperf3(topo, ctl, spec, iperf3),
+        Generator::Iperf3 | Generator::Iperf3Each | Generator::Auto => {
+            run_iperf3(topo, ctl, spec, iperf3)
+        }
     }
 }
 
@@ -225,35 +231,39 @@ fn run_iperf3(
         bail!("failure injection needs the built-in generator (it timestamps every read)");
     }
     let secs = spec.duration.as_secs().max(1).to_string();
+    // One iperf3 pair per flow, or per stream: (flow index, streams of this pair).
+    let jobs: Vec<(usize, usize)> = spec
+        .flows
+        .iter()
+        .enumerate()
+        .flat_map(|(i, flow)| match spec.generator {
+            Generator::Iperf3Each => vec![(i, 1); flow.streams],
+            _ => vec![(i, flow.streams)],
+        })
+        .collect();
     let mut servers = Vec::new();
-    for (i, flow) in spec.flows.iter().enumerate() {
-        let port = (PORT_BASE + i as u16).to_string();
-        let dst = flow.route.dst.to_string();
+    for (j, &(i, _)) in jobs.iter().enumerate() {
+        let route = &spec.flows[i].route;
+        let port = PORT_BASE + j as u16;
         let id = topo.spawn_in(
-            &flow.route.dst_ns,
-            &format!("iperf3-server-{i}"),
+            &route.dst_ns,
+            &format!("iperf3-server-{j}"),
             iperf3,
-            &["-s", "-B", &dst, "-p", &port],
+            &["-s", "-B", &route.dst.to_string(), "-p", &port.to_string()],
             &[],
         )?;
         servers.push(id);
-        wait_listening(
-            topo,
-            ctl,
-            id,
-            &flow.route.dst_ns,
-            PORT_BASE + i as u16,
-            "iperf3 server",
-        )?;
+        wait_listening(topo, ctl, id, &route.dst_ns, port, "iperf3 server")?;
     }
     let before = topo.member_counters(Side::A)?;
     let mut clients = Vec::new();
-    for (i, flow) in spec.flows.iter().enumerate() {
-        let port = (PORT_BASE + i as u16).to_string();
+    for (j, &(i, streams)) in jobs.iter().enumerate() {
+        let route = &spec.flows[i].route;
+        let port = (PORT_BASE + j as u16).to_string();
         let (dst, src, streams) = (
-            flow.route.dst.to_string(),
-            flow.route.src.to_string(),
-            flow.streams.to_string(),
+            route.dst.to_string(),
+            route.src.to_string(),
+            streams.to_string(),
         );
         let mut args = vec![
             "-c", &dst, "-B", &src, "-p", &port, "-P", &streams, "-t", &secs, "-J",
@@ -264,8 +274,8 @@ fn run_iperf3(
             args.extend(["-u", "-l", &len, "-b", "0"]);
         }
         clients.push(topo.spawn_in(
-            &flow.route.src_ns,
-            &format!("iperf3-client-{i}"),
+            &route.src_ns,
+            &format!("iperf3-client-{j}"),
             iperf3,
             &args,
             &[],
@@ -306,10 +316,10 @@ fn run_iperf3(
             .collect(),
         max_stall_ms: None,
         failover: None,
-        flows_bps: Vec::new(),
+        flows_bps: vec![0.0; spec.flows.len()],
     };
     let (mut sent, mut lost) = (0u64, 0u64);
-    for &c in &clients {
+    for (&c, &(flow, _)) in clients.iter().zip(&jobs) {
         let text = fs::read_to_string(topo.out_path(c)).unwrap_or_default();
         let report = parse_iperf3(&text).with_context(|| {
             format!(
@@ -323,7 +333,7 @@ fn run_iperf3(
             )
         })?;
         result.bits_per_second += report.bits_per_second;
-        result.flows_bps.push(report.bits_per_second);
+        result.flows_bps[flow] += report.bits_per_second;
         result.seconds = result.seconds.max(report.seconds);
         if let Some(r) = report.retransmits {
             *result.retransmits.get_or_insert(0) += r;
