@@ -139,7 +139,8 @@ fn tcp_segment(id: u32, flow: u8, seq: u32, payload: usize, flags: u8) -> Vec<u8
     f
 }
 
-fn tcp_order(data: &[u8]) {
+/// A resequencer with tables small enough that the fuzzer reaches every limit, on three lanes.
+fn small_tcp_order() -> TcpOrder {
     let config = TcpOrderConfig {
         max_flows: 3,
         max_bytes: 4000,
@@ -148,6 +149,11 @@ fn tcp_order(data: &[u8]) {
     };
     let mut o = TcpOrder::new(config, 1);
     o.set_lanes(&[0, 1, 2]);
+    o
+}
+
+fn tcp_order(data: &[u8]) {
+    let mut o = small_tcp_order();
     let mut now = 0u64;
     let mut taken = 0u32;
     let mut seen = HashSet::new();
@@ -223,14 +229,7 @@ impl TcpSink for Sink<'_> {
 }
 
 fn tcp_order_with_kernel(data: &[u8]) {
-    let config = TcpOrderConfig {
-        max_flows: 3,
-        max_bytes: 4000,
-        max_flow_bytes: 2500,
-        ..TcpOrderConfig::default()
-    };
-    let mut o = TcpOrder::new(config, 1);
-    o.set_lanes(&[0, 1, 2]);
+    let mut o = small_tcp_order();
     let party = RefCell::new(Party {
         flows: HashMap::new(),
         seen: HashSet::new(),

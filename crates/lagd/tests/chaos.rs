@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
-use lagd::lab::dataplane::{OvsInstance, start_ovs};
+use lagd::lab::dataplane::{OvsInstance, address_bond, start_ovs_bond};
 use lagd::lab::topology::{
     ProcessId, Side, Topology, in_named_ns, is_root, random_u64, require_program,
 };
@@ -72,32 +72,23 @@ impl Pair {
             "the Open vSwitch tests need root (CI runs them as root)"
         );
         let mut topo = Topology::create(links).expect("create topology");
-        let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
         let bridge = format!("{}br", topo.tag());
-        let ovs = start_ovs(&mut topo, Side::B, &bridge).expect("start Open vSwitch");
-        let mut args = vec!["add-bond", &bridge, "bond0"];
-        args.extend(members.iter().map(String::as_str));
-        args.extend([
-            "bond_mode=balance-tcp",
-            "lacp=active",
-            "other_config:lacp-time=fast",
-        ]);
-        ovs.vsctl(&args).expect("add-bond");
-        for m in &members {
-            topo.sysctl(Side::B, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")
-                .unwrap();
-        }
-        let b = format!("{}/24", topo.address(2));
-        topo.ip(Side::B, &["addr", "add", &b, "dev", &bridge])
-            .unwrap();
-        topo.ip(Side::B, &["link", "set", &bridge, "up"]).unwrap();
+        let ovs = start_ovs_bond(
+            &mut topo,
+            Side::B,
+            &bridge,
+            &[
+                "bond_mode=balance-tcp",
+                "lacp=active",
+                "other_config:lacp-time=fast",
+            ],
+        )
+        .expect("start Open vSwitch with its bond");
+        address_bond(&topo, Side::B, &bridge, 2).unwrap();
         let bond = format!("{}bA", topo.tag());
         let opts = format!("mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 {extra}");
         let (pa, ca) = start_lagd(&mut topo, Side::A, &bond, &opts);
-        let a = format!("{}/24", topo.address(1));
-        topo.ip(Side::A, &["addr", "add", &a, "dev", &bond])
-            .unwrap();
-        topo.ip(Side::A, &["link", "set", &bond, "up"]).unwrap();
+        address_bond(&topo, Side::A, &bond, 1).unwrap();
         Self {
             topo,
             controls: vec![ca],

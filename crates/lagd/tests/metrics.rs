@@ -472,21 +472,23 @@ fn bad_metrics_addresses_are_refused_at_start() {
 /// metrics are what OVS sends, and a member down shows.
 #[test]
 fn metrics_against_open_vswitch() {
-    use lagd::lab::dataplane::start_ovs;
+    use lagd::lab::dataplane::start_ovs_bond;
     assert!(is_root(), "the Open vSwitch tests need root");
     require_program("promtool", "prometheus").unwrap();
     let mut topo = Topology::create(2).expect("create topology");
     let links: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
     let bridge = format!("{}br", topo.tag());
-    let ovs = start_ovs(&mut topo, Side::B, &bridge).expect("start Open vSwitch");
-    let mut args = vec!["add-bond", &bridge, "bond0"];
-    args.extend(links.iter().map(String::as_str));
-    args.extend([
-        "bond_mode=balance-tcp",
-        "lacp=active",
-        "other_config:lacp-time=fast",
-    ]);
-    ovs.vsctl(&args).expect("add-bond");
+    let ovs = start_ovs_bond(
+        &mut topo,
+        Side::B,
+        &bridge,
+        &[
+            "bond_mode=balance-tcp",
+            "lacp=active",
+            "other_config:lacp-time=fast",
+        ],
+    )
+    .expect("start Open vSwitch with its bond");
     let bond = format!("{}ba", topo.tag());
     let metrics = topo.dir().join("a.metrics");
     let unix = format!("unix:{}", metrics.display());

@@ -9,6 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use lagd::daemon::query_status;
+use lagd::lab::dataplane::address_bond;
 use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program, run};
 use lagd::lab::traffic::checked_transfer;
 use lagd::status::Status;
@@ -69,10 +70,7 @@ impl SwitchLab {
         }
         let bond = format!("{}ba", topo.tag());
         let (lagd, control) = start_lagd(&mut topo, Side::A, &bond, opts);
-        let cidr = format!("{}/24", topo.address(1));
-        topo.ip(Side::A, &["addr", "add", &cidr, "dev", &bond])
-            .unwrap();
-        topo.ip(Side::A, &["link", "set", &bond, "up"]).unwrap();
+        address_bond(&topo, Side::A, &bond, 1).unwrap();
         Self {
             topo,
             bond,

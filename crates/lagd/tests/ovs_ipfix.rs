@@ -13,7 +13,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::lab::dataplane::start_ovs;
+use lagd::lab::dataplane::{address_bond, start_ovs};
 use lagd::lab::topology::{Side, Topology, is_root, require_program};
 use serde_json::Value;
 
@@ -148,15 +148,8 @@ fn open_vswitch_ipfix_records_planned_as_the_traffic_sent() {
     let bridge = format!("{}br", topo.tag());
     let ovs = start_ovs(&mut topo, Side::B, &bridge).expect("start Open vSwitch");
     ovs.vsctl(&["add-port", &bridge, &link]).expect("add-port");
-    let (a, b) = (topo.address(1), topo.address(2));
-    topo.ip(Side::A, &["addr", "add", &format!("{a}/24"), "dev", &link])
-        .unwrap();
-    topo.ip(
-        Side::B,
-        &["addr", "add", &format!("{b}/24"), "dev", &bridge],
-    )
-    .unwrap();
-    topo.ip(Side::B, &["link", "set", &bridge, "up"]).unwrap();
+    let a = address_bond(&topo, Side::A, &link, 1).unwrap();
+    let b = address_bond(&topo, Side::B, &bridge, 2).unwrap();
     // No ARP through the bridge: only the flows below cross it.
     let (mac_a, mac_b) = (
         mac_of(&topo, Side::A, &link),

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
-use lagd::lab::dataplane::{OvsInstance, start_ovs};
+use lagd::lab::dataplane::{OvsInstance, address_bond, start_ovs, start_ovs_bond};
 use lagd::lab::topology::{
     LacpduExpectation, ProcessId, Side, SlowCapture, Topology, check_lacpdus_with_tshark, is_root,
 };
@@ -52,32 +52,23 @@ impl Interop {
             "the Open vSwitch interop tests need root (CI runs them as root)"
         );
         let mut topo = Topology::create(2).expect("topology");
-        let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+        let first = topo.links()[0].name.clone();
         let bridge = format!("{}br", topo.tag());
-        let ovs = start_ovs(&mut topo, Side::B, &bridge).expect("start Open vSwitch");
-        let mut args = vec!["add-bond", &bridge, "bond0"];
-        args.extend(members.iter().map(String::as_str));
         let lacp = format!("lacp={ovs_lacp}");
         let time = format!("other_config:lacp-time={ovs_time}");
         // balance-tcp needs LACP in OVS. Without LACP the partner is an active-backup bond on
         // the first link: a peer that does not aggregate, as LACP fallback expects (a static
         // LAG would return traffic on any member, which active-backup does not collect).
-        let primary = format!("other_config:bond-primary={}", members[0]);
-        if ovs_lacp == "off" {
-            args.extend(["bond_mode=active-backup", primary.as_str()]);
+        let primary = format!("other_config:bond-primary={first}");
+        let mut settings = if ovs_lacp == "off" {
+            vec!["bond_mode=active-backup", primary.as_str()]
         } else {
-            args.push("bond_mode=balance-tcp");
-        }
-        args.extend([lacp.as_str(), time.as_str()]);
-        ovs.vsctl(&args).expect("add-bond");
-        for m in &members {
-            topo.sysctl(Side::B, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")
-                .unwrap();
-        }
-        let b = format!("{}/24", topo.address(2));
-        topo.ip(Side::B, &["addr", "add", &b, "dev", &bridge])
-            .unwrap();
-        topo.ip(Side::B, &["link", "set", &bridge, "up"]).unwrap();
+            vec!["bond_mode=balance-tcp"]
+        };
+        settings.extend([lacp.as_str(), time.as_str()]);
+        let ovs = start_ovs_bond(&mut topo, Side::B, &bridge, &settings)
+            .expect("start Open vSwitch with its bond");
+        address_bond(&topo, Side::B, &bridge, 2).unwrap();
 
         let capture = topo
             .capture_slow_protocols(Side::A)
@@ -86,10 +77,7 @@ impl Interop {
         let opts = format!("mode=802.3ad xmit_hash_policy=layer3+4 {lagd_opts}");
         let started = Instant::now();
         let (lagd, control) = start_lagd(&mut topo, Side::A, &bond, &opts);
-        let a = format!("{}/24", topo.address(1));
-        topo.ip(Side::A, &["addr", "add", &a, "dev", &bond])
-            .unwrap();
-        topo.ip(Side::A, &["link", "set", &bond, "up"]).unwrap();
+        address_bond(&topo, Side::A, &bond, 1).unwrap();
         Self {
             topo,
             ovs,

@@ -84,24 +84,12 @@ impl<T: std::fmt::Debug> std::fmt::Display for Shown<'_, T> {
 #[cfg(test)]
 mod test {
     use crate::bond::{Bond, BondOptions};
-    use crate::bond::{MiiStatus, PortId, PortInfo};
+    use crate::bond::{MiiStatus, PortId};
     use crate::time::Instant;
-    use crate::wire::EthernetAddress;
 
+    /// A bond with two ports, eth0 and eth1, both up.
     fn bond(opts: &str) -> Bond {
-        let (o, _) = BondOptions::parse_opts(opts).unwrap();
-        let mut b = Bond::new(o, EthernetAddress([2, 0, 0, 0, 0, 1]));
-        for (i, name) in ["eth0", "eth1"].into_iter().enumerate() {
-            let info = PortInfo {
-                name: name.into(),
-                perm_mac: EthernetAddress([2, 0, 0, 0, 1, i as u8]),
-                speed_mbps: Some(1000),
-                full_duplex: Some(true),
-            };
-            b.add_port(Instant::ZERO, info, true);
-        }
-        while b.poll_event().is_some() {}
-        b
+        crate::bond::test::bond(opts, 2)
     }
 
     fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -234,12 +222,7 @@ mod test {
         let mut b = bond("mode=active-backup miimon=100");
         let t = Instant::from_millis(1);
         b.remove_port(t, PortId(1));
-        let info = PortInfo {
-            name: "eth1".into(),
-            perm_mac: EthernetAddress([2, 0, 0, 0, 1, 1]),
-            speed_mbps: Some(1000),
-            full_duplex: Some(true),
-        };
+        let info = crate::bond::test::info("eth1", 2, 10_000);
         assert_eq!(b.add_port(t, info, true), PortId(2));
         assert_eq!(b.port_by_name("eth1"), Some(PortId(2)));
         b.change_options(t, &kv(&[("primary", "eth1")])).unwrap();

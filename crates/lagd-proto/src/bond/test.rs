@@ -7,7 +7,7 @@ use crate::wire::ip::Ipv4Address;
 
 const BOND_MAC: EthernetAddress = EthernetAddress([2, 0xb0, 0, 0, 0, 1]);
 
-fn info(name: &str, last: u8, speed: u32) -> PortInfo {
+pub(crate) fn info(name: &str, last: u8, speed: u32) -> PortInfo {
     PortInfo {
         name: name.to_owned(),
         perm_mac: EthernetAddress([2, 0, 0, 0, 0, last]),
@@ -16,7 +16,8 @@ fn info(name: &str, last: u8, speed: u32) -> PortInfo {
     }
 }
 
-fn bond(opts: &str, ports: usize) -> Bond {
+/// A bond with `ports` 10 Gbit/s ports, eth0, eth1, …, all up, its events taken.
+pub(crate) fn bond(opts: &str, ports: usize) -> Bond {
     let (o, _) = BondOptions::parse_opts(opts).unwrap();
     let mut b = Bond::new(o, BOND_MAC);
     for i in 0..ports {

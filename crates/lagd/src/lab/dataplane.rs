@@ -196,13 +196,6 @@ fn direct(topo: &mut Topology) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
 }
 
 /// Puts `host/24` on `dev` in a host and brings it up.
-fn address_bond(topo: &Topology, side: Side, dev: &str, host: u8) -> Result<Ipv4Addr> {
-    let addr = topo.address(host);
-    topo.ip(side, &["addr", "add", &format!("{addr}/24"), "dev", dev])?;
-    topo.ip(side, &["link", "set", dev, "up"])?;
-    Ok(addr)
-}
-
 /// The `lagctl` that can query a lagd: this executable if it is lagctl, else the one beside
 /// lagd.
 fn lagctl_path(lagd: &Path) -> PathBuf {
@@ -423,6 +416,40 @@ pub fn start_ovs(topo: &mut Topology, side: Side, bridge: &str) -> Result<OvsIns
     start_ovs_in(topo, &ns, side.letter(), bridge)
 }
 
+/// Starts Open vSwitch in `side` with the bridge `bridge` holding `bond0`, a bond over every
+/// link with `settings` (`bond_mode=…`, `lacp=…`, `other_config:…`); with one link the link
+/// is a plain port. The members' own stack is kept from answering ARP for the bridge's address.
+pub fn start_ovs_bond(
+    topo: &mut Topology,
+    side: Side,
+    bridge: &str,
+    settings: &[&str],
+) -> Result<OvsInstance> {
+    let ovs = start_ovs(topo, side, bridge)?;
+    let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let mut args: Vec<&str> = Vec::new();
+    if members.len() == 1 {
+        args.extend(["add-port", bridge, &members[0]]);
+    } else {
+        args.extend(["add-bond", bridge, "bond0"]);
+        args.extend(members.iter().map(String::as_str));
+        args.extend_from_slice(settings);
+    }
+    ovs.vsctl(&args)?;
+    for m in &members {
+        topo.sysctl(side, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")?;
+    }
+    Ok(ovs)
+}
+
+/// Gives host `side`'s device `dev` the lab address of `host` (/24) and sets it up.
+pub fn address_bond(topo: &Topology, side: Side, dev: &str, host: u8) -> Result<Ipv4Addr> {
+    let addr = topo.address(host);
+    topo.ip(side, &["addr", "add", &format!("{addr}/24"), "dev", dev])?;
+    topo.ip(side, &["link", "set", dev, "up"])?;
+    Ok(addr)
+}
+
 /// [`start_ovs`] in any of the lab's namespaces; `label` names its directory (`ovs-<label>`).
 pub fn start_ovs_in(
     topo: &mut Topology,
@@ -517,36 +544,24 @@ fn ovs(topo: &mut Topology, ctl: &Ctl, bond: &BondConfig) -> Result<Vec<(Ipv4Add
         ctl.check()?;
         ctl.progress()
             .phase(&format!("starting Open vSwitch in host {}", side.letter()));
-        let ovs = start_ovs(topo, side, &bridge)?;
         let mode = format!("bond_mode={}", map.bond_mode);
         let lacp = format!("lacp={}", map.lacp);
         let primary = format!("other_config:bond-primary={}", members[0]);
-        let mut args: Vec<&str> = Vec::new();
-        if members.len() == 1 {
-            args.extend(["add-port", &bridge, &members[0]]);
-        } else {
-            args.extend(["add-bond", &bridge, "bond0"]);
-            args.extend(members.iter().map(String::as_str));
-            args.extend([mode.as_str(), lacp.as_str()]);
-            if map.lacp != "off" {
-                args.push("other_config:lacp-time=fast");
-            }
-            // Each end picks its own active member, and a backup member drops what it
-            // receives: make both ends start on the first member, as the kernel does.
-            if map.bond_mode == "active-backup" {
-                args.push(&primary);
-            }
+        let mut settings = vec![mode.as_str(), lacp.as_str()];
+        if map.lacp != "off" {
+            settings.push("other_config:lacp-time=fast");
         }
-        ovs.vsctl(&args)?;
+        // Each end picks its own active member, and a backup member drops what it
+        // receives: make both ends start on the first member, as the kernel does.
+        if map.bond_mode == "active-backup" {
+            settings.push(&primary);
+        }
+        let ovs = start_ovs_bond(topo, side, &bridge, &settings)?;
         if let Some(mtu) = bond.mtu {
             let req = format!("mtu_request={mtu}");
             for port in members.iter().chain([&bridge]) {
                 ovs.vsctl(&["set", "interface", port, &req])?;
             }
-        }
-        // Keep the members' own stack out of the way (it would answer ARP for the bond).
-        for m in &members {
-            topo.sysctl(side, &format!("net/ipv4/conf/{m}/arp_ignore"), "8")?;
         }
     }
     let a = address_bond(topo, Side::A, &bridge, 1)?;

@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
+use lagd::lab::dataplane::address_bond;
 use lagd::lab::topology::{ProcessId, Side, Topology};
 use lagd::status::Status;
 use lagd_proto::lacp::{
@@ -80,14 +81,10 @@ pub(crate) fn start_lagd(
 /// Gives host A's bond `bonds[0]` the topology's address 1 and host B's `bonds[1]` address 2
 /// (a /24) and sets both up; returns the two addresses.
 pub(crate) fn address_bonds(topo: &Topology, bonds: &[String; 2]) -> [Ipv4Addr; 2] {
-    let addrs = [topo.address(1), topo.address(2)];
-    for (i, side) in [Side::A, Side::B].into_iter().enumerate() {
-        let cidr = format!("{}/24", addrs[i]);
-        topo.ip(side, &["addr", "add", &cidr, "dev", &bonds[i]])
-            .unwrap();
-        topo.ip(side, &["link", "set", &bonds[i], "up"]).unwrap();
-    }
-    addrs
+    [
+        address_bond(topo, Side::A, &bonds[0], 1).unwrap(),
+        address_bond(topo, Side::B, &bonds[1], 2).unwrap(),
+    ]
 }
 
 /// `lagctl lacp doctor --json` for the lagd behind `control`: the causes it names, each with
