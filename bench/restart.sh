@@ -6,9 +6,11 @@
 #
 # Two hosts (network namespaces) joined by 2 unshaped veth links, lagd at both ends
 # (mode=balance-xor xmit_hash_policy=layer3+4), on the kernel fast path (fastpath=on) and
-# through lagd (fastpath=off). Each host sends the other a UDP datagram every 5 ms for 4 s
+# through lagd (fastpath=off); and 802.3ad at the fast rate on the kernel path, the new lagd
+# resuming its members' partners from the state file, against the same with the partners cut
+# from the file before the restart (what lagd did before it kept them). Each host sends the other a UDP datagram every 5 ms for 4 s
 # (bench/tools/udp_gap.py: unlike ping -i 0.01, which slows down while answers are missing, it
-# keeps its pace); 1.5 s in, host A's lagd gets SIGKILL, is reaped, and a new lagd is started
+# keeps its pace; 7 s for 802.3ad); 1.5 s in, host A's lagd gets SIGKILL, is reaped, and a new lagd is started
 # for the same bond. The outage is the longest interval between two consecutive arrivals after
 # the kill, per direction; the baseline, measured in the same run, is the longest interval
 # before it (the probes' own jitter on this machine). Every
@@ -72,7 +74,11 @@ start_lagd() {
 # one_run PATH RUN: one measurement, written to $WORK/PATH-RUN.json.
 one_run() {
     local path=$1 run=$2 opts a b kill_at
-    opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=$([ "$path" = kernel ] && echo on || echo off)"
+    case "$path" in
+        kernel) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on" ;;
+        lagd) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off" ;;
+        lacp | lacp-cold) opts="mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 fastpath=on" ;;
+    esac
     ip netns add "$NS_A"
     ip netns add "$NS_B"
     for ns in "$NS_A" "$NS_B"; do
@@ -100,20 +106,29 @@ one_run() {
     done
     # Datagrams every 5 ms both ways for 4 s: A -> B (what the host sends through the bond)
     # and B -> A (what it receives).
-    ip netns exec "$NS_B" python3 bench/tools/udp_gap.py recv 10.99.0.2 7001 4.5 >"$WORK/ab" &
+    # 802.3ad without resume is out for about 3 s: a longer train, so that it ends after that.
+    local secs=4
+    case "$path" in lacp*) secs=7 ;; esac
+    ip netns exec "$NS_B" python3 bench/tools/udp_gap.py recv 10.99.0.2 7001 "$secs.5" >"$WORK/ab" &
     local rb=$!
-    ip netns exec "$NS_A" python3 bench/tools/udp_gap.py recv 10.99.0.1 7002 4.5 >"$WORK/ba" &
+    ip netns exec "$NS_A" python3 bench/tools/udp_gap.py recv 10.99.0.1 7002 "$secs.5" >"$WORK/ba" &
     local ra=$!
     sleep 0.2
-    ip netns exec "$NS_A" python3 bench/tools/udp_gap.py send 10.99.0.2 7001 4 &
+    ip netns exec "$NS_A" python3 bench/tools/udp_gap.py send 10.99.0.2 7001 "$secs" &
     local sa=$!
-    ip netns exec "$NS_B" python3 bench/tools/udp_gap.py send 10.99.0.1 7002 4 &
+    ip netns exec "$NS_B" python3 bench/tools/udp_gap.py send 10.99.0.1 7002 "$secs" &
     local sb=$!
     sleep 1.5
     kill_at=$(date +%s.%N)
     kill -KILL "$a"
     # Reaped before the next one starts, as a service manager does.
     wait "$a" 2>/dev/null || true
+    # lacp-cold: the new lagd does not learn from the state file which partner each member had
+    # (as before lagd kept it there), so its members wait the aggregate wait again.
+    if [ "$path" = lacp-cold ]; then
+        python3 -c 'import json,sys; p=sys.argv[1]; d=json.load(open(p)); d["lacp"]=[]; json.dump(d,open(p,"w"))' \
+            "$WORK/rsa0.state"
+    fi
     start_lagd "$NS_A" rsa0 "$opts"
     a=$STARTED
     PIDS=("$a" "$b")
@@ -146,8 +161,9 @@ one_run() {
     rm -f "$WORK"/*.sock "$WORK"/*.state "$WORK"/*.log
 }
 
+PATHS=(kernel lagd lacp lacp-cold)
 for run in $(seq "$RUNS"); do
-    for path in kernel lagd; do
+    for path in "${PATHS[@]}"; do
         one_run "$path" "$run"
     done
 done
@@ -164,22 +180,24 @@ row() {
     echo "# Restart outage"
     echo
     echo "\`bash bench/restart.sh\` ($(date -u +%Y-%m-%d), RUNS=$RUNS): lagd at both ends of 2 unshaped"
-    echo "veth links (balance-xor, layer3+4); each host sends the other a UDP datagram every 5 ms;"
+    echo "veth links (balance-xor, layer3+4, or 802.3ad); each host sends the other a UDP datagram every 5 ms;"
     echo "1.5 s in, host A's lagd gets SIGKILL, is reaped, and a new one is started for the same bond"
     echo "at once. Outage: the longest interval between two arrivals across the restart, per"
     echo "direction; baseline: the longest interval before the kill, same run. Medians of $RUNS runs,"
-    echo "the two paths interleaved."
+    echo "the rows interleaved."
     echo
     echo "Machine: $(machine_line)."
     echo
     echo "| dataplane | outage A → B (host sends) | outage B → A (host receives) | baseline (no restart) |"
     echo "|---|---|---|---|"
-    row kernel "kernel fast path (fastpath=on)"
-    row lagd "through lagd (fastpath=off)"
+    row kernel "balance-xor, kernel fast path (fastpath=on)"
+    row lagd "balance-xor, through lagd (fastpath=off)"
+    row lacp "802.3ad (fast rate), kernel fast path: members resumed from the state file"
+    row lacp-cold "802.3ad, the same with the partners cut from the state file (no resume)"
     echo
     echo "Per run (outage A → B / B → A, ms):"
     echo
-    for path in kernel lagd; do
+    for path in "${PATHS[@]}"; do
         printf -- "- %s: %s\n" "$path" "$(jq -s -r 'sort_by(.run) | map("\(.gap_ab_ms)/\(.gap_ba_ms)") | join(", ")' "$WORK"/$path-*.json)"
     done
     echo

@@ -280,6 +280,14 @@ impl Bond {
         self.lacp.as_ref()
     }
 
+    /// After a restart of the daemon: `port` was in sync with `partner` under the previous
+    /// run (see [`Lacp::resume`]). Other modes: nothing.
+    pub fn resume_lacp(&mut self, port: PortId, partner: crate::lacp::PartnerId) {
+        if let Some(l) = &mut self.lacp {
+            l.resume(port, partner);
+        }
+    }
+
     /// Stripe mode: starts the engine afresh with `epoch` (random per start of the daemon, so
     /// the peer can tell a restart). Call once, before the first frame. Other modes: nothing.
     pub fn set_stripe_epoch(&mut self, now: Instant, epoch: u32) {

@@ -113,7 +113,7 @@ pub use config::{
     LONG_TIMEOUT_TIME, LacpConfig, LacpRate, MAX_TX_PER_FAST_PERIODIC, ParseNameError,
     SHORT_TIMEOUT_TIME, SLOW_PERIODIC_TIME,
 };
-pub use port::PortCounters;
+pub use port::{PartnerId, PortCounters};
 pub use state::{MuxState, PeriodicState, RxState, Selected};
 
 use core::fmt;
@@ -412,6 +412,7 @@ impl Port {
             aggregate_wait: config.aggregate_wait,
             rejoin_hold: config.rejoin_hold,
             left: None,
+            resume: None,
             rejoining: false,
             tx: state::Transmit::new(),
             actor_churn: churn::Churn::new(),
@@ -845,6 +846,27 @@ impl Lacp {
     pub fn confirmed_partner_source(&self, port: PortId) -> Option<EthernetAddress> {
         self.index(port)
             .and_then(|i| self.ports[i].rx_limit.trusted())
+    }
+
+    /// The partner `port` is in sync with (both sides' Synchronization set), if any: what a
+    /// daemon records to [`resume`](Self::resume) after a restart.
+    pub fn synced_partner(&self, port: PortId) -> Option<PartnerId> {
+        let p = &self.ports[self.index(port)?];
+        (p.port_enabled
+            && p.actor_state.contains(PortState::SYNCHRONIZATION)
+            && p.partner.state.contains(PortState::SYNCHRONIZATION))
+        .then(|| p.partner_id())
+    }
+
+    /// A restart of the daemon: `port` was in sync with `partner` under the previous run.
+    /// If the first partner the port is selected with is that one, it attaches without the
+    /// aggregate wait (as a port back from a short link flap does with `rejoin_hold`): the
+    /// aggregation existed already, and the partner, which kept it, waits for nothing. Any
+    /// other partner, or none, and the port waits as usual. Unknown ports: nothing.
+    pub fn resume(&mut self, port: PortId, partner: PartnerId) {
+        if let Some(i) = self.index(port) {
+            self.ports[i].resume = Some(partner);
+        }
     }
 
     /// Whether the dataplane may accept frames from `port`: its Mux machine collects, or it

@@ -91,8 +91,10 @@ fn enter(port: &mut Port, state: MuxState, now: Instant) {
             port.ntt = true;
         }
         MuxState::Waiting => {
-            // Flap dampening: back to the partner it just lost, no aggregate wait.
-            port.rejoining = port.rejoins(now);
+            // Flap dampening: back to the partner it just lost, no aggregate wait. The same
+            // after a restart of the daemon, back to the partner it had before.
+            let resumed = port.resume.take() == Some(port.partner_id());
+            port.rejoining = port.rejoins(now) || resumed;
             port.left = None;
             let wait = if port.rejoining {
                 core::time::Duration::ZERO

@@ -10,6 +10,18 @@ use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::slow::{LacpInfo, PortState};
 
+/// A partner's identity on one port: what 802.1AX selects by (its system, key and port
+/// number), without the state bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PartnerId {
+    /// The partner's system ID (MAC).
+    pub system: EthernetAddress,
+    /// The partner's operational key.
+    pub key: u16,
+    /// The partner's port number.
+    pub port: u16,
+}
+
 /// Per-port frame counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PortCounters {
@@ -99,8 +111,13 @@ pub(crate) struct Port {
     pub(crate) rejoin_hold: Duration,
     /// When the link last went down while the port was in sync, and the partner it had then
     /// (system, key, port number).
-    pub(crate) left: Option<(Instant, (EthernetAddress, u16, u16))>,
-    /// In WAITING without the aggregate wait (back to its partner within `rejoin_hold`).
+    pub(crate) left: Option<(Instant, PartnerId)>,
+    /// The partner the port was in sync with under a previous run of the daemon (see
+    /// [`Lacp::resume`](super::Lacp::resume)): if the first partner it is selected with is
+    /// this one, it attaches without the aggregate wait. Used once.
+    pub(crate) resume: Option<PartnerId>,
+    /// In WAITING without the aggregate wait (back to its partner within `rejoin_hold`, or
+    /// resuming after a restart).
     pub(crate) rejoining: bool,
     pub(crate) tx: state::Transmit,
     pub(crate) actor_churn: churn::Churn,
@@ -127,8 +144,12 @@ impl Port {
     }
 
     /// The partner's identity: system, key and port number.
-    pub(crate) fn partner_id(&self) -> (EthernetAddress, u16, u16) {
-        (self.partner.system, self.partner.key, self.partner.port)
+    pub(crate) fn partner_id(&self) -> PartnerId {
+        PartnerId {
+            system: self.partner.system,
+            key: self.partner.key,
+            port: self.partner.port,
+        }
     }
 
     /// Whether the port comes back, at `now`, to the partner it lost with its link within

@@ -55,7 +55,7 @@ use dataplane::{Dataplane, Member};
 use kernel::{Choice, Kernel};
 use lagd_sys::fastpath::MAX_MEMBERS;
 use notify::Notifier;
-use restore::Restore;
+use restore::{LacpRecord, Restore};
 
 const TOKEN_TAP: u64 = 0;
 const TOKEN_SIGNAL: u64 = 1;
@@ -301,6 +301,22 @@ impl Daemon {
             )?);
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
+        if bond.lacp().is_some() {
+            for r in undo.recovered_lacp() {
+                if let Some(port) = bond.port_by_name(&r.member) {
+                    let partner = r.partner();
+                    info!(
+                        member = %r.member,
+                        system = %partner.system,
+                        key = partner.key,
+                        port = partner.port,
+                        "LACP: the last lagd did not stop cleanly; back to this partner, the \
+                         member attaches without the aggregate wait"
+                    );
+                    bond.resume_lacp(port, partner);
+                }
+            }
+        }
 
         let metrics = config.metrics.as_ref().map(metrics::bind).transpose()?;
         let poller = Poller::new().context("epoll")?;
@@ -824,6 +840,7 @@ impl Daemon {
                 || aggregator != self.distributing.1
             {
                 self.distributing = (self.bond.usable().to_vec(), aggregator);
+                self.record_lacp_partners();
                 let names: Vec<String> = self
                     .distributing
                     .0
@@ -850,6 +867,26 @@ impl Daemon {
             }
         }
         self.publish_bucket_moves(now);
+    }
+
+    /// Keeps the state file's list of members in sync with a partner up to date, so that a
+    /// lagd started after this one is killed can resume them (see `Lacp::resume`).
+    fn record_lacp_partners(&mut self) {
+        let Some(l) = self.bond.lacp() else { return };
+        let records = self
+            .dp
+            .io
+            .members
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let p = l.synced_partner(PortId(i as u16))?;
+                Some(LacpRecord::new(&m.name, p))
+            })
+            .collect();
+        if let Err(e) = self.restore.record_lacp(records) {
+            warn!("{e:#}");
+        }
     }
 
     /// Streams the bucket moves made since the previous wake: how many per reason, and the

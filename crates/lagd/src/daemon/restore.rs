@@ -26,6 +26,8 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use lagd_proto::lacp::PartnerId;
+use lagd_proto::wire::EthernetAddress;
 use lagd_sys::isolate::StackSettings;
 use lagd_sys::link::LinkControl;
 use lagd_sys::tap::{Tap, TapOptions};
@@ -94,11 +96,43 @@ impl MemberRecord {
     }
 }
 
+/// A member in sync with its LACP partner (802.3ad), kept so that a lagd started after this
+/// one was killed can resume it without the aggregate wait.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LacpRecord {
+    pub(crate) member: String,
+    system: [u8; 6],
+    key: u16,
+    port: u16,
+}
+
+impl LacpRecord {
+    pub(crate) fn new(member: &str, p: PartnerId) -> Self {
+        Self {
+            member: member.to_owned(),
+            system: p.system.0,
+            key: p.key,
+            port: p.port,
+        }
+    }
+
+    pub(crate) fn partner(&self) -> PartnerId {
+        PartnerId {
+            system: EthernetAddress(self.system),
+            key: self.key,
+            port: self.port,
+        }
+    }
+}
+
 /// The state file's contents.
 #[derive(Debug, Serialize, Deserialize)]
 struct StateFile {
     bond: String,
     members: Vec<MemberRecord>,
+    /// Members in sync with their LACP partner (absent in files of older versions).
+    #[serde(default)]
+    lacp: Vec<LacpRecord>,
 }
 
 /// Where the state of the bond whose control socket is `control` is kept.
@@ -179,6 +213,10 @@ pub(crate) struct Restore {
     state_written: bool,
     /// Originals recovered from the state file of a lagd that did not stop cleanly.
     recovered: Vec<MemberRecord>,
+    /// The members that lagd had in sync with their LACP partner.
+    recovered_lacp: Vec<LacpRecord>,
+    /// The members in sync with their LACP partner now, as last recorded.
+    lacp: Vec<LacpRecord>,
     tap: Option<TapUndo>,
     /// Per member touched: its settings before this start, and the originals to restore on stop.
     members: Vec<(MemberRecord, MemberRecord)>,
@@ -199,6 +237,7 @@ impl Restore {
             Err(e) => return Err(e).with_context(|| format!("reading {}", state.display())),
         };
         let mut recovered = Vec::new();
+        let mut recovered_lacp = Vec::new();
         if let Some(bytes) = &state_before {
             match serde_json::from_slice::<StateFile>(bytes) {
                 Ok(f) if f.bond == bond => {
@@ -208,6 +247,7 @@ impl Restore {
                          settings recorded by it are restored when this one stops"
                     );
                     recovered = f.members;
+                    recovered_lacp = f.lacp;
                 }
                 Ok(f) => warn!(
                     "{} is about bond '{}', not '{bond}'; ignored",
@@ -228,6 +268,8 @@ impl Restore {
             state_before,
             state_written: false,
             recovered,
+            recovered_lacp,
+            lacp: Vec::new(),
             tap: None,
             members: Vec::new(),
         })
@@ -287,11 +329,27 @@ impl Restore {
         let file = StateFile {
             bond: self.bond.clone(),
             members: self.members.iter().map(|(_, o)| o.clone()).collect(),
+            lacp: self.lacp.clone(),
         };
         let text = serde_json::to_vec_pretty(&file).context("state file")?;
         self.state_written = true;
         write_atomically(&self.state, &text)
             .with_context(|| format!("writing {}", self.state.display()))
+    }
+
+    /// The members the killed lagd before this one had in sync with their LACP partner.
+    pub(crate) fn recovered_lacp(&self) -> &[LacpRecord] {
+        &self.recovered_lacp
+    }
+
+    /// Records the members in sync with their LACP partner now (the state file is written
+    /// when that changes).
+    pub(crate) fn record_lacp(&mut self, records: Vec<LacpRecord>) -> Result<()> {
+        if records == self.lacp {
+            return Ok(());
+        }
+        self.lacp = records;
+        self.write_state()
     }
 
     /// A member added at run time: claimed (refused, naming it, while another lagd drives it)
@@ -467,6 +525,35 @@ mod test {
             r.finish();
             assert_eq!(fs::read(state_path(&control)).unwrap(), text, "untouched");
         }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn lacp_partners_outlive_a_killed_lagd_in_the_state_file() {
+        let dir = scratch("lacp");
+        let control = dir.join("b0.sock");
+        let link = || LinkControl::new().expect("netlink/ioctl sockets");
+        let partner = PartnerId {
+            system: EthernetAddress([2, 0, 0, 0, 0, 9]),
+            key: 17,
+            port: 2,
+        };
+        let mut r = Restore::new(link(), "b0", &control, Vec::new()).expect("new");
+        assert!(r.recovered_lacp().is_empty());
+        r.record_lacp(vec![LacpRecord::new("eth0", partner)])
+            .unwrap();
+        // Killed: nothing undone, the file stays for the next start.
+        std::mem::forget(r);
+        let mut r = Restore::new(link(), "b0", &control, Vec::new()).expect("new");
+        assert_eq!(r.recovered_lacp().len(), 1);
+        assert_eq!(r.recovered_lacp()[0].member, "eth0");
+        assert_eq!(r.recovered_lacp()[0].partner(), partner);
+        r.finish();
+        // A file written before the records existed still gives back the members.
+        fs::write(state_path(&control), br#"{"bond":"b0","members":[]}"#).unwrap();
+        let mut r = Restore::new(link(), "b0", &control, Vec::new()).expect("new");
+        assert!(r.recovered_lacp().is_empty());
+        r.finish();
         fs::remove_dir_all(&dir).unwrap();
     }
 

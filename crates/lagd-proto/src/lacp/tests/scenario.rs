@@ -8,8 +8,8 @@ use super::script::at;
 use super::{End, Fate, LATENCY, Sim};
 use crate::lacp::{
     AGGREGATE_WAIT_TIME, ActorChurnState, AdSelect, CHURN_DETECTION_TIME, FAST_PERIODIC_TIME,
-    LONG_TIMEOUT_TIME, LacpConfig, LacpEvent, LacpRate, MuxState, PartnerChurnState, PortId,
-    RxState, SHORT_TIMEOUT_TIME, SLOW_PERIODIC_TIME, Selected,
+    LONG_TIMEOUT_TIME, LacpConfig, LacpEvent, LacpRate, MuxState, PartnerChurnState, PartnerId,
+    PortId, RxState, SHORT_TIMEOUT_TIME, SLOW_PERIODIC_TIME, Selected,
 };
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
@@ -936,4 +936,42 @@ fn members_flapping_in_turn_carry_traffic_with_rejoin_hold() {
         back >= t + Duration::from_secs(3) + AGGREGATE_WAIT_TIME,
         "{back}: no wait after a long absence"
     );
+}
+
+/// One end's daemon restarts (same system, keys and port numbers, every LACP state lost).
+/// Resumed with the partners its ports were in sync with, it distributes again within a few
+/// latencies; resumed with another partner, or not at all, it waits the aggregate wait.
+#[test]
+fn a_restart_resumed_with_the_same_partner_skips_the_aggregate_wait() {
+    for case in ["none", "same", "other"] {
+        let mut sim = formed_fast(2);
+        let partners: Vec<PartnerId> = (0..2)
+            .map(|p| sim.bonds[0].synced_partner(PortId(p)).expect("in sync"))
+            .collect();
+        assert_eq!(partners[1].port, sim.snap(1).ports[1].actor.port);
+        sim.reboot(0, fast(), Sim::system_of(0));
+        for (p, id) in partners.iter().enumerate() {
+            let id = match case {
+                "none" => continue,
+                "same" => *id,
+                _ => PartnerId {
+                    key: id.key ^ 1,
+                    ..*id
+                },
+            };
+            sim.bonds[0].resume(PortId(p as u16), id);
+        }
+        assert!(!both_distributing(&sim));
+        let t = sim
+            .run_until_cond(at(20_000), both_distributing)
+            .expect("formed again");
+        if case == "same" {
+            assert!(t <= at(10_000) + 10 * LATENCY, "{case}: formed at {t}");
+        } else {
+            assert!(
+                t >= at(10_000) + AGGREGATE_WAIT_TIME,
+                "{case}: formed at {t}"
+            );
+        }
+    }
 }
