@@ -121,10 +121,10 @@ measure() { # setup test run
         printf '  %-7s %-9s run %s: FAILED: %s\n' "$setup" "$test" "$run" \
             "$(tail -1 "$work/$1.$2.$3.err")"
     fi
-    kill "$watcher" 2>/dev/null
+    kill "$watcher" 2>/dev/null || true
     wait "$watcher" 2>/dev/null || true
     if [ -n "$idler" ]; then
-        kill "$idler" 2>/dev/null
+        kill "$idler" 2>/dev/null || true
         wait "$idler" 2>/dev/null || true
     fi
 }

@@ -78,6 +78,7 @@ struct table {
     __u8 rx_unicast[MAX_MEMBERS]; // 1: the member's unicast frames reach the host
     __u8 rx_multicast[MAX_MEMBERS];
     __u32 flags;                  // FLAG_*
+    __u8 slow_partner[MAX_MEMBERS][6]; // the member's confirmed LACP partner's MAC (0: none)
 };
 
 // Untagged ARP frames from the members go to lagd (the ARP monitor validates them and lagd
@@ -91,7 +92,17 @@ struct port_counters {
     __u64 rx_packets;
     __u64 rx_bytes;
     __u64 rx_dropped;
+    __u64 slow_policed; // slow-protocol frames dropped here (not from the partner, over the rate)
+    __u64 slow_tat;     // the slow-protocol policer's theoretical arrival time (ns)
 };
+
+// Slow-protocol frames from addresses other than a member's confirmed LACP partner reach
+// lagd's socket at most this often per member and CPU (ten times what lagd itself admits,
+// lagd_proto::lacp::limit::OTHER_RATE), in bursts of SLOW_BURST; the rest are dropped here,
+// before any socket: a flood costs the tcx program and nothing more. The partner's own frames
+// always pass (lagd's per-source buckets limit them).
+#define SLOW_INTERVAL_NS 5000000ULL // 200 per second
+#define SLOW_BURST 50
 
 // Per bucket and CPU: what the rebalancer reads.
 struct bucket_load {
@@ -165,8 +176,8 @@ struct map_def lagd_stripe_rx SEC("maps") = {
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-_Static_assert(sizeof(struct table) == 396, "lagd-sys encodes the table in 396 bytes");
-_Static_assert(sizeof(struct port_counters) == 40, "five u64 counters");
+_Static_assert(sizeof(struct table) == 492, "lagd-sys encodes the table in 492 bytes");
+_Static_assert(sizeof(struct port_counters) == 56, "seven u64 fields");
 _Static_assert(sizeof(struct bucket_load) == 16, "two u64");
 _Static_assert(sizeof(struct stripe_rx) == 72, "lagd-sys maps stripe_rx entries of 72 bytes");
 
@@ -874,6 +885,29 @@ INLINE __u32 member_port(struct __sk_buff *skb, const struct table *t) {
     return port;
 }
 
+// A slow-protocol frame (LACP, Marker) on a member: to lagd's socket if it comes from the
+// member's confirmed partner or the member's policer (GCRA, per CPU) lets it through.
+INLINE int slow_frame(struct __sk_buff *skb, const struct table *t, const __u8 *eth) {
+    __u32 port = member_port(skb, t);
+    if (port >= MAX_MEMBERS)
+        return TC_ACT_OK;
+    const __u8 *p = t->slow_partner[port & (MAX_MEMBERS - 1)];
+    if ((p[0] | p[1] | p[2] | p[3] | p[4] | p[5]) && eth[6] == p[0] && eth[7] == p[1] &&
+        eth[8] == p[2] && eth[9] == p[3] && eth[10] == p[4] && eth[11] == p[5])
+        return TC_ACT_OK;
+    struct port_counters *c = bpf_map_lookup_elem(&lagd_ports, &port);
+    if (!c)
+        return TC_ACT_OK;
+    __u64 now = bpf_ktime_get_ns();
+    __u64 tat = c->slow_tat > now ? c->slow_tat : now;
+    if (tat - now > SLOW_BURST * SLOW_INTERVAL_NS) {
+        c->slow_policed++;
+        return TC_ACT_SHOT;
+    }
+    c->slow_tat = tat + SLOW_INTERVAL_NS;
+    return TC_ACT_OK;
+}
+
 SEC("tcx/ingress")
 int lagd_member_ingress(struct __sk_buff *skb) {
     struct table *t = current_table();
@@ -888,9 +922,9 @@ int lagd_member_ingress(struct __sk_buff *skb) {
     __u8 eth[14];
     if (bpf_skb_load_bytes(skb, 0, eth, 14) < 0)
         return TC_ACT_SHOT;
-    // LACPDUs and Markers go to lagd's slow-protocols socket.
+    // LACPDUs and Markers go to lagd's slow-protocols socket, within the policer's rate.
     if (be16(&eth[12]) == ETH_P_SLOW && !skb->vlan_present)
-        return TC_ACT_OK;
+        return slow_frame(skb, t, eth);
     // With the ARP monitor, ARP goes to lagd's socket too (the member's own stack ignores it:
     // arp_ignore=8).
     if ((t->flags & FLAG_ARP_TO_LAGD) && be16(&eth[12]) == ETH_P_ARP && !skb->vlan_present)

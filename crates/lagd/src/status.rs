@@ -415,6 +415,10 @@ pub struct MemberLacp {
     /// Slow-protocol frames the kernel dropped before lagd read them (socket buffer full).
     #[serde(default)]
     pub socket_drops: u64,
+    /// Slow-protocol frames the fast path's member program dropped before any socket: not
+    /// from the confirmed partner, over its policer's rate (200 per second per CPU).
+    #[serde(default)]
+    pub kernel_policed: u64,
 }
 
 /// One member's status. The default is a member with no name, nothing known of its link, and
@@ -776,6 +780,7 @@ impl MemberLacp {
             rate_limited_rx: p.counters.rate_limited_rx,
             foreign_rx: p.counters.foreign_rx,
             socket_drops: 0,
+            kernel_policed: 0,
         }
     }
 }
@@ -1049,8 +1054,12 @@ impl Status {
                 let _ = writeln!(
                     s,
                     "Slow protocols dropped: rate-limited {}, foreign held off {}, markers \
-                     unanswered {}, socket {}",
-                    l.rate_limited_rx, l.foreign_rx, l.marker_dropped, l.socket_drops
+                     unanswered {}, socket {}, kernel policer {}",
+                    l.rate_limited_rx,
+                    l.foreign_rx,
+                    l.marker_dropped,
+                    l.socket_drops,
+                    l.kernel_policed
                 );
             }
         }
@@ -1377,6 +1386,7 @@ mod test {
             rate_limited_rx: 40,
             foreign_rx: 2,
             socket_drops: 5,
+            kernel_policed: 7,
         });
         s
     }

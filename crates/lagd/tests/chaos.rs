@@ -156,9 +156,15 @@ fn lacp(s: &Status, m: usize) -> MemberLacp {
 }
 
 /// Every slow-protocol frame a member's status accounts for: parsed (by kind), refused before
-/// parsing, or dropped by the kernel before lagd read it.
+/// parsing, dropped by the kernel before lagd read it, or by the fast path's policer.
 fn accounted(l: &MemberLacp) -> u64 {
-    l.lacpdu_rx + l.marker_rx + l.illegal_rx + l.unknown_rx + l.rate_limited_rx + l.socket_drops
+    l.lacpdu_rx
+        + l.marker_rx
+        + l.illegal_rx
+        + l.unknown_rx
+        + l.rate_limited_rx
+        + l.socket_drops
+        + l.kernel_policed
 }
 
 /// A tiny xorshift generator (the test's own randomness, seeded from the OS).
@@ -373,11 +379,23 @@ fn slow_protocol_flood_on_one_member() {
     let got = accounted(&after[0]) - accounted(&before[0]);
     let refused = after[0].rate_limited_rx - before[0].rate_limited_rx;
     let dropped = after[0].socket_drops - before[0].socket_drops;
+    let policed = after[0].kernel_policed - before[0].kernel_policed;
     let answered = after[0].marker_response_tx - before[0].marker_response_tx;
     println!(
-        "host A member 0: accounted {got} (refused {refused}, kernel drops {dropped}), \
-         marker responses {answered}, partner LACPDUs {partner_sent}"
+        "host A member 0: accounted {got} (refused {refused}, kernel drops {dropped}, policed \
+         {policed}), marker responses {answered}, partner LACPDUs {partner_sent}"
     );
+    // On the kernel path the members' program drops the flood before any socket, all but
+    // 200 frames per second per CPU (and bursts of 50).
+    if pair.status(Side::A).dataplane.path == "kernel" {
+        assert!(
+            policed + 2 * (250 * 4 + 100) >= got,
+            "the fast path's policer let {} of {got} through",
+            got - policed
+        );
+    } else {
+        assert_eq!(policed, 0);
+    }
     // Frames lost between the sender and lagd's socket (veth backlog) are the kernel's; lagd
     // accounts for everything that reached its member.
     assert!(
@@ -389,7 +407,7 @@ fn slow_protocol_flood_on_one_member() {
         "{got} > {sent} + {partner_sent}"
     );
     // Almost everything is refused before parsing: at most the budget is parsed.
-    let parsed = got - refused - dropped;
+    let parsed = got - refused - dropped - policed;
     assert!(parsed <= 60 * 5, "{parsed} parsed in ~3.5 s");
     // Marker responses within the limit (5/s, plus the first burst).
     assert!(answered <= 5 * 5, "{answered} marker responses");

@@ -361,6 +361,53 @@ fn member_program_delivers_drops_and_passes_as_the_table_says() {
     assert_eq!((c[1].rx_dropped, c[2].rx_dropped), (1, 1));
 }
 
+/// Slow-protocol frames on a member: the confirmed partner's always reach lagd's socket; from
+/// any other source, a burst of 50 and then 200 per second per CPU, the rest dropped and
+/// counted, per member.
+#[test]
+fn member_program_polices_slow_protocol_frames_but_the_partners() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let partner = [2, 0, 0, 0, 0, 0x77];
+    let mut t = table(Rule::Modulo, 1, 0);
+    t.slow_partner[0] = Some(partner);
+    fp.set_table(&t).unwrap();
+    let mut lacpdu = vec![
+        0x01, 0x80, 0xc2, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0x09, 1, 1,
+    ];
+    lacpdu.resize(124, 0);
+    let mut from_partner = lacpdu.clone();
+    from_partner[6..12].copy_from_slice(&partner);
+    let at = |m: usize| 1000 + m as u32;
+    let verdict = |f: &[u8], m: u32| fp.test_ingress(f, m).unwrap().verdict;
+    // 1000 frames take far less than a second here: one burst and a few more per CPU the
+    // test ran on (it may move between the two).
+    let passed = (0..1000)
+        .filter(|_| verdict(&lacpdu, at(0)) == PASS)
+        .count() as u64;
+    assert!((50..=2 * 60).contains(&passed), "{passed} passed");
+    for _ in 0..1000 {
+        assert_eq!(
+            verdict(&from_partner, at(0)),
+            PASS,
+            "the partner's frames pass"
+        );
+    }
+    // Member 1 has no partner and a policer of its own.
+    assert_eq!(verdict(&from_partner, at(1)), PASS);
+    let c = fp.port_counters().unwrap();
+    assert_eq!(c[0].slow_policed, 1000 - passed);
+    assert_eq!(c[1].slow_policed, 0);
+    // The partner changes: the old one is policed like anyone (at most a burst and a few per
+    // CPU pass).
+    t.slow_partner[0] = Some([2, 0, 0, 0, 0, 0x78]);
+    fp.set_table(&t).unwrap();
+    let dropped = (0..200)
+        .filter(|_| verdict(&from_partner, at(0)) == DROP)
+        .count();
+    assert!(dropped >= 200 - 2 * 60, "{dropped} of 200 dropped");
+}
+
 #[test]
 fn broadcast_rule_sends_the_frame_itself_on_the_last_usable_member() {
     require_root();

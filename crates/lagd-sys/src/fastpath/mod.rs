@@ -38,7 +38,7 @@ pub const MAX_MEMBERS: usize = 16;
 /// "No member" in the table's port fields.
 pub const NO_PORT: u8 = 0xff;
 /// The encoded size of [`Table`] (`struct table` in the source).
-pub const TABLE_LEN: usize = 396;
+pub const TABLE_LEN: usize = 492;
 
 const BPF_MAP_CREATE: libc::c_int = 0;
 const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
@@ -114,6 +114,9 @@ pub struct Table {
     /// Untagged ARP frames from the members go to lagd's socket instead of the host (the ARP
     /// monitor reads them, and lagd hands them on).
     pub arp_to_lagd: bool,
+    /// Per member: its confirmed LACP partner's MAC, whose slow-protocol frames pass the
+    /// program's policer unlimited (`None`: every source is policed).
+    pub slow_partner: [Option<[u8; 6]>; MAX_MEMBERS],
 }
 
 impl Table {
@@ -131,6 +134,7 @@ impl Table {
             rx_unicast: [false; MAX_MEMBERS],
             rx_multicast: [false; MAX_MEMBERS],
             arp_to_lagd: false,
+            slow_partner: [None; MAX_MEMBERS],
         }
     }
 
@@ -165,6 +169,12 @@ impl Table {
         }
         at += 2 * MAX_MEMBERS;
         b[at..at + 4].copy_from_slice(&u32::from(self.arp_to_lagd).to_ne_bytes());
+        at += 4;
+        for (i, mac) in self.slow_partner.iter().enumerate() {
+            if let Some(mac) = mac {
+                b[at + 6 * i..at + 6 * i + 6].copy_from_slice(mac);
+            }
+        }
         Ok(b)
     }
 }
@@ -182,6 +192,9 @@ pub struct PortCounters {
     pub rx_bytes: u64,
     /// Frames the member's program dropped (the member may not deliver them).
     pub rx_dropped: u64,
+    /// Slow-protocol frames the member's program dropped: not from the member's confirmed
+    /// LACP partner, and over the policer's rate (200 per second per CPU, bursts of 50).
+    pub slow_policed: u64,
 }
 
 /// A bucket's load, summed over CPUs (the latest time over CPUs).
@@ -547,7 +560,8 @@ impl FastPath {
     /// Per member position, then one entry for frames no member could take (its `tx_packets`
     /// and `tx_bytes`), summed over CPUs.
     pub fn port_counters(&self) -> io::Result<Vec<PortCounters>> {
-        let rows = self.percpu::<5>(&self.ports, programs::PORTS_DEF.max_entries, |_, a, b| {
+        // The seventh field is the policer's state, not a counter (its sum means nothing).
+        let rows = self.percpu::<7>(&self.ports, programs::PORTS_DEF.max_entries, |_, a, b| {
             a.wrapping_add(b)
         })?;
         Ok(rows
@@ -558,6 +572,7 @@ impl FastPath {
                 rx_packets: r[2],
                 rx_bytes: r[3],
                 rx_dropped: r[4],
+                slow_policed: r[5],
             })
             .collect())
     }

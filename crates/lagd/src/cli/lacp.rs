@@ -451,6 +451,7 @@ mod test {
                 rate_limited_rx: 0,
                 foreign_rx: 0,
                 socket_drops: 0,
+                kernel_policed: 0,
             }),
             ..MemberStatus::default()
         }

@@ -9,7 +9,7 @@
 use std::io;
 
 use lagd_proto::balance::BucketSample;
-use lagd_proto::bond::{Bond, DistributionTable, FastPathMode, TxRule};
+use lagd_proto::bond::{Bond, DistributionTable, FastPathMode, PortId, TxRule};
 use lagd_proto::hash::HashPolicy;
 use lagd_proto::stripe::FlowKey;
 use lagd_proto::time::Instant;
@@ -38,6 +38,8 @@ pub(crate) struct Kernel {
     tap_ifindex: u32,
     ifindexes: Vec<u32>,
     generation: Option<u64>,
+    /// Per member position, the confirmed LACP partner's MAC the table was last written with.
+    slow_partners: Vec<Option<[u8; 6]>>,
     /// The programs' bucket byte counters at the last sample (they only grow).
     bucket_bytes: Vec<u64>,
     /// When the bucket loads are next read, where buckets decide.
@@ -214,6 +216,7 @@ impl Kernel {
             tap_ifindex,
             ifindexes: Vec::new(),
             generation: None,
+            slow_partners: Vec::new(),
             bucket_bytes: vec![0; 256],
             next_sample: None,
             arp,
@@ -312,21 +315,34 @@ impl Kernel {
             let total = c.rx_packets.wrapping_add(c.rx_dropped);
             if total != *seen {
                 *seen = total;
-                bond.note_received_elsewhere(now, lagd_proto::bond::PortId(i as u16));
+                bond.note_received_elsewhere(now, PortId(i as u16));
             }
         }
         Ok(())
     }
 
     /// Swaps in the bond's distribution when it changed since the last call.
+    /// The members' confirmed LACP partners are part of the table: their slow-protocol frames
+    /// pass the members' policer unlimited.
     pub(crate) fn sync(&mut self, bond: &Bond) -> io::Result<bool> {
         let generation = bond.distribution_generation();
-        if self.generation == Some(generation) {
+        let partners: Vec<Option<[u8; 6]>> = (0..self.ifindexes.len().min(MAX_MEMBERS))
+            .map(|i| {
+                bond.lacp()
+                    .and_then(|l| l.confirmed_partner_source(PortId(i as u16)))
+                    .map(|mac| mac.0)
+            })
+            .collect();
+        if self.generation == Some(generation) && self.slow_partners == partners {
             return Ok(false);
         }
-        let table = self.table(&bond.distribution());
+        let mut table = self.table(&bond.distribution());
+        for (slot, mac) in table.slow_partner.iter_mut().zip(&partners) {
+            *slot = *mac;
+        }
         self.fp.set_table(&table)?;
         self.generation = Some(generation);
+        self.slow_partners = partners;
         Ok(true)
     }
 
@@ -334,7 +350,7 @@ impl Kernel {
     fn table(&self, d: &DistributionTable) -> Table {
         let mut t = Table::lagd_only(self.tap_ifindex);
         t.arp_to_lagd = self.arp;
-        let port = |p: lagd_proto::bond::PortId| u8::try_from(p.0).unwrap_or(NO_PORT);
+        let port = |p: PortId| u8::try_from(p.0).unwrap_or(NO_PORT);
         match &d.tx {
             TxRule::Modulo(policy) => {
                 t.rule = Rule::Modulo;

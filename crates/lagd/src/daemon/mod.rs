@@ -1257,6 +1257,11 @@ impl Daemon {
                         m.kernel_rx_packets = k.rx_packets;
                         m.rx_dropped
                             .push(("not_delivering".to_owned(), k.rx_dropped));
+                        m.rx_dropped
+                            .push(("slow_policed".to_owned(), k.slow_policed));
+                        if let Some(l) = &mut m.lacp {
+                            l.kernel_policed = k.slow_policed;
+                        }
                     }
                     if let Some(none) = c.get(MAX_MEMBERS) {
                         status.tx_dropped_no_member += none.tx_packets;
