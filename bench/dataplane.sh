@@ -19,7 +19,8 @@
 # configuration only. Writes bench/dataplane.md.
 #
 # Usage, as root from anywhere:  bash bench/dataplane.sh
-# Environment: RUNS (3), DURATION (seconds per measurement, 8), OUT (bench/dataplane.md).
+# Environment: RUNS (3), DURATION (seconds per measurement, 8), OUT (bench/dataplane.md),
+# REPORT_FROM (a directory of measurements a failed run kept: write the report from it).
 # Needs: iproute2, iperf3, Open vSwitch (openvswitch-switch), jq, cargo.
 set -euo pipefail
 
@@ -36,7 +37,13 @@ done
 
 cargo build --release -q -p lagd --bin lagd --bin lagctl --example bare_relay
 work=$(mktemp -d /tmp/lagd-bench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# The measurements are kept if the script fails after them (REPORT_FROM=DIR writes the report
+# from such a directory without measuring again).
+trap 'status=$?; if [ "$status" != 0 ]; then echo "measurements kept in $work" >&2; elif [ -z "${REPORT_FROM:-}" ]; then rm -rf "$work"; fi' EXIT
+if [ -n "${REPORT_FROM:-}" ]; then
+    rmdir "$work"
+    work=$REPORT_FROM
+fi
 # Copies, so that a rebuild during the run cannot change the binaries under test.
 cp target/release/lagd target/release/lagctl target/release/examples/bare_relay "$work/"
 LAGCTL="$work/lagctl"
@@ -137,16 +144,18 @@ summary() { # file test
     esac
 }
 
-echo "dataplane benchmark: $RUNS runs × ${#SETUPS[@]} setups, ${DURATION} s per measurement"
-for run in $(seq 1 "$RUNS"); do
-    for setup in "${SETUPS[@]}"; do
-        for test in "${TESTS[@]}"; do
-            # No failover without link monitoring: direct and the relay have none.
-            case "$setup.$test" in direct.failover | relay.failover) continue ;; esac
-            measure "$setup" "$test" "$run"
+if [ -z "${REPORT_FROM:-}" ]; then
+    echo "dataplane benchmark: $RUNS runs × ${#SETUPS[@]} setups, ${DURATION} s per measurement"
+    for run in $(seq 1 "$RUNS"); do
+        for setup in "${SETUPS[@]}"; do
+            for test in "${TESTS[@]}"; do
+                # No failover without link monitoring: direct and the relay have none.
+                case "$setup.$test" in direct.failover | relay.failover) continue ;; esac
+                measure "$setup" "$test" "$run"
+            done
         done
     done
-done
+fi
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
@@ -177,13 +186,13 @@ for setup in "${SETUPS[@]}"; do
     M[$setup.rt8e]=$(median "$setup" tcp8e .retransmits)
     for t in tcp1 tcp8 tcp8e; do
         M[$setup.idle.$t]=$(for f in "$work/$setup.$t".*.idle; do
-            [ -s "$f" ] && cat "$f"
+            if [ -s "$f" ]; then cat "$f"; fi
         done | sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "–"}')
     done
     M[$setup.gap]=$(median "$setup" failover .failover.gap_ms)
     # lagd's CPU, both ends together, as % of one core over the traffic time.
     M[$setup.cpu8]=$(for f in "$work/$setup.tcp8".*.cpu; do
-        [ -e "$f" ] && echo "scale=2; 100 * $(cat "$f") / $DURATION" | bc
+        if [ -s "$f" ]; then echo "scale=2; 100 * $(cat "$f") / $DURATION" | bc; fi
     done | sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}')
 done
 

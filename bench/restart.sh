@@ -170,9 +170,9 @@ done
 
 row() {
     local path=$1 ab ba base
-    ab=$(median_of "$WORK/$path-*.json" .gap_ab_ms)
-    ba=$(median_of "$WORK/$path-*.json" .gap_ba_ms)
-    base=$(median_of "$WORK/$path-*.json" .baseline_ms)
+    ab=$(median_of "$WORK/$path-[0-9]*.json" .gap_ab_ms)
+    ba=$(median_of "$WORK/$path-[0-9]*.json" .gap_ba_ms)
+    base=$(median_of "$WORK/$path-[0-9]*.json" .baseline_ms)
     echo "| $2 | $(fmt "$ab" 0) ms | $(fmt "$ba" 0) ms | $(fmt "$base" 0) ms |"
 }
 
@@ -198,7 +198,7 @@ row() {
     echo "Per run (outage A → B / B → A, ms):"
     echo
     for path in "${PATHS[@]}"; do
-        printf -- "- %s: %s\n" "$path" "$(jq -s -r 'sort_by(.run) | map("\(.gap_ab_ms)/\(.gap_ba_ms)") | join(", ")' "$WORK"/$path-*.json)"
+        printf -- "- %s: %s\n" "$path" "$(jq -s -r 'sort_by(.run) | map("\(.gap_ab_ms)/\(.gap_ba_ms)") | join(", ")' "$WORK"/$path-[0-9]*.json)"
     done
     echo
     echo "Most restarts cost one to three hundred milliseconds (lagd's start-up, the fast path's"
