@@ -31,7 +31,7 @@ OUT="${OUT:-bench/dataplane.md}"
 FAIL_AT=3
 
 [ "$(id -u)" = 0 ] || { echo "dataplane.sh: run as root (network namespaces)" >&2; exit 1; }
-for tool in ip tc iperf3 ovs-vswitchd ovsdb-tool jq cargo bc; do
+for tool in ip tc iperf3 ovs-vswitchd ovsdb-tool jq cargo bc pgrep; do
     command -v "$tool" >/dev/null || { echo "dataplane.sh: $tool is missing" >&2; exit 1; }
 done
 
@@ -98,9 +98,8 @@ cpu_watch() {
 # the run's end: whether the CPUs or something else bounded the figure.
 idle_watch() {
     local out=$1 a b
-    until for f in /proc/[0-9]*/cmdline; do { tr '\0' ' ' <"$f"; } 2>/dev/null; echo; done |
-        grep -q 'iperf3 -c .* -J'; do
-        sleep 0.1
+    until pgrep -f -- 'iperf3 -c .* -J' >/dev/null; do
+        sleep 0.05
     done
     sleep 1
     read -r -a a < <(grep '^cpu ' /proc/stat)

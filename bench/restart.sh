@@ -202,10 +202,13 @@ row() {
     done
     echo
     echo "Most restarts cost one to three hundred milliseconds (lagd's start-up, the fast path's"
-    echo "programs loading on the kernel path). Some runs show a silence of about one second in"
-    echo "the direction A → B only (what host A sends) on either path: not ARP (it happened with a"
-    echo "permanent neighbour entry for B too) and not the TAP carrier going off and on at start-up"
-    echo "(lagd no longer does that); the cause is not found yet. B → A showed none in these runs."
+    echo "programs loading on the kernel path). Runs before lagd re-resolved neighbours showed a"
+    echo "silence of about one second in the direction A → B (what host A sends): lagd's death"
+    echo "takes the TAP's carrier, the kernel drops host A's neighbour entries, the first datagram"
+    echo "sent meanwhile leaves an entry being resolved whose ARP request is lost, and the next"
+    echo "request waited for the retransmit timer (1 s). lagd now deletes such entries when the"
+    echo "bond's carrier is back, so the next datagram resolves at once"
+    echo "(\`tests/netns_lifecycle.rs\`, \`neighbours_resolve_at_once_after_kill_9_and_restart\`)."
     echo
     echo "The host's TCP connections survive the restart (the TAP and its addresses stay; the new"
     echo "lagd takes the same TAP over): \`tests/netns_lifecycle.rs\` sends data across a kill -9"

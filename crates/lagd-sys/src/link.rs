@@ -597,6 +597,173 @@ impl RouteQuery {
     }
 }
 
+/// `NUD_INCOMPLETE` (include/uapi/linux/neighbour.h): the entry's address is being resolved.
+const NUD_INCOMPLETE: u16 = 0x01;
+/// `NDA_DST`: the neighbour's network address.
+const NDA_DST: u16 = 1;
+/// `struct ndmsg`: family, padding, ifindex, state, flags, type.
+const NDMSG_LEN: usize = 12;
+
+/// Deletes the neighbour entries (ARP and IPv6 neighbour discovery) of interface `ifindex` that
+/// are still being resolved (`NUD_INCOMPLETE`); returns how many it deleted.
+///
+/// An interface that loses its carrier loses its neighbour entries; a packet sent while it is
+/// down creates a new entry whose solicitation is lost, and the next solicitation waits for
+/// the retransmit timer (a second by default). Deleted once the carrier is back, the entry is
+/// created again by the next packet, which solicits at once.
+pub fn flush_incomplete_neighbours(ifindex: u32) -> io::Result<usize> {
+    let mut q = RouteQuery::new()?;
+    let waiting = q.incomplete_neighbours(ifindex)?;
+    for (family, dst) in &waiting {
+        q.delete_neighbour(ifindex, *family, dst)?;
+    }
+    Ok(waiting.len())
+}
+
+/// An `RTM_*NEIGH` request: `struct ndmsg` for `family` and `ifindex`, with `NDA_DST` when
+/// `dst` is not empty.
+fn neigh_request(ty: u16, flags: u16, seq: u32, family: u8, ifindex: u32, dst: &[u8]) -> Vec<u8> {
+    let attr = if dst.is_empty() {
+        0
+    } else {
+        align4(4 + dst.len())
+    };
+    let len = NLMSG_HDR_LEN + NDMSG_LEN + attr;
+    let mut msg = vec![0u8; len];
+    msg[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+    msg[4..6].copy_from_slice(&ty.to_ne_bytes());
+    msg[6..8].copy_from_slice(&flags.to_ne_bytes());
+    msg[8..12].copy_from_slice(&seq.to_ne_bytes());
+    msg[16] = family;
+    msg[20..24].copy_from_slice(&ifindex.to_ne_bytes());
+    if attr > 0 {
+        let at = NLMSG_HDR_LEN + NDMSG_LEN;
+        msg[at..at + 2].copy_from_slice(&((4 + dst.len()) as u16).to_ne_bytes());
+        msg[at + 2..at + 4].copy_from_slice(&NDA_DST.to_ne_bytes());
+        msg[at + 4..at + 4 + dst.len()].copy_from_slice(dst);
+    }
+    msg
+}
+
+/// An `RTM_NEWNEIGH` payload: (family, ifindex, state, destination address).
+fn parse_neigh(payload: &[u8]) -> Option<(u8, u32, u16, &[u8])> {
+    let family = *payload.first()?;
+    let ifindex = u32_at(payload, 4)?;
+    let state = u16_at(payload, 8)?;
+    let mut at = NDMSG_LEN;
+    while let (Some(len), Some(ty)) = (u16_at(payload, at), u16_at(payload, at + 2)) {
+        let len = usize::from(len);
+        if len < 4 {
+            return None;
+        }
+        let value = payload.get(at + 4..at + len)?;
+        if ty & 0x3fff == NDA_DST {
+            return Some((family, ifindex, state, value));
+        }
+        at += align4(len);
+    }
+    None
+}
+
+impl RouteQuery {
+    /// The neighbour entries of `ifindex` being resolved: (family, address).
+    fn incomplete_neighbours(&mut self, ifindex: u32) -> io::Result<Vec<(u8, Vec<u8>)>> {
+        self.seq = self.seq.wrapping_add(1);
+        let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+        let req = neigh_request(libc::RTM_GETNEIGH, flags, self.seq, 0, ifindex, &[]);
+        send_all(self.fd.as_fd(), &req)?;
+        let mut found = Vec::new();
+        let deadline = Instant::now() + Self::TIMEOUT;
+        while Instant::now() < deadline {
+            let n = match recv_from_kernel(self.fd.as_fd(), &mut self.buf) {
+                Ok(Some(n)) => n,
+                Ok(None) => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(error::annotate(e, "recv(NETLINK_ROUTE)", None)),
+            };
+            let mut pos = 0;
+            while let Some((ty, seq, payload)) = next_message_seq(&self.buf[..n], &mut pos) {
+                if seq != self.seq {
+                    continue;
+                }
+                if ty == libc::NLMSG_DONE as u16 {
+                    return Ok(found);
+                }
+                if ty == libc::NLMSG_ERROR as u16 {
+                    let os = io::Error::from_raw_os_error(netlink_code(payload).saturating_neg());
+                    return Err(error::annotate(os, "RTM_GETNEIGH", None));
+                }
+                if ty == libc::RTM_NEWNEIGH {
+                    if let Some((family, index, state, dst)) = parse_neigh(payload) {
+                        if index == ifindex && state & NUD_INCOMPLETE != 0 {
+                            found.push((family, dst.to_vec()));
+                        }
+                    }
+                }
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "RTM_GETNEIGH: no answer from the kernel",
+        ))
+    }
+
+    /// Deletes one neighbour entry; one already gone is no error.
+    fn delete_neighbour(&mut self, ifindex: u32, family: u8, dst: &[u8]) -> io::Result<()> {
+        self.seq = self.seq.wrapping_add(1);
+        let flags = (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16;
+        let req = neigh_request(libc::RTM_DELNEIGH, flags, self.seq, family, ifindex, dst);
+        send_all(self.fd.as_fd(), &req)?;
+        let deadline = Instant::now() + Self::TIMEOUT;
+        while Instant::now() < deadline {
+            let n = match recv_from_kernel(self.fd.as_fd(), &mut self.buf) {
+                Ok(Some(n)) => n,
+                Ok(None) => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(error::annotate(e, "recv(NETLINK_ROUTE)", None)),
+            };
+            let mut pos = 0;
+            while let Some((ty, seq, payload)) = next_message_seq(&self.buf[..n], &mut pos) {
+                if seq == self.seq && ty == libc::NLMSG_ERROR as u16 {
+                    return match netlink_code(payload) {
+                        0 => Ok(()),
+                        code if code == -libc::ENOENT => Ok(()),
+                        code => {
+                            let os = io::Error::from_raw_os_error(code.saturating_neg());
+                            Err(error::annotate(os, "RTM_DELNEIGH", None))
+                        }
+                    };
+                }
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "RTM_DELNEIGH: no answer from the kernel",
+        ))
+    }
+}
+
+/// The code of an `NLMSG_ERROR` payload: 0 for an acknowledgement, else a negated errno.
+fn netlink_code(payload: &[u8]) -> i32 {
+    payload
+        .get(..4)
+        .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 fn open_route_socket(groups: u32, nonblocking: bool) -> io::Result<OwnedFd> {
     let flags = if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
     let fd = socket::socket(
@@ -877,6 +1044,43 @@ mod test {
             }
             let _ = parse_ifinfo(&buf);
         }
+    }
+
+    #[test]
+    fn neighbour_requests_and_answers() {
+        let dst = [10, 0, 0, 2];
+        let msg = neigh_request(libc::RTM_DELNEIGH, 5, 7, libc::AF_INET as u8, 3, &dst);
+        assert_eq!(msg.len(), 16 + 12 + 8);
+        let mut pos = 0;
+        let (ty, seq, payload) = next_message_seq(&msg, &mut pos).unwrap();
+        assert_eq!((ty, seq), (libc::RTM_DELNEIGH, 7));
+        assert_eq!(
+            parse_neigh(payload),
+            Some((libc::AF_INET as u8, 3, 0, &dst[..]))
+        );
+        // An answer: state INCOMPLETE, NDA_CACHEINFO (type 3) before NDA_DST (an IPv6 address).
+        let mut answer = vec![libc::AF_INET6 as u8, 0, 0, 0];
+        answer.extend_from_slice(&9u32.to_ne_bytes());
+        answer.extend_from_slice(&NUD_INCOMPLETE.to_ne_bytes());
+        answer.extend_from_slice(&[0, 1]);
+        answer.extend_from_slice(&8u16.to_ne_bytes());
+        answer.extend_from_slice(&3u16.to_ne_bytes());
+        answer.extend_from_slice(&[0; 4]);
+        answer.extend_from_slice(&20u16.to_ne_bytes());
+        answer.extend_from_slice(&NDA_DST.to_ne_bytes());
+        answer.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        let (family, index, state, addr) = parse_neigh(&answer).unwrap();
+        assert_eq!(
+            (family, index, state),
+            (libc::AF_INET6 as u8, 9, NUD_INCOMPLETE)
+        );
+        assert_eq!(addr.len(), 16);
+        // Cut short, or an attribute claiming less than its header: nothing.
+        assert_eq!(parse_neigh(&answer[..30]), None);
+        assert_eq!(parse_neigh(&answer[..6]), None);
+        let mut bad = answer.clone();
+        bad[12..14].copy_from_slice(&2u16.to_ne_bytes());
+        assert_eq!(parse_neigh(&bad), None);
     }
 
     #[test]

@@ -748,3 +748,106 @@ fn tcp_survives_kill_9_and_restart_kernel_path() {
 fn tcp_survives_kill_9_and_restart_lagd_path() {
     tcp_survives_restart("mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off");
 }
+
+/// Whether host `side` reaches `addr` with one ping (1 s to answer).
+fn pings(topo: &Topology, side: Side, addr: std::net::Ipv4Addr) -> bool {
+    lagd::lab::topology::require_program("ping", "iputils-ping")
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            topo.ns(side),
+            "ping",
+            "-q",
+            "-c",
+            "1",
+            "-W",
+            "1",
+        ])
+        .arg(addr.to_string())
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// When the bond loses its carrier (every member down; or lagd killed) the kernel drops the
+/// host's neighbour entries, and a packet sent meanwhile leaves one being resolved whose next
+/// solicitation waits for the retransmit timer. Once the carrier is back lagd deletes such
+/// entries, so the host resolves at once: with the timer at 30 s, host A reaches B within
+/// 10 s of a member coming back (kernel path and lagd's path).
+#[test]
+fn neighbours_resolve_at_once_when_the_bond_carrier_returns() {
+    for opts in [
+        "mode=balance-xor xmit_hash_policy=layer3+4 miimon=50 fastpath=on",
+        "mode=balance-xor xmit_hash_policy=layer3+4 miimon=50 fastpath=off",
+    ] {
+        let mut topo = Topology::create(2).expect("lab topology (needs root and iproute2)");
+        let bonds = ["lnr0".to_owned(), "lnr1".to_owned()];
+        let (a, _) = common::start_lagd(&mut topo, Side::A, &bonds[0], opts);
+        let (b, _) = common::start_lagd(&mut topo, Side::B, &bonds[1], opts);
+        let [_, addr_b] = common::address_bonds(&topo, &bonds);
+        topo.sysctl(Side::A, "net/ipv4/neigh/lnr0/retrans_time_ms", "30000")
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !pings(&topo, Side::A, addr_b) {
+            assert!(
+                Instant::now() < deadline,
+                "{opts}: no ping through the bond"
+            );
+        }
+        let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+        for m in &members {
+            topo.ip(Side::B, &["link", "set", m, "down"]).unwrap();
+        }
+        // The kernel takes the bond's carrier loss in (operational state down: neighbours
+        // dropped).
+        let tap_state =
+            |topo: &Topology| topo.ip(Side::A, &["-o", "link", "show", "lnr0"]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !tap_state(&topo).contains("state DOWN") {
+            assert!(
+                Instant::now() < deadline,
+                "{opts}: bond still up: {}",
+                tap_state(&topo)
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        // Sent while the bond is down: the entry is being resolved (for 30 s) when it is back.
+        assert!(
+            !pings(&topo, Side::A, addr_b),
+            "{opts}: a ping with every member down"
+        );
+        let neigh = |topo: &Topology| {
+            topo.ip(
+                Side::A,
+                &["neigh", "show", &addr_b.to_string(), "dev", "lnr0"],
+            )
+            .unwrap()
+        };
+        assert!(
+            neigh(&topo).contains("INCOMPLETE"),
+            "{opts}: {}",
+            neigh(&topo)
+        );
+        topo.ip(Side::B, &["link", "set", &members[0], "up"])
+            .unwrap();
+        let back = Instant::now();
+        while !pings(&topo, Side::A, addr_b) {
+            assert!(
+                back.elapsed() < Duration::from_secs(10),
+                "{opts}: B unreachable 10 s after a member came back ({}):\n{}",
+                neigh(&topo),
+                topo.log_tail(a, 20)
+            );
+        }
+        assert!(
+            topo.log_tail(a, 1000)
+                .contains("neighbour entries still being resolved deleted"),
+            "{opts}: {}",
+            topo.log_tail(a, 20)
+        );
+        stop(&mut topo, a, "TERM");
+        stop(&mut topo, b, "TERM");
+        topo.teardown().expect("teardown");
+    }
+}

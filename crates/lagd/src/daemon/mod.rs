@@ -125,6 +125,10 @@ pub struct Daemon {
     subscribers: Vec<std::sync::mpsc::Sender<String>>,
     /// 802.3ad: the members distributing and the active aggregator as last published.
     distributing: (Vec<PortId>, Option<u16>),
+    /// The TAP's interface index.
+    tap_ifindex: u32,
+    /// Whether the TAP was up with its carrier on in the last link event about it.
+    tap_running: bool,
     /// The bucket table's move counters as last seen (for the `buckets` event).
     bucket_moves: lagd_proto::balance::BalanceCounters,
     /// The service manager, when lagd runs as a `Type=notify` service.
@@ -375,6 +379,8 @@ impl Daemon {
             changes: VecDeque::new(),
             subscribers: Vec::new(),
             distributing: (Vec::new(), None),
+            tap_ifindex,
+            tap_running: false,
             bucket_moves: Default::default(),
             notify: Notifier::from_env(),
             restore: undo,
@@ -697,6 +703,13 @@ impl Daemon {
                         let c = s.up && s.carrier && !self.disabled.contains(&i);
                         self.bond.handle_carrier(now, PortId(i as u16), c);
                     }
+                    if s.ifindex == self.tap_ifindex {
+                        let running = s.up && s.carrier;
+                        if running && !self.tap_running {
+                            self.resolve_neighbours_again();
+                        }
+                        self.tap_running = running;
+                    }
                 }
                 Ok(Some(LinkEvent::Removed(s))) => {
                     if let Some(i) = self.present_member(s.ifindex) {
@@ -711,6 +724,22 @@ impl Daemon {
                     return;
                 }
             }
+        }
+    }
+
+    /// The bond's carrier is back (the kernel reports it after it re-enabled the TAP's
+    /// queue): the host's neighbour entries that went on being resolved while it was off (a
+    /// restart of lagd, every member down) are deleted, so that the next packet to each
+    /// solicits at once instead of after the retransmit timer (a second by default).
+    fn resolve_neighbours_again(&self) {
+        match lagd_sys::link::flush_incomplete_neighbours(self.tap_ifindex) {
+            Ok(0) => {}
+            Ok(n) => info!(
+                entries = n,
+                "bond carrier back: neighbour entries still being resolved deleted (the next \
+                 packet to each solicits at once)"
+            ),
+            Err(e) => warn!("neighbour entries of {}: {e}", self.config.bond),
         }
     }
 
