@@ -18,7 +18,7 @@
 # bench/restart.md.
 #
 # Usage, as root from anywhere:  bash bench/restart.sh
-# Environment: RUNS (5), OUT (bench/restart.md), LAGD (a lagd binary to use instead of building
+# Environment: RUNS (5), OUT (bench/restart.md), PATHS (the rows, "kernel lagd lacp lacp-cold"), LAGD (a lagd binary to use instead of building
 # the release one), KEEP_PING (a path prefix: keep host A's lagd logs there).
 # Needs: iproute2, iputils-ping, python3, jq, awk, cargo.
 set -euo pipefail
@@ -161,7 +161,7 @@ one_run() {
     rm -f "$WORK"/*.sock "$WORK"/*.state "$WORK"/*.log
 }
 
-PATHS=(kernel lagd lacp lacp-cold)
+read -r -a PATHS <<<"${PATHS:-kernel lagd lacp lacp-cold}"
 for run in $(seq "$RUNS"); do
     for path in "${PATHS[@]}"; do
         one_run "$path" "$run"
@@ -209,9 +209,8 @@ row() {
     echo "request waited for the retransmit timer (1 s). lagd now deletes such entries when the"
     echo "bond's carrier is back, so the next datagram resolves at once"
     echo "(\`tests/netns_lifecycle.rs\`, \`neighbours_resolve_at_once_when_the_bond_carrier_returns\`)."
-    echo "In 802.3ad the A → B direction still shows about one second in every run of this script"
-    echo "while B → A is back within two hundred milliseconds; a run with traffic in one direction"
-    echo "only (A → B) measured 178 ms. Not explained yet."
+    echo "In 802.3ad the bond's carrier goes off and on again within the start (the bond forms"
+    echo "after it); lagd therefore also deletes the entries when it turns the carrier on itself."
     echo
     echo "The host's TCP connections survive the restart (the TAP and its addresses stay; the new"
     echo "lagd takes the same TAP over): \`tests/netns_lifecycle.rs\` sends data across a kill -9"

@@ -1996,9 +1996,11 @@ fn bench_chaos() {
          not shown by these runs.\n\
          - kill -9 and restart: in balance-xor the new lagd takes the TAP over and forwards \
          within about two hundred milliseconds (bench/restart.md has the outage alone); in \
-         802.3ad the new lagd starts LACP from nothing, its members wait the aggregate wait \
-         and the partner must see it in sync, so about 3 s pass without a distributing member. \
-         Every connection survives both.\n\
+         802.3ad the new lagd finds each member's partner in the state file and, meeting the \
+         same partner again, attaches the member without the aggregate wait (about 3 s \
+         without a distributing member before it kept the partners); the ping gap is \
+         then the restart itself plus one LACPDU exchange. Every connection survives \
+         both.\n\
          - SIGSTOP: the eBPF fast path keeps forwarding while lagd is stopped, until the \
          partner times lagd's members out (3 s after their last LACPDU); after SIGCONT lagd \
          answers the partner and both ends distribute again, without a restart: the outage is \
@@ -2010,18 +2012,12 @@ fn bench_chaos() {
          it reached only 30-70 k frames/s against the TCP load); the *100k/s sender, nothing \
          reaches the bond* row is the same sender on host B's loopback, and the goals list \
          compares each flood with it too: what remains is the kernel's receive path for 100 k \
-         frames/s on host A (veth, the tcx program, the packet socket) and lagd's few % of a \
-         core, all on the same two CPUs. The rate limit refuses most frames before parsing; \
-         about half never reach lagd because the kernel's queue on its slow-protocols socket \
-         overflows (*kernel drops*): lagd, a normal-priority process on a machine the TCP load \
-         saturates, is not scheduled often enough to read 100 k frames/s (at nice -10 it read \
-         more, but the partner's losses did not stop). The real partner's LACPDUs wait in that \
-         same queue and are dropped with the flood when it is full; three lost in a row time \
-         the member out: in one of the five random-partner runs member 0 was out of \
-         distribution when the flood ended (whole again 1.1 s later), and one malformed-flood \
-         run had a 1.4 s ping gap. That is lagd's to fix (not done here): a second \
-         slow-protocols socket per member whose kernel filter passes only the confirmed \
-         partner's source address would keep the partner's LACPDUs out of the flood's queue. \
+         frames/s on host A (the veth and the members' tcx \
+         program, which drops all but a few hundred flood frames a second before any \
+         socket: *policed*) and lagd's few % of a core, all on the same two CPUs. The \
+         confirmed partner's frames pass the program's policer and have a slow-protocols \
+         socket of their own, so the flood cannot crowd its LACPDUs out (earlier runs, \
+         before both, lost member 0 for a while in one flood run of five). \
          An earlier run with a random-partner flood cycling through only 256 different PDUs \
          also lost member 0 to takeovers: the limiter admits 20 a second from the attacker's \
          address, two admitted in a row name the same partner one time in 256, and lagd takes \

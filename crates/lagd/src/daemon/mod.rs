@@ -727,10 +727,11 @@ impl Daemon {
         }
     }
 
-    /// The bond's carrier is back (the kernel reports it after it re-enabled the TAP's
-    /// queue): the host's neighbour entries that went on being resolved while it was off (a
-    /// restart of lagd, every member down) are deleted, so that the next packet to each
-    /// solicits at once instead of after the retransmit timer (a second by default).
+    /// The bond's carrier is back (lagd turned it on, or the kernel reports the TAP running
+    /// again after it re-enabled its queue): the host's neighbour entries that went on being
+    /// resolved while it was off (a restart of lagd, every member down) are deleted, so that
+    /// the next packet to each solicits at once instead of after the retransmit timer (a
+    /// second by default).
     fn resolve_neighbours_again(&self) {
         match lagd_sys::link::flush_incomplete_neighbours(self.tap_ifindex) {
             Ok(0) => {}
@@ -857,6 +858,13 @@ impl Daemon {
                     info!(up, "bond carrier");
                     if let Err(e) = self.dp.io.tap.set_carrier(up) {
                         warn!("TAP carrier: {e}");
+                    }
+                    // Also here, not only when the kernel reports the TAP running again: a
+                    // carrier off and on in quick succession (the bond forming just after a
+                    // start) may reach rtnetlink as one change, or none, while a solicitation
+                    // the host sent meanwhile was dropped.
+                    if up {
+                        self.resolve_neighbours_again();
                     }
                 }
             }
