@@ -550,6 +550,23 @@ impl RouteQuery {
         })
     }
 
+    /// One datagram from the kernel into `buf`: `Ok(None)` when there was none this time (the
+    /// receive timeout, an interruption, or a sender other than the kernel).
+    fn recv_once(&mut self) -> io::Result<Option<usize>> {
+        match recv_from_kernel(self.fd.as_fd(), &mut self.buf) {
+            Ok(n) => Ok(n),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(error::annotate(e, "recv(NETLINK_ROUTE)", None)),
+        }
+    }
+
     /// Asks for link `ifindex` and waits (at most [`Self::TIMEOUT`]) for the answer to this
     /// request; answers to earlier, abandoned requests are skipped by sequence number.
     fn get(&mut self, ifindex: u32) -> io::Result<LinkState> {
@@ -557,18 +574,8 @@ impl RouteQuery {
         send_all(self.fd.as_fd(), &getlink_request(self.seq, ifindex, false))?;
         let deadline = Instant::now() + Self::TIMEOUT;
         while Instant::now() < deadline {
-            let n = match recv_from_kernel(self.fd.as_fd(), &mut self.buf) {
-                Ok(Some(n)) => n,
-                Ok(None) => continue,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue;
-                }
-                Err(e) => return Err(error::annotate(e, "recv(NETLINK_ROUTE)", None)),
+            let Some(n) = self.recv_once()? else {
+                continue;
             };
             let mut pos = 0;
             while let Some((ty, seq, payload)) = next_message_seq(&self.buf[..n], &mut pos) {
@@ -675,18 +682,8 @@ impl RouteQuery {
         let mut found = Vec::new();
         let deadline = Instant::now() + Self::TIMEOUT;
         while Instant::now() < deadline {
-            let n = match recv_from_kernel(self.fd.as_fd(), &mut self.buf) {
-                Ok(Some(n)) => n,
-                Ok(None) => continue,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue;
-                }
-                Err(e) => return Err(error::annotate(e, "recv(NETLINK_ROUTE)", None)),
+            let Some(n) = self.recv_once()? else {
+                continue;
             };
             let mut pos = 0;
             while let Some((ty, seq, payload)) = next_message_seq(&self.buf[..n], &mut pos) {
@@ -723,18 +720,8 @@ impl RouteQuery {
         send_all(self.fd.as_fd(), &req)?;
         let deadline = Instant::now() + Self::TIMEOUT;
         while Instant::now() < deadline {
-            let n = match recv_from_kernel(self.fd.as_fd(), &mut self.buf) {
-                Ok(Some(n)) => n,
-                Ok(None) => continue,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue;
-                }
-                Err(e) => return Err(error::annotate(e, "recv(NETLINK_ROUTE)", None)),
+            let Some(n) = self.recv_once()? else {
+                continue;
             };
             let mut pos = 0;
             while let Some((ty, seq, payload)) = next_message_seq(&self.buf[..n], &mut pos) {

@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::daemon::query_status;
-use lagd::lab::dataplane::{OvsInstance, address_bond, start_ovs_bond};
+use lagd::lab::dataplane::{OVS_BALANCE_TCP_FAST_LACP, OvsInstance, address_bond, start_ovs_bond};
 use lagd::lab::topology::{
     ProcessId, Side, Topology, in_named_ns, is_root, random_u64, require_program,
 };
@@ -73,17 +73,8 @@ impl Pair {
         );
         let mut topo = Topology::create(links).expect("create topology");
         let bridge = format!("{}br", topo.tag());
-        let ovs = start_ovs_bond(
-            &mut topo,
-            Side::B,
-            &bridge,
-            &[
-                "bond_mode=balance-tcp",
-                "lacp=active",
-                "other_config:lacp-time=fast",
-            ],
-        )
-        .expect("start Open vSwitch with its bond");
+        let ovs = start_ovs_bond(&mut topo, Side::B, &bridge, &OVS_BALANCE_TCP_FAST_LACP)
+            .expect("start Open vSwitch with its bond");
         address_bond(&topo, Side::B, &bridge, 2).unwrap();
         let bond = format!("{}bA", topo.tag());
         let opts = format!("mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 {extra}");

@@ -472,23 +472,14 @@ fn bad_metrics_addresses_are_refused_at_start() {
 /// metrics are what OVS sends, and a member down shows.
 #[test]
 fn metrics_against_open_vswitch() {
-    use lagd::lab::dataplane::start_ovs_bond;
+    use lagd::lab::dataplane::{OVS_BALANCE_TCP_FAST_LACP, start_ovs_bond};
     assert!(is_root(), "the Open vSwitch tests need root");
     require_program("promtool", "prometheus").unwrap();
     let mut topo = Topology::create(2).expect("create topology");
     let links: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
     let bridge = format!("{}br", topo.tag());
-    let ovs = start_ovs_bond(
-        &mut topo,
-        Side::B,
-        &bridge,
-        &[
-            "bond_mode=balance-tcp",
-            "lacp=active",
-            "other_config:lacp-time=fast",
-        ],
-    )
-    .expect("start Open vSwitch with its bond");
+    let ovs = start_ovs_bond(&mut topo, Side::B, &bridge, &OVS_BALANCE_TCP_FAST_LACP)
+        .expect("start Open vSwitch with its bond");
     let bond = format!("{}ba", topo.tag());
     let metrics = topo.dir().join("a.metrics");
     let unix = format!("unix:{}", metrics.display());

@@ -416,6 +416,13 @@ pub fn start_ovs(topo: &mut Topology, side: Side, bridge: &str) -> Result<OvsIns
     start_ovs_in(topo, &ns, side.letter(), bridge)
 }
 
+/// Open vSwitch's bond settings for a balance-tcp bond with active LACP at the fast rate.
+pub const OVS_BALANCE_TCP_FAST_LACP: [&str; 3] = [
+    "bond_mode=balance-tcp",
+    "lacp=active",
+    "other_config:lacp-time=fast",
+];
+
 /// Starts Open vSwitch in `side` with the bridge `bridge` holding `bond0`, a bond over every
 /// link with `settings` (`bond_mode=…`, `lacp=…`, `other_config:…`); with one link the link
 /// is a plain port. The members' own stack is kept from answering ARP for the bridge's address.
