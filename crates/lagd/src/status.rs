@@ -1442,7 +1442,7 @@ mod test {
         assert!(
             text.lines().any(|l| l
                 == "Slow protocols dropped: rate-limited 40, foreign held off 2, markers \
-                    unanswered 3, socket 5"),
+                    unanswered 3, socket 5, kernel policer 7"),
             "{text}"
         );
         // Other modes have no such section.
