@@ -345,8 +345,35 @@ fn slow_protocol_flood_on_one_member() {
     // The stable member distributes at both ends all through the flood.
     let t = Instant::now();
     let mut flooded_kept = true;
+    let mut first_loss = None;
     while !sender.is_finished() {
-        flooded_kept &= pair.distributing(0);
+        if !pair.distributing(0) && first_loss.is_none() {
+            flooded_kept = false;
+            // Both ends' view of the member when it first left, for the failure message.
+            let view = |side| {
+                let l = lacp(&pair.status(side), 0);
+                format!(
+                    "{side:?}: rx {} mux {} {} actor {:?} partner {:?} lacpdu rx {} tx {} \
+                     refused {} foreign {} illegal {}",
+                    l.rx_state,
+                    l.mux_state,
+                    l.selected,
+                    l.actor.state_names,
+                    l.partner.state_names,
+                    l.lacpdu_rx,
+                    l.lacpdu_tx,
+                    l.rate_limited_rx,
+                    l.foreign_rx,
+                    l.illegal_rx
+                )
+            };
+            first_loss = Some(format!(
+                "{:?} into the flood; {}; {}",
+                t.elapsed(),
+                view(Side::A),
+                view(Side::B)
+            ));
+        }
         assert!(
             pair.distributing(1),
             "member 1 stopped distributing {:?} into the flood",
@@ -423,7 +450,8 @@ fn slow_protocol_flood_on_one_member() {
     // flood on the other socket), and does after it.
     assert!(
         flooded_kept,
-        "member 0 left distribution during the flood (kernel drops {dropped})"
+        "member 0 left distribution during the flood (kernel drops {dropped}): {}",
+        first_loss.unwrap_or_default()
     );
     assert!(
         pair.wait_distributing(0, Duration::from_secs(15)),

@@ -17,9 +17,11 @@
 //!
 //! While a port's confirmed partner is current, a LACPDU from another address naming another
 //! partner is held off (counted, not recorded) unless it is the second in a row from that
-//! address naming the same system and port: a partner that really replaces the old one
-//! (a cable moved) repeats itself and takes over one LACPDU later, while a flood naming random
-//! partners never takes the port from its partner.
+//! address naming the same system and port *and* names this port as its partner: a partner
+//! that really replaces the old one (a cable moved behind a media converter, a peer rebooted
+//! with a new system ID) hears our LACPDUs, repeats itself and takes over one exchange later,
+//! while a flood never takes the port from its partner, not even one replaying a fixed set of
+//! LACPDUs (whose sampling by the rate limits can line two identical ones up).
 //!
 //! Marker Responses are sent at most [`MARKER_RESPONSE_RATE`] per second per port (the rate
 //! at which 802.1AX lets a Marker Generator send Marker PDUs), so a Marker flood is not
@@ -102,12 +104,14 @@ impl RxLimiter {
 
     /// Whether a LACPDU from `src` naming `system` and `port` is held off: the port's partner
     /// is current (`partner_current`) and came from the confirmed address, this one comes from
-    /// another, and it is not the second in a row from there naming the same system and port.
+    /// another, and it is not the second in a row from there naming the same system and port
+    /// that also names this port as its partner (`knows_us`).
     pub(crate) fn holds_off(
         &mut self,
         src: EthernetAddress,
         system: EthernetAddress,
         port: u16,
+        knows_us: bool,
         partner_current: bool,
     ) -> bool {
         let Some(trusted) = self.trusted else {
@@ -118,7 +122,7 @@ impl RxLimiter {
             return false;
         }
         let this = Some((src, system, port));
-        if self.candidate == this {
+        if self.candidate == this && knows_us {
             self.candidate = None;
             false
         } else {
@@ -217,5 +221,30 @@ mod test {
             l.lacpdu(attacker, psys, 7, false);
         }
         assert_eq!(l.trusted, Some(partner));
+    }
+
+    #[test]
+    fn only_a_repeated_lacpdu_that_names_us_takes_over_from_the_confirmed_partner() {
+        let partner = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let other = EthernetAddress([2, 0, 0, 0, 0, 9]);
+        let psys = EthernetAddress([2, 0, 0, 0, 0, 0x10]);
+        let osys = EthernetAddress([2, 0, 0, 0, 0, 0x20]);
+        let mut l = RxLimiter::new();
+        l.lacpdu(partner, psys, 1, true);
+        l.lacpdu(partner, psys, 1, true);
+        // Nobody is held off while the partner is not current.
+        assert!(!l.holds_off(other, osys, 4, false, false));
+        // The same LACPDU over and over (a replayed flood) that does not name us: held off.
+        for _ in 0..5 {
+            assert!(l.holds_off(other, osys, 4, false, true));
+        }
+        // Once it names us, its repeat takes over...
+        assert!(!l.holds_off(other, osys, 4, true, true));
+        // ...but a single one naming us after another system's does not.
+        assert!(l.holds_off(other, osys, 5, true, true));
+        assert!(l.holds_off(other, osys, 4, true, true));
+        // The confirmed partner's own are never held off, and reset the candidate.
+        assert!(!l.holds_off(partner, psys, 1, true, true));
+        assert!(l.holds_off(other, osys, 4, true, true));
     }
 }

@@ -703,16 +703,21 @@ impl Lacp {
                 } else {
                     let p = &mut self.ports[idx];
                     let partner_current = p.rx.state == RxState::Current;
+                    let knows_us =
+                        pdu.partner.system == self.actor.system && pdu.partner.port == p.number;
                     let held = src.is_some_and(|src| {
-                        p.rx_limit
-                            .holds_off(src, pdu.actor.system, pdu.actor.port, partner_current)
+                        p.rx_limit.holds_off(
+                            src,
+                            pdu.actor.system,
+                            pdu.actor.port,
+                            knows_us,
+                            partner_current,
+                        )
                     });
                     if held {
                         p.counters.foreign_rx += 1;
                     } else {
                         if let Some(src) = src {
-                            let knows_us = pdu.partner.system == self.actor.system
-                                && pdu.partner.port == p.number;
                             p.rx_limit
                                 .lacpdu(src, pdu.actor.system, pdu.actor.port, knows_us);
                         }

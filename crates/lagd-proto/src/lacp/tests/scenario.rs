@@ -693,15 +693,19 @@ fn a_foreign_partner_taking_a_port_over_and_leaving_is_reported_both_ways() {
     let mut sim = formed_fast(2);
     sim.take_events(0);
     let foreign = EthernetAddress([0x02, 0xee, 0, 0, 0, 1]);
-    // The foreign system speaks on link 0 for 3 s (a LACPDU every 300 ms) while the real
-    // partner is cut off in that direction.
+    // The foreign system speaks on link 0 for 3 s (a LACPDU every 300 ms, naming the port it
+    // hears as its partner) while the real partner is cut off in that direction.
     sim.set_loss_from(0, 1, true);
+    let us = sim.snap(0).ports[0].actor;
+    let mut frame = foreign_frame(EthernetAddress([2, 0xee, 0, 0, 1, 1]), foreign, 3);
+    let mut pdu = match SlowPdu::parse_frame(&frame) {
+        Ok(SlowPdu::Lacp(pdu)) => pdu,
+        other => panic!("{other:?}"),
+    };
+    pdu.partner = us;
+    pdu.emit_frame(EthernetAddress([2, 0xee, 0, 0, 1, 1]), &mut frame);
     for k in 0..10u64 {
-        sim.inject(
-            0,
-            0,
-            foreign_frame(EthernetAddress([2, 0xee, 0, 0, 1, 1]), foreign, 3),
-        );
+        sim.inject(0, 0, frame.clone());
         sim.run_until(at(10_000 + 300 * (k + 1)));
     }
     assert_eq!(sim.snap(0).ports[0].partner.system, foreign);
