@@ -509,16 +509,18 @@ fn sigstop_longer_than_the_lacp_timeout_then_sigcont_recovers() {
     assert!(ping(&pair, 5), "no ping across the bond after SIGCONT");
 }
 
-/// 802.3ad at the fast rate, lagd at both ends: lagd A killed (-9) and started again resumes
-/// its members with the partner it had (the state file keeps who that was) and attaches them
-/// without the aggregate wait. The new lagd A runs with a 10 s aggregate wait, so the members
-/// can distribute at both ends within 6 s only if it was skipped; its log says why.
+/// 802.3ad at the fast rate, lagd at both ends: lagd A killed (-9) and started again takes up
+/// its members with the partner each had (the state file keeps its information) where the last
+/// run left them, without the aggregate wait and without telling host B anything new: B's bond
+/// never loses its carrier. The new lagd A runs with a 10 s aggregate wait, so the members can
+/// distribute at both ends within 6 s only if it was skipped; its log says why.
 #[test]
 fn kill_9_in_802_3ad_resumes_the_partner_without_the_aggregate_wait() {
     let mut pair = Pair::new(2, "mode=802.3ad lacp_rate=fast lacp_aggregate_wait=100");
     for m in 0..2 {
         assert!(pair.wait_distributing(m, Duration::from_secs(20)), "forms");
     }
+    let b_before = pair.log(Side::B).len();
     pair.opts = "mode=802.3ad lacp_rate=fast lacp_aggregate_wait=10000".into();
     pair.kill_and_restart_a();
     for m in 0..2 {
@@ -530,12 +532,19 @@ fn kill_9_in_802_3ad_resumes_the_partner_without_the_aggregate_wait() {
     }
     let log = pair.log(Side::A);
     assert_eq!(
-        log.matches("the last lagd did not stop cleanly; back to this partner")
+        log.matches("the last lagd did not stop cleanly; the member takes up with this partner")
             .count(),
         2,
         "{log}"
     );
     assert!(ping(&pair, 3), "no ping across the bond after the restart");
+    // Host B saw nothing change: its bond kept its carrier all along.
+    let b_log = pair.log(Side::B);
+    let since = b_log.get(b_before..).unwrap_or_default();
+    assert!(
+        !since.contains("carrier up=false"),
+        "host B's bond lost its carrier at A's restart:\n{since}"
+    );
 }
 
 /// Pings host A's bond address from host B, `count` times.

@@ -282,7 +282,7 @@ impl Bond {
 
     /// After a restart of the daemon: `port` was in sync with `partner` under the previous
     /// run (see [`Lacp::resume`]). Other modes: nothing.
-    pub fn resume_lacp(&mut self, port: PortId, partner: crate::lacp::PartnerId) {
+    pub fn resume_lacp(&mut self, port: PortId, partner: crate::wire::slow::LacpInfo) {
         if let Some(l) = &mut self.lacp {
             l.resume(port, partner);
         }

@@ -413,6 +413,7 @@ impl Port {
             rejoin_hold: config.rejoin_hold,
             left: None,
             resume: None,
+            primed: None,
             rejoining: false,
             tx: state::Transmit::new(),
             actor_churn: churn::Churn::new(),
@@ -641,6 +642,7 @@ impl Lacp {
             // The partner may forget us while the link is down: the next LACPDU is news.
             p.tx.last = None;
             p.rx_limit.forget();
+            p.primed = None;
             if was_in_sync {
                 p.left = Some((now, p.partner_id()));
             }
@@ -853,24 +855,37 @@ impl Lacp {
             .and_then(|i| self.ports[i].rx_limit.trusted())
     }
 
-    /// The partner `port` is in sync with (both sides' Synchronization set), if any: what a
-    /// daemon records to [`resume`](Self::resume) after a restart.
-    pub fn synced_partner(&self, port: PortId) -> Option<PartnerId> {
+    /// The partner `port` is in sync with (both sides' Synchronization set), if any, as the
+    /// port records it: what a daemon keeps to [`resume`](Self::resume) after a restart.
+    pub fn synced_partner(&self, port: PortId) -> Option<LacpInfo> {
         let p = &self.ports[self.index(port)?];
         (p.port_enabled
             && p.actor_state.contains(PortState::SYNCHRONIZATION)
             && p.partner.state.contains(PortState::SYNCHRONIZATION))
-        .then(|| p.partner_id())
+        .then_some(p.partner)
     }
 
-    /// A restart of the daemon: `port` was in sync with `partner` under the previous run.
-    /// If the first partner the port is selected with is that one, it attaches without the
-    /// aggregate wait (as a port back from a short link flap does with `rejoin_hold`): the
-    /// aggregation existed already, and the partner, which kept it, waits for nothing. Any
-    /// other partner, or none, and the port waits as usual. Unknown ports: nothing.
-    pub fn resume(&mut self, port: PortId, partner: PartnerId) {
+    /// A restart of the daemon (killed, not stopped): `port` was in sync with `partner` under
+    /// the previous run, which never told the partner otherwise. The partner kept its
+    /// aggregation, and the port takes up where the last run left it: enabled with nothing
+    /// heard yet, it records `partner` as if its last LACPDU had just arrived (the Receive
+    /// machine goes to CURRENT, `current_while` runs as after a LACPDU), so it selects,
+    /// attaches without the aggregate wait and collects and distributes before it sends
+    /// anything, and its first LACPDU tells the partner nothing new. The partner's next
+    /// LACPDU confirms it or, if anything changed, corrects it as any LACPDU does.
+    /// A LACPDU heard before the port is enabled, or the link going down first, drops the
+    /// record; the port still attaches without the wait if the first partner it is selected
+    /// with has `partner`'s system, key and port (as a port back from a short flap does with
+    /// `rejoin_hold`). Any other partner, or none, and the port waits as usual. Unknown ports:
+    /// nothing.
+    pub fn resume(&mut self, port: PortId, partner: LacpInfo) {
         if let Some(i) = self.index(port) {
-            self.ports[i].resume = Some(partner);
+            let p = &mut self.ports[i];
+            p.resume = Some(PartnerId::of(&partner));
+            p.primed = partner
+                .state
+                .contains(PortState::SYNCHRONIZATION)
+                .then_some(partner);
         }
     }
 
@@ -1011,10 +1026,12 @@ impl Lacp {
     /// Runs every machine of every port to a fixed point at `now`.
     fn run(&mut self, now: Instant) {
         let coupled = self.config.coupled_control;
+        let actor = self.actor;
         for _ in 0..MAX_ROUNDS {
             let mut changed = false;
             for p in &mut self.ports {
                 changed |= rx::step(p, now);
+                changed |= rx::resume(p, &actor, now);
                 changed |= periodic::step(p, now);
             }
             changed |= select::run(

@@ -22,6 +22,17 @@ pub struct PartnerId {
     pub port: u16,
 }
 
+impl PartnerId {
+    /// The identity `info` names.
+    pub fn of(info: &LacpInfo) -> Self {
+        Self {
+            system: info.system,
+            key: info.key,
+            port: info.port,
+        }
+    }
+}
+
 /// Per-port frame counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PortCounters {
@@ -116,6 +127,10 @@ pub(crate) struct Port {
     /// [`Lacp::resume`](super::Lacp::resume)): if the first partner it is selected with is
     /// this one, it attaches without the aggregate wait. Used once.
     pub(crate) resume: Option<PartnerId>,
+    /// That partner's whole information, recorded as if its last LACPDU had just arrived when
+    /// the port is enabled with nothing heard yet. Used once; dropped by a LACPDU heard first
+    /// or by the link going down.
+    pub(crate) primed: Option<LacpInfo>,
     /// In WAITING without the aggregate wait (back to its partner within `rejoin_hold`, or
     /// resuming after a restart).
     pub(crate) rejoining: bool,
@@ -145,11 +160,7 @@ impl Port {
 
     /// The partner's identity: system, key and port number.
     pub(crate) fn partner_id(&self) -> PartnerId {
-        PartnerId {
-            system: self.partner.system,
-            key: self.partner.key,
-            port: self.partner.port,
-        }
+        PartnerId::of(&self.partner)
     }
 
     /// Whether the port comes back, at `now`, to the partner it lost with its link within

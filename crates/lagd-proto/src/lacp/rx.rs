@@ -23,6 +23,10 @@
 //! - A LACPDU received in EXPIRED, DEFAULTED or CURRENT → CURRENT: update_Selected,
 //!   update_NTT, recordPDU, start `current_while` with our LACP_Timeout, Actor.Expired = FALSE.
 //!
+//! Beyond the standard, a daemon restarted after a kill may hand a port the partner it was in
+//! sync with ([`resume`]): enabled with nothing heard, the port records it as a LACPDU and
+//! goes to CURRENT at once, so the partner, which never saw the port leave, sees nothing change.
+//!
 //! `port_moved` is set on a port in PORT_DISABLED when its partner's system and port number
 //! arrive in a LACPDU on another port of the bond ([`mark_moved`]).
 //!
@@ -95,6 +99,27 @@ pub(crate) fn receive(port: &mut Port, actor: &Actor, pdu: &LacpRepr, now: Insta
     }
 }
 
+/// A restart of the daemon ([`Lacp::resume`](super::Lacp::resume)): a port enabled with
+/// nothing heard yet (EXPIRED, not from CURRENT) and a partner recorded by the last run
+/// takes that record as a LACPDU from the partner describing us as we are. True if it did.
+pub(crate) fn resume(port: &mut Port, actor: &Actor, now: Instant) -> bool {
+    if port.rx.state != RxState::Expired || !port.actor_state.contains(PortState::DEFAULTED) {
+        return false;
+    }
+    let Some(partner) = port.primed.take() else {
+        return false;
+    };
+    let mut us = port.actor_info(actor);
+    us.state.insert(PortState::SYNCHRONIZATION);
+    let pdu = LacpRepr {
+        actor: partner,
+        partner: us,
+        ..LacpRepr::default()
+    };
+    enter_current(port, actor, &pdu, now);
+    true
+}
+
 /// Sets `port_moved` on every other port in PORT_DISABLED whose partner system and port number
 /// are the ones `pdu_actor` (received on port `on`) carries.
 pub(crate) fn mark_moved(ports: &mut [Port], on: usize, pdu_actor: &LacpInfo) {
@@ -154,6 +179,8 @@ fn enter_defaulted(port: &mut Port) {
 
 fn enter_current(port: &mut Port, actor: &Actor, pdu: &LacpRepr, now: Instant) {
     port.rx.state = RxState::Current;
+    // A LACPDU heard: the partner speaks for itself.
+    port.primed = None;
     // update_Selected: the partner is another one (or changed its mind about aggregating).
     if !same_partner(&pdu.actor, &port.partner) {
         port.selected = Selected::Unselected;

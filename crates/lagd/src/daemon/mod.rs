@@ -314,8 +314,8 @@ impl Daemon {
                         system = %partner.system,
                         key = partner.key,
                         port = partner.port,
-                        "LACP: the last lagd did not stop cleanly; back to this partner, the \
-                         member attaches without the aggregate wait"
+                        "LACP: the last lagd did not stop cleanly; the member takes up with \
+                         this partner where it left (no aggregate wait)"
                     );
                     bond.resume_lacp(port, partner);
                 }

@@ -26,8 +26,8 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use lagd_proto::lacp::PartnerId;
 use lagd_proto::wire::EthernetAddress;
+use lagd_proto::wire::slow::{LacpInfo, PortState};
 use lagd_sys::isolate::StackSettings;
 use lagd_sys::link::LinkControl;
 use lagd_sys::tap::{Tap, TapOptions};
@@ -96,31 +96,47 @@ impl MemberRecord {
     }
 }
 
-/// A member in sync with its LACP partner (802.3ad), kept so that a lagd started after this
-/// one was killed can resume it without the aggregate wait.
+/// A member in sync with its LACP partner (802.3ad) and the partner's information as the
+/// member recorded it, kept so that a lagd started after this one was killed can take up where
+/// it left (see `Lacp::resume`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct LacpRecord {
     pub(crate) member: String,
     system: [u8; 6],
     key: u16,
     port: u16,
+    /// Absent in files of older versions, which resume without the partner's information.
+    #[serde(default)]
+    system_priority: Option<u16>,
+    #[serde(default)]
+    port_priority: Option<u16>,
+    #[serde(default)]
+    state: Option<u8>,
 }
 
 impl LacpRecord {
-    pub(crate) fn new(member: &str, p: PartnerId) -> Self {
+    pub(crate) fn new(member: &str, p: LacpInfo) -> Self {
         Self {
             member: member.to_owned(),
             system: p.system.0,
             key: p.key,
             port: p.port,
+            system_priority: Some(p.system_priority),
+            port_priority: Some(p.port_priority),
+            state: Some(p.state.0),
         }
     }
 
-    pub(crate) fn partner(&self) -> PartnerId {
-        PartnerId {
+    /// The partner's information; from an older file, its identity alone (no state bits).
+    pub(crate) fn partner(&self) -> LacpInfo {
+        let whole = self.system_priority.zip(self.port_priority).zip(self.state);
+        LacpInfo {
+            system_priority: whole.map_or(0, |((s, _), _)| s),
             system: EthernetAddress(self.system),
             key: self.key,
+            port_priority: whole.map_or(0, |((_, p), _)| p),
             port: self.port,
+            state: PortState(whole.map_or(0, |(_, s)| s)),
         }
     }
 }
@@ -533,10 +549,13 @@ mod test {
         let dir = scratch("lacp");
         let control = dir.join("b0.sock");
         let link = || LinkControl::new().expect("netlink/ioctl sockets");
-        let partner = PartnerId {
+        let partner = LacpInfo {
+            system_priority: 100,
             system: EthernetAddress([2, 0, 0, 0, 0, 9]),
             key: 17,
+            port_priority: 255,
             port: 2,
+            state: PortState(0x3d),
         };
         let mut r = Restore::new(link(), "b0", &control, Vec::new()).expect("new");
         assert!(r.recovered_lacp().is_empty());
@@ -548,6 +567,17 @@ mod test {
         assert_eq!(r.recovered_lacp().len(), 1);
         assert_eq!(r.recovered_lacp()[0].member, "eth0");
         assert_eq!(r.recovered_lacp()[0].partner(), partner);
+        r.finish();
+        // A record of an older version (identity only) resumes without the state bits.
+        fs::write(
+            state_path(&control),
+            br#"{"bond":"b0","members":[],"lacp":[{"member":"eth1","system":[2,0,0,0,0,9],"key":17,"port":2}]}"#,
+        )
+        .unwrap();
+        let mut r = Restore::new(link(), "b0", &control, Vec::new()).expect("new");
+        let old = r.recovered_lacp()[0].partner();
+        assert_eq!((old.system, old.key, old.port), (partner.system, 17, 2));
+        assert_eq!(old.state, PortState(0));
         r.finish();
         // A file written before the records existed still gives back the members.
         fs::write(state_path(&control), br#"{"bond":"b0","members":[]}"#).unwrap();

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
-use crate::wire::slow::{LacpRepr, PortState, SlowPdu};
+use crate::wire::slow::{LacpInfo, LacpRepr, PortState, SlowPdu};
 
 /// Helpers for scripted single-bond tests.
 pub(crate) mod script {
@@ -336,6 +336,18 @@ impl Sim {
     /// Replaces bond `i` by a fresh one with another system id (a reboot), with the same
     /// ports; ports whose link is up come up at once.
     pub(crate) fn reboot(&mut self, i: usize, cfg: LacpConfig, system: EthernetAddress) {
+        self.reboot_resumed(i, cfg, system, &[]);
+    }
+
+    /// [`reboot`](Self::reboot), the new bond [`resume`](Lacp::resume)d with `records` before
+    /// it sends anything (as the daemon does).
+    pub(crate) fn reboot_resumed(
+        &mut self,
+        i: usize,
+        cfg: LacpConfig,
+        system: EthernetAddress,
+        records: &[(PortId, LacpInfo)],
+    ) {
         let mut fresh = Lacp::new(cfg, system).expect("valid config");
         for (li, link) in self.links.iter().enumerate() {
             for e in link.ends.iter().filter(|e| e.bond == i) {
@@ -353,6 +365,9 @@ impl Sim {
                     fresh.handle_link(self.now, e.port, true, link.speed_mbps, true);
                 }
             }
+        }
+        for &(port, info) in records {
+            fresh.resume(port, info);
         }
         self.bonds[i] = fresh;
         self.views[i] = EventView::default();
