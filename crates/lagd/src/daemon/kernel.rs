@@ -38,8 +38,10 @@ pub(crate) struct Kernel {
     tap_ifindex: u32,
     ifindexes: Vec<u32>,
     generation: Option<u64>,
-    /// Per member position, the confirmed LACP partner's MAC the table was last written with.
-    slow_partners: Vec<Option<[u8; 6]>>,
+    /// Per member position, its confirmed LACP partner's MAC (see `follow_partner`).
+    slow_partners: [Option<[u8; 6]>; MAX_MEMBERS],
+    /// `slow_partners` changed since the table was last written.
+    partners_changed: bool,
     /// The programs' bucket byte counters at the last sample (they only grow).
     bucket_bytes: Vec<u64>,
     /// When the bucket loads are next read, where buckets decide.
@@ -216,7 +218,8 @@ impl Kernel {
             tap_ifindex,
             ifindexes: Vec::new(),
             generation: None,
-            slow_partners: Vec::new(),
+            slow_partners: [None; MAX_MEMBERS],
+            partners_changed: false,
             bucket_bytes: vec![0; 256],
             next_sample: None,
             arp,
@@ -321,28 +324,30 @@ impl Kernel {
         Ok(())
     }
 
-    /// Swaps in the bond's distribution when it changed since the last call.
-    /// The members' confirmed LACP partners are part of the table: their slow-protocol frames
-    /// pass the members' policer unlimited.
+    /// Member `i`'s confirmed LACP partner is now `src` (`None`: none): its slow-protocol
+    /// frames pass the member's policer unlimited once the next [`sync`](Self::sync) writes the
+    /// table.
+    pub(crate) fn follow_partner(&mut self, i: usize, src: Option<[u8; 6]>) {
+        if let Some(slot) = self.slow_partners.get_mut(i)
+            && *slot != src
+        {
+            *slot = src;
+            self.partners_changed = true;
+        }
+    }
+
+    /// Swaps in the bond's distribution, with the members' confirmed LACP partners, when
+    /// either changed since the last call.
     pub(crate) fn sync(&mut self, bond: &Bond) -> io::Result<bool> {
         let generation = bond.distribution_generation();
-        let partners: Vec<Option<[u8; 6]>> = (0..self.ifindexes.len().min(MAX_MEMBERS))
-            .map(|i| {
-                bond.lacp()
-                    .and_then(|l| l.confirmed_partner_source(PortId(i as u16)))
-                    .map(|mac| mac.0)
-            })
-            .collect();
-        if self.generation == Some(generation) && self.slow_partners == partners {
+        if self.generation == Some(generation) && !self.partners_changed {
             return Ok(false);
         }
         let mut table = self.table(&bond.distribution());
-        for (slot, mac) in table.slow_partner.iter_mut().zip(&partners) {
-            *slot = *mac;
-        }
+        table.slow_partner = self.slow_partners;
         self.fp.set_table(&table)?;
         self.generation = Some(generation);
-        self.slow_partners = partners;
+        self.partners_changed = false;
         Ok(true)
     }
 

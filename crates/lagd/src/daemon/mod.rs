@@ -761,9 +761,14 @@ impl Daemon {
     /// After every wake: the frames the bond queued go out, and its events are acted on.
     fn after_wake(&mut self, now: Instant) {
         self.dp.send_own(&mut self.bond, now);
+        // Each member's confirmed LACP partner: its frames have a socket of their own and pass
+        // the kernel program's policer.
         if let Some(l) = self.bond.lacp() {
             for i in 0..self.dp.io.members.len() {
                 let src = l.confirmed_partner_source(PortId(i as u16)).map(|m| m.0);
+                if let Some(k) = &mut self.kernel {
+                    k.follow_partner(i, src);
+                }
                 if let Err(e) = self.dp.follow_partner(i, src) {
                     warn!(member = %self.dp.io.members[i].name, "LACP partner socket: {e}");
                 }
