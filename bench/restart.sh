@@ -211,6 +211,11 @@ row() {
     echo "(\`tests/netns_lifecycle.rs\`, \`neighbours_resolve_at_once_when_the_bond_carrier_returns\`)."
     echo "In 802.3ad the bond's carrier goes off and on again within the start (the bond forms"
     echo "after it); lagd therefore also deletes the entries when it turns the carrier on itself."
+    echo "One 802.3ad restart in about nine still lost a second A → B: the new lagd's first LACPDU"
+    echo "said its member was not in sync yet, the partner's bond stopped distributing for about"
+    echo "13 ms, and an ARP request sent then was lost. The new lagd now records each member's"
+    echo "partner as the last one left it and distributes before it sends, so its first LACPDU"
+    echo "tells the partner nothing new (\`tests/chaos.rs\`, host B's bond keeps its carrier)."
     echo
     echo "The host's TCP connections survive the restart (the TAP and its addresses stay; the new"
     echo "lagd takes the same TAP over): \`tests/netns_lifecycle.rs\` sends data across a kill -9"
