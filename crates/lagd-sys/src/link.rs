@@ -567,11 +567,19 @@ impl RouteQuery {
         }
     }
 
-    /// Asks for link `ifindex` and waits (at most [`Self::TIMEOUT`]) for the answer to this
-    /// request; answers to earlier, abandoned requests are skipped by sequence number.
-    fn get(&mut self, ifindex: u32) -> io::Result<LinkState> {
-        self.seq = self.seq.wrapping_add(1);
-        send_all(self.fd.as_fd(), &getlink_request(self.seq, ifindex, false))?;
+    /// Sends `req`, which carries the sequence number `self.seq`, and reads the kernel's
+    /// messages answering it (answers to earlier, abandoned requests are skipped by sequence
+    /// number) until `on` returns a result, for at most [`Self::TIMEOUT`]. An `NLMSG_ERROR`
+    /// ends the exchange with its error, unless its errno is in `harmless`; that, or an
+    /// acknowledgement, reaches `on` as [`Reply::Ack`]. `what` names the request in errors.
+    fn exchange<T>(
+        &mut self,
+        req: &[u8],
+        what: &'static str,
+        harmless: &[i32],
+        mut on: impl FnMut(Reply<'_>) -> Option<T>,
+    ) -> io::Result<T> {
+        send_all(self.fd.as_fd(), req)?;
         let deadline = Instant::now() + Self::TIMEOUT;
         while Instant::now() < deadline {
             let Some(n) = self.recv_once()? else {
@@ -582,26 +590,52 @@ impl RouteQuery {
                 if seq != self.seq {
                     continue;
                 }
-                if ty == libc::NLMSG_ERROR as u16 {
-                    let code = payload
-                        .get(..4)
-                        .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-                    if code < 0 {
-                        let os = io::Error::from_raw_os_error(code.saturating_neg());
-                        return Err(error::annotate(os, "RTM_GETLINK", None));
+                let reply = if ty == libc::NLMSG_ERROR as u16 {
+                    let errno = netlink_code(payload).saturating_neg();
+                    if errno > 0 && !harmless.contains(&errno) {
+                        let os = io::Error::from_raw_os_error(errno);
+                        return Err(error::annotate(os, what, None));
                     }
-                } else if let Some(LinkEvent::Changed(state)) = link_event(ty, payload) {
-                    if state.ifindex == ifindex {
-                        return Ok(state);
-                    }
+                    Reply::Ack
+                } else {
+                    Reply::Message(ty, payload)
+                };
+                if let Some(done) = on(reply) {
+                    return Ok(done);
                 }
             }
         }
         Err(io::Error::new(
             io::ErrorKind::TimedOut,
-            "RTM_GETLINK: no answer from the kernel",
+            format!("{what}: no answer from the kernel"),
         ))
     }
+
+    /// The next request's sequence number.
+    fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    /// Asks for link `ifindex` and waits for the answer.
+    fn get(&mut self, ifindex: u32) -> io::Result<LinkState> {
+        let req = getlink_request(self.next_seq(), ifindex, false);
+        self.exchange(&req, "RTM_GETLINK", &[], |reply| match reply {
+            Reply::Message(ty, payload) => match link_event(ty, payload) {
+                Some(LinkEvent::Changed(state)) if state.ifindex == ifindex => Some(state),
+                _ => None,
+            },
+            Reply::Ack => None,
+        })
+    }
+}
+
+/// A message answering a [`RouteQuery`] request.
+enum Reply<'a> {
+    /// An acknowledgement (an `NLMSG_ERROR` of code 0, or of an errno the caller accepts).
+    Ack,
+    /// Any other message: its type and payload.
+    Message(u16, &'a [u8]),
 }
 
 /// `NUD_INCOMPLETE` (include/uapi/linux/neighbour.h): the entry's address is being resolved.
@@ -675,72 +709,42 @@ fn parse_neigh(payload: &[u8]) -> Option<(u8, u32, u16, &[u8])> {
 impl RouteQuery {
     /// The neighbour entries of `ifindex` being resolved: (family, address).
     fn incomplete_neighbours(&mut self, ifindex: u32) -> io::Result<Vec<(u8, Vec<u8>)>> {
-        self.seq = self.seq.wrapping_add(1);
         let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
-        let req = neigh_request(libc::RTM_GETNEIGH, flags, self.seq, 0, ifindex, &[]);
-        send_all(self.fd.as_fd(), &req)?;
+        let req = neigh_request(libc::RTM_GETNEIGH, flags, self.next_seq(), 0, ifindex, &[]);
         let mut found = Vec::new();
-        let deadline = Instant::now() + Self::TIMEOUT;
-        while Instant::now() < deadline {
-            let Some(n) = self.recv_once()? else {
-                continue;
-            };
-            let mut pos = 0;
-            while let Some((ty, seq, payload)) = next_message_seq(&self.buf[..n], &mut pos) {
-                if seq != self.seq {
-                    continue;
+        self.exchange(&req, "RTM_GETNEIGH", &[], |reply| {
+            match reply {
+                Reply::Message(ty, _) if ty == libc::NLMSG_DONE as u16 => {
+                    return Some(mem::take(&mut found));
                 }
-                if ty == libc::NLMSG_DONE as u16 {
-                    return Ok(found);
-                }
-                if ty == libc::NLMSG_ERROR as u16 {
-                    let os = io::Error::from_raw_os_error(netlink_code(payload).saturating_neg());
-                    return Err(error::annotate(os, "RTM_GETNEIGH", None));
-                }
-                if ty == libc::RTM_NEWNEIGH {
-                    if let Some((family, index, state, dst)) = parse_neigh(payload) {
-                        if index == ifindex && state & NUD_INCOMPLETE != 0 {
-                            found.push((family, dst.to_vec()));
-                        }
+                Reply::Message(libc::RTM_NEWNEIGH, payload) => {
+                    if let Some((family, index, state, dst)) = parse_neigh(payload)
+                        && index == ifindex
+                        && state & NUD_INCOMPLETE != 0
+                    {
+                        found.push((family, dst.to_vec()));
                     }
                 }
+                _ => {}
             }
-        }
-        Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "RTM_GETNEIGH: no answer from the kernel",
-        ))
+            None
+        })
     }
 
     /// Deletes one neighbour entry; one already gone is no error.
     fn delete_neighbour(&mut self, ifindex: u32, family: u8, dst: &[u8]) -> io::Result<()> {
-        self.seq = self.seq.wrapping_add(1);
         let flags = (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16;
-        let req = neigh_request(libc::RTM_DELNEIGH, flags, self.seq, family, ifindex, dst);
-        send_all(self.fd.as_fd(), &req)?;
-        let deadline = Instant::now() + Self::TIMEOUT;
-        while Instant::now() < deadline {
-            let Some(n) = self.recv_once()? else {
-                continue;
-            };
-            let mut pos = 0;
-            while let Some((ty, seq, payload)) = next_message_seq(&self.buf[..n], &mut pos) {
-                if seq == self.seq && ty == libc::NLMSG_ERROR as u16 {
-                    return match netlink_code(payload) {
-                        0 => Ok(()),
-                        code if code == -libc::ENOENT => Ok(()),
-                        code => {
-                            let os = io::Error::from_raw_os_error(code.saturating_neg());
-                            Err(error::annotate(os, "RTM_DELNEIGH", None))
-                        }
-                    };
-                }
-            }
-        }
-        Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "RTM_DELNEIGH: no answer from the kernel",
-        ))
+        let req = neigh_request(
+            libc::RTM_DELNEIGH,
+            flags,
+            self.next_seq(),
+            family,
+            ifindex,
+            dst,
+        );
+        self.exchange(&req, "RTM_DELNEIGH", &[libc::ENOENT], |reply| {
+            matches!(reply, Reply::Ack).then_some(())
+        })
     }
 }
 
