@@ -60,6 +60,23 @@ pub fn errno(err: &io::Error) -> Option<i32> {
         .map(SyscallError::errno)
 }
 
+/// `Some(value)`; `None` when the call only had nothing to do now (a non-blocking descriptor
+/// with nothing ready, a receive timeout, a signal): try again later. Other errors as they are.
+pub fn nothing_now<T>(r: io::Result<T>) -> io::Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Wraps an OS error with the call (and subject) that produced it, keeping its kind.
 pub(crate) fn annotate(os: io::Error, call: &'static str, subject: Option<&str>) -> io::Error {
     let kind = os.kind();
@@ -111,5 +128,18 @@ mod test {
             Some(libc::EAGAIN)
         );
         assert_eq!(errno(&io::Error::other("not from the OS")), None);
+    }
+
+    #[test]
+    fn nothing_now_only_for_would_block_and_interrupted() {
+        assert_eq!(nothing_now(Ok(3)).unwrap(), Some(3));
+        for raw in [libc::EAGAIN, libc::EINTR] {
+            let e = io::Error::from_raw_os_error(raw);
+            assert_eq!(nothing_now::<u8>(Err(e)).unwrap(), None);
+        }
+        let e = annotate(io::Error::from_raw_os_error(libc::EAGAIN), "recv", None);
+        assert_eq!(nothing_now::<u8>(Err(e)).unwrap(), None);
+        let e = nothing_now::<u8>(Err(io::Error::from_raw_os_error(libc::ENOBUFS))).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOBUFS));
     }
 }

@@ -48,4 +48,4 @@ pub mod seccomp;
 pub mod tap;
 pub mod vnet;
 
-pub use error::{SyscallError, errno};
+pub use error::{SyscallError, errno, nothing_now};

@@ -553,18 +553,9 @@ impl RouteQuery {
     /// One datagram from the kernel into `buf`: `Ok(None)` when there was none this time (the
     /// receive timeout, an interruption, or a sender other than the kernel).
     fn recv_once(&mut self) -> io::Result<Option<usize>> {
-        match recv_from_kernel(self.fd.as_fd(), &mut self.buf) {
-            Ok(n) => Ok(n),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(error::annotate(e, "recv(NETLINK_ROUTE)", None)),
-        }
+        error::nothing_now(recv_from_kernel(self.fd.as_fd(), &mut self.buf))
+            .map(Option::flatten)
+            .map_err(|e| error::annotate(e, "recv(NETLINK_ROUTE)", None))
     }
 
     /// Sends `req`, which carries the sequence number `self.seq`, and reads the kernel's

@@ -115,16 +115,5 @@ fn main() -> Result<()> {
 
 /// `Some(value)`, or `None` when the socket has nothing more to read now.
 fn again<T>(r: io::Result<T>) -> Result<Option<T>> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            ) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(e.into()),
-    }
+    Ok(lagd_sys::nothing_now(r)?)
 }
