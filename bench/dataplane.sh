@@ -10,8 +10,9 @@
 #           lagd's sockets and options with a layer3+4 hash and nothing else, the floor under
 #           lagd on this machine (what any userspace dataplane of this shape costs)
 #
-# For each: TCP goodput with 1 and 8 streams (8 streams twice: iperf3 -P 8, whose one thread
-# serves all eight sockets, and one iperf3 process per stream), 64-byte UDP datagrams per second
+# For each: TCP goodput with 1 and 8 streams (8 streams twice: two iperf3 pairs of -P 4, one per
+# link as the direct baseline needs and the same for the bonds, each iperf3 serving its four
+# sockets from one thread; and one iperf3 process per stream), 64-byte UDP datagrams per second
 # (iperf3 -u -l 64 -b 0, one flow), and for the bonds the traffic gap after one member loses
 # carrier mid-run (built-in generator, 8 streams, the busiest member's peer set down). Every
 # figure is the median of RUNS runs (default 3); the runs are interleaved (run 1 of every
@@ -208,6 +209,9 @@ done
     echo
     echo "- **direct**: no bond, one address pair per veth; streams spread over the links (1 stream"
     echo "  uses one link, 8 streams put 4 on each)."
+    echo "- Every setup runs the same iperf3 processes: with 8 streams, two pairs of \`-P 4\` (one"
+    echo "  per link, as direct needs, and on the bond's one address pair for the bonds), or one pair"
+    echo "  per stream; iperf3 3.12 serves a process's streams from one thread."
     echo "- **kernel**: lagd with its kernel fast path (\`fastpath=on\`): tcx programs on the TAP and"
     echo "  the members forward as the bond decided; lagd keeps the table and sees no data frame."
     echo "- **lagd**: \`mode=balance-xor xmit_hash_policy=layer3+4 miimon=100 fastpath=off\` at both"
@@ -226,12 +230,12 @@ done
         echo "| $1 | $(fmt "$d" "$3") | $(fmt "$k" "$3") | $(fmt "$l" "$3") | $(fmt "$o" "$3") | $(fmt "$r" "$3") | $(ratio "$k" "$d") | $(ratio "$k" "$o") | $(ratio "$l" "$d") | $(ratio "$o" "$d") | $(ratio "$r" "$d") | $(ratio "$l" "$o") | $(ratio "$l" "$r") |"
     }
     row "TCP, 1 stream (Gbit/s)" tcp1 2
-    row "TCP, 8 streams, iperf3 -P 8 (Gbit/s)" tcp8 2
+    row "TCP, 8 streams, 2 × iperf3 -P 4 (Gbit/s)" tcp8 2
     row "TCP, 8 streams, one iperf3 per stream (Gbit/s)" tcp8e 2
     row "UDP 64 B, 1 flow (datagrams/s received)" udp64 0
     echo "| lagd's CPU, both ends, TCP 8 streams (% of one core) | – | $(fmt "${M[kernel.cpu8]}" 1) | $(fmt "${M[lagd.cpu8]}" 1) | – | – | | | | | | | |"
     for t in tcp1 tcp8 tcp8e; do
-        case $t in tcp1) l="TCP 1 stream" ;; tcp8) l="TCP 8, iperf3 -P 8" ;; tcp8e) l="TCP 8, one iperf3 each" ;; esac
+        case $t in tcp1) l="TCP 1 stream" ;; tcp8) l="TCP 8, 2 × iperf3 -P 4" ;; tcp8e) l="TCP 8, one iperf3 each" ;; esac
         echo "| CPUs idle during $l (% of both) | $(fmt "${M[direct.idle.$t]}" 1) | $(fmt "${M[kernel.idle.$t]}" 1) | $(fmt "${M[lagd.idle.$t]}" 1) | $(fmt "${M[ovs.idle.$t]}" 1) | $(fmt "${M[relay.idle.$t]}" 1) | | | | | | | |"
     done
     echo "| longest TCP stall after carrier loss (ms) | – | $(fmt "${M[kernel.gap]}" 1) | $(fmt "${M[lagd.gap]}" 1) | $(fmt "${M[ovs.gap]}" 1) | – | | | | | | $(ratio "${M[lagd.gap]}" "${M[ovs.gap]}") | |"

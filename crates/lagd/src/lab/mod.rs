@@ -490,7 +490,8 @@ fn switch_config(opts: &LabOptions, kind: SwitchKind) -> SwitchConfig {
 }
 
 /// The flows of a run: with clients, `streams` per client and direction; without, `streams`
-/// spread over the address pairs in each direction.
+/// spread in each direction over one flow per link, cycling over the address pairs (a direct
+/// baseline has one per link, a bond one): every setup runs as many generator processes.
 fn flows(opts: &LabOptions, routes: &[Route], streams: usize) -> Vec<traffic::Flow> {
     if opts.topology.clients > 0 {
         return routes
@@ -503,8 +504,8 @@ fn flows(opts: &LabOptions, routes: &[Route], streams: usize) -> Vec<traffic::Fl
     }
     let (fwd, rev): (Vec<Route>, Vec<Route>) =
         routes.iter().cloned().partition(|r| r.label == "a>b");
-    let mut out = traffic::spread(&fwd, streams);
-    out.extend(traffic::spread(&rev, streams));
+    let mut out = traffic::spread(&fwd, opts.links, streams);
+    out.extend(traffic::spread(&rev, opts.links, streams));
     out
 }
 

@@ -71,15 +71,22 @@ pub struct Flow {
     pub streams: usize,
 }
 
-/// Spreads `streams` over routes: route `i` gets `streams / n`, plus one for the first
-/// `streams % n` routes; routes left with no stream are dropped.
-pub fn spread(routes: &[Route], streams: usize) -> Vec<Flow> {
-    let n = routes.len().max(1);
-    routes
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Flow {
-            route: r.clone(),
+/// Spreads `streams` over `flows` flows (at least one per route), flow `i` on route
+/// `i % routes`: flow `i` gets `streams / n`, plus one for the first `streams % n` flows; flows
+/// left with no stream are dropped.
+///
+/// Each flow is one generator process pair (iperf3 `-P`), so asking every setup for the same
+/// number of flows gives them the same number of sending and receiving threads: a direct
+/// baseline needs a flow per address pair (one per link), and a bond, whose one address pair
+/// carries everything, gets as many flows on that pair.
+pub fn spread(routes: &[Route], flows: usize, streams: usize) -> Vec<Flow> {
+    if routes.is_empty() {
+        return Vec::new();
+    }
+    let n = flows.max(routes.len());
+    (0..n)
+        .map(|i| Flow {
+            route: routes[i % routes.len()].clone(),
             streams: streams / n + usize::from(i < streams % n),
         })
         .filter(|f| f.streams > 0)
@@ -770,7 +777,7 @@ mod test {
         };
         let pairs = [p(1), p(2)];
         let counts = |s| {
-            spread(&pairs, s)
+            spread(&pairs, 1, s)
                 .iter()
                 .map(|f| f.streams)
                 .collect::<Vec<_>>()
@@ -779,7 +786,38 @@ mod test {
         assert_eq!(counts(2), vec![1, 1]);
         assert_eq!(counts(5), vec![3, 2]);
         assert_eq!(counts(8), vec![4, 4]);
-        assert_eq!(spread(&pairs, 1)[0].route.src, Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(
+            spread(&pairs, 1, 1)[0].route.src,
+            Ipv4Addr::new(10, 0, 0, 1)
+        );
+        // Asking for more flows than routes cycles over the routes.
+        let four = spread(&pairs, 4, 8);
+        assert_eq!(four.iter().map(|f| f.streams).collect::<Vec<_>>(), [2; 4]);
+        let srcs: Vec<u8> = four.iter().map(|f| f.route.src.octets()[3]).collect();
+        assert_eq!(srcs, [1, 2, 1, 2]);
+        assert!(spread(&[], 2, 8).is_empty());
+    }
+
+    #[test]
+    fn a_bond_gets_as_many_flows_as_the_direct_baseline() {
+        let route = |i: u8, label: &str| Route {
+            src: Ipv4Addr::new(10, 0, 0, i),
+            dst: Ipv4Addr::new(10, 0, 1, i),
+            src_ns: "a".into(),
+            dst_ns: "b".into(),
+            label: label.into(),
+        };
+        // Direct: one address pair per link; a bond: one pair. Two links, 8 streams.
+        let direct = spread(&[route(1, "l0"), route(2, "l1")], 2, 8);
+        let bond = spread(&[route(9, "bond")], 2, 8);
+        assert_eq!(direct.len(), bond.len());
+        assert_eq!(
+            direct.iter().map(|f| f.streams).collect::<Vec<_>>(),
+            bond.iter().map(|f| f.streams).collect::<Vec<_>>()
+        );
+        assert!(bond.iter().all(|f| f.route.label == "bond"));
+        // One stream stays one flow either way.
+        assert_eq!(spread(&[route(9, "bond")], 2, 1).len(), 1);
     }
 
     #[test]
