@@ -63,13 +63,17 @@ stream() { # name proto addr
         (sleep "$(awk -v d="$DURATION" 'BEGIN {print d / 2}')" && ip -n "$A" link set m1 down) &
         failer=$!
     fi
+    local cpu0 cpu1
+    cpu0=$(grep '^cpu ' /proc/stat)
     ip netns exec "$A" python3 bench/tools/stream.py client "$2" "$3" 5600 "$DURATION"
+    cpu1=$(grep '^cpu ' /proc/stat)
     wait "$server"
     [ -n "$failer" ] && wait "$failer"
     after_a=$(counters "$A")
     after_b=$(counters "$B")
     jq -n --slurpfile r "$work/$name.recv" \
         --arg ba "$before_a" --arg aa "$after_a" --arg bb "$before_b" --arg ab "$after_b" \
+        --argjson busy "$(busy_share "$cpu0" "$cpu1")" \
         --argjson half "$(awk -v d="$DURATION" 'BEGIN {print d / 2}')" '
         ($ba | split(" ") | map(tonumber)) as $x0 | ($aa | split(" ") | map(tonumber)) as $x1
         | ($bb | split(" ") | map(tonumber)) as $y0 | ($ab | split(" ") | map(tonumber)) as $y1
@@ -82,6 +86,7 @@ stream() { # name proto addr
             ofo: ($y1[1] - $y0[1]),
             mptcp_ofo: ($y1[2] - $y0[2]),
             longest_gap_ms: $r.longest_gap_ms,
+            busy: $busy,
             before_gbps: rate(0.5; $half),
             after_gbps: rate($half + 0.5; $r.seconds),
             tcp: null
@@ -89,6 +94,16 @@ stream() { # name proto addr
     printf '  %-24s %6.3f Gbit/s, retransmits %s, receiver out-of-order %s\n' "$name" \
         "$(jq -r .gbps "$work/$name.json")" "$(jq -r .retransmits "$work/$name.json")" \
         "$(jq -r .ofo "$work/$name.json")"
+}
+
+# busy_share "cpu ..." "cpu ...": the share of all CPUs' time between two /proc/stat cpu lines
+# that was not idle (idle and iowait), in percent.
+busy_share() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        n = split(a, x); split(b, y); total = 0
+        for (i = 2; i <= 9 && i <= n; i++) total += y[i] - x[i]
+        idle = (y[5] - x[5]) + (y[6] - x[6])
+        printf "%.1f\n", total > 0 ? 100 * (total - idle) / total : 0 }'
 }
 
 direct() { # name links rate
@@ -199,10 +214,11 @@ label() { [ "$1" = 0 ] && echo "unshaped veth" || echo "$1 tbf"; }
     echo "MPTCP also its own OFOQueue after the slash). For stripe, the receiving end's TCP"
     echo "segments (super-frames): those the members' program delivered in order itself (kernel"
     echo "fast path), those lagd's resequencer saw (what followed a hole, or all of them on lagd's"
-    echo "own path), of those held and put back in order, and holes given up on."
+    echo "own path), of those held and put back in order, and holes given up on. *CPUs busy*: the"
+    echo "share of both CPUs' time (everything on the machine) that was not idle while the stream ran."
     echo
-    echo "| links | setup | Gbit/s | × direct | × MPTCP | retransmits | out-of-order | stripe: kernel / lagd / reordered / holes given up |"
-    echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"
+    echo "| links | setup | Gbit/s | × direct | × MPTCP | retransmits | out-of-order | stripe: kernel / lagd / reordered / holes given up | CPUs busy |"
+    echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"
     for rate in $RATES; do
         d=$(med "direct-$rate" .gbps)
         m=$(med "mptcp-$rate" .gbps)
@@ -215,9 +231,17 @@ label() { [ "$1" = 0 ] && echo "unshaped veth" || echo "$1 tbf"; }
             if [ "${s%%:*}" = stripe ]; then
                 tcp="$(fmt "$(med "$key" '.tcp.kernel_segments // 0')" 0) / $(fmt "$(med "$key" .tcp.segments)" 0) / $(fmt "$(med "$key" .tcp.reordered)" 0) / $(fmt "$(med "$key" '.tcp.skipped_lost + .tcp.skipped_timeout + .tcp.skipped_full')" 0)"
             fi
-            echo "| 2 × $(label "$rate") | ${s#*:} | $(fmt "$g" 2) | $(awk -v a="$g" -v b="$d" 'BEGIN { if (a == "–" || b == "–" || b == 0) print "–"; else printf "%.2f", a / b }') | $(awk -v a="$g" -v b="$m" 'BEGIN { if (a == "–" || b == "–" || b == 0) print "–"; else printf "%.2f", a / b }') | $(fmt "$(med "$key" .retransmits)" 0) | $ofo | $tcp |"
+            echo "| 2 × $(label "$rate") | ${s#*:} | $(fmt "$g" 2) | $(awk -v a="$g" -v b="$d" 'BEGIN { if (a == "–" || b == "–" || b == 0) print "–"; else printf "%.2f", a / b }') | $(awk -v a="$g" -v b="$m" 'BEGIN { if (a == "–" || b == "–" || b == 0) print "–"; else printf "%.2f", a / b }') | $(fmt "$(med "$key" .retransmits)" 0) | $ofo | $tcp | $(fmt "$(med "$key" .busy)" 0) % |"
         done
     done
+    busy=$(med "direct-0" .busy)
+    if [ "$busy" != "–" ]; then
+        echo
+        echo "The CPUs are the bound on unshaped veth: one direct link's single stream keeps"
+        echo "$(fmt "$busy" 0) % of both CPUs busy, so a scheme that costs no more CPU per byte than a direct"
+        echo "link (none does less: every byte is still copied into the sender's and out of the receiver's"
+        echo "socket) can carry at most $(awk -v b="$busy" 'BEGIN { printf "%.2f", b > 0 ? 100 / b : 0 }')× of it on this $(nproc)-CPU machine."
+    fi
     echo
     echo "## 4 links at 1 Gbit/s, one member down half-way"
     echo
