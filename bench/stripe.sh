@@ -103,7 +103,7 @@ busy_share() {
         n = split(a, x); split(b, y); total = 0
         for (i = 2; i <= 9 && i <= n; i++) total += y[i] - x[i]
         idle = (y[5] - x[5]) + (y[6] - x[6])
-        printf "%.1f\n", total > 0 ? 100 * (total - idle) / total : 0 }'
+        printf "%.1f\n", (total > 0 ? 100 * (total - idle) / total : 0) }'
 }
 
 direct() { # name links rate
@@ -237,10 +237,10 @@ label() { [ "$1" = 0 ] && echo "unshaped veth" || echo "$1 tbf"; }
     busy=$(med "direct-0" .busy)
     if [ "$busy" != "–" ]; then
         echo
-        echo "The CPUs are the bound on unshaped veth: one direct link's single stream keeps"
-        echo "$(fmt "$busy" 0) % of both CPUs busy, so a scheme that costs no more CPU per byte than a direct"
-        echo "link (none does less: every byte is still copied into the sender's and out of the receiver's"
-        echo "socket) can carry at most $(awk -v b="$busy" 'BEGIN { printf "%.2f", b > 0 ? 100 / b : 0 }')× of it on this $(nproc)-CPU machine."
+        echo "On unshaped veth the CPUs set a ceiling: one direct link's single stream keeps $(fmt "$busy" 0) % of"
+        echo "both CPUs busy, and no scheme costs less CPU per byte than a direct link (every byte is"
+        echo "still copied into the sender's socket and out of the receiver's), so none can carry more"
+        echo "than $(awk -v b="$busy" 'BEGIN { printf "%.2f", (b > 0 ? 100 / b : 0) }')× of it on this $(nproc)-CPU machine, whatever it does with the links."
     fi
     echo
     echo "## 4 links at 1 Gbit/s, one member down half-way"
