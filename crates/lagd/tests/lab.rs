@@ -126,9 +126,10 @@ fn assert_balanced(v: &Value) {
     }
 }
 
-#[test]
-fn direct_baseline_reaches_two_link_ceiling_with_iperf3() {
-    let v = lab_json(&[
+/// The direct baseline over 2 links shaped to 100 Mbit/s for `secs` seconds, `streams`
+/// streams (none given: the default) from `generator`.
+fn direct_run(streams: Option<&str>, secs: &str, generator: &str) -> Value {
+    let mut args = vec![
         "--baseline",
         "direct",
         "--links",
@@ -136,10 +137,37 @@ fn direct_baseline_reaches_two_link_ceiling_with_iperf3() {
         "--rate",
         "100mbit",
         "--duration",
-        "3",
+        secs,
         "--generator",
-        "iperf3",
-    ]);
+        generator,
+    ];
+    if let Some(n) = streams {
+        args.extend(["--streams", n]);
+    }
+    lab_json(&args)
+}
+
+/// The figures of each flow (one generator process pair) of a run: (source, destination,
+/// streams); their goodput adds up to the aggregate.
+fn flows(v: &Value) -> Vec<(String, String, u64)> {
+    let flows = v["flows"].as_array().expect("flows");
+    let sum: f64 = flows.iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
+    assert_near(sum, gbps(v), 0.01, "flows add up to the aggregate");
+    flows
+        .iter()
+        .map(|f| {
+            (
+                f["src"].as_str().unwrap().to_owned(),
+                f["dst"].as_str().unwrap().to_owned(),
+                f["streams"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn direct_baseline_reaches_two_link_ceiling_with_iperf3() {
+    let v = direct_run(None, "3", "iperf3");
     assert_eq!(v["setup"], "direct");
     assert_eq!(v["mode"], "none");
     assert_eq!(v["policy"], "none");
@@ -154,24 +182,16 @@ fn direct_baseline_reaches_two_link_ceiling_with_iperf3() {
     );
     assert!(v["retransmits"].is_u64(), "{v}");
     assert_balanced(&v);
+    // One iperf3 pair per address pair (one per link), four streams each.
+    let f = flows(&v);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(f.iter().all(|x| x.2 == 4), "{f:?}");
+    assert_ne!(f[0].0, f[1].0, "{f:?}");
 }
 
 #[test]
 fn builtin_generator_measures_the_same_ceiling() {
-    let v = lab_json(&[
-        "--baseline",
-        "direct",
-        "--links",
-        "2",
-        "--rate",
-        "100mbit",
-        "--duration",
-        "3",
-        "--streams",
-        "2",
-        "--generator",
-        "builtin",
-    ]);
+    let v = direct_run(Some("2"), "3", "builtin");
     assert_eq!(v["generator"], "builtin");
     assert_eq!(v["streams"], 2);
     assert_near(gbps(&v), 2.0 * LINK_GBPS, 0.05, "aggregate");
@@ -184,44 +204,18 @@ fn builtin_generator_measures_the_same_ceiling() {
 /// thread): every pair's port served, its report summed into the flow's figure.
 #[test]
 fn iperf3_each_runs_a_process_per_stream() {
-    let v = lab_json(&[
-        "--baseline",
-        "direct",
-        "--links",
-        "2",
-        "--rate",
-        "100mbit",
-        "--duration",
-        "3",
-        "--streams",
-        "4",
-        "--generator",
-        "iperf3-each",
-    ]);
+    let v = direct_run(Some("4"), "3", "iperf3-each");
     assert_eq!(v["generator"], "iperf3-each");
     assert_eq!(v["streams"], 4);
     assert_near(gbps(&v), 2.0 * LINK_GBPS, 0.05, "aggregate");
-    let flows = v["flows"].as_array().expect("flows");
-    let sum: f64 = flows.iter().map(|f| f["gbps"].as_f64().unwrap()).sum();
-    assert_near(sum, gbps(&v), 0.01, "flows add up to the aggregate");
+    flows(&v);
     assert!(v["retransmits"].is_u64(), "{v}");
     assert_balanced(&v);
 }
 
 #[test]
 fn one_stream_on_direct_links_uses_one_link() {
-    let v = lab_json(&[
-        "--baseline",
-        "direct",
-        "--rate",
-        "100mbit",
-        "--duration",
-        "2",
-        "--streams",
-        "1",
-        "--generator",
-        "builtin",
-    ]);
+    let v = direct_run(Some("1"), "2", "builtin");
     assert_near(gbps(&v), LINK_GBPS, 0.05, "aggregate");
     let shares: Vec<f64> = members(&v).iter().map(share).collect();
     assert!(shares[0] > 0.99 && shares[1] < 0.01, "{shares:?}");
@@ -263,6 +257,12 @@ fn lagd_layer34_spreads_streams_over_both_members() {
     let v = sixteen_streams_over_two_links(&["--lagd", lagd()], "lagd");
     assert_eq!(v["mode"], "balance-xor");
     assert_eq!(v["policy"], "layer3+4");
+    // As many generator process pairs as the direct baseline runs (one per link), all on the
+    // bond's one address pair: the same number of sending and receiving threads.
+    let f = flows(&v);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(f.iter().all(|x| x.2 == 8), "{f:?}");
+    assert_eq!((&f[0].0, &f[0].1), (&f[1].0, &f[1].1), "{f:?}");
 }
 
 /// The dataplane benchmark's floor, `examples/bare_relay.rs` (built by `cargo test` beside the
