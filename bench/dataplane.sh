@@ -16,8 +16,9 @@
 # (iperf3 -u -l 64 -b 0, one flow), and for the bonds the traffic gap after one member loses
 # carrier mid-run (built-in generator, 8 streams, the busiest member's peer set down). Every
 # figure is the median of RUNS runs (default 3); the runs are interleaved (run 1 of every
-# configuration, then run 2, ...) so that a noisy moment on the machine does not hit one
-# configuration only. Writes bench/dataplane.md.
+# configuration, then run 2, ...; within a run each test goes through every setup before the
+# next test) so that a noisy moment on the machine does not hit one configuration only.
+# Writes bench/dataplane.md.
 #
 # Usage, as root from anywhere:  bash bench/dataplane.sh
 # Environment: RUNS (3), DURATION (seconds per measurement, 8), OUT (bench/dataplane.md),
@@ -147,8 +148,9 @@ summary() { # file test
 if [ -z "${REPORT_FROM:-}" ]; then
     echo "dataplane benchmark: $RUNS runs × ${#SETUPS[@]} setups, ${DURATION} s per measurement"
     for run in $(seq 1 "$RUNS"); do
-        for setup in "${SETUPS[@]}"; do
-            for test in "${TESTS[@]}"; do
+        # Setups inner: the figures a ratio compares are taken close together.
+        for test in "${TESTS[@]}"; do
+            for setup in "${SETUPS[@]}"; do
                 # No failover without link monitoring: direct and the relay have none.
                 case "$setup.$test" in direct.failover | relay.failover) continue ;; esac
                 measure "$setup" "$test" "$run"
