@@ -47,7 +47,8 @@ pub struct LabArgs {
     /// vlan+srcmac).
     #[arg(long, default_value = "layer3+4")]
     pub policy: String,
-    /// Parallel TCP streams (the direct baseline spreads them over the links).
+    /// Parallel TCP streams (the direct baseline spreads them over the links). Every setup
+    /// runs one generator process pair per link, each with its share of the streams.
     #[arg(long, default_value_t = 8)]
     pub streams: usize,
     /// Seconds of traffic.
