@@ -27,6 +27,8 @@ const PORT_BASE: u16 = 5201;
 const PROBE_PORT: u16 = 5199;
 /// How often the progress line and the signal check run during traffic.
 const TICK: Duration = Duration::from_millis(200);
+/// How often the lab looks whether iperf3 clients have ended.
+const EXIT_POLL: Duration = Duration::from_millis(10);
 /// Receive silences shorter than this are not recorded (a busy stream reads every few
 /// microseconds; a 10 Mbit/s one every millisecond or so).
 const GAP_MIN: Duration = Duration::from_millis(1);
@@ -290,16 +292,25 @@ fn run_iperf3(
     }
     let started = Instant::now();
     let limit = spec.duration + Duration::from_secs(20);
+    // When each client ended, to within EXIT_POLL: with several pairs on the same links their
+    // measuring windows need not coincide (one pair's connections can take longer), and the
+    // aggregate is taken over the span from the first window's start to the last one's end.
+    let mut ended: Vec<Option<Instant>> = vec![None; clients.len()];
+    let mut last_tick = started;
     loop {
-        ctl.sleep(TICK)?;
+        ctl.sleep(EXIT_POLL)?;
         let elapsed = started.elapsed();
-        ctl.progress()
-            .tick("traffic (iperf3)", elapsed, spec.duration);
-        let mut running = false;
-        for &c in &clients {
-            running |= topo.try_wait(c)?.is_none();
+        if last_tick.elapsed() >= TICK {
+            last_tick = Instant::now();
+            ctl.progress()
+                .tick("traffic (iperf3)", elapsed, spec.duration);
         }
-        if !running {
+        for (i, &c) in clients.iter().enumerate() {
+            if ended[i].is_none() && topo.try_wait(c)?.is_some() {
+                ended[i] = Some(Instant::now());
+            }
+        }
+        if ended.iter().all(Option::is_some) {
             break;
         }
         if elapsed > limit {
@@ -326,7 +337,9 @@ fn run_iperf3(
         flows_bps: vec![0.0; spec.flows.len()],
     };
     let (mut sent, mut lost) = (0u64, 0u64);
-    for (&c, &(flow, _)) in clients.iter().zip(&jobs) {
+    let mut windows = Vec::new();
+    let mut flow_bits = vec![0.0; spec.flows.len()];
+    for ((&c, &(flow, _)), end) in clients.iter().zip(&jobs).zip(&ended) {
         let text = fs::read_to_string(topo.out_path(c)).unwrap_or_default();
         let report = parse_iperf3(&text).with_context(|| {
             format!(
@@ -339,9 +352,9 @@ fn run_iperf3(
                 topo.log_tail(c, 5)
             )
         })?;
-        result.bits_per_second += report.bits_per_second;
-        result.flows_bps[flow] += report.bits_per_second;
-        result.seconds = result.seconds.max(report.seconds);
+        let end = end.map_or(0.0, |t| t.duration_since(started).as_secs_f64());
+        windows.push((end - report.seconds, end));
+        flow_bits[flow] += report.bits_per_second * report.seconds;
         if let Some(r) = report.retransmits {
             *result.retransmits.get_or_insert(0) += r;
         }
@@ -354,7 +367,29 @@ fn run_iperf3(
     if result.udp_pps.is_some() && sent > 0 {
         result.udp_lost_percent = Some(100.0 * lost as f64 / sent as f64);
     }
+    result.seconds = union_span(&windows);
+    if result.seconds > 0.0 {
+        result.flows_bps = flow_bits.iter().map(|b| b / result.seconds).collect();
+        result.bits_per_second = flow_bits.iter().sum::<f64>() / result.seconds;
+    }
     Ok(result)
+}
+
+/// The span from the earliest start to the latest end of measuring windows `(start, end)`
+/// (seconds); 0 without any. Pairs that ran at the same time span one window's length, pairs
+/// that ran one after the other the sum of theirs: their bits over it are what the links
+/// carried, where adding each pair's own rate would count the links twice while only one ran.
+pub fn union_span(windows: &[(f64, f64)]) -> f64 {
+    let start = windows.iter().map(|w| w.0).fold(f64::INFINITY, f64::min);
+    let end = windows
+        .iter()
+        .map(|w| w.1)
+        .fold(f64::NEG_INFINITY, f64::max);
+    if windows.is_empty() {
+        0.0
+    } else {
+        (end - start).max(0.0)
+    }
 }
 
 /// What one iperf3 client reported.
@@ -796,6 +831,15 @@ mod test {
         let srcs: Vec<u8> = four.iter().map(|f| f.route.src.octets()[3]).collect();
         assert_eq!(srcs, [1, 2, 1, 2]);
         assert!(spread(&[], 2, 8).is_empty());
+    }
+
+    #[test]
+    fn pairs_windows_span_from_first_start_to_last_end() {
+        assert_eq!(union_span(&[]), 0.0);
+        assert_eq!(union_span(&[(0.1, 3.1)]), 3.0);
+        // Together: one window's length; one late by half a second: 3.5 s.
+        assert!((union_span(&[(0.1, 3.1), (0.1, 3.1)]) - 3.0).abs() < 1e-9);
+        assert!((union_span(&[(0.1, 3.1), (0.6, 3.6)]) - 3.5).abs() < 1e-9);
     }
 
     #[test]
