@@ -31,6 +31,8 @@ RUNS="${RUNS:-3}"
 DURATION="${DURATION:-8}"
 OUT="${OUT:-bench/dataplane.md}"
 FAIL_AT=3
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 [ "$(id -u)" = 0 ] || { echo "dataplane.sh: run as root (network namespaces)" >&2; exit 1; }
 for tool in ip tc iperf3 ovs-vswitchd ovsdb-tool jq cargo bc pgrep; do
@@ -50,26 +52,6 @@ fi
 cp target/release/lagd target/release/lagctl target/release/examples/bare_relay "$work/"
 LAGCTL="$work/lagctl"
 LAGD="$work/lagd"
-
-setup_args() {
-    case "$1" in
-        direct) echo "--baseline direct" ;;
-        kernel) echo "--lagd $LAGD --bond-opts fastpath=on" ;;
-        lagd) echo "--lagd $LAGD --bond-opts fastpath=off" ;;
-        ovs) echo "--baseline ovs" ;;
-        relay) echo "--relay $work/bare_relay" ;;
-    esac
-}
-
-test_args() {
-    case "$1" in
-        tcp1) echo "--streams 1 --duration $DURATION" ;;
-        tcp8) echo "--streams 8 --duration $DURATION" ;;
-        tcp8e) echo "--streams 8 --duration $DURATION --generator iperf3-each" ;;
-        udp64) echo "--udp --udp-length 64 --streams 1 --duration $DURATION" ;;
-        failover) echo "--streams 8 --duration $DURATION --fail-after $FAIL_AT --generator builtin" ;;
-    esac
-}
 
 SETUPS=(direct kernel lagd ovs relay)
 TESTS=(tcp1 tcp8 tcp8e udp64 failover)
@@ -122,7 +104,7 @@ measure() { # setup test run
     case "$test" in tcp1 | tcp8 | tcp8e) idle_watch "$work/$1.$2.$3.idle" & idler=$! ;; esac
     # shellcheck disable=SC2046 # the argument lists are meant to split
     if "$LAGCTL" lab --links 2 --rate 0 --mode balance-xor --policy layer3+4 --json --quiet \
-        $(setup_args "$setup") $(test_args "$test") >"$file" 2>"$work/$1.$2.$3.err"; then
+        --duration "$DURATION" $(lab_setup_args "$setup") $(lab_test_args "$test") >"$file" 2>"$work/$1.$2.$3.err"; then
         printf '  %-7s %-9s run %s: %s\n' "$setup" "$test" "$run" "$(summary "$file" "$test")"
     else
         rm -f "$file"
@@ -158,9 +140,6 @@ if [ -z "${REPORT_FROM:-}" ]; then
         done
     done
 fi
-
-# shellcheck source=bench/lib.sh
-. bench/lib.sh
 
 # median SETUP TEST JQ-EXPR: the median of EXPR over the runs that succeeded, or "–".
 median() { median_of "$work/$1.$2.*.json" "$3"; }

@@ -31,27 +31,11 @@ TESTS=(tcp1 tcp8 tcp8e udp64)
 . bench/lib.sh
 bench_start fastpath.sh lgfp ip iperf3 jq python3
 
-setup_args() {
-    case "$1" in
-        direct) echo "--baseline direct" ;;
-        kernel) echo "--lagd $LAGD --bond-opts fastpath=on" ;;
-    esac
-}
-
-test_args() {
-    case "$1" in
-        tcp1) echo "--streams 1" ;;
-        tcp8) echo "--streams 8" ;;
-        tcp8e) echo "--streams 8 --generator iperf3-each" ;;
-        udp64) echo "--udp --udp-length 64 --streams 1" ;;
-    esac
-}
-
 measure() { # setup test run
     local file="$work/$1.$2.$3.json"
     # shellcheck disable=SC2046 # the argument lists are meant to split
     if "$LAGCTL" lab --links 2 --rate 0 --mode balance-xor --policy layer3+4 --json --quiet \
-        --duration "$DURATION" $(setup_args "$1") $(test_args "$2") >"$file" 2>"$work/err"; then
+        --duration "$DURATION" $(lab_setup_args "$1") $(lab_test_args "$2") >"$file" 2>"$work/err"; then
         printf '  %-6s %-5s run %2s: %s\n' "$1" "$2" "$3" \
             "$(jq -r 'if .udp_pps then "\(.udp_pps) datagrams/s" else "\(.aggregate_gbps) Gbit/s" end' "$file")"
     else

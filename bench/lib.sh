@@ -98,3 +98,27 @@ bench_untopology() {
         ip netns del "$ns" 2>/dev/null || true
     done
 }
+
+# lab_setup_args SETUP: `lagctl lab` options for one of the dataplane setups (direct, kernel,
+# lagd, ovs, relay); kernel and lagd run $LAGD, relay $work/bare_relay.
+lab_setup_args() {
+    case "$1" in
+        direct) echo "--baseline direct" ;;
+        kernel) echo "--lagd $LAGD --bond-opts fastpath=on" ;;
+        lagd) echo "--lagd $LAGD --bond-opts fastpath=off" ;;
+        ovs) echo "--baseline ovs" ;;
+        relay) echo "--relay $work/bare_relay" ;;
+    esac
+}
+
+# lab_test_args TEST: `lagctl lab` options for one of the dataplane tests (tcp1, tcp8, tcp8e,
+# udp64, failover: a member down FAIL_AT seconds in), the duration aside.
+lab_test_args() {
+    case "$1" in
+        tcp1) echo "--streams 1" ;;
+        tcp8) echo "--streams 8" ;;
+        tcp8e) echo "--streams 8 --generator iperf3-each" ;;
+        udp64) echo "--udp --udp-length 64 --streams 1" ;;
+        failover) echo "--streams 8 --fail-after ${FAIL_AT:-3} --generator builtin" ;;
+    esac
+}
