@@ -3,7 +3,8 @@
 # MPTCP with one subflow per link, and lagd balance-rr, over the same links.
 #
 #   2 links, for each rate in RATES (0 = unshaped veth; others tc tbf): direct single link,
-#            MPTCP (2 subflows, no bond), lagd stripe and lagd balance-rr (both ends)
+#            MPTCP (2 subflows, no bond), lagd stripe and lagd balance-rr (both ends), and the
+#            links' sum: two streams at once, one per link, no bond
 #   4 links at 1 Gbit/s, stripe, one member taken down half-way through: goodput before and
 #            after against the links' sum, and the longest time the receiver read nothing
 #
@@ -114,6 +115,42 @@ direct() { # name links rate
     untopology
 }
 
+# Two streams at once, one per link, no bond: what the two links carry together on this
+# machine. One stream over both links does the same work and more (ordering), so this is its
+# ceiling; on unshaped veth it measures the CPUs, not the links.
+links_sum() { # name rate
+    local name=$1 i servers=() clients=() before_a before_b cpu0 cpu1
+    topology 2 "$2"
+    for i in 0 1; do
+        ip -n "$A" addr add "10.79.$i.1/24" dev "m$i"
+        ip -n "$B" addr add "10.79.$i.2/24" dev "m$i"
+    done
+    before_a=$(counters "$A")
+    before_b=$(counters "$B")
+    for i in 0 1; do
+        ip netns exec "$B" python3 bench/tools/stream.py server tcp "10.79.$i.2" 5600 >"$work/$name.recv$i" &
+        servers+=($!)
+    done
+    cpu0=$(grep '^cpu ' /proc/stat)
+    for i in 0 1; do
+        ip netns exec "$A" python3 bench/tools/stream.py client tcp "10.79.$i.2" 5600 "$DURATION" &
+        clients+=($!)
+    done
+    wait "${clients[@]}"
+    cpu1=$(grep '^cpu ' /proc/stat)
+    wait "${servers[@]}"
+    # Both streams ran the same DURATION, started together: their rates add up.
+    jq -s --arg ba "$before_a" --arg aa "$(counters "$A")" --arg bb "$before_b" \
+        --arg ab "$(counters "$B")" --argjson busy "$(busy_share "$cpu0" "$cpu1")" '
+        ($ba | split(" ") | map(tonumber)) as $x0 | ($aa | split(" ") | map(tonumber)) as $x1
+        | ($bb | split(" ") | map(tonumber)) as $y0 | ($ab | split(" ") | map(tonumber)) as $y1
+        | { gbps: (map(.bits_per_s) | add / 1e9), retransmits: ($x1[0] - $x0[0]),
+            ofo: ($y1[1] - $y0[1]), busy: $busy }' "$work/$name.recv0" "$work/$name.recv1" \
+        >"$work/$name.json"
+    printf '  %-24s %6.3f Gbit/s\n' "$name" "$(jq -r .gbps "$work/$name.json")"
+    untopology
+}
+
 mptcp() { # name links rate
     local i ns
     topology "$2" "$3"
@@ -193,6 +230,7 @@ for run in $(seq 1 "$RUNS"); do
         mptcp "mptcp-$rate.$run" 2 "$rate"
         bonded "stripe-$rate.$run" 2 "$rate" stripe
         bonded "rr-$rate.$run" 2 "$rate" balance-rr
+        links_sum "sum-$rate.$run" "$rate"
     done
     echo "run $run, 4 links at 1gbit, m1 down half-way"
     FAIL=1 bonded "fail4.$run" 4 1gbit stripe
@@ -213,34 +251,36 @@ label() { [ "$1" = 0 ] && echo "unshaped veth" || echo "$1 tbf"; }
     echo "out-of-order: segments the receiving host's TCP queued out of order (TCPOFOQueue; for"
     echo "MPTCP also its own OFOQueue after the slash). For stripe, the receiving end's TCP"
     echo "segments (super-frames): those the members' program delivered in order itself (kernel"
-    echo "fast path), those lagd's resequencer saw (what followed a hole, or all of them on lagd's"
-    echo "own path), of those held and put back in order, and holes given up on. *CPUs busy*: the"
-    echo "share of both CPUs' time (everything on the machine) that was not idle while the stream ran."
+    echo "fast path; in brackets the rounds it sent segments that had overtaken another back"
+    echo "through their member's queue), those lagd's resequencer saw (what followed a hole that"
+    echo "lasted, or all of them on lagd's own path), of those held and put back in order, and"
+    echo "holes given up on. *CPUs busy*: the share of both CPUs' time (everything on the machine)"
+    echo "that was not idle while the stream ran."
     echo
-    echo "| links | setup | Gbit/s | × direct | × MPTCP | retransmits | out-of-order | stripe: kernel / lagd / reordered / holes given up | CPUs busy |"
+    echo "| links | setup | Gbit/s | × direct | × MPTCP | retransmits | out-of-order | stripe: kernel (rounds held) / lagd / reordered / holes given up | CPUs busy |"
     echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"
     for rate in $RATES; do
         d=$(med "direct-$rate" .gbps)
         m=$(med "mptcp-$rate" .gbps)
-        for s in direct:"direct, one link" mptcp:"MPTCP, 2 subflows" stripe:"lagd stripe" rr:"lagd balance-rr"; do
+        for s in direct:"direct, one link" mptcp:"MPTCP, 2 subflows" stripe:"lagd stripe" rr:"lagd balance-rr" sum:"links' sum: 2 streams, one per link"; do
             key="${s%%:*}-$rate"
             g=$(med "$key" .gbps)
             ofo=$(fmt "$(med "$key" .ofo)" 0)
             [ "${s%%:*}" = mptcp ] && ofo="$ofo / $(fmt "$(med "$key" .mptcp_ofo)" 0)"
             tcp="–"
             if [ "${s%%:*}" = stripe ]; then
-                tcp="$(fmt "$(med "$key" '.tcp.kernel_segments // 0')" 0) / $(fmt "$(med "$key" .tcp.segments)" 0) / $(fmt "$(med "$key" .tcp.reordered)" 0) / $(fmt "$(med "$key" '.tcp.skipped_lost + .tcp.skipped_timeout + .tcp.skipped_full')" 0)"
+                tcp="$(fmt "$(med "$key" '.tcp.kernel_segments // 0')" 0) ($(fmt "$(med "$key" '.tcp.kernel_held // 0')" 0)) / $(fmt "$(med "$key" .tcp.segments)" 0) / $(fmt "$(med "$key" .tcp.reordered)" 0) / $(fmt "$(med "$key" '.tcp.skipped_lost + .tcp.skipped_timeout + .tcp.skipped_full')" 0)"
             fi
             echo "| 2 × $(label "$rate") | ${s#*:} | $(fmt "$g" 2) | $(awk -v a="$g" -v b="$d" 'BEGIN { if (a == "–" || b == "–" || b == 0) print "–"; else printf "%.2f", a / b }') | $(awk -v a="$g" -v b="$m" 'BEGIN { if (a == "–" || b == "–" || b == 0) print "–"; else printf "%.2f", a / b }') | $(fmt "$(med "$key" .retransmits)" 0) | $ofo | $tcp | $(fmt "$(med "$key" .busy)" 0) % |"
         done
     done
-    busy=$(med "direct-0" .busy)
-    if [ "$busy" != "–" ]; then
+    sum=$(med "sum-0" .gbps)
+    direct=$(med "direct-0" .gbps)
+    if [ "$sum" != "–" ] && [ "$direct" != "–" ]; then
         echo
-        echo "On unshaped veth the CPUs set a ceiling: one direct link's single stream keeps $(fmt "$busy" 0) % of"
-        echo "both CPUs busy, and no scheme costs less CPU per byte than a direct link (every byte is"
-        echo "still copied into the sender's socket and out of the receiver's), so none can carry more"
-        echo "than $(awk -v b="$busy" 'BEGIN { printf "%.2f", (b > 0 ? 100 / b : 0) }')× of it on this $(nproc)-CPU machine, whatever it does with the links."
+        echo "*links' sum*: two streams at once, one on each link, no bond; one stream over both"
+        echo "links does that work and more, so this is its ceiling. On unshaped veth it measures"
+        echo "the CPUs, not the links: here $(awk -v a="$sum" -v b="$direct" 'BEGIN { printf "%.2f", a / b }')× one link's single stream, on $(nproc) CPUs."
     fi
     echo
     echo "## 4 links at 1 Gbit/s, one member down half-way"

@@ -12,8 +12,10 @@
 //   lagd_member_ingress  on each member, ingress: a data frame the member may deliver goes to
 //                        the TAP's ingress (the host stack), one it may not is dropped, slow
 //                        protocols pass to lagd's own socket. Stripe: a TCP segment that is
-//                        next in its flow's sequence goes to the TAP, the rest to lagd, which
-//                        puts it back in order (see lagd_stripe_rx).
+//                        next in its flow's sequence goes to the TAP, one that overtook another
+//                        goes round its member's queue until that one passed, and a flow with
+//                        a hole that lasts goes to lagd, which puts it back in order (see
+//                        lagd_stripe_rx).
 //
 // Built with a pinned clang (bpf/build.py) into the instructions lagd-sys loads; no BTF, no
 // libbpf: the maps are created by lagd-sys and their descriptors patched into the ld_imm64
@@ -119,11 +121,24 @@ struct bucket_load {
 // it advances `next` by what it delivered, or hands the flow to lagd (state LAGD) on a
 // segment ahead of `next`; lagd hands it back (KERNEL) when it holds nothing, and claims free
 // or long-idle slots for new flows (CLAIM while it writes the key).
+//
+// Most holes are not holes: a member's frames are received on the CPU that queued them (veth,
+// or a NIC's queues on their interrupts' CPUs), so segments the sender put on two CPUs, or on
+// two members, race each other, and the one behind is in another CPU's queue for a few
+// microseconds. A segment ahead of `next` of a flow that delivered within STRIPE_HOLD_NS
+// therefore goes round again: to the end of this CPU's receive queue, through its member's
+// ingress, where the program sees it once more after what was queued meanwhile (`held`
+// counts the rounds). Only a flow that delivered nothing for that long (a segment lost, or a
+// member slow or silent) goes to lagd, whose resequencer holds, times out and detects losses.
+// The bound is short on purpose: a round costs about a microsecond of the CPU, and the skew
+// of shaped or slow links (half a millisecond for a 64 KB frame at 1 Gbit/s) is lagd's to
+// absorb; waiting it out here would spin for nothing.
 #define STRIPE_RX_SLOTS 1024
 #define STRIPE_RX_FREE 0
 #define STRIPE_RX_KERNEL 1
 #define STRIPE_RX_LAGD 2
 #define STRIPE_RX_CLAIM 3
+#define STRIPE_HOLD_NS 30000ULL // 30 us: cross-CPU races, not links' skew (see above)
 
 struct stripe_rx {
     __u64 word;
@@ -131,6 +146,7 @@ struct stripe_rx {
     __u32 key[10];    // FlowKey's kernel words: source, destination, ports, tag
     __u64 delivered;  // segments the program delivered
     __u64 bytes;      // their payload bytes
+    __u64 held;       // rounds of segments ahead of `next` put back on their member's queue
 };
 
 // Map definitions: what build.py records for lagd-sys, which creates the maps itself.
@@ -179,7 +195,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 _Static_assert(sizeof(struct table) == 492, "lagd-sys encodes the table in 492 bytes");
 _Static_assert(sizeof(struct port_counters) == 56, "seven u64 fields");
 _Static_assert(sizeof(struct bucket_load) == 16, "two u64");
-_Static_assert(sizeof(struct stripe_rx) == 72, "lagd-sys maps stripe_rx entries of 72 bytes");
+_Static_assert(sizeof(struct stripe_rx) == 80, "lagd-sys maps stripe_rx entries of 80 bytes");
 
 #define ETH_P_IP 0x0800
 #define ETH_P_ARP 0x0806
@@ -790,8 +806,9 @@ INLINE int stripe_deliver(struct __sk_buff *skb, const struct table *t, __u32 po
 
 // Stripe's receive side: an untagged unicast TCP segment without SYN, FIN or RST that is the
 // next of a flow the program holds (lagd_stripe_rx) goes to the host, as does a pure ACK or a
-// segment behind the next (retransmitted: the host's TCP drops what it has); everything else,
-// and every segment ahead of a hole, goes to lagd.
+// segment behind the next (retransmitted: the host's TCP drops what it has); a segment ahead
+// of the next goes round its member's queue again while the flow is moving (STRIPE_HOLD_NS);
+// everything else, and a segment ahead of a hole that lasted, goes to lagd.
 INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
     __u8 eth[14];
     if (skb->vlan_present || bpf_skb_load_bytes(skb, 0, eth, 14) < 0)
@@ -865,7 +882,13 @@ INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
     }
     if (ahead < 0)
         return stripe_deliver(skb, t, port);
-    // A hole: lagd takes the flow (same next, next generation) and orders from here.
+    // Ahead of next while the flow is moving: round again (see STRIPE_HOLD_NS).
+    if (bpf_ktime_get_ns() - e->last_ns < STRIPE_HOLD_NS) {
+        __sync_fetch_and_add(&e->held, 1);
+        return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], BPF_F_INGRESS);
+    }
+    // A hole that lasted: lagd takes the flow (same next, next generation) and orders from
+    // here.
     __u64 gen = ((w >> 32) + 1) & 0xffff;
     __u64 lagd = (__u64)STRIPE_RX_LAGD << 48 | gen << 32 | (__u32)w;
     __sync_val_compare_and_swap(&e->word, w, lagd);

@@ -432,6 +432,13 @@ pub fn render_openmetrics(s: &Status) -> String {
                 .get_or_create(&labels(&[("bond", bond), ("reason", reason)]))
                 .inc_by(n);
         }
+        b.counter(
+            "lagd_stripe_tcp_kernel_held",
+            "Stripe: rounds of TCP segments that overtook another, sent back through their \
+             member's receive queue by the kernel fast path until it passed",
+        )
+        .get_or_create(&bl)
+        .inc_by(t.kernel_held);
         b.gauge(
             "lagd_stripe_tcp_held_bytes",
             "Stripe: bytes of TCP held for a missing predecessor",

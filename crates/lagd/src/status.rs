@@ -317,6 +317,10 @@ pub struct StripeTcpStatus {
     /// reached lagd, or the counts above).
     #[serde(default)]
     pub kernel_segments: u64,
+    /// Kernel path: rounds of segments that had overtaken another sent back through their
+    /// member's receive queue until it passed (a hole that lasts goes to lagd).
+    #[serde(default)]
+    pub kernel_held: u64,
     /// Kernel path: flows lagd took from the program at a hole.
     #[serde(default)]
     pub taken_over: u64,
@@ -673,6 +677,7 @@ impl StripeStatus {
                 max_held_bytes: st.tcp.max_held_bytes,
                 timeout_us: st.tcp.timeout_us,
                 kernel_segments: 0,
+                kernel_held: 0,
                 taken_over: st.tcp.taken_over,
                 handed_back: st.tcp.handed_back,
             },
@@ -952,9 +957,9 @@ impl Status {
             if t.kernel_segments + t.taken_over + t.handed_back > 0 {
                 let _ = writeln!(
                     s,
-                    "Stripe TCP in the kernel: segments delivered {}, flows taken at a hole {}, \
-                     handed back {}",
-                    t.kernel_segments, t.taken_over, t.handed_back
+                    "Stripe TCP in the kernel: segments delivered {}, rounds held {}, flows \
+                     taken at a hole {}, handed back {}",
+                    t.kernel_segments, t.kernel_held, t.taken_over, t.handed_back
                 );
             }
         }

@@ -594,7 +594,8 @@ fn rx_word(state: u64, generation: u64, next: u32) -> u64 {
 /// Stripe's receive side: the members' program finds a flow's slot and key exactly where
 /// `FlowKey::kernel_slot` and `kernel_words` put them (on 400 made-up IPv4 and IPv6 flows,
 /// and not one slot off), delivers the next segment in sequence and advances `next` by its
-/// payload, delivers what is behind, hands the flow to lagd at a hole, and passes lagd
+/// payload, delivers what is behind, sends a segment ahead of next round its member's queue
+/// while the flow is moving, hands the flow to lagd at a hole that lasts, and passes lagd
 /// everything of a flow it does not hold, tagged frames, SYN/FIN/RST and multicast.
 #[test]
 fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
@@ -648,9 +649,35 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
     let seg = parse_segment(&f).unwrap();
     let slot = seg.key.kernel_slot();
     rx.set_key(slot, &seg.key.kernel_words());
+    // The flow delivered a moment ago: a segment ahead of next overtook one still on its way
+    // and goes round its member's queue again (REDIRECT), the flow and its next unchanged.
+    // "A moment" is under 30 us (STRIPE_HOLD_NS): a few tries, in case this thread was
+    // preempted in between.
+    let held = rx.held(slot);
+    let mut rounds = Vec::new();
+    for _ in 0..20 {
+        rx.word(slot)
+            .store(rx_word(1, 3, seg.seq.wrapping_sub(500)), SeqCst);
+        rx.last_ns(slot).store(monotonic_ns(), SeqCst);
+        let v = verdict(&f);
+        rounds.push((v, rx.word(slot).load(SeqCst)));
+        if v == REDIRECT {
+            break;
+        }
+    }
+    assert_eq!(
+        rounds.last(),
+        Some(&(REDIRECT, rx_word(1, 3, seg.seq.wrapping_sub(500)))),
+        "ahead of next of a moving flow: round again, nothing changed ({rounds:x?})"
+    );
+    assert_eq!(rx.held(slot), held + 1, "the round is counted");
+    // Nothing delivered for longer than that: a hole that lasts, lagd's.
     rx.word(slot)
         .store(rx_word(1, 3, seg.seq.wrapping_sub(500)), SeqCst);
-    assert_eq!(verdict(&f), PASS, "ahead of next: to lagd");
+    rx.last_ns(slot)
+        .store(monotonic_ns().saturating_sub(100_000), SeqCst);
+    assert_eq!(verdict(&f), PASS, "ahead of a hole that lasted: to lagd");
+    assert_eq!(rx.held(slot), held + 1, "no round");
     assert_eq!(
         rx.word(slot).load(SeqCst),
         rx_word(2, 4, seg.seq.wrapping_sub(500)),

@@ -639,7 +639,7 @@ impl FastPath {
 /// Flow slots in stripe's receive table (`STRIPE_RX_SLOTS` in the source).
 pub const STRIPE_RX_SLOTS: usize = 1024;
 /// Bytes per entry of stripe's receive table (`struct stripe_rx`).
-const STRIPE_RX_ENTRY: usize = 72;
+const STRIPE_RX_ENTRY: usize = 80;
 const _: () = assert!(programs::STRIPE_RX_DEF.value_size as usize == STRIPE_RX_ENTRY);
 const _: () = assert!(programs::STRIPE_RX_DEF.max_entries as usize == STRIPE_RX_SLOTS);
 
@@ -694,7 +694,7 @@ impl StripeRxTable {
         let at = (slot % STRIPE_RX_SLOTS) * STRIPE_RX_ENTRY + off;
         assert!(at + 8 <= self.len && at % 8 == 0);
         // SAFETY: `at` is inside the mapping (asserted) and 8-aligned (the mapping is
-        // page-aligned, entries are 72 bytes, `off` is a multiple of 8), and the mapping lives
+        // page-aligned, entries are 80 bytes, `off` is a multiple of 8), and the mapping lives
         // as long as `self`; the memory is shared with the kernel program, which is why it is
         // only ever accessed atomically.
         unsafe {
@@ -752,6 +752,14 @@ impl StripeRxTable {
             self.u64_at(slot, 56).load(Relaxed),
             self.u64_at(slot, 64).load(Relaxed),
         )
+    }
+
+    /// Rounds the program sent segments of the slot's flow that were ahead of the next in
+    /// sequence, while the flow was moving, back through their member's queue (each time it
+    /// saw one again counts).
+    pub fn held(&self, slot: usize) -> u64 {
+        self.u64_at(slot, 72)
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -164,6 +164,14 @@ impl StripeRx {
             .map(|s| self.table.delivered(s).0)
             .sum()
     }
+
+    /// Rounds of segments ahead of a hole the program sent back through their member's queue,
+    /// through every slot.
+    pub(crate) fn held(&self) -> u64 {
+        (0..lagd_sys::fastpath::STRIPE_RX_SLOTS)
+            .map(|s| self.table.held(s))
+            .sum()
+    }
 }
 
 /// Which path the daemon takes, decided before any member is touched.
