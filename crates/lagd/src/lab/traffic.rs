@@ -292,12 +292,14 @@ fn run_iperf3(
     }
     let started = Instant::now();
     let limit = spec.duration + Duration::from_secs(20);
-    // When each client ended, to within EXIT_POLL: with several pairs on the same links their
-    // measuring windows need not coincide (one pair's connections can take longer), and the
-    // aggregate is taken over the span from the first window's start to the last one's end.
-    let mut ended: Vec<Option<Instant>> = vec![None; clients.len()];
+    // When each client ended (seconds after `started`, to within EXIT_POLL): with several
+    // pairs on the same links their measuring windows need not coincide (one pair's
+    // connections can take longer), and the aggregate is taken over the span from the first
+    // window's start to the last one's end.
+    let mut ended = vec![0.0; clients.len()];
+    let mut running: Vec<usize> = (0..clients.len()).collect();
     let mut last_tick = started;
-    loop {
+    while !running.is_empty() {
         ctl.sleep(EXIT_POLL)?;
         let elapsed = started.elapsed();
         if last_tick.elapsed() >= TICK {
@@ -305,15 +307,16 @@ fn run_iperf3(
             ctl.progress()
                 .tick("traffic (iperf3)", elapsed, spec.duration);
         }
-        for (i, &c) in clients.iter().enumerate() {
-            if ended[i].is_none() && topo.try_wait(c)?.is_some() {
-                ended[i] = Some(Instant::now());
+        let mut still = Vec::with_capacity(running.len());
+        for i in running {
+            if topo.try_wait(clients[i])?.is_some() {
+                ended[i] = started.elapsed().as_secs_f64();
+            } else {
+                still.push(i);
             }
         }
-        if ended.iter().all(Option::is_some) {
-            break;
-        }
-        if elapsed > limit {
+        running = still;
+        if !running.is_empty() && elapsed > limit {
             bail!("iperf3 still running {limit:?} after it started");
         }
     }
@@ -321,25 +324,11 @@ fn run_iperf3(
     for s in servers {
         topo.stop(s);
     }
-    let mut result = TrafficResult {
-        bits_per_second: 0.0,
-        seconds: 0.0,
-        retransmits: None,
-        udp_pps: None,
-        udp_lost_percent: None,
-        members: after
-            .iter()
-            .zip(&before)
-            .map(|(a, b)| a.since(*b))
-            .collect(),
-        max_stall_ms: None,
-        failover: None,
-        flows_bps: vec![0.0; spec.flows.len()],
-    };
     let (mut sent, mut lost) = (0u64, 0u64);
+    let (mut retransmits, mut udp_pps) = (None, None);
     let mut windows = Vec::new();
     let mut flow_bits = vec![0.0; spec.flows.len()];
-    for ((&c, &(flow, _)), end) in clients.iter().zip(&jobs).zip(&ended) {
+    for ((&c, &(flow, _)), &end) in clients.iter().zip(&jobs).zip(&ended) {
         let text = fs::read_to_string(topo.out_path(c)).unwrap_or_default();
         let report = parse_iperf3(&text).with_context(|| {
             format!(
@@ -352,27 +341,35 @@ fn run_iperf3(
                 topo.log_tail(c, 5)
             )
         })?;
-        let end = end.map_or(0.0, |t| t.duration_since(started).as_secs_f64());
         windows.push((end - report.seconds, end));
         flow_bits[flow] += report.bits_per_second * report.seconds;
         if let Some(r) = report.retransmits {
-            *result.retransmits.get_or_insert(0) += r;
+            *retransmits.get_or_insert(0) += r;
         }
         if let Some(pps) = report.udp_pps {
-            *result.udp_pps.get_or_insert(0.0) += pps;
+            *udp_pps.get_or_insert(0.0) += pps;
             sent += report.udp_packets;
             lost += report.udp_lost;
         }
     }
-    if result.udp_pps.is_some() && sent > 0 {
-        result.udp_lost_percent = Some(100.0 * lost as f64 / sent as f64);
-    }
-    result.seconds = union_span(&windows);
-    if result.seconds > 0.0 {
-        result.flows_bps = flow_bits.iter().map(|b| b / result.seconds).collect();
-        result.bits_per_second = flow_bits.iter().sum::<f64>() / result.seconds;
-    }
-    Ok(result)
+    let seconds = union_span(&windows);
+    let rate = |bits: f64| if seconds > 0.0 { bits / seconds } else { 0.0 };
+    Ok(TrafficResult {
+        bits_per_second: rate(flow_bits.iter().sum()),
+        seconds,
+        retransmits,
+        udp_pps,
+        udp_lost_percent: (udp_pps.is_some() && sent > 0)
+            .then(|| 100.0 * lost as f64 / sent as f64),
+        members: after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a.since(*b))
+            .collect(),
+        max_stall_ms: None,
+        failover: None,
+        flows_bps: flow_bits.iter().map(|&b| rate(b)).collect(),
+    })
 }
 
 /// The span from the earliest start to the latest end of measuring windows `(start, end)`
@@ -380,16 +377,15 @@ fn run_iperf3(
 /// that ran one after the other the sum of theirs: their bits over it are what the links
 /// carried, where adding each pair's own rate would count the links twice while only one ran.
 pub fn union_span(windows: &[(f64, f64)]) -> f64 {
+    if windows.is_empty() {
+        return 0.0;
+    }
     let start = windows.iter().map(|w| w.0).fold(f64::INFINITY, f64::min);
     let end = windows
         .iter()
         .map(|w| w.1)
         .fold(f64::NEG_INFINITY, f64::max);
-    if windows.is_empty() {
-        0.0
-    } else {
-        (end - start).max(0.0)
-    }
+    (end - start).max(0.0)
 }
 
 /// What one iperf3 client reported.
