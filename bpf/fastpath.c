@@ -130,7 +130,7 @@ struct bucket_load {
 // ingress, where the program sees it once more after what was queued meanwhile (`held`
 // counts the rounds). Only a flow that delivered nothing for that long (a segment lost, or a
 // member slow or silent) goes to lagd, whose resequencer holds, times out and detects losses.
-// The bound is short on purpose: a round costs about a microsecond of the CPU, and the skew
+// The bound is short on purpose: a round costs half a microsecond of the CPU, and the skew
 // of shaped or slow links (half a millisecond for a 64 KB frame at 1 Gbit/s) is lagd's to
 // absorb; waiting it out here would spin for nothing.
 #define STRIPE_RX_SLOTS 1024
