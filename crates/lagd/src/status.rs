@@ -938,7 +938,9 @@ impl Status {
             let t = &st.tcp;
             let _ = writeln!(
                 s,
-                "Stripe TCP order: segments {}, in order {}, reordered {}, behind {} (late {}),                  lost {} (all members past) {} (timeout {} us) {} (buffer full), resyncs {},                  flows {} (evicted {}), held {} B (max {} B)",
+                "Stripe TCP order: segments {}, in order {}, reordered {}, behind {} (late {}), \
+                 lost {} (all members past) {} (timeout {} us) {} (buffer full), resyncs {}, \
+                 flows {} (evicted {}), held {} B (max {} B)",
                 t.segments,
                 t.in_order,
                 t.reordered,
@@ -1300,6 +1302,64 @@ mod test {
             ..sample()
         };
         assert!(!quiet.render().contains("ARP"), "{}", quiet.render());
+    }
+
+    #[test]
+    fn renders_stripe_reorder_and_tcp_lines_whole() {
+        let mut s = sample();
+        s.mode = "stripe".into();
+        s.stripe = Some(StripeStatus {
+            peer: "m0, m1".into(),
+            error: None,
+            striping: true,
+            delivered: 1,
+            reordered: 2,
+            skipped_lost: 3,
+            skipped_timeout: 4,
+            timeout_us: 3000,
+            skipped_full: 5,
+            late: 6,
+            dropped: 7,
+            resyncs: 8,
+            held: 9,
+            max_held: 10,
+            tcp: StripeTcpStatus {
+                segments: 11,
+                in_order: 12,
+                reordered: 13,
+                behind: 14,
+                late: 15,
+                skipped_lost: 16,
+                skipped_timeout: 17,
+                skipped_full: 18,
+                resyncs: 19,
+                flows: 20,
+                flows_evicted: 21,
+                held_bytes: 22,
+                max_held_bytes: 23,
+                timeout_us: 6000,
+                kernel_segments: 24,
+                kernel_held: 25,
+                taken_over: 26,
+                handed_back: 27,
+            },
+        });
+        let text = s.render();
+        for line in [
+            "Stripe peer: m0, m1",
+            "Stripe reorder: delivered 1, reordered 2, lost 3 (all members past) 4 (timeout 3000 \
+             us) 5 (buffer full), late 6, dropped 7, resyncs 8, held 9 (max 10)",
+            "Stripe TCP order: segments 11, in order 12, reordered 13, behind 14 (late 15), lost \
+             16 (all members past) 17 (timeout 6000 us) 18 (buffer full), resyncs 19, flows 20 \
+             (evicted 21), held 22 B (max 23 B)",
+            "Stripe TCP in the kernel: segments delivered 24, rounds held 25, flows taken at a \
+             hole 26, handed back 27",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
     }
 
     #[test]
