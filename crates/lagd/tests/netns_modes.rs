@@ -20,6 +20,7 @@ use lagd::lab::traffic::checked_transfer;
 use lagd::status::{MemberLacp, MemberStatus, Status};
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 use lagd_proto::lacp::{AGGREGATE_WAIT_TIME, FAST_PERIODIC_TIME};
+use lagd_proto::wire::EthernetAddress;
 use lagd_sys::packet::{PacketOptions, PacketSocket};
 
 mod common;
@@ -1339,11 +1340,7 @@ fn tcp_frame(
     ip.extend_from_slice(&[0, 1, 0x40, 0, 64, 6, 0, 0]);
     ip.extend_from_slice(&src.1.octets());
     ip.extend_from_slice(&dst.1.octets());
-    let sum = ip
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum::<u32>();
-    let sum = !((sum & 0xffff) + (sum >> 16)) as u16;
+    let sum = lagd_proto::wire::ip::checksum::of(&ip);
     ip[10..12].copy_from_slice(&sum.to_be_bytes());
     f.extend_from_slice(&ip);
     f.extend_from_slice(&sport.to_be_bytes());
@@ -1352,14 +1349,6 @@ fn tcp_frame(
     f.extend_from_slice(&[0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
     f.resize(54 + payload, 0x5a);
     f
-}
-
-fn mac_of(text: &str) -> [u8; 6] {
-    let b: Vec<u8> = text
-        .split(':')
-        .map(|x| u8::from_str_radix(x, 16).expect("a MAC address"))
-        .collect();
-    b.try_into().expect("six bytes")
 }
 
 /// Stripe's receive in the kernel, end to end: host A's members carry a SYN (lagd's: it hands
@@ -1374,8 +1363,9 @@ fn stripe_kernel_holds_a_segment_that_overtook_another_and_the_host_sees_order()
     wait_striping(&lab);
     let (sa, sb) = (lab.status(Side::A), lab.status(Side::B));
     assert_eq!(sb.dataplane.path, "kernel");
-    let a = (mac_of(&sa.mac), lab.addrs[0]);
-    let b = (mac_of(&sb.mac), lab.addrs[1]);
+    let mac = |s: &Status| s.mac.parse::<EthernetAddress>().expect("the bond's MAC").0;
+    let a = (mac(&sa), lab.addrs[0]);
+    let b = (mac(&sb), lab.addrs[1]);
     let capture = lab
         .topo
         .in_ns(Side::B, || {
