@@ -158,19 +158,15 @@ impl StripeRx {
         }
     }
 
-    /// Segments the program delivered through every slot.
-    pub(crate) fn delivered(&self) -> u64 {
-        (0..lagd_sys::fastpath::STRIPE_RX_SLOTS)
-            .map(|s| self.table.delivered(s).0)
-            .sum()
-    }
-
-    /// Rounds of segments ahead of a hole the program sent back through their member's queue,
-    /// through every slot.
-    pub(crate) fn held(&self) -> u64 {
-        (0..lagd_sys::fastpath::STRIPE_RX_SLOTS)
-            .map(|s| self.table.held(s))
-            .sum()
+    /// Segments the program delivered, and rounds it sent segments ahead of a hole back
+    /// through their member's queue, through every slot.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        (0..lagd_sys::fastpath::STRIPE_RX_SLOTS).fold((0, 0), |(delivered, held), s| {
+            (
+                delivered + self.table.delivered(s).0,
+                held + self.table.held(s),
+            )
+        })
     }
 }
 

@@ -1313,8 +1313,7 @@ impl Daemon {
             }
         }
         if let (Some(rx), Some(st)) = (&self.dp.io.stripe_rx, status.stripe.as_mut()) {
-            st.tcp.kernel_segments = rx.delivered();
-            st.tcp.kernel_held = rx.held();
+            (st.tcp.kernel_segments, st.tcp.kernel_held) = rx.totals();
         }
         let runtime = status.runtime_warnings();
         status.warnings.extend(runtime);
