@@ -53,6 +53,14 @@ counters() { # ns
     ' /proc/net/snmp /proc/net/netstat
 }
 
+# deltas "BEFORE" "AFTER": how much each of counters' numbers grew, as a JSON array.
+deltas() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        n = split(a, x); split(b, y); printf "["
+        for (i = 1; i <= n; i++) printf "%s%d", (i > 1 ? "," : ""), y[i] - x[i]
+        print "]" }'
+}
+
 # One stream from A to ADDR; writes NAME.json. FAIL=1: member m1 goes down half-way.
 stream() { # name proto addr
     local name=$1 before_a before_b after_a after_b server failer=
@@ -73,19 +81,18 @@ stream() { # name proto addr
     after_a=$(counters "$A")
     after_b=$(counters "$B")
     jq -n --slurpfile r "$work/$name.recv" \
-        --arg ba "$before_a" --arg aa "$after_a" --arg bb "$before_b" --arg ab "$after_b" \
+        --argjson da "$(deltas "$before_a" "$after_a")" \
+        --argjson db "$(deltas "$before_b" "$after_b")" \
         --argjson busy "$(busy_share "$cpu0" "$cpu1")" \
         --argjson half "$(awk -v d="$DURATION" 'BEGIN {print d / 2}')" '
-        ($ba | split(" ") | map(tonumber)) as $x0 | ($aa | split(" ") | map(tonumber)) as $x1
-        | ($bb | split(" ") | map(tonumber)) as $y0 | ($ab | split(" ") | map(tonumber)) as $y1
-        | $r[0] as $r
+        $r[0] as $r
         | def rate(from; to): ($r.slots[(from / $r.slot_s | floor):(to / $r.slot_s | floor)])
             | if length == 0 then null else (add * 8 / (length * $r.slot_s) / 1e9) end;
         {
             gbps: ($r.bits_per_s / 1e9),
-            retransmits: ($x1[0] - $x0[0]),
-            ofo: ($y1[1] - $y0[1]),
-            mptcp_ofo: ($y1[2] - $y0[2]),
+            retransmits: $da[0],
+            ofo: $db[1],
+            mptcp_ofo: $db[2],
             longest_gap_ms: $r.longest_gap_ms,
             busy: $busy,
             before_gbps: rate(0.5; $half),
@@ -140,13 +147,11 @@ links_sum() { # name rate
     cpu1=$(grep '^cpu ' /proc/stat)
     wait "${servers[@]}"
     # Both streams ran the same DURATION, started together: their rates add up.
-    jq -s --arg ba "$before_a" --arg aa "$(counters "$A")" --arg bb "$before_b" \
-        --arg ab "$(counters "$B")" --argjson busy "$(busy_share "$cpu0" "$cpu1")" '
-        ($ba | split(" ") | map(tonumber)) as $x0 | ($aa | split(" ") | map(tonumber)) as $x1
-        | ($bb | split(" ") | map(tonumber)) as $y0 | ($ab | split(" ") | map(tonumber)) as $y1
-        | { gbps: (map(.bits_per_s) | add / 1e9), retransmits: ($x1[0] - $x0[0]),
-            ofo: ($y1[1] - $y0[1]), busy: $busy }' "$work/$name.recv0" "$work/$name.recv1" \
-        >"$work/$name.json"
+    jq -s --argjson da "$(deltas "$before_a" "$(counters "$A")")" \
+        --argjson db "$(deltas "$before_b" "$(counters "$B")")" \
+        --argjson busy "$(busy_share "$cpu0" "$cpu1")" '
+        { gbps: (map(.bits_per_s) | add / 1e9), retransmits: $da[0], ofo: $db[1], busy: $busy }
+        ' "$work/$name.recv0" "$work/$name.recv1" >"$work/$name.json"
     printf '  %-24s %6.3f Gbit/s\n' "$name" "$(jq -r .gbps "$work/$name.json")"
     untopology
 }
