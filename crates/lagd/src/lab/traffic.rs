@@ -292,10 +292,10 @@ fn run_iperf3(
     }
     let started = Instant::now();
     let limit = spec.duration + Duration::from_secs(20);
-    // When each client ended (seconds after `started`, to within EXIT_POLL): with several
-    // pairs on the same links their measuring windows need not coincide (one pair's
-    // connections can take longer), and the aggregate is taken over the span from the first
-    // window's start to the last one's end.
+    // When each client ended (seconds after `started`, as of the poll that saw it: within
+    // EXIT_POLL): with several pairs on the same links their measuring windows need not
+    // coincide (one pair's connections can take longer), and the aggregate is taken over the
+    // span from the first window's start to the last one's end.
     let mut ended = vec![0.0; clients.len()];
     let mut running: Vec<usize> = (0..clients.len()).collect();
     let mut last_tick = started;
@@ -310,7 +310,7 @@ fn run_iperf3(
         let mut still = Vec::with_capacity(running.len());
         for i in running {
             if topo.try_wait(clients[i])?.is_some() {
-                ended[i] = started.elapsed().as_secs_f64();
+                ended[i] = elapsed.as_secs_f64();
             } else {
                 still.push(i);
             }
