@@ -17,6 +17,7 @@
 //!   by ioctl, and [`link::LinkEvents`], an rtnetlink subscriber for link changes.
 //! * [`poll`]: an epoll wrapper, an eventfd to wake it, and a signalfd for clean shutdown.
 //! * [`peer`]: the credentials of a Unix socket's peer (the control socket's access check).
+//! * [`lock`]: `flock` claims on files and the process's effective user id.
 //! * [`netns`]: run a closure inside a named network namespace on a fresh thread (tests, lab).
 //! * [`caps`]: keeping only the capabilities the running daemon needs.
 //! * [`seccomp`]: a filter that refuses the system calls the running daemon never makes.
@@ -40,6 +41,7 @@ pub mod caps;
 pub mod fastpath;
 pub mod isolate;
 pub mod link;
+pub mod lock;
 pub mod netns;
 pub mod packet;
 pub mod peer;
