@@ -3,8 +3,17 @@
 //!
 //! The forwarding loop knows nothing of metrics. The listener is a thread of its own: per
 //! scrape it asks the daemon's control socket for the status (as `lagctl show` does) and
-//! renders it, so a slow or hostile scraper costs that thread, never the loop. Requests are
-//! bounded in size ([`MAX_REQUEST`]) and time ([`CLIENT_TIMEOUT`]).
+//! renders it, so a slow or hostile scraper never costs the loop. Up to [`MAX_SCRAPERS`]
+//! scrapers are served at once, each on a thread of its own, with a deadline for its whole
+//! request head and another for taking its whole reply ([`CLIENT_TIMEOUT`] each, however the
+//! bytes trickle in) and a size limit ([`MAX_REQUEST`]). When every slot is taken, a new
+//! scraper takes the slot of the one that has waited longest without completing its request:
+//! slow clients cost only their own slots, and a scraper that asks at once is always served.
+//!
+//! Who may scrape: anyone who can reach the address. That is Prometheus's model (the figures
+//! are a bond's counters and states, nothing that changes it), and it is intended: over TCP,
+//! loopback included, `control_group` does not apply; for metrics only some local users may
+//! read, listen on a Unix socket (`unix:/PATH`, mode 0600, root's).
 //!
 //! Names follow the IEEE8023-LAG-MIB objects where one exists (`dot3adAggPortStatsLACPDUsRx`
 //! is `lagd_agg_port_stats_lacpdus_rx_total`, `dot3adAggPortActorOperState` is
@@ -17,8 +26,9 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use lagd_proto::wire::slow::PortState;
@@ -27,15 +37,17 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::daemon::control::{Endpoint, status_at};
 use crate::status::Status;
 
 /// The largest HTTP request head the listener reads; longer requests get 431.
 pub const MAX_REQUEST: usize = 8192;
-/// How long the listener waits on a scraper's request or its reading of the reply.
+/// How long a scraper has to send its whole request head, and then to take its whole reply.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many scrapers are served at once.
+pub const MAX_SCRAPERS: usize = 64;
 /// The content type of [`render`]'s output: Prometheus's text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// The content type of [`render_openmetrics`]'s output, for scrapers that ask for it.
@@ -730,64 +742,231 @@ pub fn bind(listen: &MetricsListen) -> Result<Listener> {
     }
 }
 
-/// Serves metrics on `listener` from a thread of its own, asking the control socket `control`
-/// for the status on each scrape. One scraper at a time, each bounded by [`CLIENT_TIMEOUT`].
+/// Serves metrics on `listener` from threads of their own, asking the control socket `control`
+/// for the status on each scrape (see the module's documentation for the limits).
 pub fn spawn(listener: Listener, control: Endpoint) -> io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("lagd-metrics".into())
         .spawn(move || {
-            // Capabilities are per thread: this one needs none (its listener is bound, and it
-            // asks the control socket as a client).
+            // Capabilities are per thread: this one and the scrapers' need none (its listener
+            // is bound, and they ask the control socket as clients).
             if let Err(e) = lagd_sys::caps::keep_only(&[]) {
                 warn!("metrics thread: could not drop capabilities: {e}");
             }
-            serve(&listener, &control)
+            serve(listener, control)
         })
 }
 
-fn serve(listener: &Listener, control: &Endpoint) {
-    match listener {
+/// One scraper's connection, TCP or Unix.
+#[derive(Debug)]
+enum Conn {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Conn {
+    fn try_clone(&self) -> io::Result<Self> {
+        Ok(match self {
+            Self::Tcp(s) => Self::Tcp(s.try_clone()?),
+            Self::Unix(s) => Self::Unix(s.try_clone()?),
+        })
+    }
+
+    fn shutdown(&self) {
+        let _ = match self {
+            Self::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Self::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+
+    fn set_timeouts(&self, t: Duration) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => {
+                s.set_read_timeout(Some(t))?;
+                s.set_write_timeout(Some(t))
+            }
+            Self::Unix(s) => {
+                s.set_read_timeout(Some(t))?;
+                s.set_write_timeout(Some(t))
+            }
+        }
+    }
+}
+
+/// A scraper's connection with deadlines: its request head must come whole within
+/// [`CLIENT_TIMEOUT`] of the accept, and the reply be taken whole within [`CLIENT_TIMEOUT`] of
+/// the first byte written (each read or write waits only for what is left).
+struct Deadlined<'a> {
+    conn: &'a Conn,
+    deadline: Instant,
+    /// Set when the first reply byte is written: the request head was read (or given up on).
+    replying: &'a AtomicBool,
+}
+
+impl Deadlined<'_> {
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the scraper's time is up",
+            ));
+        }
+        Ok(left)
+    }
+}
+
+impl Read for Deadlined<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.conn.set_timeouts(self.left()?)?;
+        match self.conn {
+            Conn::Tcp(s) => (&*s).read(buf),
+            Conn::Unix(s) => (&*s).read(buf),
+        }
+    }
+}
+
+impl Write for Deadlined<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !self.replying.swap(true, Ordering::AcqRel) {
+            self.deadline = Instant::now() + CLIENT_TIMEOUT;
+        }
+        self.conn.set_timeouts(self.left()?)?;
+        match self.conn {
+            Conn::Tcp(s) => (&*s).write(buf),
+            Conn::Unix(s) => (&*s).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A scraper being served: when it came, whether its request head is read, and a handle to
+/// cut it off.
+struct Scraper {
+    id: u64,
+    since: Instant,
+    replying: Arc<AtomicBool>,
+    conn: Conn,
+}
+
+/// The scrapers being served, at most [`MAX_SCRAPERS`].
+#[derive(Default)]
+struct Scrapers {
+    next_id: u64,
+    serving: Vec<Scraper>,
+}
+
+impl Scrapers {
+    /// Makes room for one more: when full, cuts off the scraper that has waited longest
+    /// without completing its request. `false`: every slot is replying, none can go.
+    fn make_room(&mut self) -> bool {
+        if self.serving.len() < MAX_SCRAPERS {
+            return true;
+        }
+        let slowest = self
+            .serving
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.replying.load(Ordering::Acquire))
+            .min_by_key(|(_, s)| s.since)
+            .map(|(k, _)| k);
+        match slowest {
+            Some(k) => {
+                let s = self.serving.swap_remove(k);
+                debug!("metrics: every slot taken; cutting off the slowest scraper");
+                s.conn.shutdown();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+fn serve(listener: Listener, control: Endpoint) {
+    let accept = || -> io::Result<Conn> {
+        match &listener {
+            Listener::Tcp(l) => l.accept().map(|(c, _)| Conn::Tcp(c)),
+            Listener::Unix(l) => l.accept().map(|(c, _)| Conn::Unix(c)),
+        }
+    };
+    match &listener {
         Listener::Tcp(l) => {
             if let Ok(a) = l.local_addr() {
                 info!("metrics on http://{a}/metrics");
             }
-            serve_each(l.incoming(), control, |c| {
-                c.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-                c.set_write_timeout(Some(CLIENT_TIMEOUT))
-            });
         }
-        Listener::Unix(l) => {
-            info!("metrics on a Unix socket");
-            serve_each(l.incoming(), control, |c| {
-                c.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-                c.set_write_timeout(Some(CLIENT_TIMEOUT))
+        Listener::Unix(_) => info!("metrics on a Unix socket"),
+    }
+    let scrapers = Arc::new(Mutex::new(Scrapers::default()));
+    loop {
+        let conn = match accept() {
+            Ok(c) => c,
+            Err(e) => {
+                warn!("metrics listener: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        // A scraper thread that panicked left the list as it was: still right.
+        let mut list = scrapers.lock().unwrap_or_else(|e| e.into_inner());
+        if !list.make_room() {
+            drop(list);
+            busy(&conn);
+            continue;
+        }
+        let Ok(handle) = conn.try_clone() else {
+            continue;
+        };
+        let id = list.next_id;
+        list.next_id += 1;
+        let replying = Arc::new(AtomicBool::new(false));
+        list.serving.push(Scraper {
+            id,
+            since: Instant::now(),
+            replying: Arc::clone(&replying),
+            conn: handle,
+        });
+        drop(list);
+        let (scrapers_t, control_t) = (Arc::clone(&scrapers), control.clone());
+        let spawned = std::thread::Builder::new()
+            .name("lagd-scraper".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let stream = Deadlined {
+                    conn: &conn,
+                    deadline: Instant::now() + CLIENT_TIMEOUT,
+                    replying: &replying,
+                };
+                if let Err(e) = answer(stream, &control_t) {
+                    debug!("metrics client: {e}");
+                }
+                let mut list = scrapers_t.lock().unwrap_or_else(|e| e.into_inner());
+                list.serving.retain(|s| s.id != id);
             });
+        if let Err(e) = spawned {
+            warn!("metrics scraper thread: {e}");
+            let mut list = scrapers.lock().unwrap_or_else(|e| e.into_inner());
+            list.serving.retain(|s| s.id != id);
         }
     }
 }
 
-/// Answers the scrapers from `incoming` one at a time, each within its time limits.
-fn serve_each<C>(
-    incoming: impl Iterator<Item = io::Result<C>>,
-    control: &Endpoint,
-    limit: impl Fn(&C) -> io::Result<()>,
-) where
-    for<'a> &'a C: Read + Write,
-{
-    for conn in incoming {
-        match conn {
-            Ok(c) => {
-                let _ = limit(&c);
-                if let Err(e) = answer(&c, control) {
-                    warn!("metrics client: {e}");
-                }
-            }
-            Err(e) => {
-                warn!("metrics listener: {e}");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
+/// Tells a scraper that every slot is replying to another (503), without waiting on it.
+fn busy(conn: &Conn) {
+    let body = "every metrics slot is busy; try again\n";
+    let reply = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = conn.set_timeouts(Duration::from_millis(100));
+    let _ = match conn {
+        Conn::Tcp(s) => (&*s).write_all(reply.as_bytes()),
+        Conn::Unix(s) => (&*s).write_all(reply.as_bytes()),
+    };
 }
 
 /// What a request head asks for.
