@@ -8,7 +8,7 @@
 //! members = ["eth0", "eth1"]
 //! # mac = "02:00:00:00:00:01"   # default: the first member's permanent MAC
 //! # mtu = 9000                  # default: the first member's MTU; applied to every member
-//! # control = "/run/lagd/bond0.sock" # default: the abstract socket "@lagd/bond0" (per netns)
+//! # control = "/run/lagd/bond0.sock" # default: /run/lagd/netns-N/bond0.sock (per netns)
 //! # control_group = "adm"            # this group may read the status (default: root only)
 //! # metrics_listen = "127.0.0.1:9105" # Prometheus metrics (off by default; or "unix:/PATH")
 //! # metrics_allow_remote = false      # a non-loopback metrics_listen needs this set to true

@@ -18,7 +18,8 @@ pub struct SetArgs {
     /// lagd's never is).
     #[arg(required = true, num_args = 1..)]
     pub args: Vec<String>,
-    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    /// The control socket file, or @NAME for an abstract socket (default:
+    /// /run/lagd/netns-N/BOND.sock, N this network namespace's inode).
     #[arg(long)]
     pub control: Option<PathBuf>,
 }
@@ -30,7 +31,8 @@ pub struct MemberArgs {
     /// member out of use as if it had no carrier (its link stays up); `remove` releases it.
     #[arg(required = true, num_args = 2..=3)]
     pub args: Vec<String>,
-    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    /// The control socket file, or @NAME for an abstract socket (default:
+    /// /run/lagd/netns-N/BOND.sock, N this network namespace's inode).
     #[arg(long)]
     pub control: Option<PathBuf>,
 }
@@ -42,7 +44,8 @@ pub struct ActiveArgs {
     /// an active member; as the kernel's active_slave).
     #[arg(required = true, num_args = 1..=2)]
     pub args: Vec<String>,
-    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    /// The control socket file, or @NAME for an abstract socket (default:
+    /// /run/lagd/netns-N/BOND.sock, N this network namespace's inode).
     #[arg(long)]
     pub control: Option<PathBuf>,
 }
@@ -57,7 +60,8 @@ pub struct EventsArgs {
     /// own).
     #[arg(long)]
     pub json: bool,
-    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    /// The control socket file, or @NAME for an abstract socket (default:
+    /// /run/lagd/netns-N/BOND.sock, N this network namespace's inode).
     #[arg(long)]
     pub control: Option<PathBuf>,
 }
@@ -152,7 +156,8 @@ pub fn events(args: EventsArgs) -> Result<(), CliError> {
 pub struct ReloadArgs {
     /// The bond; may be left out when only one lagd runs in this network namespace.
     pub bond: Option<String>,
-    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    /// The control socket file, or @NAME for an abstract socket (default:
+    /// /run/lagd/netns-N/BOND.sock, N this network namespace's inode).
     #[arg(long)]
     pub control: Option<PathBuf>,
 }

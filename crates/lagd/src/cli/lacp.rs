@@ -34,7 +34,8 @@ enum LacpCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+        /// The control socket file, or @NAME for an abstract socket (default:
+        /// /run/lagd/netns-N/BOND.sock, N this network namespace's inode).
         #[arg(long)]
         control: Option<PathBuf>,
     },

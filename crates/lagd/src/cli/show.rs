@@ -16,7 +16,8 @@ pub struct ShowArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
-    /// The control socket file, or @NAME for an abstract socket (default: @lagd/BOND).
+    /// The control socket file, or @NAME for an abstract socket (default:
+    /// /run/lagd/netns-N/BOND.sock, N this network namespace's inode).
     #[arg(long)]
     pub control: Option<PathBuf>,
 }
@@ -37,8 +38,8 @@ fn choose_endpoint(
         bonds().map_err(|e| CliError::Failed(anyhow::anyhow!("/proc/net/unix: {e}")))?;
     match bonds.len() {
         0 => Err(CliError::Usage(
-            "no bond is running in this network namespace (no @lagd/BOND socket in \
-             /proc/net/unix; a lagd with --control PATH needs --control PATH here too)"
+            "no bond is running in this network namespace (no socket listens in its directory \
+             of /run/lagd; a lagd with --control PATH needs --control PATH here too)"
                 .to_owned(),
         )),
         1 => Ok(default_control(&bonds.remove(0))),
@@ -90,13 +91,13 @@ mod test {
         );
         assert_eq!(
             choose_endpoint(&args(None, None), listed(&["bond0"])).unwrap(),
-            Endpoint::Abstract("lagd/bond0".into())
+            Endpoint::Default("bond0".into())
         );
         let e = choose_endpoint(&args(None, None), listed(&["bond0", "bond1"])).unwrap_err();
         assert!(e.to_string().contains("bond0, bond1"), "{e}");
         assert_eq!(
             choose_endpoint(&args(Some("bond7"), None), listed(&["bond0"])).unwrap(),
-            Endpoint::Abstract("lagd/bond7".into())
+            Endpoint::Default("bond7".into())
         );
         assert_eq!(
             choose_endpoint(&args(Some("bond7"), Some("/tmp/x.sock")), listed(&[])).unwrap(),

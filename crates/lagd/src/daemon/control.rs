@@ -2,11 +2,18 @@
 //!
 //! # Endpoint
 //!
-//! By default a bond's control socket is the abstract Unix socket `@lagd/BOND`: abstract names
-//! belong to the network namespace, so two bonds called `bond0` in two namespaces each have
-//! their own, and `ip netns exec B lagctl show bond0` reaches B's. `--control PATH` (or
-//! `control = "PATH"` in the configuration file) asks for a socket file instead; a value that
-//! starts with `@` names an abstract socket.
+//! By default a bond's control socket is the file `BOND.sock` in its network namespace's
+//! directory of `/run/lagd` (`/run/lagd/netns-INODE/`, see [`files`](super::files)): two bonds
+//! called `bond0` in two namespaces each have their own, `ip netns exec B lagctl show bond0`
+//! reaches B's, and only root can create a file there, so no other user can take the name
+//! first. `--control PATH` (or `control = "PATH"` in the configuration file) asks for another
+//! socket file, in a directory only root may write; a value that starts with `@` names an
+//! abstract socket (any local user can bind an abstract name first: lagctl's check of the
+//! server, below, then refuses the impostor, but lagd cannot start there).
+//!
+//! lagctl checks who serves a socket before it sends anything: the server's credentials
+//! (`SO_PEERCRED`, recorded by the kernel when it listened) must be root's or lagctl's own
+//! user's, or lagctl refuses, naming the pid and uid it found.
 //!
 //! # Wire protocol
 //!
@@ -32,13 +39,19 @@
 //! send every command; a client whose group (primary or supplementary) is the configured
 //! `control_group` may ask for the status only; everyone else is refused.
 //!
-//! # Never stalling the bond
+//! The credentials are read when a connection is accepted, before it takes a slot: a client
+//! that may send nothing at all is told so and closed at once.
 //!
-//! Clients are served on threads of their own, never in the forwarding loop: a thread accepts
-//! (at most [`MAX_CLIENTS`] at once; more are told the server is busy and closed), reads the
-//! request with a deadline and a size limit, hands it to the loop over a channel (waking it with
-//! one byte on a socket pair) and writes the reply with a deadline. The loop's part is to answer
-//! what is queued without ever blocking.
+//! # Never stalling the bond, nor locking root out
+//!
+//! Clients are served on threads of their own, never in the forwarding loop: a thread accepts,
+//! reads the request with a deadline and a size limit, hands it to the loop over a channel
+//! (waking it with one byte on a socket pair) and writes the reply with a deadline. The loop's
+//! part is to answer what is queued without ever blocking. Slots are counted per kind of client
+//! ([`Limits`]): root has a reserve no other user can take; each other user has a few slots of
+//! its own within a shared pool; `events` subscriptions, which stay open, are counted apart
+//! from requests, per user too. A client past its limit is told the server is busy and closed;
+//! one that sends no complete request within [`REQUEST_TIME`] is closed.
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -48,7 +61,6 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -64,20 +76,20 @@ pub const MAX_REQUEST: usize = 64 * 1024;
 pub const REQUEST_TIME: Duration = Duration::from_secs(2);
 /// How long a client has to take its whole reply.
 pub const REPLY_TIME: Duration = Duration::from_secs(2);
-/// How many clients are served at once.
-pub const MAX_CLIENTS: usize = 64;
+/// How many clients are served at once, every kind together ([`Limits::DEFAULT`]'s sum).
+pub const MAX_CLIENTS: usize = Limits::DEFAULT.total();
 /// Most `key=value` pairs one `set` request may carry (the bonding options number fewer).
 pub const MAX_OPTIONS: usize = 64;
 /// How long a client thread waits for the loop's answer.
 const LOOP_TIME: Duration = Duration::from_secs(5);
 /// How much of a bad request an error repeats.
 const ECHO: usize = 64;
-/// The prefix of the default, abstract, control sockets.
-const ABSTRACT_PREFIX: &str = "lagd/";
-
 /// Where a bond's control socket is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Endpoint {
+    /// The bond's default: the socket file `BOND.sock` in the network namespace's directory
+    /// ([`files::netns_dir`](super::files::netns_dir)), found by the thread that uses it.
+    Default(String),
     /// An abstract Unix socket (the name without the leading `@`), scoped to the network
     /// namespace.
     Abstract(String),
@@ -86,9 +98,9 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    /// The default endpoint of bond `bond`: the abstract socket `@lagd/BOND`.
+    /// The default endpoint of bond `bond`: `BOND.sock` in the network namespace's directory.
     pub fn default_for(bond: &str) -> Self {
-        Self::Abstract(format!("{ABSTRACT_PREFIX}{bond}"))
+        Self::Default(bond.to_owned())
     }
 
     /// An endpoint as the user writes it: `@NAME` is an abstract socket, anything else a file.
@@ -99,15 +111,51 @@ impl Endpoint {
         }
     }
 
-    /// Connects to the endpoint.
-    pub fn connect(&self) -> io::Result<UnixStream> {
+    /// The socket file (`None` for an abstract socket, or a default one where the namespace
+    /// cannot be read).
+    pub fn file(&self) -> Option<PathBuf> {
         match self {
-            Self::Abstract(name) => {
-                UnixStream::connect_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)
-            }
-            Self::File(path) => UnixStream::connect(path),
+            Self::Default(bond) => super::files::netns_dir()
+                .ok()
+                .map(|d| d.join(format!("{bond}.sock"))),
+            Self::Abstract(_) => None,
+            Self::File(path) => Some(path.clone()),
         }
     }
+
+    /// Connects to the endpoint and checks who serves it: root, or this process's own user
+    /// ([`check_server`]); anyone else is refused before a byte is sent.
+    pub fn connect(&self) -> io::Result<UnixStream> {
+        let stream = match self {
+            Self::Abstract(name) => {
+                UnixStream::connect_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)?
+            }
+            Self::Default(_) | Self::File(_) => {
+                let path = self.file().ok_or_else(|| {
+                    io::Error::other("the network namespace (/proc/thread-self/ns/net)")
+                })?;
+                UnixStream::connect(path)?
+            }
+        };
+        let server = lagd_sys::peer::peer_credentials(&stream)?;
+        check_server(&server, lagd_sys::lock::effective_uid())
+            .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
+        Ok(stream)
+    }
+}
+
+/// Whether a control socket's server, `server`, is one a client running as `me` may talk
+/// to: root, or `me` itself (a user cannot be fooled by its own processes). The error names
+/// the impostor.
+pub fn check_server(server: &lagd_sys::peer::PeerCredentials, me: u32) -> Result<(), String> {
+    if server.uid == 0 || server.uid == me {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to talk to it: it is served by pid {} as uid {}, not by root (lagd runs as \
+         root; another user's process took the name)",
+        server.pid, server.uid
+    ))
 }
 
 impl fmt::Display for Endpoint {
@@ -115,6 +163,10 @@ impl fmt::Display for Endpoint {
         match self {
             Self::Abstract(name) => write!(f, "@{name}"),
             Self::File(path) => write!(f, "{}", path.display()),
+            Self::Default(bond) => match self.file() {
+                Some(path) => write!(f, "{}", path.display()),
+                None => write!(f, "{}/netns-?/{bond}.sock", super::files::RUN_DIR),
+            },
         }
     }
 }
@@ -122,12 +174,14 @@ impl fmt::Display for Endpoint {
 /// The bonds whose default control socket listens in this network namespace, sorted (read from
 /// `/proc/net/unix`, which lists the reader's namespace only).
 pub fn local_bonds() -> io::Result<Vec<String>> {
+    let dir = super::files::netns_dir()?;
     let text = std::fs::read_to_string("/proc/net/unix")?;
-    Ok(bonds_in_proc_net_unix(&text))
+    Ok(bonds_in_proc_net_unix(&text, &dir))
 }
 
-/// The bond names of listening `@lagd/BOND` sockets in the text of `/proc/net/unix`.
-fn bonds_in_proc_net_unix(text: &str) -> Vec<String> {
+/// The bond names of listening `DIR/BOND.sock` sockets in the text of `/proc/net/unix`.
+fn bonds_in_proc_net_unix(text: &str, dir: &Path) -> Vec<String> {
+    let prefix = format!("{}/", dir.display());
     // Num RefCount Protocol Flags Type St Inode [Path]; Flags has __SO_ACCEPTCON (0x10000) for
     // a listening socket.
     let mut bonds: Vec<String> = text
@@ -138,9 +192,10 @@ fn bonds_in_proc_net_unix(text: &str) -> Vec<String> {
             let flags = u32::from_str_radix(fields.get(3)?, 16).ok()?;
             let bond = fields
                 .get(7)?
-                .strip_prefix('@')?
-                .strip_prefix(ABSTRACT_PREFIX)?;
-            (flags & 0x1_0000 != 0 && !bond.is_empty()).then(|| bond.to_owned())
+                .strip_prefix(prefix.as_str())?
+                .strip_suffix(".sock")?;
+            (flags & 0x1_0000 != 0 && !bond.is_empty() && !bond.contains('/'))
+                .then(|| bond.to_owned())
         })
         .collect();
     bonds.sort();
@@ -357,6 +412,11 @@ struct Access {
 }
 
 impl Access {
+    /// Whether `peer` may send anything at all (root, or a member of the status group).
+    fn admits(&self, peer: &lagd_sys::peer::PeerCredentials) -> Result<(), String> {
+        self.check(peer, &Request::Status)
+    }
+
     fn check(
         &self,
         peer: &lagd_sys::peer::PeerCredentials,
@@ -397,9 +457,10 @@ impl Server {
                 let listener = UnixListener::bind_addr(&addr).map_err(|e| {
                     if e.kind() == io::ErrorKind::AddrInUse {
                         anyhow::anyhow!(
-                            "another lagd already serves the control socket {endpoint} in this \
-                             network namespace (stop it, or give this bond another name or \
-                             --control PATH)"
+                            "another process already holds the abstract socket {endpoint} in \
+                             this network namespace (another lagd, or any local user: abstract \
+                             names have no owner; leave out --control for the default socket, \
+                             which only root can create)"
                         )
                     } else {
                         anyhow::Error::new(e).context(format!("binding {endpoint}"))
@@ -407,7 +468,10 @@ impl Server {
                 })?;
                 (listener, None)
             }
-            Endpoint::File(path) => {
+            Endpoint::Default(_) | Endpoint::File(_) => {
+                let path = &endpoint
+                    .file()
+                    .context("the network namespace's directory")?;
                 let listener = bind_file(path, status_group)?;
                 let meta = std::fs::symlink_metadata(path)
                     .with_context(|| format!("stat {}", path.display()))?;
@@ -464,10 +528,8 @@ impl Drop for Server {
 }
 
 /// Binds a socket file (mode 0600, or 0660 with `group` as its group).
+/// Its directory is there and checked already (`Restore::control_dir`).
 fn bind_file(path: &Path, group: Option<u32>) -> Result<UnixListener> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
     match std::fs::symlink_metadata(path) {
         Ok(meta) if !meta.file_type().is_socket() => bail!(
             "control socket {}: the path exists and is not a socket; refusing to replace it \
@@ -499,6 +561,200 @@ fn bind_file(path: &Path, group: Option<u32>) -> Result<UnixListener> {
     Ok(listener)
 }
 
+/// How many clients of each kind are served at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Root's requests: a reserve no other user can take (the service manager is root too).
+    pub root: usize,
+    /// Root's `events` subscriptions.
+    pub root_events: usize,
+    /// Every other user's requests together.
+    pub others: usize,
+    /// One other user's requests.
+    pub per_user: usize,
+    /// Every other user's `events` subscriptions together.
+    pub others_events: usize,
+    /// One other user's `events` subscriptions.
+    pub per_user_events: usize,
+}
+
+impl Limits {
+    /// The limits the server applies.
+    pub const DEFAULT: Self = Self {
+        root: 64,
+        root_events: 16,
+        others: 32,
+        per_user: 4,
+        others_events: 16,
+        per_user_events: 2,
+    };
+
+    /// Every slot of every kind.
+    pub const fn total(&self) -> usize {
+        self.root + self.root_events + self.others + self.others_events
+    }
+}
+
+/// The slots in use, per kind and per user.
+#[derive(Debug, Default)]
+struct InUse {
+    root: usize,
+    root_events: usize,
+    others: usize,
+    others_events: usize,
+    /// Per user other than root: (requests, subscriptions).
+    per_user: std::collections::HashMap<u32, (usize, usize)>,
+}
+
+/// The server's slots: taken when a client is accepted, given back when its thread ends.
+#[derive(Debug)]
+struct Slots {
+    limits: Limits,
+    in_use: std::sync::Mutex<InUse>,
+}
+
+/// A slot one client holds; given back when dropped.
+#[derive(Debug)]
+struct Slot {
+    slots: Arc<Slots>,
+    uid: u32,
+    events: bool,
+}
+
+impl Slots {
+    fn new(limits: Limits) -> Arc<Self> {
+        Arc::new(Self {
+            limits,
+            in_use: std::sync::Mutex::new(InUse::default()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, InUse> {
+        // A client thread that panicked left the counts as they were: still right.
+        self.in_use.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A request slot for a client of user `uid`, or the reason it is busy.
+    fn admit(self: &Arc<Self>, uid: u32) -> Result<Slot, String> {
+        let l = self.limits;
+        let mut u = self.lock();
+        if uid == 0 {
+            if u.root >= l.root {
+                return Err(format!(
+                    "busy: root's {} connections are all in use; try again",
+                    l.root
+                ));
+            }
+            u.root += 1;
+        } else {
+            let mine = u.per_user.get(&uid).map_or(0, |c| c.0);
+            if mine >= l.per_user {
+                return Err(format!(
+                    "busy: uid {uid} already has {mine} requests open (at most {}); try again",
+                    l.per_user
+                ));
+            }
+            if u.others >= l.others {
+                return Err(format!(
+                    "busy: {} clients other than root are being served; try again",
+                    l.others
+                ));
+            }
+            u.others += 1;
+            u.per_user.entry(uid).or_default().0 += 1;
+        }
+        Ok(Slot {
+            slots: Arc::clone(self),
+            uid,
+            events: false,
+        })
+    }
+
+    fn release(&self, uid: u32, events: bool) {
+        let mut u = self.lock();
+        match (uid, events) {
+            (0, false) => u.root -= 1,
+            (0, true) => u.root_events -= 1,
+            (_, false) => {
+                u.others -= 1;
+                Self::forget(&mut u, uid, |c| c.0 -= 1);
+            }
+            (_, true) => {
+                u.others_events -= 1;
+                Self::forget(&mut u, uid, |c| c.1 -= 1);
+            }
+        }
+    }
+
+    /// Applies `change` to `uid`'s counts, dropping the entry once both are zero (the map
+    /// holds only users with a connection open).
+    fn forget(u: &mut InUse, uid: u32, change: impl FnOnce(&mut (usize, usize))) {
+        if let Some(c) = u.per_user.get_mut(&uid) {
+            change(c);
+            if *c == (0, 0) {
+                u.per_user.remove(&uid);
+            }
+        }
+    }
+}
+
+impl Slot {
+    /// Trades this request slot for a subscription slot (the request was `events`), or says
+    /// why there is none (this slot is given back either way).
+    fn into_events(self) -> Result<Self, String> {
+        let l = self.slots.limits;
+        let uid = self.uid;
+        let slots = Arc::clone(&self.slots);
+        drop(self);
+        let mut u = slots.lock();
+        if uid == 0 {
+            if u.root_events >= l.root_events {
+                return Err(format!(
+                    "busy: root already has {} event subscriptions open",
+                    l.root_events
+                ));
+            }
+            u.root_events += 1;
+        } else {
+            let mine = u.per_user.get(&uid).map_or(0, |c| c.1);
+            if mine >= l.per_user_events {
+                return Err(format!(
+                    "busy: uid {uid} already has {mine} event subscriptions open (at most {})",
+                    l.per_user_events
+                ));
+            }
+            if u.others_events >= l.others_events {
+                return Err(format!(
+                    "busy: {} event subscriptions of users other than root are open",
+                    l.others_events
+                ));
+            }
+            u.others_events += 1;
+            u.per_user.entry(uid).or_default().1 += 1;
+        }
+        drop(u);
+        Ok(Self {
+            slots,
+            uid,
+            events: true,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.slots.release(self.uid, self.events);
+    }
+}
+
+/// Tells a client it is refused (without waiting on it: the reply is short and the socket's
+/// buffer empty) and closes the connection.
+fn refuse(stream: UnixStream, reason: &str) {
+    let _ = stream.set_nonblocking(true);
+    let _ = (&stream).write_all(format!("{}\n", error_reply(reason)).as_bytes());
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+}
+
 fn accept_loop(
     listener: UnixListener,
     tx: mpsc::Sender<Pending>,
@@ -506,7 +762,7 @@ fn accept_loop(
     access: Access,
 ) {
     let wake = Arc::new(wake);
-    let clients = Arc::new(AtomicUsize::new(0));
+    let slots = Slots::new(Limits::DEFAULT);
     loop {
         let stream = match listener.accept() {
             Ok((s, _)) => s,
@@ -517,53 +773,61 @@ fn accept_loop(
                 continue;
             }
         };
-        if clients.load(Ordering::Acquire) >= MAX_CLIENTS {
-            let _ = stream.set_nonblocking(true);
-            let reply = error_reply(&format!(
-                "busy: {MAX_CLIENTS} clients are being served; try again"
-            ));
-            let _ = (&stream).write_all(format!("{reply}\n").as_bytes());
+        // Who it is, before it takes anything: a client that may send nothing is refused now.
+        let peer = match lagd_sys::peer::peer_credentials(&stream) {
+            Ok(p) => p,
+            Err(e) => {
+                debug!("control client: {e}");
+                continue;
+            }
+        };
+        if let Err(e) = access.admits(&peer) {
+            refuse(stream, &e);
             continue;
         }
-        clients.fetch_add(1, Ordering::AcqRel);
-        let (tx, wake, count) = (tx.clone(), Arc::clone(&wake), Arc::clone(&clients));
+        let slot = match slots.admit(peer.uid) {
+            Ok(s) => s,
+            Err(e) => {
+                refuse(stream, &e);
+                continue;
+            }
+        };
+        let (tx, wake) = (tx.clone(), Arc::clone(&wake));
         let spawned = std::thread::Builder::new()
             .name("lagd-client".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                if let Err(e) = serve(&stream, &tx, &wake, access) {
+                if let Err(e) = serve(&stream, &tx, &wake, access, &peer, slot) {
                     debug!("control client: {e}");
                 }
-                count.fetch_sub(1, Ordering::AcqRel);
             });
         if let Err(e) = spawned {
-            clients.fetch_sub(1, Ordering::AcqRel);
             warn!("control client thread: {e}");
         }
     }
 }
 
-/// Serves one client on its own thread.
+/// Serves one client on its own thread, holding `slot` until it is done.
 fn serve(
     stream: &UnixStream,
     tx: &mpsc::Sender<Pending>,
     wake: &UnixStream,
     access: Access,
+    peer: &lagd_sys::peer::PeerCredentials,
+    slot: Slot,
 ) -> io::Result<()> {
     let reply = match read_request(stream) {
         Ok(None) => return Ok(()),
         Ok(Some(line)) => match Request::parse(&line) {
             Err(e) => error_reply(&e),
-            Ok(request) => {
-                let peer = lagd_sys::peer::peer_credentials(stream)?;
-                match access.check(&peer, &request) {
+            Ok(request) => match access.check(peer, &request) {
+                Err(e) => error_reply(&e),
+                Ok(()) if request == Request::Events => match slot.into_events() {
+                    Ok(slot) => return stream_events(stream, tx, wake, slot),
                     Err(e) => error_reply(&e),
-                    Ok(()) if request == Request::Events => {
-                        return stream_events(stream, tx, wake);
-                    }
-                    Ok(()) => ask_loop(request, tx, wake),
-                }
-            }
+                },
+                Ok(()) => ask_loop(request, tx, wake),
+            },
         },
         Err(RequestError::TooLong) => {
             error_reply(&format!("request refused: longer than {MAX_REQUEST} bytes"))
@@ -579,10 +843,12 @@ fn serve(
 
 /// Subscribes to the loop's events and writes each line to the client until it goes away (a
 /// write that does not complete within [`REPLY_TIME`] ends the subscription too).
+/// `_slot` is the subscription's, held until it ends.
 fn stream_events(
     stream: &UnixStream,
     tx: &mpsc::Sender<Pending>,
     wake: &UnixStream,
+    _slot: Slot,
 ) -> io::Result<()> {
     let (reply_tx, reply_rx) = mpsc::channel();
     if tx
@@ -711,41 +977,66 @@ fn write_reply(stream: &UnixStream, reply: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Sends `request` to the lagd at `endpoint` and returns its reply object (an `{"error":..}`
-/// reply becomes an error).
-pub fn request(endpoint: &Endpoint, request: &Request) -> Result<serde_json::Value> {
-    let stream = endpoint
-        .connect()
-        .with_context(|| format!("no lagd answers on {endpoint}"))?;
-    stream.set_read_timeout(Some(LOOP_TIME + REQUEST_TIME))?;
-    stream.set_write_timeout(Some(REQUEST_TIME))?;
+/// Sends `request` on `stream` (connected to `endpoint`) and reads the first reply line, at
+/// most `max` bytes. A server that refused the client before reading its request (busy) has
+/// still said why: a failed write is reported only when no reply came. An `{"error":..}`
+/// reply becomes an error.
+fn first_reply<'a>(
+    endpoint: &Endpoint,
+    stream: &'a UnixStream,
+    request: &Request,
+    max: u64,
+) -> Result<(BufReader<&'a UnixStream>, serde_json::Value)> {
     let mut line = serde_json::to_string(request)?;
     line.push('\n');
-    (&stream).write_all(line.as_bytes())?;
+    let written = (&*stream).write_all(line.as_bytes());
+    let mut reader = BufReader::new(stream);
     let mut reply = String::new();
-    BufReader::new(&stream)
-        .take(64 << 20)
-        .read_line(&mut reply)?;
+    let read = (&mut reader).take(max).read_line(&mut reply);
+    if reply.is_empty() {
+        written.with_context(|| format!("sending the request to {endpoint}"))?;
+        read.with_context(|| format!("reading the reply from {endpoint}"))?;
+        bail!("{endpoint}: the connection was closed without a reply");
+    }
     let value: serde_json::Value =
         serde_json::from_str(&reply).with_context(|| format!("bad reply from {endpoint}"))?;
     if let Some(e) = value.get("error").and_then(|e| e.as_str()) {
         bail!("{endpoint}: {e}");
     }
-    Ok(value)
+    Ok((reader, value))
+}
+
+/// Connects to `endpoint` ([`Endpoint::connect`], which checks who serves it).
+fn connect(endpoint: &Endpoint) -> Result<UnixStream> {
+    endpoint.connect().map_err(|e| match e.kind() {
+        // The socket file's mode: root's, and control_group's where one is set.
+        io::ErrorKind::PermissionDenied if e.raw_os_error() == Some(libc::EACCES) => {
+            anyhow::anyhow!(
+                "{endpoint}: permission denied (uid {}): the control socket is open to root, \
+                 and to the bond's control_group for the status",
+                lagd_sys::lock::effective_uid()
+            )
+        }
+        _ => anyhow::Error::new(e).context(format!("no lagd answers on {endpoint}")),
+    })
+}
+
+/// Sends `request` to the lagd at `endpoint` and returns its reply object (an `{"error":..}`
+/// reply becomes an error).
+pub fn request(endpoint: &Endpoint, request: &Request) -> Result<serde_json::Value> {
+    let stream = connect(endpoint)?;
+    stream.set_read_timeout(Some(LOOP_TIME + REQUEST_TIME))?;
+    stream.set_write_timeout(Some(REQUEST_TIME))?;
+    Ok(first_reply(endpoint, &stream, request, 64 << 20)?.1)
 }
 
 /// Subscribes to the events of the lagd at `endpoint` and hands each to `each` until it
 /// returns `false` or lagd closes the connection.
 pub fn events(endpoint: &Endpoint, mut each: impl FnMut(serde_json::Value) -> bool) -> Result<()> {
-    let stream = endpoint
-        .connect()
-        .with_context(|| format!("no lagd answers on {endpoint}"))?;
+    let stream = connect(endpoint)?;
     stream.set_write_timeout(Some(REQUEST_TIME))?;
-    let mut line = serde_json::to_string(&Request::Events)?;
-    line.push('\n');
-    (&stream).write_all(line.as_bytes())?;
-    let mut reader = BufReader::new(&stream);
-    let mut first = true;
+    // The acknowledgement.
+    let (mut reader, _) = first_reply(endpoint, &stream, &Request::Events, 1 << 20)?;
     loop {
         let mut line = String::new();
         if (&mut reader).take(1 << 20).read_line(&mut line)? == 0 {
@@ -755,9 +1046,6 @@ pub fn events(endpoint: &Endpoint, mut each: impl FnMut(serde_json::Value) -> bo
             .with_context(|| format!("bad event line from {endpoint}"))?;
         if let Some(e) = value.get("error").and_then(|e| e.as_str()) {
             bail!("{endpoint}: {e}");
-        }
-        if std::mem::take(&mut first) {
-            continue;
         }
         if !each(value) {
             return Ok(());
@@ -782,12 +1070,16 @@ mod test {
 
     #[test]
     fn endpoints() {
+        let dir = crate::daemon::files::netns_dir().unwrap();
+        let default = Endpoint::default_for("bond0");
+        assert_eq!(default, Endpoint::Default("bond0".into()));
+        assert_eq!(default.file(), Some(dir.join("bond0.sock")));
         assert_eq!(
-            Endpoint::default_for("bond0"),
-            Endpoint::Abstract("lagd/bond0".into())
+            default.to_string(),
+            dir.join("bond0.sock").display().to_string()
         );
-        assert_eq!(Endpoint::default_for("bond0").to_string(), "@lagd/bond0");
         assert_eq!(Endpoint::parse("@x/y"), Endpoint::Abstract("x/y".into()));
+        assert_eq!(Endpoint::parse("@x/y").file(), None);
         assert_eq!(
             Endpoint::parse("/run/a.sock"),
             Endpoint::File("/run/a.sock".into())
@@ -796,14 +1088,83 @@ mod test {
 
     #[test]
     fn lists_listening_lagd_sockets() {
+        let dir = Path::new("/run/lagd/netns-7");
         let text = "Num       RefCount Protocol Flags    Type St Inode Path\n\
-            0000000000000000: 00000002 00000000 00010000 0001 01 100 @lagd/bond1\n\
-            0000000000000000: 00000002 00000000 00010000 0001 01 101 @lagd/bond0\n\
-            0000000000000000: 00000003 00000000 00000000 0001 03 102 @lagd/bond9\n\
-            0000000000000000: 00000002 00000000 00010000 0001 01 103 @other/bond2\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 100 /run/lagd/netns-7/bond1.sock\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 101 /run/lagd/netns-7/bond0.sock\n\
+            0000000000000000: 00000003 00000000 00000000 0001 03 102 /run/lagd/netns-7/bond9.sock\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 103 /run/lagd/netns-8/bond2.sock\n\
             0000000000000000: 00000002 00000000 00010000 0001 01 104 /run/lagd/bond3.sock\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 104 @lagd/bond4\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 104 /run/lagd/netns-7/b5.state\n\
             0000000000000000: 00000002 00000000 00010000 0001 01 105\n";
-        assert_eq!(bonds_in_proc_net_unix(text), ["bond0", "bond1"]);
+        assert_eq!(bonds_in_proc_net_unix(text, dir), ["bond0", "bond1"]);
+    }
+
+    fn peer(pid: u32, uid: u32) -> lagd_sys::peer::PeerCredentials {
+        creds(uid, uid, &[]).with_pid(pid)
+    }
+
+    #[test]
+    fn a_server_not_run_by_root_is_refused_by_name() {
+        assert!(check_server(&peer(10, 0), 0).is_ok());
+        // A user's own processes cannot fool it.
+        assert!(check_server(&peer(10, 1000), 1000).is_ok());
+        let e = check_server(&peer(4321, 65534), 0).unwrap_err();
+        assert!(e.contains("pid 4321") && e.contains("uid 65534"), "{e}");
+        assert!(check_server(&peer(4321, 65534), 1000).is_err());
+    }
+
+    #[test]
+    fn root_keeps_its_slots_whatever_others_hold() {
+        let l = Limits::DEFAULT;
+        let slots = Slots::new(l);
+        // Other users fill their pool, a few slots each.
+        let mut held = Vec::new();
+        for uid in 1000.. {
+            match slots.admit(uid) {
+                Ok(s) => held.push(s),
+                Err(e) => {
+                    assert!(e.starts_with("busy:"), "{e}");
+                    break;
+                }
+            }
+            if held.len() > l.total() {
+                panic!("no limit");
+            }
+        }
+        assert_eq!(held.len(), l.others);
+        // One user alone cannot take more than its share.
+        drop(held);
+        let mine: Vec<_> = (0..l.per_user).map(|_| slots.admit(7).unwrap()).collect();
+        let e = slots.admit(7).unwrap_err();
+        assert!(e.contains("uid 7"), "{e}");
+        assert!(slots.admit(8).is_ok());
+        // Root is served all the while.
+        let root: Vec<_> = (0..l.root).map(|_| slots.admit(0).unwrap()).collect();
+        assert!(slots.admit(0).is_err(), "root's reserve has a bound too");
+        drop(root);
+        assert!(slots.admit(0).is_ok());
+        // Subscriptions are counted apart, per user: a request slot is traded for one.
+        drop(mine);
+        let subs: Vec<_> = (0..l.per_user_events)
+            .map(|_| slots.admit(7).unwrap().into_events().unwrap())
+            .collect();
+        let e = slots.admit(7).unwrap().into_events().unwrap_err();
+        assert!(e.contains("event subscriptions"), "{e}");
+        // ... and leave the request slots free.
+        let requests: Vec<_> = (0..l.per_user).map(|_| slots.admit(7).unwrap()).collect();
+        assert_eq!(slots.lock().per_user[&7], (l.per_user, l.per_user_events));
+        drop((subs, requests));
+        assert!(
+            slots.lock().per_user.is_empty(),
+            "counts kept for gone clients"
+        );
+        let u = slots.lock();
+        assert_eq!(
+            (u.root, u.others, u.root_events, u.others_events),
+            (0, 0, 0, 0)
+        );
     }
 
     #[test]
@@ -877,6 +1238,17 @@ mod test {
             uid,
             gid,
             groups: groups.to_vec(),
+        }
+    }
+
+    trait WithPid {
+        fn with_pid(self, pid: u32) -> Self;
+    }
+
+    impl WithPid for lagd_sys::peer::PeerCredentials {
+        fn with_pid(mut self, pid: u32) -> Self {
+            self.pid = pid;
+            self
         }
     }
 

@@ -12,7 +12,7 @@
 //! the loop does:
 //! - carrier is read every `min(miimon, 10)` ms with `ETHTOOL_GLINK` (immediate), and rtnetlink
 //!   link events trigger an extra read at once (they can arrive ~1 s late: the kernel's linkwatch);
-//! - a Unix control socket (abstract `@lagd/BOND` by default, per network namespace) answers
+//! - a Unix control socket (`/run/lagd/netns-N/BOND.sock` by default, per network namespace) answers
 //!   `status` with the JSON [`Status`]; its clients are served on threads of their own
 //!   ([`control`]), and the loop only answers the requests they queue, never blocking;
 //! - SIGTERM/SIGINT end the loop cleanly: the TAP's carrier goes off and stays (the TAP is
@@ -27,6 +27,7 @@
 
 pub mod control;
 pub mod dataplane;
+pub mod files;
 mod kernel;
 pub mod notify;
 pub mod restore;
@@ -191,27 +192,38 @@ impl Daemon {
             )));
         }
         let named: Vec<(String, u32)> = config.members.iter().cloned().zip(found.clone()).collect();
-        let claims = restore::claim_all(&config.bond, &named)?;
-        // The members' original settings are kept beside a control socket file, or, for the
-        // default (abstract, per network namespace) endpoint, in a directory of /run/lagd named
-        // after the namespace: bonds of one name in two namespaces keep apart.
-        let anchor = match &config.control {
-            Endpoint::File(path) => path.clone(),
-            Endpoint::Abstract(_) => {
-                let netns = std::fs::metadata("/proc/self/ns/net")
-                    .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
-                    .context("the network namespace (/proc/self/ns/net)")?;
-                std::path::PathBuf::from(format!("/run/lagd/netns-{netns}"))
-                    .join(format!("{}.sock", config.bond))
+        // The network namespace's directory holds the locks that claim the bond and its
+        // members, and, for the default endpoint, the control socket and the state file: bonds
+        // of one name in two namespaces keep apart, and only root can create anything there.
+        // The members' original settings are kept beside a control socket file the user
+        // named, in a directory only root may write (checked before anything in it is read).
+        let netns_dir =
+            files::netns_dir().context("the network namespace (/proc/thread-self/ns/net)")?;
+        let anchor = config
+            .control
+            .file()
+            .unwrap_or_else(|| netns_dir.join(format!("{}.sock", config.bond)));
+        let mut made = Vec::new();
+        let undo = (|| {
+            made.extend(files::private_dir(&netns_dir, true)?);
+            if let Some(dir) = anchor.parent().filter(|d| !d.as_os_str().is_empty()) {
+                made.extend(
+                    files::private_dir(dir, false)
+                        .with_context(|| format!("control socket {}", anchor.display()))?,
+                );
+            }
+            let claims = restore::claim_all(&netns_dir, &config.bond, &named)?;
+            let link = LinkControl::new().context("netlink/ioctl sockets")?;
+            Restore::new(link, &config.bond, &anchor, claims)
+        })();
+        let mut undo = match undo {
+            Ok(u) => u,
+            Err(e) => {
+                files::remove_created(&made);
+                return Err(e.into());
             }
         };
-        let mut undo = Restore::new(
-            LinkControl::new().context("netlink/ioctl sockets")?,
-            &config.bond,
-            &anchor,
-            claims,
-        )?;
-        undo.control_dir(&anchor, matches!(config.control, Endpoint::Abstract(_)))?;
+        undo.created_dirs(made);
         // The control endpoint before any change: a second lagd on the same endpoint is refused
         // here (one for the same bond or a member already was, by its claims).
         let control = control::Server::start(&config.control, config.control_group)?;

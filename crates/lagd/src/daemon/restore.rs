@@ -7,22 +7,24 @@
 //!   the slow-protocols multicast membership and the tcx programs belong to descriptors the
 //!   kernel releases when they close (even after `kill -9`); the rest is written back here.
 //! - **The state file** (`<control socket file>` with the extension `.state`; with the default
-//!   abstract endpoint `/run/lagd/netns-N/BOND.state`, N the network namespace's inode) holds the members' original values while lagd runs. It is removed
+//!   endpoint `/run/lagd/netns-N/BOND.state`, N the network namespace's inode) holds the
+//!   members' original values while lagd runs. It is written new and renamed into place, never
+//!   through a link, and read only when it is root's and nobody else may write it. It is removed
 //!   on a clean stop; after `kill -9` it stays, and the next lagd for the bond takes the
 //!   originals from it (not the values the killed lagd left), so its clean stop restores what
 //!   the host had before.
-//! - **Locks.** Each member, and the bond, is claimed by binding an abstract Unix socket named
-//!   after it (`lagd/member/IFINDEX`, `lagd/bond/NAME`). Abstract names belong to the network
-//!   namespace and vanish with the process, however it ends: a second lagd for a member is
-//!   refused, naming the member, and a killed lagd never leaves a stale lock.
+//! - **Locks.** Each member, and the bond, is claimed by an `flock` on a file of the network
+//!   namespace's directory (`/run/lagd/netns-N/BOND.lock`, `member-IFINDEX.lock`; see
+//!   [`files`](super::files)): only root can create files there, so no other user can take a
+//!   name first, and the kernel lets go of a lock when its lagd ends, however it ends: a
+//!   second lagd for a member is refused, naming the member, and a killed lagd never leaves a
+//!   stale lock.
 //! - **The control socket file** is removed on every exit (by the control server); the TAP stays by design (the host's
 //!   addresses and routes live on it, so a restarted lagd carries on where the last one stopped;
 //!   `lagd --remove BOND` deletes it).
 
 use std::fs;
-use std::io::{self, Write};
-use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -33,6 +35,8 @@ use lagd_sys::link::LinkControl;
 use lagd_sys::tap::{Tap, TapOptions};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
+
+use super::files::{self, Lock, write_atomically};
 
 /// One member's settings that lagd changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,35 +160,16 @@ pub(crate) fn state_path(control: &Path) -> PathBuf {
     control.with_extension("state")
 }
 
-/// A claim on a name in the network namespace, held as long as the value lives.
-#[derive(Debug)]
-pub(crate) struct Claim {
-    name: String,
-    _socket: UnixDatagram,
-}
-
 /// The claim name of the member whose interface index is `ifindex`.
 fn member_claim(ifindex: u32) -> String {
-    format!("lagd/member/{ifindex}")
+    format!("member-{ifindex}")
 }
 
-/// Claims `name` (an abstract Unix socket name). `Ok(None)`: another process holds it.
-fn claim(name: &str) -> io::Result<Option<Claim>> {
-    let addr = SocketAddr::from_abstract_name(name.as_bytes())?;
-    match UnixDatagram::bind_addr(&addr) {
-        Ok(s) => Ok(Some(Claim {
-            name: name.to_owned(),
-            _socket: s,
-        })),
-        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// Claims the bond and each member (by index); refuses, naming it, anything another lagd holds.
-pub(crate) fn claim_all(bond: &str, members: &[(String, u32)]) -> Result<Vec<Claim>> {
+/// Claims the bond and each member (by index) with locks in `dir`, the network namespace's
+/// private directory; refuses, naming it, anything another lagd holds.
+pub(crate) fn claim_all(dir: &Path, bond: &str, members: &[(String, u32)]) -> Result<Vec<Lock>> {
     let mut claims = Vec::new();
-    match claim(&format!("lagd/bond/{bond}")).context("claiming the bond")? {
+    match Lock::try_take(dir, bond).context("claiming the bond")? {
         Some(c) => claims.push(c),
         None => bail!(
             "bond '{bond}' is already run by another lagd in this network namespace (`lagctl \
@@ -192,7 +177,9 @@ pub(crate) fn claim_all(bond: &str, members: &[(String, u32)]) -> Result<Vec<Cla
         ),
     }
     for (name, ifindex) in members {
-        match claim(&member_claim(*ifindex)).with_context(|| format!("claiming member {name}"))? {
+        match Lock::try_take(dir, &member_claim(*ifindex))
+            .with_context(|| format!("claiming member {name}"))?
+        {
             Some(c) => claims.push(c),
             None => bail!("member '{name}' is already driven by another lagd"),
         }
@@ -221,7 +208,7 @@ pub(crate) struct Restore {
     bond: String,
     started: bool,
     done: bool,
-    claims: Vec<Claim>,
+    claims: Vec<Lock>,
     created_dirs: Vec<PathBuf>,
     state: PathBuf,
     /// The state file's contents before this start (`None`: there was none).
@@ -244,13 +231,17 @@ impl Restore {
         link: LinkControl,
         bond: &str,
         control: &Path,
-        claims: Vec<Claim>,
+        claims: Vec<Lock>,
     ) -> Result<Self> {
         let state = state_path(control);
-        let state_before = match fs::read(&state) {
-            Ok(b) => Some(b),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(|| format!("reading {}", state.display())),
+        let state_before = match files::open_trusted(&state)? {
+            Some(mut f) => {
+                let mut bytes = Vec::new();
+                f.read_to_end(&mut bytes)
+                    .with_context(|| format!("reading {}", state.display()))?;
+                Some(bytes)
+            }
+            None => None,
         };
         let mut recovered = Vec::new();
         let mut recovered_lacp = Vec::new();
@@ -291,28 +282,10 @@ impl Restore {
         })
     }
 
-    /// The directory of the control socket (or of the state file), created if missing: only
-    /// its last level for a socket file the user named (a path whose parent is missing is
-    /// refused, as a mistake), every level with `parents`. What this start created is removed
-    /// again on a failed start, and a per-namespace state directory also when lagd stops.
-    pub(crate) fn control_dir(&mut self, control: &Path, parents: bool) -> Result<()> {
-        let Some(dir) = control.parent().filter(|d| !d.as_os_str().is_empty()) else {
-            return Ok(());
-        };
-        let mut missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.is_dir()).collect();
-        if !parents && missing.len() > 1 {
-            bail!(
-                "control socket {}: {} does not exist",
-                control.display(),
-                missing[1].display()
-            );
-        }
-        missing.reverse();
-        for d in missing {
-            fs::create_dir(d).with_context(|| format!("creating {}", d.display()))?;
-            self.created_dirs.push(d.to_path_buf());
-        }
-        Ok(())
+    /// The directories this start made ([`files::private_dir`]'s lists): removed again on a
+    /// failed start; a network namespace's directory also when lagd stops and it is empty.
+    pub(crate) fn created_dirs(&mut self, dirs: Vec<PathBuf>) {
+        self.created_dirs.extend(dirs);
     }
 
     /// The TAP `name` is about to be created or taken over: read what to put back.
@@ -371,7 +344,13 @@ impl Restore {
     /// A member added at run time: claimed (refused, naming it, while another lagd drives it)
     /// and its settings recorded before anything on it changes.
     pub(crate) fn adopt_member(&mut self, name: &str, ifindex: u32) -> Result<()> {
-        let c = claim(&member_claim(ifindex))
+        let dir = self
+            .claims
+            .first()
+            .and_then(|c| c.path().parent())
+            .map(Path::to_path_buf)
+            .context("the bond holds no claim")?;
+        let c = Lock::try_take(&dir, &member_claim(ifindex))
             .with_context(|| format!("claiming member {name}"))?
             .ok_or_else(|| anyhow::anyhow!("member '{name}' is already driven by another lagd"))?;
         self.claims.push(c);
@@ -394,8 +373,9 @@ impl Restore {
                 warn!("{e:#}");
             }
         }
-        let claim = member_claim(ifindex);
-        self.claims.retain(|c| c.name != claim);
+        let claim = format!("{}.lock", member_claim(ifindex));
+        self.claims
+            .retain(|c| c.path().file_name().is_none_or(|n| *n != *claim));
     }
 
     /// The start succeeded: from now on a drop is a clean stop.
@@ -436,19 +416,29 @@ impl Restore {
                 _ => {}
             }
         }
+        // The locks go before their directory.
+        let lock_dirs: Vec<PathBuf> = self
+            .claims
+            .iter()
+            .filter_map(|c| c.path().parent().map(Path::to_path_buf))
+            .collect();
+        self.claims.clear();
         if !self.started {
-            // Innermost first; a directory something else now uses stays.
-            for d in self.created_dirs.drain(..).rev() {
+            // A directory something else now uses stays.
+            files::remove_created(&std::mem::take(&mut self.created_dirs));
+        }
+        // A namespace's directory once it holds no other bond's files.
+        for d in lock_dirs
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(self.state.parent())
+        {
+            if d.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("netns-"))
+            {
                 let _ = fs::remove_dir(d);
             }
-        } else if let Some(d) = self.state.parent().filter(|d| {
-            d.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("netns-"))
-        }) {
-            // The namespace's state directory, once it holds no other bond's state.
-            let _ = fs::remove_dir(d);
         }
-        self.claims.clear();
     }
 }
 
@@ -458,22 +448,22 @@ impl Drop for Restore {
     }
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f = fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    fs::rename(&tmp, path)
-}
-
 /// Deletes the persistent TAP `name` (`lagd --remove`): attaches to it, clears persistence and
 /// closes it. Refused while a lagd runs the bond.
 pub fn remove_tap(name: &str) -> Result<()> {
-    let Some(_claim) = claim(&format!("lagd/bond/{name}")).context("claiming the bond")? else {
+    let dir = files::netns_dir().context("the network namespace (/proc/thread-self/ns/net)")?;
+    let created = files::private_dir(&dir, true)?;
+    let claim = Lock::try_take(&dir, name).context("claiming the bond")?;
+    let removed = remove_unclaimed_tap(name, claim.is_some());
+    drop(claim);
+    files::remove_created(&created);
+    removed
+}
+
+fn remove_unclaimed_tap(name: &str, claimed: bool) -> Result<()> {
+    if !claimed {
         bail!("bond '{name}' is run by a lagd: stop it first");
-    };
+    }
     let link = LinkControl::new().context("netlink/ioctl sockets")?;
     if link.ifindex(name).is_err() {
         bail!("there is no interface '{name}'");
@@ -522,11 +512,34 @@ mod test {
 
     #[test]
     fn a_claim_is_refused_while_held_and_free_after() {
-        let name = format!("lagd/test/{}", std::process::id());
-        let held = claim(&name).unwrap().expect("free");
-        assert!(claim(&name).unwrap().is_none(), "held twice");
+        let dir = scratch("claims");
+        let held = claim_all(&dir, "b0", &[("m1".into(), 7)]).unwrap();
+        let e = claim_all(&dir, "b0", &[]).unwrap_err().to_string();
+        assert!(e.contains("'b0'") && e.contains("network namespace"), "{e}");
+        let e = claim_all(&dir, "b1", &[("m1".into(), 7)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'m1'"), "{e}");
         drop(held);
-        assert!(claim(&name).unwrap().is_some(), "released with its socket");
+        assert!(
+            claim_all(&dir, "b1", &[("m1".into(), 7)]).is_ok(),
+            "released"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_state_file_of_another_user_is_refused() {
+        let dir = scratch("foreign");
+        let control = dir.join("b0.sock");
+        fs::write(state_path(&control), br#"{"bond":"b0","members":[]}"#).unwrap();
+        std::os::unix::fs::chown(state_path(&control), Some(65534), None).unwrap();
+        let link = LinkControl::new().expect("netlink/ioctl sockets");
+        let e = Restore::new(link, "b0", &control, Vec::new())
+            .err()
+            .expect("refused");
+        assert!(format!("{e:#}").contains("uid 65534"), "{e:#}");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
