@@ -531,13 +531,29 @@ fn metrics_answer_while_slow_scrapers_hold_connections() {
     topo.teardown().expect("teardown");
 }
 
-/// Runs lagd once in `side` with `args` (expected to end by itself: refused).
+/// Runs lagd once in `side` with `args`, expecting it to refuse and end by itself: one still
+/// running after 10 s is stopped (by its pid) and the test fails.
 fn lagd_once(topo: &Topology, side: Side, args: &[&str]) -> Output {
-    Command::new("ip")
+    let mut child = Command::new("ip")
         .args(["netns", "exec", topo.ns(side), LAGD])
         .args(args)
-        .output()
-        .expect("run lagd")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lagd");
+    let t = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if t.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait");
+            panic!(
+                "lagd {args:?} did not refuse (still running after 10 s):\n{}",
+                stderr(&out)
+            );
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("wait")
 }
 
 /// Whether the TAP `name` exists in `side`, and the MTU of every member.
