@@ -146,6 +146,8 @@ pub(crate) enum IfIoctl {
     SetMtu,
     /// On a `/dev/net/tun` descriptor.
     TunSetIff,
+    /// On a `/dev/net/tun` descriptor: the device it is attached to and its flags.
+    TunGetIff,
 }
 
 impl IfIoctl {
@@ -160,6 +162,7 @@ impl IfIoctl {
             Self::GetMtu => (libc::SIOCGIFMTU as libc::Ioctl, "ioctl(SIOCGIFMTU)"),
             Self::SetMtu => (libc::SIOCSIFMTU as libc::Ioctl, "ioctl(SIOCSIFMTU)"),
             Self::TunSetIff => (libc::TUNSETIFF as libc::Ioctl, "ioctl(TUNSETIFF)"),
+            Self::TunGetIff => (libc::TUNGETIFF as libc::Ioctl, "ioctl(TUNGETIFF)"),
         }
     }
 }

@@ -17,6 +17,8 @@
 //!   by ioctl, and [`link::LinkEvents`], an rtnetlink subscriber for link changes.
 //! * [`poll`]: an epoll wrapper, an eventfd to wake it, and a signalfd for clean shutdown.
 //! * [`peer`]: the credentials of a Unix socket's peer (the control socket's access check).
+//! * [`fdpass`]: descriptors passed between processes (`SCM_RIGHTS`, a service manager's
+//!   `LISTEN_FDS`), so that what forwards outlives one lagd.
 //! * [`lock`]: `flock` claims on files and the process's effective user id.
 //! * [`netns`]: run a closure inside a named network namespace on a fresh thread (tests, lab).
 //! * [`caps`]: keeping only the capabilities the running daemon needs.
@@ -39,6 +41,7 @@ mod socket;
 
 pub mod caps;
 pub mod fastpath;
+pub mod fdpass;
 pub mod isolate;
 pub mod link;
 pub mod lock;

@@ -98,6 +98,14 @@ impl Tap {
             options,
             offloads: Offloads::default(),
         };
+        tap.configure()?;
+        Ok(tap)
+    }
+
+    /// The header size and offloads (with `vnet_hdr`), and persistence, as `options` ask.
+    fn configure(&mut self) -> io::Result<()> {
+        let options = self.options;
+        let tap = self;
         if options.vnet_hdr {
             let size = VirtioNetHdr::LEN as libc::c_int;
             // SAFETY: TUNSETVNETHDRSZ reads one `c_int` through the pointer, which is valid for
@@ -115,6 +123,43 @@ impl Tap {
         if options.persist {
             tap.set_persist(true)?;
         }
+        Ok(())
+    }
+
+    /// Takes over `fd`, a descriptor of the TAP `name` that another process opened (a lagd
+    /// before this one, through the service manager's descriptor store): while any descriptor
+    /// of it stays open the TAP keeps its carrier, so the host's neighbours and routes never
+    /// notice the change of process. Refused (`InvalidData`) unless `fd` is a TAP attached to
+    /// `name` with `options`' header and queue flags; its header size and offloads are set again
+    /// as [`Tap::create`] sets them.
+    pub fn adopt(fd: OwnedFd, name: &str, options: TapOptions) -> io::Result<Self> {
+        let mut req = IfReq::with_name("", true)?;
+        ioctl(fd.as_fd(), IfIoctl::TunGetIff, &mut req, name)?;
+        let flags = req.flags() as libc::c_int;
+        let want_vnet = options.vnet_hdr;
+        let want_mq = options.multi_queue;
+        let is = |f: libc::c_int| flags & f != 0;
+        if req.name() != name
+            || !is(libc::IFF_TAP)
+            || is(libc::IFF_VNET_HDR) != want_vnet
+            || is(libc::IFF_MULTI_QUEUE) != want_mq
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the passed descriptor is {} with flags {flags:#x}, not the TAP {name} lagd \
+                     would open",
+                    req.name()
+                ),
+            ));
+        }
+        let mut tap = Self {
+            fd,
+            name: name.to_owned(),
+            options,
+            offloads: Offloads::default(),
+        };
+        tap.configure()?;
         Ok(tap)
     }
 

@@ -1006,3 +1006,58 @@ fn netns_enter_thread_leaves_the_caller_alone() {
     }));
     assert!(panicked.is_err(), "a panic inside must reach the caller");
 }
+
+/// A TAP descriptor passed to another process keeps the device's carrier: adopted there (the
+/// name and flags checked), it carries on; closed everywhere, the carrier goes.
+#[test]
+fn an_adopted_tap_keeps_its_carrier_and_a_wrong_one_is_refused() {
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::os::unix::net::UnixDatagram;
+    let lab = Lab::new(1);
+    lab.run_in(0, || -> io::Result<()> {
+        let opts = TapOptions {
+            vnet_hdr: true,
+            persist: true,
+            ..TapOptions::default()
+        };
+        let tap = Tap::create("lt9", opts)?;
+        link::set_up("lt9", true)?;
+        let control = LinkControl::new()?;
+        assert!(control.carrier("lt9")?, "a TAP with a reader has carrier");
+        // Through a socket, as the service manager's store does.
+        let (a, b) = UnixDatagram::pair()?;
+        lagd_sys::fdpass::send_with_fds(&a, b"FDSTORE=1\nFDNAME=tap", &[tap.as_fd()])?;
+        let mut buf = [0u8; 64];
+        let (_, mut fds) = lagd_sys::fdpass::recv_with_fds(&b, &mut buf, 1)?;
+        let passed: OwnedFd = fds.remove(0);
+        let again = passed.try_clone()?;
+        drop(tap);
+        assert!(
+            control.carrier("lt9")?,
+            "the passed descriptor keeps the carrier"
+        );
+        // The wrong name or header flag is refused, not adopted.
+        let Err(e) = Tap::adopt(again, "lt8", opts) else {
+            panic!("adopted under another name")
+        };
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        let plain = TapOptions {
+            vnet_hdr: false,
+            ..opts
+        };
+        let Err(e) = Tap::adopt(passed.try_clone()?, "lt9", plain) else {
+            panic!("adopted with other flags")
+        };
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        let adopted = Tap::adopt(passed, "lt9", opts)?;
+        assert!(control.carrier("lt9")?);
+        assert_eq!(adopted.vnet_hdr_len(), VirtioNetHdr::LEN);
+        adopted.set_persist(false)?;
+        drop(adopted);
+        assert!(
+            control.ifindex("lt9").is_err(),
+            "not persistent: gone with its last descriptor"
+        );
+        Ok(())
+    });
+}

@@ -28,6 +28,7 @@
 pub mod control;
 pub mod dataplane;
 pub mod files;
+pub mod handover;
 mod kernel;
 pub mod notify;
 pub mod restore;
@@ -227,7 +228,10 @@ impl Daemon {
         // The control endpoint before any change: a second lagd on the same endpoint is refused
         // here (one for the same bond or a member already was, by its claims).
         let control = control::Server::start(&config.control, config.control_group)?;
-        Self::set_up(undo, config, link, control, signals, &found, mac, mtu)
+        let passed = handover::Passed::from_env();
+        Self::set_up(
+            undo, config, link, control, signals, passed, &found, mac, mtu,
+        )
     }
 
     /// The changes, after every check: each one is recorded in `undo` before it is made.
@@ -238,6 +242,7 @@ impl Daemon {
         link: LinkControl,
         control: control::Server,
         signals: SignalFd,
+        mut passed: handover::Passed,
         found: &[u32],
         mac: EthernetAddress,
         mtu: u32,
@@ -249,17 +254,30 @@ impl Daemon {
         for name in &config.members {
             undo.before_member(name)?;
         }
-        let tap = Tap::create(
-            &config.bond,
-            TapOptions {
-                vnet_hdr: true,
-                multi_queue: false,
-                persist: true,
-                // Stripe mode segments super-frames itself, and only TCP ones.
-                no_uso: config.options.mode.segments_in_software(),
+        let tap_options = TapOptions {
+            vnet_hdr: true,
+            multi_queue: false,
+            persist: true,
+            // Stripe mode segments super-frames itself, and only TCP ones.
+            no_uso: config.options.mode.segments_in_software(),
+        };
+        let tap = match passed.take_tap() {
+            // The last lagd's descriptor, from the service manager: the TAP never lost its
+            // carrier, and the host never noticed the change of process.
+            Some(fd) => match Tap::adopt(fd, &config.bond, tap_options) {
+                Ok(t) => {
+                    info!("took over the TAP {} from the last lagd", config.bond);
+                    t
+                }
+                Err(e) => {
+                    warn!("the passed TAP descriptor is not adopted ({e}); opening the TAP");
+                    Tap::create(&config.bond, tap_options)
+                        .with_context(|| format!("creating TAP {}", config.bond))?
+                }
             },
-        )
-        .with_context(|| format!("creating TAP {}", config.bond))?;
+            None => Tap::create(&config.bond, tap_options)
+                .with_context(|| format!("creating TAP {}", config.bond))?,
+        };
         // A restarted lagd finds the TAP as it left it: setting the same MAC again would still
         // tell the kernel the address changed, and it would flush the host's neighbours.
         if link.mac(&config.bond).ok() != Some(mac.0) {
@@ -557,6 +575,11 @@ impl Daemon {
         let mut now = self.now();
         let mut next_poll = now;
         self.notify_ready();
+        if let Some(n) = &self.notify {
+            // Kept by the service manager: after a crash, the next lagd takes it over and the
+            // TAP never loses its carrier.
+            n.store_fds(handover::TAP, &[std::os::fd::AsFd::as_fd(&self.dp.io.tap)]);
+        }
         let watchdog = self.notify.as_ref().and_then(Notifier::watchdog);
         let mut next_watchdog = watchdog.map(|_| now);
         loop {
@@ -590,6 +613,8 @@ impl Daemon {
                             }
                             info!(?sig, "stopping");
                             if let Some(n) = &self.notify {
+                                // A clean stop: the bond goes down, nothing to hand over.
+                                n.remove_fds(handover::TAP);
                                 n.send("STOPPING=1");
                             }
                             let _ = self.dp.io.tap.set_carrier(false);

@@ -6,6 +6,13 @@
 //! or an abstract name written with a leading `@`. `WATCHDOG_USEC` asks for a keep-alive at
 //! least that often (lagd sends one every half of it), for the process `WATCHDOG_PID` names when
 //! set. Without `NOTIFY_SOCKET` nothing is sent; send failures are logged, never fatal.
+//!
+//! **The descriptor store.** `FDSTORE=1` with `FDNAME=NAME` and the descriptors attached
+//! (`SCM_RIGHTS`) asks the service manager to keep them for the service; it hands them to the
+//! next process it starts for it (`LISTEN_FDS`, `LISTEN_FDNAMES`), after a crash or a restart
+//! (`FileDescriptorStoreMax=` in the unit). lagd keeps there what must outlive it for the
+//! bond to go on forwarding: the TAP's descriptor (while one is open the TAP keeps its carrier,
+//! so the host flushes no neighbour); `FDSTOREREMOVE=1` takes a name out again.
 
 use std::ffi::OsStr;
 use std::io;
@@ -78,6 +85,36 @@ impl Notifier {
             Ok(_) => debug!(message, "service manager notified"),
             Err(e) => warn!("notifying the service manager: {e}"),
         }
+    }
+}
+
+impl Notifier {
+    /// Hands `fds` to the service manager's descriptor store under `name` (the manager keeps
+    /// one copy of a descriptor it already holds). Failures are logged: without the store the
+    /// bond still runs, it only does not outlive this process.
+    pub fn store_fds(&self, name: &str, fds: &[std::os::fd::BorrowedFd<'_>]) {
+        let sent = UnixDatagram::unbound()
+            .and_then(|s| s.connect_addr(&self.addr).map(|()| s))
+            .and_then(|s| {
+                lagd_sys::fdpass::send_with_fds(
+                    &s,
+                    format!("FDSTORE=1\nFDNAME={name}").as_bytes(),
+                    fds,
+                )
+            });
+        match sent {
+            Ok(_) => debug!(
+                name,
+                count = fds.len(),
+                "descriptors kept by the service manager"
+            ),
+            Err(e) => warn!("storing {name} with the service manager: {e}"),
+        }
+    }
+
+    /// Takes `name` out of the service manager's descriptor store (it closes its copies).
+    pub fn remove_fds(&self, name: &str) {
+        self.send(&format!("FDSTOREREMOVE=1\nFDNAME={name}"));
     }
 }
 

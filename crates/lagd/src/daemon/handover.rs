@@ -1,0 +1,79 @@
+//! What the last lagd for this bond left running and handed over through the service manager's
+//! descriptor store (see [`notify`](super::notify)): lagd takes each descriptor it can use by
+//! its name, checks that it is what it would have opened itself, and rebuilds only what is
+//! missing or different. Names lagd stores:
+//!
+//! - `tap`: the TAP's descriptor (its carrier stays on while one is open).
+
+use std::os::fd::OwnedFd;
+
+use tracing::{info, warn};
+
+/// The name of the TAP's descriptor in the store.
+pub const TAP: &str = "tap";
+
+/// Descriptors a service manager passed at start, by name; those left untaken are closed when
+/// this is dropped.
+#[derive(Debug, Default)]
+pub struct Passed {
+    fds: Vec<(String, OwnedFd)>,
+}
+
+impl Passed {
+    /// The descriptors the service manager passed to this process (none without
+    /// `LISTEN_FDS`). A malformed environment is logged and ignored: lagd then builds all.
+    pub fn from_env() -> Self {
+        match lagd_sys::fdpass::take_listen_fds() {
+            Ok(fds) => {
+                if !fds.is_empty() {
+                    let names: Vec<&str> = fds.iter().map(|(n, _)| n.as_str()).collect();
+                    info!(?names, "descriptors passed by the service manager");
+                }
+                Self { fds }
+            }
+            Err(e) => {
+                warn!("descriptors passed by the service manager: {e}; building anew");
+                Self::default()
+            }
+        }
+    }
+
+    /// Takes the first descriptor named `name`.
+    pub fn take(&mut self, name: &str) -> Option<OwnedFd> {
+        let k = self.fds.iter().position(|(n, _)| n == name)?;
+        Some(self.fds.remove(k).1)
+    }
+
+    /// Takes the TAP's descriptor.
+    pub fn take_tap(&mut self) -> Option<OwnedFd> {
+        self.take(TAP)
+    }
+}
+
+impl Drop for Passed {
+    fn drop(&mut self) {
+        for (name, _) in &self.fds {
+            info!(name, "a passed descriptor lagd does not use is closed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn descriptors_are_taken_by_name_once() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut p = Passed {
+            fds: vec![
+                ("tap".into(), OwnedFd::from(a)),
+                ("x".into(), OwnedFd::from(b)),
+            ],
+        };
+        assert!(p.take_tap().is_some());
+        assert!(p.take_tap().is_none());
+        assert!(p.take("x").is_some());
+        assert!(p.fds.is_empty());
+    }
+}

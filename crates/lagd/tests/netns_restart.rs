@@ -1,0 +1,245 @@
+//! A crash under a service manager: a supervisor in the test speaks the real protocol
+//! (`NOTIFY_SOCKET` datagrams, `FDSTORE=1`/`FDNAME=` with the descriptors attached, and the
+//! restart with `LISTEN_PID`, `LISTEN_FDS`, `LISTEN_FDNAMES` and the descriptors from 3 on),
+//! kills lagd with SIGKILL and starts it again with what it stored: the TAP never loses its
+//! carrier, the host keeps its neighbour entries, and traffic goes on.
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lagd::lab::topology::{Side, Topology, is_root};
+
+mod common;
+
+use common::{address_bonds, start_lagd};
+
+const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
+
+/// What the supervisor was told, and the descriptors it keeps, by name.
+#[derive(Default)]
+struct Store {
+    messages: Vec<String>,
+    fds: BTreeMap<String, Vec<OwnedFd>>,
+}
+
+/// A service manager for one lagd: its notification socket and descriptor store.
+struct Supervisor {
+    path: PathBuf,
+    store: Arc<Mutex<Store>>,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Supervisor {
+    fn new(dir: &Path) -> Self {
+        let path = dir.join("notify.sock");
+        let socket = UnixDatagram::bind(&path).expect("bind the notification socket");
+        let store = Arc::new(Mutex::new(Store::default()));
+        let kept = Arc::clone(&store);
+        thread::spawn(move || {
+            let mut buf = vec![0u8; 4096];
+            while let Ok((n, fds)) = lagd_sys::fdpass::recv_with_fds(&socket, &mut buf, 16) {
+                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let field = |k: &str| {
+                    text.lines()
+                        .find_map(|l| l.strip_prefix(k))
+                        .map(str::to_owned)
+                };
+                let mut s = kept.lock().unwrap();
+                let name = field("FDNAME=").unwrap_or_else(|| "stored".into());
+                if field("FDSTORE=").as_deref() == Some("1") {
+                    // As systemd: the same open file is kept once.
+                    s.fds.entry(name.clone()).or_default().truncate(0);
+                    s.fds.get_mut(&name).unwrap().extend(fds);
+                } else if field("FDSTOREREMOVE=").as_deref() == Some("1") {
+                    s.fds.remove(&name);
+                }
+                s.messages.push(text);
+            }
+        });
+        Self {
+            path,
+            store,
+            child: None,
+            log: dir.join("supervised-lagd.log"),
+        }
+    }
+
+    /// Starts lagd in `ns` with `args`, handing it what the store holds.
+    fn start(&mut self, ns: &str, args: &[&str]) {
+        let (names, fds): (Vec<String>, Vec<OwnedFd>) = {
+            let s = self.store.lock().unwrap();
+            s.fds
+                .iter()
+                .flat_map(|(n, v)| v.iter().map(move |fd| (n.clone(), fd.try_clone().unwrap())))
+                .unzip()
+        };
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let mut cmd = Command::new("ip");
+        cmd.args([
+            "netns",
+            "exec",
+            ns,
+            "sh",
+            "-c",
+            "LISTEN_PID=$$ exec \"$0\" \"$@\"",
+            LAGD,
+        ])
+        .args(args)
+        .env("NOTIFY_SOCKET", &self.path)
+        .env("LISTEN_FDS", fds.len().to_string())
+        .env("LISTEN_FDNAMES", names.join(":"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+        lagd_sys::fdpass::pass_fds(&mut cmd, fds);
+        self.child = Some(cmd.spawn().expect("start lagd"));
+    }
+
+    /// SIGKILL, and waits for the process to end.
+    fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    fn stored(&self) -> Vec<String> {
+        self.store.lock().unwrap().fds.keys().cloned().collect()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Whether `side`'s interface `name` has its carrier (`LOWER_UP`).
+fn has_carrier(topo: &Topology, side: Side, name: &str) -> bool {
+    let out = topo.ip(side, &["-j", "link", "show", name]).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["flags"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == "LOWER_UP"))
+}
+
+/// Host A's neighbour entry for `addr` on `dev`, as `ip neigh` shows it (empty: none).
+fn neighbour(topo: &Topology, dev: &str, addr: &str) -> String {
+    topo.ip(Side::A, &["neigh", "show", "dev", dev, "to", addr])
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !check() {
+        assert!(t.elapsed() < timeout, "{what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Host A's lagd, run by the supervisor, is killed and started again: with the TAP handed
+/// over the bond keeps its carrier and the host its neighbour entry while no lagd runs, and the
+/// new lagd carries on; the same restart without the store drops the carrier (the control).
+#[test]
+fn a_crash_under_the_supervisor_keeps_the_carrier_and_the_neighbours() {
+    assert!(is_root(), "network namespace tests need root");
+    for store in [true, false] {
+        let mut topo = Topology::create(2).expect("topology");
+        let bonds = [format!("{}a", topo.tag()), format!("{}b", topo.tag())];
+        let opts = "mode=balance-xor xmit_hash_policy=layer3+4 miimon=50 fastpath=off";
+        let (_b, _) = start_lagd(&mut topo, Side::B, &bonds[1], opts);
+        let control = topo.dir().join("a.sock");
+        let control_s = control.to_string_lossy().into_owned();
+        let members = topo.member_list();
+        let args = [
+            "--bond",
+            &bonds[0],
+            "--members",
+            &members,
+            "--opts",
+            opts,
+            "--control",
+            &control_s,
+        ];
+        let mut sup = Supervisor::new(topo.dir());
+        let ns = topo.ns(Side::A).to_owned();
+        sup.start(&ns, &args);
+        wait_for("lagd A answers", Duration::from_secs(10), || {
+            lagd::daemon::query_status(&control).is_ok()
+        });
+        let addrs = address_bonds(&topo, &bonds);
+        let peer = addrs[1].to_string();
+        let ping = |topo: &Topology| {
+            Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    topo.ns(Side::A),
+                    "ping",
+                    "-c",
+                    "3",
+                    "-i",
+                    "0.2",
+                ])
+                .args(["-W", "1", &peer])
+                .output()
+                .unwrap()
+                .status
+                .success()
+        };
+        assert!(ping(&topo), "no ping before the crash");
+        wait_for("the TAP stored", Duration::from_secs(5), || {
+            sup.stored().contains(&"tap".to_owned())
+        });
+        if !store {
+            sup.store.lock().unwrap().fds.clear();
+        }
+        let before = neighbour(&topo, &bonds[0], &peer);
+        assert!(before.contains("lladdr"), "{before}");
+        sup.kill();
+        // No lagd: the carrier stays exactly when the store keeps the TAP's descriptor.
+        thread::sleep(Duration::from_millis(300));
+        let carrier = has_carrier(&topo, Side::A, &bonds[0]);
+        let during = neighbour(&topo, &bonds[0], &peer);
+        sup.start(&ns, &args);
+        wait_for("lagd A answers again", Duration::from_secs(10), || {
+            lagd::daemon::query_status(&control).is_ok()
+        });
+        assert!(ping(&topo), "no ping after the restart:\n{}", sup.log());
+        if store {
+            assert!(carrier, "the TAP lost its carrier while lagd was away");
+            assert!(during.contains("lladdr"), "the neighbour went: {during:?}");
+            assert!(
+                sup.log().contains("took over the TAP"),
+                "the new lagd did not adopt the TAP:\n{}",
+                sup.log()
+            );
+        } else {
+            assert!(
+                !carrier,
+                "without the store the carrier stayed: the test proves nothing"
+            );
+        }
+        drop(sup);
+        topo.teardown().expect("teardown");
+    }
+}
