@@ -12,4 +12,4 @@ pub mod metrics;
 pub mod plan;
 pub mod show;
 
-pub use error::{CliError, EXIT_FAILURE, EXIT_UNHEALTHY, EXIT_USAGE};
+pub use error::{CliError, EXIT_FAILURE, EXIT_LOSSY, EXIT_UNHEALTHY, EXIT_USAGE};

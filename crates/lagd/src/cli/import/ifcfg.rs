@@ -43,7 +43,8 @@ pub(super) fn import_ifcfg(
     let bonds: Vec<_> = parsed
         .iter()
         .filter(|(_, v)| {
-            v.iter().any(|(_, k, _)| k == "BONDING_OPTS")
+            v.iter()
+                .any(|(_, k, _)| k == "BONDING_OPTS" || k == "BONDING_MODULE_OPTS")
                 || get(v, "TYPE").is_some_and(|t| t.eq_ignore_ascii_case("bond"))
         })
         .filter(|(_, v)| want.is_none_or(|w| get(v, "DEVICE").as_deref() == Some(w)))
@@ -51,10 +52,19 @@ pub(super) fn import_ifcfg(
     let (path, vars) = match bonds.as_slice() {
         [one] => one,
         [] => {
+            let team = parsed
+                .iter()
+                .any(|(_, v)| get(v, "DEVICETYPE").is_some_and(|t| t.eq_ignore_ascii_case("team")));
             return Err(error(
                 &files[0].0,
                 None,
-                "no bond here (no file with BONDING_OPTS or TYPE=Bond)",
+                if team {
+                    "a team (DEVICETYPE=Team), not a bond: ifcfg teams are not supported; \
+                     give its TEAM_CONFIG JSON to lagctl import --from teamd"
+                } else {
+                    "no bond in these files (no file with BONDING_OPTS, BONDING_MODULE_OPTS or \
+                     TYPE=Bond)"
+                },
             ));
         }
         _ => {
@@ -72,16 +82,18 @@ pub(super) fn import_ifcfg(
     for (line, k, v) in vars.iter() {
         match k.as_str() {
             "DEVICE" | "TYPE" | "BONDING_MASTER" => {}
-            "BONDING_OPTS" => {
+            // SUSE's ifcfg: members are listed in the bond's file.
+            k if k.starts_with("BONDING_SLAVE") => out.add_member(v),
+            "BONDING_OPTS" | "BONDING_MODULE_OPTS" => {
                 for opt in v.split_whitespace() {
                     let Some((ok, ov)) = opt.split_once('=') else {
                         return Err(error(
                             path,
                             Some(*line),
-                            format!("BONDING_OPTS: '{opt}' is not key=value"),
+                            format!("{k}: '{opt}' is not key=value"),
                         ));
                     };
-                    take_option(&mut out, ok, ov, &format!("BONDING_OPTS {ok}={ov}"));
+                    take_option(&mut out, ok, ov, &format!("{k} {ok}={ov}"));
                 }
             }
             "MTU" => {
@@ -91,14 +103,19 @@ pub(super) fn import_ifcfg(
                     })?)
             }
             "MACADDR" => out.mac = Some(v.clone()),
-            "HWADDR" => out.drop_setting(format!(
-                "HWADDR={v}: names the device by its permanent MAC; lagd names members by interface"
+            "HWADDR" => out.drop_system(format!(
+                "HWADDR={v}: binds the profile to the device with this permanent MAC; lagd's bond \
+                 is its own interface (MACADDR sets its MAC)"
             )),
-            other => match address_reason(other) {
-                Some(r) => out.drop_setting(format!("{other}: {r}")),
-                None => out.drop_setting(format!("{other}={v}: not a bond setting lagd knows")),
-            },
+            other => out.drop_unknown(format_args!("{other}={v}"), other),
         }
+    }
+    // Red Hat's ifcfg files are NetworkManager's (its ifcfg-rh plugin) unless NM_CONTROLLED=no;
+    // SUSE's (BONDING_MODULE_OPTS) are wicked's, which leaves the kernel's defaults.
+    let suse = vars.iter().any(|(_, k, _)| k == "BONDING_MODULE_OPTS");
+    let nm = get(vars, "NM_CONTROLLED").is_none_or(|v| yes_no(&v) != Some("0"));
+    if nm && !suse {
+        out.networkmanager_defaults("the ifcfg file (read by NetworkManager)");
     }
     for (_, vars) in &parsed {
         if get(vars, "MASTER").as_deref() == Some(out.bond.as_str()) {

@@ -71,17 +71,18 @@ impl Dialect {
         }
     }
 
+    /// Every dialect.
+    pub const ALL: [Self; 6] = [
+        Self::Ifcfg,
+        Self::NmKeyfile,
+        Self::Networkd,
+        Self::Netplan,
+        Self::Nmstate,
+        Self::Teamd,
+    ];
+
     fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Ifcfg,
-            Self::NmKeyfile,
-            Self::Networkd,
-            Self::Netplan,
-            Self::Nmstate,
-            Self::Teamd,
-        ]
-        .into_iter()
-        .find(|d| d.name() == s)
+        Self::ALL.into_iter().find(|d| d.name() == s)
     }
 
     /// Guesses the dialect of a file from its name and text.
@@ -133,7 +134,22 @@ pub struct Imported {
     /// The MTU, if set.
     pub mtu: Option<u32>,
     /// Settings that do not carry over, each with why.
-    pub dropped: Vec<String>,
+    pub dropped: Vec<Dropped>,
+    /// What the import decided that the files do not say: the source tool's defaults applied
+    /// where lagd's differ, members resolved on this host.
+    pub notes: Vec<String>,
+    /// A mode lagd (and the source tool) refuses: the import fails rather than run another.
+    refused_mode: Option<String>,
+}
+
+/// A setting that does not carry over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// The setting and why it does not carry over.
+    pub what: String,
+    /// Whether leaving it out changes how the bond behaves (as opposed to what stays the
+    /// system's: addresses, routes, the source tool's bookkeeping).
+    pub changes_behaviour: bool,
 }
 
 /// An import error: the file, the line when known, and what is wrong.
@@ -176,8 +192,59 @@ impl Imported {
         }
     }
 
+    fn get(&self, key: &str) -> Option<&str> {
+        self.options
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A setting that does not carry over and whose loss changes the bond's behaviour.
     fn drop_setting(&mut self, what: impl Into<String>) {
-        self.dropped.push(what.into());
+        self.dropped.push(Dropped {
+            what: what.into(),
+            changes_behaviour: true,
+        });
+    }
+
+    /// A setting that stays the system's (addresses, routes, bookkeeping): not lagd's to
+    /// carry, and leaving it out of lagd's file changes nothing about the bond.
+    fn drop_system(&mut self, what: impl Into<String>) {
+        self.dropped.push(Dropped {
+            what: what.into(),
+            changes_behaviour: false,
+        });
+    }
+
+    /// A setting dropped with the reason [`system_reason`] gives for `key`, or as one lagd does
+    /// not know (which may change behaviour).
+    fn drop_unknown(&mut self, what: impl std::fmt::Display, key: &str) {
+        match system_reason(key) {
+            Some(r) => self.drop_system(format!("{what}: {r}")),
+            None => self.drop_setting(format!("{what}: not a bond setting lagd knows")),
+        }
+    }
+
+    fn note(&mut self, what: impl Into<String>) {
+        self.notes.push(what.into());
+    }
+
+    /// Whether something that changes the bond's behaviour did not carry over.
+    pub fn loses_behaviour(&self) -> bool {
+        self.dropped.iter().any(|d| d.changes_behaviour)
+    }
+
+    /// NetworkManager's bond default (also for ifcfg files and nmstate, which NetworkManager
+    /// applies): `miimon=100` unless the profile sets miimon or ARP monitoring.
+    fn networkmanager_defaults(&mut self, tool: &str) {
+        let arp = self.get("arp_interval").is_some_and(|v| v != "0");
+        if self.get("miimon").is_none() && !arp {
+            self.set("miimon", "100");
+            self.note(format!(
+                "miimon=100: {tool} sets neither miimon nor ARP monitoring, and NetworkManager \
+                 then monitors with miimon=100 (the kernel's and lagd's default is 0)"
+            ));
+        }
     }
 
     fn add_member(&mut self, m: &str) {
@@ -197,7 +264,15 @@ impl Imported {
             files.join(", ")
         );
         for d in &self.dropped {
-            let _ = writeln!(s, "# not carried over: {d}");
+            let mark = if d.changes_behaviour {
+                " [changes behaviour]"
+            } else {
+                ""
+            };
+            let _ = writeln!(s, "# not carried over: {}{mark}", d.what);
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "# note: {n}");
         }
         let _ = writeln!(s, "bond = {}", quote(&self.bond));
         let members: Vec<String> = self.members.iter().map(|m| quote(m)).collect();
@@ -216,7 +291,7 @@ impl Imported {
                     "0" => "false".to_owned(),
                     other => quote(other),
                 }
-            } else if k == "arp_ip_target" {
+            } else if k == "arp_ip_target" || k == "ns_ip6_target" {
                 let items: Vec<String> = v
                     .split([',', ' '])
                     .filter(|t| !t.is_empty())
@@ -251,29 +326,59 @@ fn quote(s: &str) -> String {
     q
 }
 
-/// Settings that are the system's to configure on the bond, not lagd's.
-fn address_reason(key: &str) -> Option<&'static str> {
-    let k = key.to_ascii_lowercase();
-    let addressing = [
+/// Why a setting of the bond is the system's, not lagd's, or `None` when it is not one of
+/// those: addressing (addresses, routes, DNS, DHCP, router advertisements) and the source
+/// tool's bookkeeping. Keys are compared without case, `-` and `_`, and by whole word or known
+/// prefix (a `mac-address-denylist` is not an address).
+fn system_reason(key: &str) -> Option<&'static str> {
+    let k: String = key
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_'))
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    // Numbered or suffixed forms: IPADDR0, address1, GATEWAY6, DNS2, dhcp4-overrides.
+    let prefixes = [
         "ipaddr",
         "prefix",
         "netmask",
         "gateway",
         "dns",
-        "bootproto",
         "dhcp",
-        "address",
-        "route",
         "ipv4",
         "ipv6",
-        "defroute",
-        "peerdns",
-        "method",
+        "route",
+        "address",
         "nameserver",
         "domain",
-        "search",
+        "defroute",
+        "peerdns",
+        "peerroutes",
+        "linklocal",
+        "acceptra",
+        "ipforward",
+        "ipmasquerade",
+        "routingpolicy",
+        "broadcast",
     ];
-    if addressing.iter().any(|a| k.starts_with(a) || k.contains(a)) {
+    let exact = [
+        "bootproto",
+        "method",
+        "search",
+        "mdns",
+        "llmnr",
+        "ntp",
+        "ntpservers",
+    ];
+    let is_mac = k.starts_with("mac") || k.contains("macaddress") || k.starts_with("hwaddr");
+    if !is_mac
+        && (exact.contains(&k.as_str())
+            || prefixes.iter().any(|a| {
+                k.starts_with(a)
+                    && k[a.len()..]
+                        .chars()
+                        .all(|c| c.is_ascii_digit() || c.is_ascii_alphabetic())
+            }))
+    {
         return Some(
             "addresses, routes and DNS are set on the bond interface by the system, not by lagd",
         );
@@ -281,7 +386,10 @@ fn address_reason(key: &str) -> Option<&'static str> {
     let boot = [
         "onboot",
         "autoconnect",
-        "nm_controlled",
+        "autoconnectports",
+        "autoconnectslaves",
+        "autoconnectpriority",
+        "nmcontrolled",
         "uuid",
         "id",
         "name",
@@ -290,8 +398,15 @@ fn address_reason(key: &str) -> Option<&'static str> {
         "userctl",
         "renderer",
         "version",
-        "bonding_master",
+        "bondingmaster",
         "zone",
+        "description",
+        "timestamp",
+        "permissions",
+        "optional",
+        "requiredforonline",
+        "activationpolicy",
+        "startmode",
     ];
     if boot.contains(&k.as_str()) {
         return Some("bookkeeping of the tool that owned the bond; lagd starts from its unit");
@@ -300,10 +415,129 @@ fn address_reason(key: &str) -> Option<&'static str> {
 }
 
 /// Checks a bond option with lagd's parser; a value lagd refuses becomes a dropped setting.
+/// An interface of this host, for members a file names by pattern, MAC or driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLink {
+    /// The interface name.
+    pub name: String,
+    /// Its MAC (lower case), when it has one.
+    pub mac: Option<String>,
+    /// Its driver's name, when sysfs tells.
+    pub driver: Option<String>,
+}
+
+/// This network namespace's interfaces, from `/sys/class/net` (reading only). Empty when sysfs
+/// cannot be read.
+pub fn host_links() -> Vec<HostLink> {
+    let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
+        return Vec::new();
+    };
+    let mut links: Vec<HostLink> = dir
+        .flatten()
+        .map(|e| {
+            let path = e.path();
+            let mac = std::fs::read_to_string(path.join("address"))
+                .ok()
+                .map(|m| m.trim().to_ascii_lowercase())
+                .filter(|m| !m.is_empty());
+            let driver = std::fs::read_link(path.join("device/driver"))
+                .ok()
+                .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+            HostLink {
+                name: e.file_name().to_string_lossy().into_owned(),
+                mac,
+                driver,
+            }
+        })
+        .collect();
+    links.sort_by(|a, b| a.name.cmp(&b.name));
+    links
+}
+
+/// Whether `name` matches the shell-style `pattern` (`*`, `?`, `[a-z]`, `[!0-9]`).
+fn glob_match(pattern: &str, name: &str) -> bool {
+    fn at(p: &[char], n: &[char]) -> bool {
+        match p.first() {
+            None => n.is_empty(),
+            Some('*') => (0..=n.len()).any(|i| at(&p[1..], &n[i..])),
+            Some('?') => !n.is_empty() && at(&p[1..], &n[1..]),
+            Some('[') => {
+                let Some(close) = p.iter().skip(1).position(|&c| c == ']').map(|i| i + 1) else {
+                    return n.first() == Some(&'[') && at(&p[1..], &n[1..]);
+                };
+                let Some(&c) = n.first() else { return false };
+                let mut set = &p[1..close];
+                let negate = matches!(set.first(), Some('!' | '^'));
+                if negate {
+                    set = &set[1..];
+                }
+                let mut hit = false;
+                let mut i = 0;
+                while i < set.len() {
+                    if i + 2 < set.len() && set[i + 1] == '-' {
+                        hit |= set[i] <= c && c <= set[i + 2];
+                        i += 3;
+                    } else {
+                        hit |= set[i] == c;
+                        i += 1;
+                    }
+                }
+                hit != negate && at(&p[close + 1..], &n[1..])
+            }
+            Some(&c) => n.first() == Some(&c) && at(&p[1..], &n[1..]),
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    at(&p, &n)
+}
+
+/// Whether a name is a pattern rather than an interface name.
+fn is_pattern(name: &str) -> bool {
+    name.contains(['*', '?', '['])
+}
+
+/// How a file names a member when not by interface name.
+#[derive(Debug, Clone, Copy)]
+enum Selector<'a> {
+    /// A shell-style pattern of interface names.
+    Name(&'a str),
+    /// The interface's MAC.
+    Mac(&'a str),
+    /// The interface's driver (a pattern).
+    Driver(&'a str),
+}
+
+/// The interfaces of `host` that every selector matches, by name. The bond's members are fixed
+/// at import: an interface that appears later is not added, as the source tool would.
+fn resolve_on_host(host: &[HostLink], selectors: &[Selector<'_>]) -> Vec<String> {
+    host.iter()
+        .filter(|l| {
+            selectors.iter().all(|s| match *s {
+                Selector::Name(p) => glob_match(p, &l.name),
+                Selector::Mac(m) => l.mac.as_deref() == Some(m.to_ascii_lowercase().as_str()),
+                Selector::Driver(d) => l.driver.as_deref().is_some_and(|x| glob_match(d, x)),
+            })
+        })
+        .map(|l| l.name.clone())
+        .collect()
+}
+
+/// A mode lagd refuses fails the import (the bond would run another mode); any other refused
+/// value is a dropped setting that changes behaviour.
 fn take_option(out: &mut Imported, key: &str, value: &str, origin: &str) {
     let mut probe = BondOptions::default();
     match probe.set(key, value) {
         Ok(()) => out.set(key, value),
+        Err(e) if key == "mode" => {
+            out.refused_mode.get_or_insert_with(|| {
+                format!(
+                    "{origin}: '{value}' is not a bonding mode ({}); the bond would run another \
+                 mode, so nothing is imported",
+                    e.reason
+                )
+            });
+        }
         Err(e) => out.drop_setting(format!("{origin}: {}", e.reason)),
     }
 }
@@ -407,33 +641,56 @@ fn load_yaml(path: &Path, text: &str) -> Result<Yaml, ImportError> {
 // ---------------------------------------------------------------------------------------------
 
 /// Reads a bond from `files` (all of one dialect; guessed from the first file when `dialect`
-/// is `None`). `bond` picks one when the files define several.
+/// is `None`). `bond` picks one when the files define several. Members given by pattern, MAC or
+/// driver are resolved against this host's interfaces.
 pub fn import(
     dialect: Option<Dialect>,
     files: &[(PathBuf, String)],
     bond: Option<&str>,
+) -> Result<(Dialect, Imported), ImportError> {
+    import_on(dialect, files, bond, &host_links())
+}
+
+/// [`import`], resolving members given by pattern, MAC or driver against `host`.
+pub fn import_on(
+    dialect: Option<Dialect>,
+    files: &[(PathBuf, String)],
+    bond: Option<&str>,
+    host: &[HostLink],
 ) -> Result<(Dialect, Imported), ImportError> {
     let Some((first, text)) = files.first() else {
         return Err(error(Path::new("-"), None, "no files"));
     };
     let dialect = match dialect {
         Some(d) => d,
-        None => Dialect::guess(first, text).ok_or_else(|| {
-            error(
-                first,
-                None,
-                "cannot tell the dialect: give --from ifcfg|nm|networkd|netplan|nmstate|teamd",
-            )
-        })?,
+        None => match Dialect::guess(first, text) {
+            Some(d) => d,
+            None => {
+                return Err(error(
+                    first,
+                    None,
+                    match unsupported(text) {
+                        Some(what) => format!("{what}: this format is not supported"),
+                        None => format!(
+                            "cannot tell the dialect: give --from {}",
+                            Dialect::ALL.map(Dialect::name).join("|")
+                        ),
+                    },
+                ));
+            }
+        },
     };
     let mut out = match dialect {
         Dialect::Ifcfg => ifcfg::import_ifcfg(files, bond)?,
         Dialect::NmKeyfile => nm::import_nm(files, bond)?,
-        Dialect::Networkd => networkd::import_networkd(files, bond)?,
-        Dialect::Netplan => netplan::import_netplan(files, bond)?,
+        Dialect::Networkd => networkd::import_networkd(files, bond, host)?,
+        Dialect::Netplan => netplan::import_netplan(files, bond, host)?,
         Dialect::Nmstate => nmstate::import_nmstate(files, bond)?,
         Dialect::Teamd => teamd::import_teamd(files)?,
     };
+    if let Some(m) = out.refused_mode.take() {
+        return Err(error(first, None, m));
+    }
     if out.members.is_empty() {
         return Err(error(
             first,
@@ -448,6 +705,22 @@ pub fn import(
     out.options
         .sort_by_key(|(k, _)| if k == "mode" { 0 } else { 1 });
     Ok((dialect, out))
+}
+
+/// Formats that hold bonds but that lagctl import does not read, recognised by their text.
+fn unsupported(text: &str) -> Option<&'static str> {
+    let has = |w: &str| text.lines().any(|l| l.trim_start().starts_with(w));
+    if has("ifconfig_lagg") || has("cloned_interfaces=\"lagg") {
+        Some("FreeBSD rc.conf lagg interfaces")
+    } else if text.contains("ovs-vsctl") || text.contains("add-bond") {
+        Some("Open vSwitch bonds (ovs-vsctl add-bond)")
+    } else if has("set interfaces bonding") || has("set interfaces aggregated-ethernet") {
+        Some("a router's bonding commands (VyOS/Junos set interfaces)")
+    } else if has("New-NetLbfoTeam") {
+        Some("Windows NIC teaming (New-NetLbfoTeam)")
+    } else {
+        None
+    }
 }
 
 /// `lagctl import`.
@@ -469,11 +742,30 @@ pub fn main(args: ImportArgs) -> Result<(), CliError> {
         ))
     })?;
     match &args.output {
-        Some(p) => std::fs::write(p, toml.as_bytes()).map_err(CliError::Io),
+        Some(p) => std::fs::write(p, toml.as_bytes()).map_err(CliError::Io)?,
         None => io::stdout()
             .write_all(toml.as_bytes())
-            .map_err(CliError::Io),
+            .map_err(CliError::Io)?,
     }
+    lossy_result(&imported)
+}
+
+/// `Err(Lossy)` naming what changes behaviour when the import lost it, else `Ok`.
+fn lossy_result(imported: &Imported) -> Result<(), CliError> {
+    let lost: Vec<&str> = imported
+        .dropped
+        .iter()
+        .filter(|d| d.changes_behaviour)
+        .map(|d| d.what.as_str())
+        .collect();
+    if lost.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::Lossy(format!(
+        "written, but {} setting(s) that change the bond's behaviour did not carry over:\n  {}",
+        lost.len(),
+        lost.join("\n  ")
+    )))
 }
 
 #[cfg(test)]
@@ -490,6 +782,27 @@ mod test {
         assert_eq!(timespan_ms("1min", false), Some(60_000));
         assert_eq!(timespan_ms("fast", false), None);
         assert_eq!(timespan_ms("10 parsecs", false), None);
+    }
+
+    #[test]
+    fn system_settings_and_patterns() {
+        for key in [
+            "IPADDR0", "address1", "Address", "GATEWAY", "dhcp4", "DNS2", "method",
+        ] {
+            assert!(system_reason(key).unwrap().contains("addresses"), "{key}");
+        }
+        // A MAC (or a MAC denylist) is not an address; a hash policy is not a prefix.
+        for key in [
+            "MACAddress",
+            "mac-address-denylist",
+            "HWADDR",
+            "xmit_hash_policy",
+        ] {
+            assert!(system_reason(key).is_none(), "{key}");
+        }
+        assert!(glob_match("enp1s0f*", "enp1s0f1"));
+        assert!(glob_match("eth[0-3]", "eth2") && !glob_match("eth[!0-3]", "eth2"));
+        assert!(!glob_match("enp1s0f?", "enp1s0f10"));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use super::*;
 pub(super) fn import_networkd(
     files: &[(PathBuf, String)],
     want: Option<&str>,
+    host: &[HostLink],
 ) -> Result<Imported, ImportError> {
     let mut parsed = Vec::new();
     for (p, t) in files {
@@ -98,28 +99,45 @@ pub(super) fn import_networkd(
                     out.drop_setting(format!("{origin}: not a bond setting lagd knows"));
                 }
             }
-            (_, key) => out.drop_setting(format!(
-                "[{section}] {key}={v}: {}",
-                address_reason(key).unwrap_or("not a bond setting lagd knows")
-            )),
+            (_, key) => out.drop_unknown(format_args!("[{section}] {key}={v}"), key),
         }
     }
     for (p, e) in &parsed {
         if p.extension().is_none_or(|x| x != "network") {
             continue;
         }
-        // The bond's own .network file: its addresses and routes are not lagd's to set.
+        // The bond's own .network file: its MTU and MAC are the bond's; its addresses, routes
+        // and the interfaces stacked on it are the system's.
         let names = ini_get(e, "Match", "Name").unwrap_or("");
         if names.split_whitespace().any(|n| n == out.bond) {
-            for (_, section, k, v) in e {
-                if section != "Match" {
-                    out.drop_setting(format!(
-                        "{}: [{section}] {k}={v}: {}",
-                        p.display(),
-                        address_reason(k).unwrap_or(
-                            "the bond interface's own settings are the system's, not lagd's"
-                        )
-                    ));
+            for (line, section, k, v) in e {
+                let what = format!("{}: [{section}] {k}={v}", p.display());
+                match (section.as_str(), k.as_str()) {
+                    ("Match", _) => {}
+                    ("Link", "MTUBytes") => {
+                        out.mtu = Some(v.parse().map_err(|_| {
+                            error(p, Some(*line), format!("MTUBytes: '{v}' is not a number"))
+                        })?)
+                    }
+                    ("Link", "MACAddress") => out.mac = Some(v.clone()),
+                    (
+                        "Network",
+                        "VLAN" | "MACVLAN" | "MACVTAP" | "IPVLAN" | "IPVTAP" | "VXLAN" | "Tunnel"
+                        | "Bridge" | "VRF" | "Xfrm",
+                    ) => out.drop_system(format!(
+                        "{what}: interfaces stacked on the bond stay the system's (they work on \
+                         lagd's bond as on the kernel's)"
+                    )),
+                    (
+                        "Address" | "Route" | "RoutingPolicyRule" | "DHCP" | "DHCPv4" | "DHCPv6"
+                        | "IPv6AcceptRA" | "IPv6SendRA" | "IPv6Prefix" | "DHCPServer" | "Neighbor"
+                        | "NextHop",
+                        _,
+                    ) => out.drop_system(format!(
+                        "{what}: addresses, routes and DNS are set on the bond interface by the \
+                         system, not by lagd"
+                    )),
+                    (_, key) => out.drop_unknown(what, key),
                 }
             }
             continue;
@@ -127,27 +145,76 @@ pub(super) fn import_networkd(
         if ini_get(e, "Network", "Bond") != Some(out.bond.as_str()) {
             continue;
         }
+        // Members by name, or by pattern, MAC or driver: those resolve on this host.
         let names = ini_get(e, "Match", "Name").unwrap_or("");
-        for n in names.split_whitespace() {
-            if n.contains(['*', '?', '[']) {
-                out.drop_setting(format!(
-                    "{}: [Match] Name={n} is a pattern; lagd needs the member names: add them to members",
-                    p.display()
+        let macs = ini_get(e, "Match", "MACAddress")
+            .or_else(|| ini_get(e, "Match", "PermanentMACAddress"))
+            .unwrap_or("");
+        let drivers = ini_get(e, "Match", "Driver").unwrap_or("");
+        let plain = !names.is_empty()
+            && macs.is_empty()
+            && drivers.is_empty()
+            && !names.split_whitespace().any(is_pattern);
+        let these: Vec<String> = if plain {
+            names.split_whitespace().map(str::to_owned).collect()
+        } else {
+            let criteria = [("Name", names), ("MACAddress", macs), ("Driver", drivers)]
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            // Each key lists alternatives; the keys must all match.
+            let found: Vec<String> = host
+                .iter()
+                .filter(|l| {
+                    let any = |list: &str, f: &dyn Fn(&str) -> bool| {
+                        list.is_empty() || list.split_whitespace().any(f)
+                    };
+                    any(names, &|n| glob_match(n, &l.name))
+                        && any(macs, &|m| {
+                            !resolve_on_host(std::slice::from_ref(l), &[Selector::Mac(m)])
+                                .is_empty()
+                        })
+                        && any(drivers, &|d| {
+                            !resolve_on_host(std::slice::from_ref(l), &[Selector::Driver(d)])
+                                .is_empty()
+                        })
+                })
+                .map(|l| l.name.clone())
+                .collect();
+            if found.is_empty() {
+                return Err(error(
+                    p,
+                    None,
+                    format!(
+                        "[Match] {criteria} selects the members by pattern, and no interface of \
+                         this host matches it: import on the host that has the members, or list \
+                         them in the TOML's members"
+                    ),
                 ));
-            } else {
-                out.add_member(n);
             }
+            out.note(format!(
+                "{}: [Match] {criteria} resolved on this host to {}; an interface that matches \
+                 later is not added (lagd's members are a fixed list)",
+                p.display(),
+                found.join(", ")
+            ));
+            found
+        };
+        for n in &these {
+            out.add_member(n);
         }
         if ini_get(e, "Network", "PrimarySlave").and_then(yes_no) == Some("1") {
-            if let Some(n) = names.split_whitespace().next() {
-                out.set("primary", n);
+            if let Some(n) = these.first() {
+                out.set("primary", n.clone());
             }
         }
         for (_, section, k, v) in e {
             if (section == "Network" && !matches!(k.as_str(), "Bond" | "PrimarySlave"))
                 || section == "Link"
             {
-                out.drop_setting(format!(
+                out.drop_system(format!(
                     "{}: [{section}] {k}={v}: member settings stay with the member's own configuration",
                     p.display()
                 ));

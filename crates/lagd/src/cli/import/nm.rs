@@ -17,7 +17,21 @@ pub(super) fn import_nm(
         .collect();
     let (path, entries) = match bonds.as_slice() {
         [one] => one,
-        [] => return Err(error(&files[0].0, None, "no keyfile with type=bond")),
+        [] => {
+            let team = parsed
+                .iter()
+                .any(|(_, e)| ini_get(e, "connection", "type") == Some("team"));
+            return Err(error(
+                &files[0].0,
+                None,
+                if team {
+                    "a NetworkManager team connection, not a bond: teams are not supported; give \
+                     its [team] config JSON to lagctl import --from teamd"
+                } else {
+                    "no bond in these files (no keyfile with [connection] type=bond)"
+                },
+            ));
+        }
         _ => {
             return Err(error(
                 &files[0].0,
@@ -46,16 +60,29 @@ pub(super) fn import_nm(
                     error(path, Some(*line), format!("mtu: '{v}' is not a number"))
                 })?)
             }
-            ("ethernet" | "802-3-ethernet", "cloned-mac-address") => out.mac = Some(v.clone()),
-            ("ipv4" | "ipv6" | "proxy", key) => out.drop_setting(format!(
+            ("ethernet" | "802-3-ethernet", "cloned-mac-address") => match v.as_str() {
+                // The bond takes its first member's MAC, as lagd's default does.
+                "preserve" | "permanent" => {}
+                "random" | "stable" => out.drop_setting(format!(
+                    "[{section}] cloned-mac-address={v}: NetworkManager generates this MAC; \
+                     give lagd one with mac = \"...\""
+                )),
+                mac => out.mac = Some(mac.to_owned()),
+            },
+            (
+                "ethernet" | "802-3-ethernet",
+                "mac-address" | "mac-address-denylist" | "mac-address-blacklist",
+            ) => out.drop_system(format!(
+                "[{section}] {k}={v}: which device NetworkManager lets this profile take; \
+                 lagd's bond is its own interface"
+            )),
+            ("ipv4" | "ipv6" | "proxy", key) => out.drop_system(format!(
                 "[{section}] {key}: addresses, routes and DNS are set on the bond interface by the system, not by lagd"
             )),
-            (_, key) => out.drop_setting(format!(
-                "[{section}] {key}={v}: {}",
-                address_reason(key).unwrap_or("not a bond setting lagd knows")
-            )),
+            (_, key) => out.drop_unknown(format_args!("[{section}] {key}={v}"), key),
         }
     }
+    out.networkmanager_defaults("the keyfile");
     for (_, e) in &parsed {
         let master =
             ini_get(e, "connection", "master").or_else(|| ini_get(e, "connection", "controller"));
