@@ -377,16 +377,11 @@ fn output_file_dialect_choice_and_errors() {
 #[test]
 fn truncated_files_give_errors_not_panics() {
     use lagd::cli::import::{Dialect, import as read};
-    let dialects = [
-        Dialect::Ifcfg,
-        Dialect::NmKeyfile,
-        Dialect::Networkd,
-        Dialect::Netplan,
-        Dialect::Nmstate,
-        Dialect::Teamd,
-    ];
+    let dialects = Dialect::ALL;
     let mut checked = 0;
-    for dir in ["ifcfg", "nm", "networkd", "netplan", "nmstate", "teamd"] {
+    for dir in [
+        "ifcfg", "nm", "networkd", "netplan", "nmstate", "teamd", "ifupdown",
+    ] {
         for entry in std::fs::read_dir(data(dir)).unwrap() {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap();
@@ -862,4 +857,126 @@ fn unsupported_formats_and_files_without_a_bond() {
         assert!(err.contains(want), "{name}: {err}");
         assert!(!err.contains("cannot tell the dialect"), "{name}: {err}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Debian's ifupdown and ifupdown2.
+
+/// Proxmox VE: an 802.3ad bond with ifupdown2's bond-slaves/bond-xmit-hash-policy under the VM
+/// bridge, which stays the system's.
+#[test]
+fn ifupdown_proxmox() {
+    check(
+        &files("ifupdown", &["proxmox-interfaces"]),
+        &Expect {
+            members: &["eno1", "eno2"],
+            mtu: Some(9000),
+            opts: "mode=802.3ad miimon=100 xmit_hash_policy=layer2+3 lacp_rate=fast",
+            notes: &["vmbr0"],
+            ..Expect::default()
+        },
+    );
+}
+
+/// ifupdown2: a glob range of members, yes/no booleans, its own option spellings, a VLAN on
+/// the bond; Cumulus's LACP bypass has no counterpart.
+#[test]
+fn ifupdown2_spellings() {
+    check(
+        &files("ifupdown", &["ifupdown2-interfaces"]),
+        &Expect {
+            bond: "bond1",
+            members: &["swp1", "swp2"],
+            mac: Some("02:00:5e:00:53:01"),
+            opts: "mode=802.3ad min_links=1 use_carrier=1 ad_actor_sys_prio=100",
+            dropped: &["!bond-lacp-bypass-allow"],
+            notes: &["bond1.100"],
+            ..Expect::default()
+        },
+    );
+}
+
+/// Debian's ifenslave spelling: the members name the bond (bond-master), the bond says
+/// bond-slaves none; the stanzas come through source-directory (only names of letters, digits,
+/// - and _) and source with a glob; continuation lines and comments; an `up` command is named.
+#[test]
+fn ifupdown_source_and_bond_master() {
+    let files = write(
+        "ifupdown-source",
+        &[
+            (
+                "interfaces",
+                "# The loopback.\nauto lo\niface lo inet loopback\n\nsource-directory interfaces.d\n\
+                 source bonds/*.cfg\n",
+            ),
+            (
+                "interfaces.d/eth0",
+                "allow-hotplug eth0\niface eth0 inet manual\n    bond-master bond0\n    \
+                 bond-primary eth0\n",
+            ),
+            (
+                "interfaces.d/eth1",
+                "allow-hotplug eth1\niface eth1 inet manual\n    bond-master bond0\n",
+            ),
+            // Not read: a dot in the name.
+            (
+                "interfaces.d/eth9.dpkg-old",
+                "iface eth9 inet manual\n    bond-master bond0\n",
+            ),
+            (
+                "bonds/bond0.cfg",
+                "auto bond0\niface bond0 inet static\n    address 192.0.2.5/24\n    \
+                 bond_slaves none\n    bond-mode active-backup\n    bond-miimon 100\n    \
+                 bond-downdelay \\\n      200\n    bond-arp-ip-target 192.0.2.1 192.0.2.2\n    \
+                 up ip route add 198.51.100.0/24 via 192.0.2.254\n",
+            ),
+        ],
+    );
+    check(
+        &files[..1],
+        &Expect {
+            opts: "mode=active-backup miimon=100 downdelay=200 \
+                   arp_ip_target=192.0.2.1,192.0.2.2 primary=eth0",
+            dropped: &["address 192.0.2.5/24", "!up ip route add"],
+            ..Expect::default()
+        },
+    );
+    // --from ifupdown reads a file of any name.
+    let renamed = files[0].with_file_name("network.conf");
+    std::fs::copy(&files[0], &renamed).unwrap();
+    let (code, toml, err) = run(std::slice::from_ref(&renamed), &["--from", "ifupdown"]);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(toml.contains("members = [\"eth0\", \"eth1\"]"), "{toml}");
+}
+
+/// Open vSwitch bonds in interfaces (Proxmox's OVS integration), a file without a bond and a
+/// source that matched nothing say so.
+#[test]
+fn ifupdown_refusals() {
+    let ovs = write(
+        "ifupdown-ovs",
+        &[(
+            "interfaces",
+            "auto bond0\niface bond0 inet manual\n    ovs_bonds eno1 eno2\n    ovs_type OVSBond\n    \
+             ovs_bridge vmbr0\n",
+        )],
+    );
+    let err = refused(&ovs, &[]);
+    assert!(
+        err.contains("Open vSwitch bond") && err.contains("not supported"),
+        "{err}"
+    );
+    let none = write(
+        "ifupdown-none",
+        &[(
+            "interfaces",
+            "auto eth0\niface eth0 inet dhcp\n\nsource /nonexistent-lagd-test/*\n",
+        )],
+    );
+    let err = refused(&none, &[]);
+    assert!(err.contains("no bond in these files"), "{err}");
+    assert!(err.contains("source /nonexistent-lagd-test/*"), "{err}");
+    let stray = write("ifupdown-stray", &[("interfaces", "bond-mode 802.3ad\n")]);
+    let err = refused(&stray, &[]);
+    assert!(err.contains("interfaces:1"), "{err}");
 }

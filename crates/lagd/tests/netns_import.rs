@@ -1,5 +1,5 @@
 //! `lagctl import` per dialect, for real: a bond defined for ifcfg, NetworkManager,
-//! systemd-networkd, netplan, nmstate and teamd, naming the members of a test's own network
+//! systemd-networkd, netplan, nmstate, teamd and ifupdown, naming the members of a test's own network
 //! namespaces, is imported; lagd runs host A from the imported TOML against a lagd on host B;
 //! the running bond reports the mode, hash policy, monitor and members the dialect said
 //! (`lagctl show --json`) and carries a ping across. Each dialect's example also holds settings
@@ -71,12 +71,14 @@ impl Imported {
 
         let dir = topo.dir().join("import");
         std::fs::create_dir_all(&dir).unwrap();
+        // Files in a subdirectory are written but not named: the others source them.
         let paths: Vec<PathBuf> = files
             .iter()
-            .map(|(name, text)| {
+            .filter_map(|(name, text)| {
                 let p = dir.join(fill(name));
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
                 std::fs::write(&p, fill(text)).unwrap();
-                p
+                (!name.contains('/')).then_some(p)
             })
             .collect();
         let out = Command::new(LAGCTL)
@@ -504,5 +506,38 @@ fn teamd_lacp_runner() {
     // No traffic either, at once: lagd sends nothing without carrier, although the host
     // keeps handing the TAP frames until the kernel acts on its carrier (up to a second).
     assert!(!run.ping(3), "no traffic below min_links");
+    run.teardown();
+}
+
+/// ifupdown as Proxmox VE writes it: an 802.3ad bond (bond-slaves, bond-xmit-hash-policy
+/// layer2+3, fast LACP) under a bridge, which stays the system's; the bond's stanza comes
+/// through source-directory. It forms an aggregator with host B's lagd.
+#[test]
+fn ifupdown_proxmox_lacp() {
+    let run = Imported::run(
+        &[
+            (
+                "interfaces",
+                "auto lo\niface lo inet loopback\n\nsource-directory interfaces.d\n\n\
+                 auto vmbr0\niface vmbr0 inet static\n\taddress {addr}/24\n\tbridge-ports {bond}\n\
+                 \tbridge-stp off\n",
+            ),
+            (
+                "interfaces.d/{bond}",
+                "iface {m0} inet manual\niface {m1} inet manual\n\nauto {bond}\n\
+                 iface {bond} inet manual\n\tbond-slaves {m0} {m1}\n\tbond-miimon 100\n\
+                 \tbond-mode 802.3ad\n\tbond-xmit-hash-policy layer2+3\n\tbond-lacp-rate 1\n",
+            ),
+        ],
+        "mode=802.3ad lacp_rate=fast miimon=100 xmit_hash_policy=layer2+3",
+        &[],
+    );
+    assert!(run.toml.contains("# note: vmbr0"), "{}", run.toml);
+    run.wait_both_distributing();
+    let s = run.check_common("802.3ad");
+    assert_eq!(s.lacp.as_ref().unwrap().lacp_rate, "fast");
+    assert_eq!(s.xmit_hash_policy.as_deref(), Some("layer2+3"));
+    let agg = s.lacp.as_ref().unwrap().active_aggregator.as_ref();
+    assert_eq!(agg.map(|a| a.number_of_ports), Some(2), "{}", s.render());
     run.teardown();
 }

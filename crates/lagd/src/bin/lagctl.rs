@@ -43,8 +43,9 @@ enum Command {
     Events(cli::control::EventsArgs),
     /// Make lagd read its --config file again and apply what changed (as SIGHUP does).
     Reload(cli::control::ReloadArgs),
-    /// Read a bond defined for ifcfg, NetworkManager, systemd-networkd, netplan, nmstate or
-    /// teamd and write lagd's TOML (with what does not carry over, and why).
+    /// Read a bond defined for ifcfg, NetworkManager, systemd-networkd, netplan, nmstate,
+    /// teamd or ifupdown (/etc/network/interfaces) and write lagd's TOML (with what does not
+    /// carry over, and why; exit code 4 when that changes the bond's behaviour).
     Import(cli::import::ImportArgs),
     /// Print a running bond's metrics in the Prometheus text format.
     Metrics(cli::metrics::MetricsArgs),

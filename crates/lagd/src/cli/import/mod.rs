@@ -3,8 +3,16 @@
 //!
 //! Dialects: ifcfg (`BONDING_OPTS`, members by `MASTER=`), NetworkManager keyfiles (`[bond]`,
 //! members by `master=`/`controller=`), systemd-networkd (`.netdev` `[Bond]` and the `.network`
-//! files with `Bond=`), netplan (`bonds:`), nmstate (`link-aggregation`) and teamd JSON (runners
-//! mapped to bonding modes as libteam's team2bond does). The result is checked with lagd's own
+//! files with `Bond=`), netplan (`bonds:`), nmstate (`link-aggregation`, also inside Kubernetes
+//! NodeNetworkConfigurationPolicies), teamd JSON (runners mapped to bonding modes as libteam's
+//! team2bond does) and Debian's ifupdown/ifupdown2 `/etc/network/interfaces` (with `source`).
+//! Where the source tool's defaults differ from lagd's (NetworkManager's miimon, teamd's
+//! tx_hash), the import writes the tool's, with a `# note:` line.
+//!
+//! A setting that does not carry over gets a `# not carried over:` line; one whose loss changes
+//! the bond's behaviour is marked `[changes behaviour]` and makes the exit code 4 (the file is
+//! still written). Addresses, routes and the tool's bookkeeping stay the system's and are only
+//! listed. The result is checked with lagd's own
 //! configuration loader before it is printed: an import that lagd would refuse is an error.
 
 use std::fmt::Write as _;
@@ -18,6 +26,7 @@ use super::CliError;
 use crate::config::Config;
 
 mod ifcfg;
+mod ifupdown;
 mod netplan;
 mod networkd;
 mod nm;
@@ -31,7 +40,7 @@ pub struct ImportArgs {
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// The dialect (default: guessed from the file names and contents).
-    #[arg(long, value_parser = ["ifcfg", "nm", "networkd", "netplan", "nmstate", "teamd"])]
+    #[arg(long, value_parser = ["ifcfg", "nm", "networkd", "netplan", "nmstate", "teamd", "ifupdown"])]
     pub from: Option<String>,
     /// The bond to import when the files define several.
     #[arg(long)]
@@ -56,6 +65,8 @@ pub enum Dialect {
     Nmstate,
     /// teamd JSON.
     Teamd,
+    /// Debian's ifupdown and ifupdown2 (`/etc/network/interfaces`).
+    Ifupdown,
 }
 
 impl Dialect {
@@ -68,17 +79,19 @@ impl Dialect {
             Self::Netplan => "netplan",
             Self::Nmstate => "nmstate",
             Self::Teamd => "teamd",
+            Self::Ifupdown => "ifupdown",
         }
     }
 
     /// Every dialect.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Ifcfg,
         Self::NmKeyfile,
         Self::Networkd,
         Self::Netplan,
         Self::Nmstate,
         Self::Teamd,
+        Self::Ifupdown,
     ];
 
     fn parse(s: &str) -> Option<Self> {
@@ -110,11 +123,27 @@ impl Dialect {
         if name.starts_with("ifcfg-") {
             return Some(Self::Ifcfg);
         }
+        let in_interfaces_d = path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|d| d == "interfaces.d");
+        let iface_line = text.lines().any(|l| {
+            let l = l.trim_start();
+            l.starts_with("iface ")
+                || l.starts_with("source ")
+                || l.starts_with("source-directory ")
+        });
+        if name == "interfaces" || (in_interfaces_d && iface_line) {
+            return Some(Self::Ifupdown);
+        }
         if text.trim_start().starts_with('{') {
             return Some(Self::Teamd);
         }
         if text.lines().any(|l| l.trim() == "[connection]") {
             return Some(Self::NmKeyfile);
+        }
+        if iface_line {
+            return Some(Self::Ifupdown);
         }
         None
     }
@@ -687,6 +716,7 @@ pub fn import_on(
         Dialect::Netplan => netplan::import_netplan(files, bond, host)?,
         Dialect::Nmstate => nmstate::import_nmstate(files, bond)?,
         Dialect::Teamd => teamd::import_teamd(files)?,
+        Dialect::Ifupdown => ifupdown::import_ifupdown(files, bond, host)?,
     };
     if let Some(m) = out.refused_mode.take() {
         return Err(error(first, None, m));
