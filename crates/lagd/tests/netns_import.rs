@@ -541,3 +541,136 @@ fn ifupdown_proxmox_lacp() {
     assert_eq!(agg.map(|a| a.number_of_ports), Some(2), "{}", s.render());
     run.teardown();
 }
+
+/// `cmd` (a binary and its arguments) run in host A's namespace: exit code, stdout, stderr.
+fn in_a(topo: &Topology, cmd: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", topo.ns(Side::A)])
+        .args(cmd)
+        .output()
+        .expect("ip netns exec");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `lagd --check` and `lagctl import --check` against host A: a good configuration passes with
+/// the data path named and leaves every interface as it was (no TAP, no change to a member);
+/// a missing member, `fastpath=on` in a mode the kernel path cannot carry, an interface of the
+/// bond's name that is not a TAP and a member enslaved to a bridge are errors (exit code 1).
+/// (Bridges, not kernel bonds: CI's kernel need not have the bonding module.)
+#[test]
+fn check_changes_nothing_and_names_what_fails() {
+    assert!(
+        is_root(),
+        "network namespace tests need root (CI runs them as root)"
+    );
+    let topo = Topology::create(2).expect("create topology");
+    let [m0, m1] = [0, 1].map(|i| topo.links()[i].name.clone());
+    let bond = format!("{}ck", topo.tag());
+    let config = |name: &str, members: &str, opts: &str| {
+        let p = topo.dir().join(format!("{name}.toml"));
+        std::fs::write(
+            &p,
+            format!("bond = \"{bond}\"\nmembers = [{members}]\n\n[options]\n{opts}\n"),
+        )
+        .unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let links = || topo.ip(Side::A, &["-d", "-o", "link", "show"]).unwrap();
+    let before = links();
+    let good = config("good", &format!("\"{m0}\", \"{m1}\""), "mode = \"802.3ad\"");
+    let (code, out, err) = in_a(&topo, &[LAGD, "--check", "--config", &good]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("ok: data path:"), "{out}");
+    assert!(
+        out.contains(&format!("ok: members {m0}, {m1} exist")),
+        "{out}"
+    );
+    assert_eq!(links(), before, "lagd --check changed an interface");
+
+    let missing = config(
+        "missing",
+        &format!("\"{m0}\", \"nosuch9\""),
+        "mode = \"802.3ad\"",
+    );
+    let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &missing]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("error: member 'nosuch9': no such interface"),
+        "{out}"
+    );
+
+    let forced = config(
+        "forced",
+        &format!("\"{m0}\", \"{m1}\""),
+        "mode = \"balance-rr\"\nfastpath = \"on\"",
+    );
+    let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &forced]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("error: fastpath=on, but the kernel path cannot"),
+        "{out}"
+    );
+
+    // A bad configuration is a finding too, with exit code 1.
+    let (code, out, _) = in_a(
+        &topo,
+        &[
+            LAGD,
+            "--check",
+            "--bond",
+            &bond,
+            "--members",
+            &m0,
+            "--opts",
+            "mode=nosuch",
+        ],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.starts_with("error: "), "{out}");
+
+    topo.ip(Side::A, &["link", "add", &bond, "type", "bridge"])
+        .unwrap();
+    let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &good]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("exists and is not a TAP"), "{out}");
+    topo.ip(Side::A, &["link", "del", &bond]).unwrap();
+
+    let kb = format!("{}kb", topo.tag());
+    topo.ip(Side::A, &["link", "add", &kb, "type", "bridge"])
+        .unwrap();
+    topo.ip(Side::A, &["link", "set", &m1, "down"]).unwrap();
+    topo.ip(Side::A, &["link", "set", &m1, "master", &kb])
+        .unwrap();
+    let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &good]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!("member '{m1}' is enslaved to '{kb}'")),
+        "{out}"
+    );
+
+    // lagctl import --check: the same findings for an imported bond.
+    let interfaces = topo.dir().join("interfaces");
+    std::fs::write(
+        &interfaces,
+        format!("auto {bond}\niface {bond} inet manual\n    bond-slaves {m0} {m1}\n    bond-mode 802.3ad\n"),
+    )
+    .unwrap();
+    let ifs = interfaces.to_str().unwrap();
+    let (code, out, err) = in_a(&topo, &[LAGCTL, "import", "--check", ifs]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        out.contains("bond-slaves") || out.contains("members"),
+        "{out}"
+    );
+    assert!(err.contains("enslaved"), "{err}");
+    topo.ip(Side::A, &["link", "set", &m1, "nomaster"]).unwrap();
+    let (code, _, err) = in_a(&topo, &[LAGCTL, "import", "--check", ifs]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("ok: data path:"), "{err}");
+    topo.ip(Side::A, &["link", "del", &kb]).unwrap();
+    topo.teardown().unwrap();
+}

@@ -48,6 +48,10 @@ pub struct ImportArgs {
     /// Write the TOML to this file instead of standard output.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Also check the imported configuration against this host as `lagd --check` does
+    /// (findings on standard error; exit code 1 when one is an error). Changes nothing.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// A configuration dialect.
@@ -766,16 +770,29 @@ pub fn main(args: ImportArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let toml = imported.to_toml(dialect, &args.files);
     // What lagd would make of it: refuse to write a configuration lagd refuses.
-    Config::from_toml(&toml, None).map_err(|e| {
+    let config = Config::from_toml(&toml, None).map_err(|e| {
         CliError::Usage(format!(
             "the imported configuration is not one lagd accepts: {e}\n{toml}"
         ))
     })?;
+    let findings = if args.check {
+        crate::check::check(&config)
+    } else {
+        Vec::new()
+    };
     match &args.output {
         Some(p) => std::fs::write(p, toml.as_bytes()).map_err(CliError::Io)?,
         None => io::stdout()
             .write_all(toml.as_bytes())
             .map_err(CliError::Io)?,
+    }
+    for f in &findings {
+        eprintln!("{f}");
+    }
+    if crate::check::failed(&findings) {
+        return Err(CliError::Failed(anyhow::anyhow!(
+            "written, but the check against this host found errors (above)"
+        )));
     }
     lossy_result(&imported)
 }
