@@ -980,3 +980,164 @@ fn ifupdown_refusals() {
     let err = refused(&stray, &[]);
     assert!(err.contains("interfaces:1"), "{err}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// lagctl export, and import after export.
+
+/// The options' values, without the record of which keys were given (an export writes the
+/// values, not how the file spelled them).
+fn values(o: &BondOptions) -> String {
+    let d = format!("{o:?}");
+    d.split(", explicit_miimon:").next().unwrap().to_owned()
+}
+
+/// Every dialect, every configuration: export, then import the files; the import is the
+/// configuration, except exactly the options the export named as not carried over (exit code
+/// 4 then, 0 otherwise), which come back as the defaults.
+#[test]
+fn export_then_import_is_the_identity() {
+    let configs: [(&str, &str); 6] = [
+        (
+            "lacp",
+            "mtu = 9000\nmac = \"02:00:5e:00:53:0a\"\n[options]\nmode = \"802.3ad\"\n\
+             lacp_rate = \"fast\"\nxmit_hash_policy = \"layer3+4\"\nmin_links = 1\n\
+             ad_select = \"bandwidth\"\nupdelay = 200\nad_actor_sys_prio = 100\n",
+        ),
+        (
+            "backup",
+            "[options]\nmode = \"active-backup\"\nmiimon = 100\nprimary = \"eth1\"\n\
+             primary_reselect = \"failure\"\nfail_over_mac = \"active\"\nnum_grat_arp = 3\n\
+             downdelay = 300\n",
+        ),
+        (
+            "arp",
+            "[options]\nmode = \"active-backup\"\narp_interval = 250\n\
+             arp_ip_target = [\"192.0.2.1\", \"192.0.2.2\"]\narp_validate = \"all\"\n\
+             arp_all_targets = \"all\"\narp_missed_max = 4\n",
+        ),
+        (
+            "tlb",
+            "[options]\nmode = \"balance-tlb\"\nmiimon = 50\ntlb_dynamic_lb = false\nlp_interval = 5\n",
+        ),
+        (
+            "rr",
+            "[options]\nmode = \"balance-rr\"\nmiimon = 100\npackets_per_slave = 3\n\
+             all_slaves_active = true\nresend_igmp = 2\n",
+        ),
+        (
+            "buckets",
+            "[options]\nmode = \"balance-xor\"\nmiimon = 100\ndistribution = \"buckets\"\n\
+             xmit_hash_policy = \"layer2+3\"\n",
+        ),
+    ];
+    let mut lossless = 0;
+    for dialect in ["netplan", "nm", "nmstate", "networkd", "ifupdown"] {
+        for (name, body) in configs {
+            let tag = format!("export-{dialect}-{name}");
+            let toml = format!("bond = \"bond0\"\nmembers = [\"eth0\", \"eth1\"]\n{body}");
+            let src = write(&tag, &[("lagd.toml", &toml)]).remove(0);
+            let dir = src.with_file_name("out");
+            let out = Command::new(LAGCTL)
+                .args(["export", "--to", dialect, "-o"])
+                .arg(&dir)
+                .arg(&src)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            files.sort();
+            let text: String = files
+                .iter()
+                .map(|f| std::fs::read_to_string(f).unwrap())
+                .collect();
+            // The keys the export says it could not carry.
+            let lost: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("# not carried over: "))
+                .filter_map(|l| l.split('=').next())
+                .collect();
+            assert_eq!(
+                out.status.code(),
+                Some(if lost.is_empty() { 0 } else { 4 }),
+                "{dialect} {name}: {err}\n{text}"
+            );
+            for k in &lost {
+                assert!(err.contains(k), "{dialect} {name}: {err}");
+            }
+            if lost.is_empty() {
+                lossless += 1;
+            }
+            // Import the files (for nmstate and netplan the one file; for the others all).
+            let (code, imported, ierr) = run(&files, &["--from", dialect]);
+            assert_eq!(
+                code,
+                Some(0),
+                "{dialect} {name}: {ierr}\n{text}\n{imported}"
+            );
+            let back = Config::from_toml(&imported, None).unwrap();
+            let kept: String = toml
+                .lines()
+                .filter(|l| !lost.iter().any(|k| l.starts_with(&format!("{k} ="))))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let want = Config::from_toml(&kept, None).unwrap();
+            assert_eq!(back.bond, want.bond, "{dialect} {name}");
+            assert_eq!(back.members, want.members, "{dialect} {name}");
+            assert_eq!(back.mtu, want.mtu, "{dialect} {name}");
+            assert_eq!(back.mac, want.mac, "{dialect} {name}");
+            assert_eq!(
+                values(&back.options),
+                values(&want.options),
+                "{dialect} {name}:\n{text}\n{imported}"
+            );
+        }
+    }
+    // Most cross without loss; buckets (lagd's own) never does.
+    assert!(lossless >= 15, "{lossless}");
+}
+
+/// A mode only lagd has cannot be exported; standard output holds every file, each named.
+#[test]
+fn export_refusals_and_standard_output() {
+    let src = write(
+        "export-slb",
+        &[(
+            "lagd.toml",
+            "bond = \"bond0\"\nmembers = [\"eth0\", \"eth1\"]\n[options]\nmode = \"balance-slb\"\n",
+        )],
+    )
+    .remove(0);
+    let out = Command::new(LAGCTL)
+        .args(["export", "--to", "netplan"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lagd's own"));
+    std::fs::write(
+        &src,
+        "bond = \"bond0\"\nmembers = [\"eth0\", \"eth1\"]\n[options]\nmode = \"802.3ad\"\n",
+    )
+    .unwrap();
+    let out = Command::new(LAGCTL)
+        .args(["export", "--to", "nm"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for f in [
+        "bond0.nmconnection",
+        "bond0-port-eth0.nmconnection",
+        "bond0-port-eth1.nmconnection",
+    ] {
+        assert!(text.contains(&format!("# ---- file: {f} ----")), "{text}");
+    }
+    assert!(
+        text.contains("[bond]\nmode=802.3ad\nmiimon=100\n"),
+        "{text}"
+    );
+}

@@ -47,6 +47,9 @@ enum Command {
     /// teamd or ifupdown (/etc/network/interfaces) and write lagd's TOML (with what does not
     /// carry over, and why; exit code 4 when that changes the bond's behaviour).
     Import(cli::import::ImportArgs),
+    /// Write a lagd TOML configuration as the kernel bond's for netplan, NetworkManager,
+    /// nmstate, systemd-networkd or ifupdown (exit code 4 when something does not carry over).
+    Export(cli::export::ExportArgs),
     /// Print a running bond's metrics in the Prometheus text format.
     Metrics(cli::metrics::MetricsArgs),
     /// LACP diagnosis: `lagctl lacp doctor [BOND]`.
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Events(args) => cli::control::events(args),
         Command::Reload(args) => cli::control::reload(args),
         Command::Import(args) => cli::import::main(args),
+        Command::Export(args) => cli::export::main(args),
         Command::Metrics(args) => cli::metrics::main(args),
         Command::Lacp(args) => cli::lacp::main(args),
         Command::Lab(args) => cli::lab::main(*args),

@@ -4,6 +4,7 @@
 pub mod control;
 mod error;
 pub mod explain;
+pub mod export;
 pub mod hash;
 pub mod import;
 pub mod lab;
