@@ -1141,3 +1141,29 @@ fn export_refusals_and_standard_output() {
         "{text}"
     );
 }
+
+/// A file that sources itself, or a sourced file also given on the command line, is read once.
+#[test]
+fn ifupdown_source_loops_read_each_file_once() {
+    let files = write(
+        "ifupdown-loop",
+        &[
+            (
+                "interfaces",
+                "source interfaces\nsource *.cfg\nauto bond0\niface bond0 inet manual\n    \
+                 bond-slaves eth0 eth1\n    bond-mode balance-xor\n    bond-miimon 100\n",
+            ),
+            (
+                "a.cfg",
+                "source *.cfg\nsource ../ifupdown-loop*/interfaces\n",
+            ),
+            ("b.cfg", "source a.cfg\n"),
+        ],
+    );
+    let want = Expect {
+        opts: "mode=balance-xor miimon=100",
+        ..Expect::default()
+    };
+    check(&files[..1], &want);
+    check_with(&files, &["--from", "ifupdown"], &want);
+}

@@ -110,8 +110,8 @@ struct Parsed {
     order: Vec<String>,
     /// `source` lines that matched no file.
     unmatched: Vec<String>,
-    /// Files read through `source`/`source-directory`.
-    sourced: Vec<PathBuf>,
+    /// Every file read (canonical paths): each is read once, however often it is sourced.
+    read: Vec<PathBuf>,
 }
 
 fn parse_file(path: &Path, text: &str, depth: usize, into: &mut Parsed) -> Result<(), ImportError> {
@@ -180,6 +180,11 @@ fn parse_file(path: &Path, text: &str, depth: usize, into: &mut Parsed) -> Resul
                         into.unmatched.push(format!("{first} {pattern}"));
                     }
                     for f in files {
+                        // Each file once, however often it is sourced (no loops).
+                        let canonical = f.canonicalize().unwrap_or_else(|_| f.clone());
+                        if into.read.contains(&canonical) {
+                            continue;
+                        }
                         let text = std::fs::read_to_string(&f).map_err(|e| {
                             error(
                                 path,
@@ -187,7 +192,7 @@ fn parse_file(path: &Path, text: &str, depth: usize, into: &mut Parsed) -> Resul
                                 format!("{}: cannot read: {e}", f.display()),
                             )
                         })?;
-                        into.sourced.push(f.clone());
+                        into.read.push(canonical);
                         parse_file(&f, &text, depth + 1, into)?;
                     }
                 }
@@ -299,6 +304,11 @@ pub(super) fn import_ifupdown(
 ) -> Result<Imported, ImportError> {
     let mut parsed = Parsed::default();
     for (path, text) in files {
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
+        if parsed.read.contains(&canonical) {
+            continue;
+        }
+        parsed.read.push(canonical);
         parse_file(path, text, 0, &mut parsed)?;
     }
     let first = &files[0].0;

@@ -113,9 +113,10 @@ impl Dialect {
                 return Some(Self::Teamd);
             }
             Some("yaml" | "yml") => {
-                let top = text
-                    .lines()
-                    .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))?;
+                let top = text.lines().find(|l| {
+                    let l = l.trim();
+                    !l.is_empty() && !l.starts_with('#') && l != "---"
+                })?;
                 return if top.starts_with("network:") {
                     Some(Self::Netplan)
                 } else {
@@ -439,6 +440,9 @@ fn system_reason(key: &str) -> Option<&'static str> {
         "optional",
         "requiredforonline",
         "activationpolicy",
+        "activationmode",
+        "proxymethod",
+        "browseronly",
         "startmode",
     ];
     if boot.contains(&k.as_str()) {
