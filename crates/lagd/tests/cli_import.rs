@@ -832,9 +832,9 @@ fn unsupported_formats_and_files_without_a_bond() {
             "FreeBSD rc.conf lagg interfaces: this format is not supported",
         ),
         (
-            "ifcfg-team0",
-            "DEVICE=team0\nDEVICETYPE=Team\nTEAM_CONFIG='{\"runner\": {\"name\": \"lacp\"}}'\n",
-            "teams are not supported",
+            "ovs.sh",
+            "ovs-vsctl add-bond br0 bond0 eth0 eth1 lacp=active\n",
+            "Open vSwitch bonds (ovs-vsctl add-bond): this format is not supported",
         ),
         (
             "01-netcfg.yaml",
@@ -1163,4 +1163,59 @@ fn ifupdown_source_loops_read_each_file_once() {
     };
     check(&files[..1], &want);
     check_with(&files, &["--from", "ifupdown"], &want);
+}
+
+/// Team profiles of NetworkManager (`[team] config`) and ifcfg (`TEAM_CONFIG`) carry teamd's
+/// JSON: they import as teamd's, with the ports' own configuration.
+#[test]
+fn networkmanager_and_ifcfg_teams() {
+    let team = "[connection]\nid=team0\ntype=team\ninterface-name=team0\n\n[team]\n\
+                config={\"runner\": {\"name\": \"activebackup\"}, \"link_watch\": {\"name\": \"ethtool\"}}\n\n\
+                [ipv4]\nmethod=disabled\n";
+    let port = |n: &str, prio: i32| {
+        format!(
+            "[connection]\nid=team0-{n}\ntype=ethernet\ninterface-name={n}\ncontroller=team0\n\
+             port-type=team\n\n[team-port]\nconfig={{\"prio\": {prio}}}\n"
+        )
+    };
+    let want = Expect {
+        bond: "team0",
+        opts: "mode=active-backup miimon=100 primary=eth1",
+        dropped: &["[ipv4] method"],
+        ..Expect::default()
+    };
+    check(
+        &write(
+            "nm-team",
+            &[
+                ("team0.nmconnection", team),
+                ("eth0.nmconnection", &port("eth0", 10)),
+                ("eth1.nmconnection", &port("eth1", 100)),
+            ],
+        ),
+        &want,
+    );
+    let member = |n: &str, prio: i32| {
+        format!(
+            "DEVICE={n}\nDEVICETYPE=TeamPort\nTEAM_MASTER=team0\nTEAM_PORT_CONFIG='{{\"prio\": {prio}}}'\n"
+        )
+    };
+    check(
+        &write(
+            "ifcfg-team",
+            &[
+                (
+                    "ifcfg-team0",
+                    "DEVICE=team0\nDEVICETYPE=Team\nTEAM_CONFIG='{\"runner\": {\"name\": \
+                     \"activebackup\"}, \"link_watch\": {\"name\": \"ethtool\"}}'\nBOOTPROTO=none\n",
+                ),
+                ("ifcfg-eth0", &member("eth0", 10)),
+                ("ifcfg-eth1", &member("eth1", 100)),
+            ],
+        ),
+        &Expect {
+            dropped: &["BOOTPROTO"],
+            ..want
+        },
+    );
 }

@@ -52,20 +52,27 @@ pub(super) fn import_ifcfg(
     let (path, vars) = match bonds.as_slice() {
         [one] => one,
         [] => {
-            let team = parsed
+            let teams: Vec<_> = parsed
                 .iter()
-                .any(|(_, v)| get(v, "DEVICETYPE").is_some_and(|t| t.eq_ignore_ascii_case("team")));
-            return Err(error(
-                &files[0].0,
-                None,
-                if team {
-                    "a team (DEVICETYPE=Team), not a bond: ifcfg teams are not supported; \
-                     give its TEAM_CONFIG JSON to lagctl import --from teamd"
-                } else {
-                    "no bond in these files (no file with BONDING_OPTS, BONDING_MODULE_OPTS or \
-                     TYPE=Bond)"
-                },
-            ));
+                .filter(|(_, v)| {
+                    get(v, "DEVICETYPE").is_some_and(|t| t.eq_ignore_ascii_case("team"))
+                })
+                .filter(|(_, v)| want.is_none_or(|w| get(v, "DEVICE").as_deref() == Some(w)))
+                .collect();
+            return match teams.as_slice() {
+                [(path, vars)] => import_ifcfg_team(path, vars, &parsed),
+                [] => Err(error(
+                    &files[0].0,
+                    None,
+                    "no bond in these files (no file with BONDING_OPTS, BONDING_MODULE_OPTS, \
+                     TYPE=Bond or DEVICETYPE=Team)",
+                )),
+                _ => Err(error(
+                    &files[0].0,
+                    None,
+                    "several teams: name one with --bond",
+                )),
+            };
         }
         _ => {
             return Err(error(
@@ -122,6 +129,67 @@ pub(super) fn import_ifcfg(
             if let Some(d) = get(vars, "DEVICE") {
                 out.add_member(&d);
             }
+        }
+    }
+    Ok(out)
+}
+
+/// An ifcfg team (`DEVICETYPE=Team`): `TEAM_CONFIG` is teamd's JSON; the ports are the files
+/// with `TEAM_MASTER=` naming it, each with its `TEAM_PORT_CONFIG`.
+fn import_ifcfg_team(
+    path: &Path,
+    vars: &Vars,
+    parsed: &[(&PathBuf, Vars)],
+) -> Result<Imported, ImportError> {
+    use serde_json::{Map, Value};
+    let get = |vars: &Vars, key: &str| {
+        vars.iter()
+            .find(|(_, k, _)| k == key)
+            .map(|(_, _, v)| v.clone())
+    };
+    let name = get(vars, "DEVICE").ok_or_else(|| error(path, None, "DEVICE is missing"))?;
+    let mut doc = match get(vars, "TEAM_CONFIG") {
+        Some(c) => serde_json::from_str(&c)
+            .map_err(|e| error(path, None, format!("TEAM_CONFIG is not JSON: {e}")))?,
+        None => Value::Object(Map::new()),
+    };
+    let Some(obj) = doc.as_object_mut() else {
+        return Err(error(path, None, "TEAM_CONFIG is not a JSON object"));
+    };
+    obj.insert("device".into(), Value::String(name.clone()));
+    if !obj.contains_key("runner") {
+        obj.insert("runner".into(), serde_json::json!({ "name": "roundrobin" }));
+    }
+    let mut ports = Map::new();
+    for (p, v) in parsed {
+        if get(v, "TEAM_MASTER").as_deref() != Some(name.as_str()) {
+            continue;
+        }
+        let Some(dev) = get(v, "DEVICE") else {
+            continue;
+        };
+        let config = match get(v, "TEAM_PORT_CONFIG") {
+            Some(c) => serde_json::from_str(&c)
+                .map_err(|e| error(p, None, format!("TEAM_PORT_CONFIG is not JSON: {e}")))?,
+            None => Value::Object(Map::new()),
+        };
+        ports.insert(dev, config);
+    }
+    if !ports.is_empty() {
+        obj.insert("ports".into(), Value::Object(ports));
+    }
+    let mut out = teamd::import_team_config(path, doc)?;
+    for (line, k, v) in vars {
+        match k.as_str() {
+            "DEVICE" | "DEVICETYPE" | "TEAM_CONFIG" => {}
+            "MTU" => {
+                out.mtu =
+                    Some(v.parse().map_err(|_| {
+                        error(path, Some(*line), format!("MTU: '{v}' is not a number"))
+                    })?)
+            }
+            "MACADDR" => out.mac = Some(v.clone()),
+            other => out.drop_unknown(format_args!("{other}={v}"), other),
         }
     }
     Ok(out)

@@ -5,7 +5,8 @@
 //! members by `master=`/`controller=`), systemd-networkd (`.netdev` `[Bond]` and the `.network`
 //! files with `Bond=`), netplan (`bonds:`), nmstate (`link-aggregation`, also inside Kubernetes
 //! NodeNetworkConfigurationPolicies), teamd JSON (runners mapped to bonding modes as libteam's
-//! team2bond does) and Debian's ifupdown/ifupdown2 `/etc/network/interfaces` (with `source`).
+//! team2bond does; NetworkManager and ifcfg team profiles carry the same JSON) and Debian's
+//! ifupdown/ifupdown2 `/etc/network/interfaces` (with `source`).
 //! Where the source tool's defaults differ from lagd's (NetworkManager's miimon, teamd's
 //! tx_hash), the import writes the tool's, with a `# note:` line.
 //!

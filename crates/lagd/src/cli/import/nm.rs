@@ -18,19 +18,26 @@ pub(super) fn import_nm(
     let (path, entries) = match bonds.as_slice() {
         [one] => one,
         [] => {
-            let team = parsed
+            let teams: Vec<_> = parsed
                 .iter()
-                .any(|(_, e)| ini_get(e, "connection", "type") == Some("team"));
-            return Err(error(
-                &files[0].0,
-                None,
-                if team {
-                    "a NetworkManager team connection, not a bond: teams are not supported; give \
-                     its [team] config JSON to lagctl import --from teamd"
-                } else {
-                    "no bond in these files (no keyfile with [connection] type=bond)"
-                },
-            ));
+                .filter(|(_, e)| ini_get(e, "connection", "type") == Some("team"))
+                .filter(|(_, e)| {
+                    want.is_none_or(|w| ini_get(e, "connection", "interface-name") == Some(w))
+                })
+                .collect();
+            return match teams.as_slice() {
+                [(path, team)] => import_nm_team(path, team, &parsed),
+                [] => Err(error(
+                    &files[0].0,
+                    None,
+                    "no bond in these files (no keyfile with [connection] type=bond or team)",
+                )),
+                _ => Err(error(
+                    &files[0].0,
+                    None,
+                    "several teams: name one with --bond",
+                )),
+            };
         }
         _ => {
             return Err(error(
@@ -92,6 +99,78 @@ pub(super) fn import_nm(
             if let Some(ifname) = ini_get(e, "connection", "interface-name") {
                 out.add_member(ifname);
             }
+        }
+    }
+    Ok(out)
+}
+
+/// A NetworkManager team profile: its `[team] config` is teamd's JSON (the device and ports
+/// come from the profiles: the team's interface-name, the ports that name it as controller,
+/// each with its `[team-port] config`).
+fn import_nm_team(
+    path: &Path,
+    team: &Ini,
+    parsed: &[(&PathBuf, Ini)],
+) -> Result<Imported, ImportError> {
+    use serde_json::{Map, Value};
+    let name = ini_get(team, "connection", "interface-name")
+        .ok_or_else(|| error(path, None, "[connection] interface-name is missing"))?;
+    let mut doc = match ini_get(team, "team", "config") {
+        Some(c) => serde_json::from_str(c)
+            .map_err(|e| error(path, None, format!("[team] config is not JSON: {e}")))?,
+        None => Value::Object(Map::new()),
+    };
+    let Some(obj) = doc.as_object_mut() else {
+        return Err(error(path, None, "[team] config is not a JSON object"));
+    };
+    obj.insert("device".into(), Value::String(name.to_owned()));
+    if !obj.contains_key("runner") {
+        obj.insert("runner".into(), serde_json::json!({ "name": "roundrobin" }));
+    }
+    let names: Vec<&str> = ["interface-name", "id", "uuid"]
+        .iter()
+        .filter_map(|k| ini_get(team, "connection", k))
+        .collect();
+    let mut ports = Map::new();
+    for (p, e) in parsed {
+        let master =
+            ini_get(e, "connection", "master").or_else(|| ini_get(e, "connection", "controller"));
+        let kind = ini_get(e, "connection", "slave-type")
+            .or_else(|| ini_get(e, "connection", "port-type"));
+        if !master.is_some_and(|m| names.contains(&m)) || kind != Some("team") {
+            continue;
+        }
+        let Some(ifname) = ini_get(e, "connection", "interface-name") else {
+            continue;
+        };
+        let config = match ini_get(e, "team-port", "config") {
+            Some(c) => serde_json::from_str(c)
+                .map_err(|e| error(p, None, format!("[team-port] config is not JSON: {e}")))?,
+            None => Value::Object(Map::new()),
+        };
+        ports.insert(ifname.to_owned(), config);
+    }
+    if !ports.is_empty() {
+        obj.insert("ports".into(), Value::Object(ports));
+    }
+    let mut out = teamd::import_team_config(path, doc)?;
+    for (line, section, k, v) in team {
+        match (section.as_str(), k.as_str()) {
+            ("connection", "type" | "interface-name" | "id" | "uuid") | ("team", "config") => {}
+            ("ethernet" | "802-3-ethernet", "mtu") => {
+                out.mtu = Some(v.parse().map_err(|_| {
+                    error(path, Some(*line), format!("mtu: '{v}' is not a number"))
+                })?)
+            }
+            ("ethernet" | "802-3-ethernet", "cloned-mac-address")
+                if v.parse::<lagd_proto::wire::EthernetAddress>().is_ok() =>
+            {
+                out.mac = Some(v.clone())
+            }
+            ("ipv4" | "ipv6" | "proxy", key) => out.drop_system(format!(
+                "[{section}] {key}: addresses, routes and DNS are set on the bond interface by the system, not by lagd"
+            )),
+            (_, key) => out.drop_unknown(format_args!("[{section}] {key}={v}"), key),
         }
     }
     Ok(out)

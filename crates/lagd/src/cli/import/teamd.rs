@@ -28,10 +28,19 @@ fn hash_policy(parts: &[&str]) -> (&'static str, bool) {
 }
 
 pub(super) fn import_teamd(files: &[(PathBuf, String)]) -> Result<Imported, ImportError> {
-    use serde_json::Value;
     let (path, text) = &files[0];
-    let doc: Value = serde_json::from_str(text)
+    let doc: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| error(path, Some(e.line()), format!("not JSON: {e}")))?;
+    import_team_config(path, doc)
+}
+
+/// A team device's configuration as teamd reads it (from a JSON file, or from a
+/// NetworkManager or ifcfg team profile, which carry the same JSON).
+pub(super) fn import_team_config(
+    path: &Path,
+    doc: serde_json::Value,
+) -> Result<Imported, ImportError> {
+    use serde_json::Value;
     if !doc.is_object() || (doc.get("device").is_none() && doc.get("runner").is_none()) {
         return Err(error(
             path,
