@@ -1219,3 +1219,84 @@ fn networkmanager_and_ifcfg_teams() {
         },
     );
 }
+
+/// The other documented spellings: the kernel's numbers for modes and policies (ifcfg,
+/// ifupdown), ifenslave's underscores, networkd's time units, netplan's suffixes and nmstate's
+/// quoted numbers all give the same bond.
+#[test]
+fn numbers_units_and_alternate_spellings() {
+    let want = Expect {
+        opts: "mode=802.3ad miimon=200 lacp_rate=fast xmit_hash_policy=layer3+4 updelay=400",
+        ..Expect::default()
+    };
+    let member = |n: &str| format!("DEVICE={n}\nMASTER=bond0\n");
+    check(
+        &write(
+            "spell-ifcfg",
+            &[
+                (
+                    "ifcfg-bond0",
+                    "DEVICE=bond0\nBONDING_OPTS='mode=4 miimon=200 lacp_rate=1 \
+                     xmit_hash_policy=1 updelay=400'\n",
+                ),
+                ("ifcfg-eth0", &member("eth0")),
+                ("ifcfg-eth1", &member("eth1")),
+            ],
+        ),
+        &want,
+    );
+    check(
+        &write(
+            "spell-ifupdown",
+            &[(
+                "interfaces",
+                "iface bond0 inet manual\n  bond_slaves eth0 eth1\n  bond_mode 4\n  \
+                 bond_miimon 200\n  bond-lacp-rate 1\n  bond-xmit_hash_policy 1\n  \
+                 BOND-UPDELAY 400\n",
+            )],
+        ),
+        &want,
+    );
+    check(
+        &write(
+            "spell-networkd",
+            &[
+                (
+                    "bond0.netdev",
+                    "[NetDev]\nName=bond0\nKind=bond\n[Bond]\nMode=802.3ad\n\
+                     MIIMonitorSec=0.2s\nLACPTransmitRate=fast\nTransmitHashPolicy=layer3+4\n\
+                     UpDelaySec=400ms\n",
+                ),
+                (
+                    "eth.network",
+                    "[Match]\nName=eth0 eth1\n[Network]\nBond=bond0\n",
+                ),
+            ],
+        ),
+        &want,
+    );
+    check(
+        &write(
+            "spell-netplan",
+            &[(
+                "bond.yaml",
+                "network:\n  bonds:\n    bond0:\n      interfaces: [eth0, eth1]\n      \
+                 parameters:\n        mode: 802.3ad\n        mii-monitor-interval: 200ms\n        \
+                 lacp-rate: fast\n        transmit-hash-policy: layer3+4\n        up-delay: 0.4s\n",
+            )],
+        ),
+        &want,
+    );
+    check(
+        &write(
+            "spell-nmstate",
+            &[(
+                "bond.yml",
+                "interfaces:\n- name: bond0\n  type: bond\n  link-aggregation:\n    mode: 802.3ad\n    \
+                 port: [eth0, eth1]\n    options:\n      miimon: \"200\"\n      lacp_rate: 1\n      \
+                 xmit_hash_policy: layer3+4\n      updelay: 400\n",
+            )],
+        ),
+        &want,
+    );
+}
