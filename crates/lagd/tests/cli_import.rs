@@ -1140,6 +1140,21 @@ fn export_refusals_and_standard_output() {
         text.contains("[bond]\nmode=802.3ad\nmiimon=100\n"),
         "{text}"
     );
+    // Into a directory: NetworkManager reads only keyfiles that only root can read.
+    let dir = src.with_file_name("nm-out");
+    let out = Command::new(LAGCTL)
+        .args(["export", "--to", "nm", "-o"])
+        .arg(&dir)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.join("bond0.nmconnection"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
 }
 
 /// A file that sources itself, or a sourced file also given on the command line, is read once.

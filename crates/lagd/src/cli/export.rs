@@ -448,8 +448,11 @@ pub fn main(args: ExportArgs) -> Result<(), CliError> {
     match &args.output {
         Some(dir) => {
             std::fs::create_dir_all(dir).map_err(CliError::Io)?;
+            // NetworkManager loads only keyfiles that only root can read; netplan warns about
+            // files others can read.
+            let private = matches!(args.to.as_str(), "nm" | "netplan");
             for (name, text) in &out.files {
-                write_file(&dir.join(name), text)?;
+                write_file(&dir.join(name), text, private)?;
             }
         }
         None => {
@@ -471,7 +474,19 @@ pub fn main(args: ExportArgs) -> Result<(), CliError> {
     )))
 }
 
-fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
-    std::fs::write(path, text.as_bytes())
-        .map_err(|e| CliError::Usage(format!("{}: cannot write: {e}", path.display())))
+fn write_file(path: &Path, text: &str, private: bool) -> Result<(), CliError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let fail = |e: io::Error| CliError::Usage(format!("{}: cannot write: {e}", path.display()));
+    let mode = if private { 0o600 } else { 0o644 };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)
+        .map_err(fail)?;
+    // A file that was there keeps its mode through open: set it.
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(fail)?;
+    f.write_all(text.as_bytes()).map_err(fail)
 }
