@@ -4,8 +4,8 @@
 //! member) plus what would make a start fail or behave other than meant: an interface of the
 //! bond's name that is not a TAP, a member enslaved elsewhere, a member without carrier, and
 //! whether the kernel fast path will carry the data frames (and if not, why). The kernel
-//! programs are loaded to see that they can be, and unloaded at once; nothing is attached, no
-//! interface is touched.
+//! programs are loaded to see that they can be, and unloaded at once; the claims another lagd
+//! would hold are asked for and let go at once; nothing is attached, no interface is touched.
 
 use std::fmt;
 use std::path::Path;
