@@ -1,5 +1,6 @@
 //! Fuzz target: `lagctl import`'s dialect readers (ifcfg, NetworkManager keyfiles,
-//! systemd-networkd, netplan, nmstate, teamd).
+//! systemd-networkd, netplan, nmstate, teamd, ifupdown; ifupdown's `source` lines may read
+//! files, which it only reads).
 //!
 //! The first byte picks the dialect (or lets `import` guess it); the rest is split into up to
 //! four files at each `\0`, named as that dialect names them (`#` numbers the others).
@@ -13,7 +14,7 @@ use lagd::cli::import::{Dialect, import};
 use lagd::config::Config;
 use libfuzzer_sys::fuzz_target;
 
-const DIALECTS: [(Option<Dialect>, &str, &str); 7] = [
+const DIALECTS: [(Option<Dialect>, &str, &str); 8] = [
     (Some(Dialect::Ifcfg), "ifcfg-bond0", "ifcfg-eth#"),
     (
         Some(Dialect::NmKeyfile),
@@ -24,6 +25,7 @@ const DIALECTS: [(Option<Dialect>, &str, &str); 7] = [
     (Some(Dialect::Netplan), "01-bond.yaml", "0#-more.yaml"),
     (Some(Dialect::Nmstate), "bond.yml", "more#.yml"),
     (Some(Dialect::Teamd), "team0.conf", "team#.conf"),
+    (Some(Dialect::Ifupdown), "interfaces", "interfaces.d/bond#"),
     (None, "bond0.conf", "eth#"),
 ];
 

@@ -4,6 +4,7 @@
 //! wires them to users: argument parsing, input/output formats and exit codes.
 #![forbid(unsafe_code)]
 
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod daemon;

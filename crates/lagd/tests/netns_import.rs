@@ -1,5 +1,5 @@
 //! `lagctl import` per dialect, for real: a bond defined for ifcfg, NetworkManager,
-//! systemd-networkd, netplan, nmstate and teamd, naming the members of a test's own network
+//! systemd-networkd, netplan, nmstate, teamd and ifupdown, naming the members of a test's own network
 //! namespaces, is imported; lagd runs host A from the imported TOML against a lagd on host B;
 //! the running bond reports the mode, hash policy, monitor and members the dialect said
 //! (`lagctl show --json`) and carries a ping across. Each dialect's example also holds settings
@@ -44,7 +44,8 @@ impl Imported {
     /// Writes `files` (name, text) into a fresh lab, where `{bond}`, `{m0}`, `{m1}`, `{addr}`
     /// and `{peer}` stand for host A's bond, its two members, its address and host B's; starts
     /// host B's lagd with `peer_opts`; imports the files with `lagctl import`, checks its "not
-    /// carried over" lines (one per entry of `dropped`, each containing it), and starts host
+    /// carried over" lines (one per entry of `dropped`, each containing it; a `!` first: a loss
+    /// that changes behaviour, exit code 4), and starts host
     /// A's lagd from the imported TOML (with a control socket of the lab's added). Then
     /// addresses both bonds and waits (up to 20 s: LACP and the monitors' up-delays) until a
     /// ping from A reaches B.
@@ -70,12 +71,14 @@ impl Imported {
 
         let dir = topo.dir().join("import");
         std::fs::create_dir_all(&dir).unwrap();
+        // Files in a subdirectory are written but not named: the others source them.
         let paths: Vec<PathBuf> = files
             .iter()
-            .map(|(name, text)| {
+            .filter_map(|(name, text)| {
                 let p = dir.join(fill(name));
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
                 std::fs::write(&p, fill(text)).unwrap();
-                p
+                (!name.contains('/')).then_some(p)
             })
             .collect();
         let out = Command::new(LAGCTL)
@@ -84,8 +87,11 @@ impl Imported {
             .output()
             .expect("run lagctl import");
         let toml = String::from_utf8(out.stdout).unwrap();
-        assert!(
-            out.status.success(),
+        // Exit code 4 when a lost setting changes behaviour (`!` in `dropped`), else 0.
+        let lossy = dropped.iter().any(|d| d.starts_with('!'));
+        assert_eq!(
+            out.status.code(),
+            Some(if lossy { 4 } else { 0 }),
             "lagctl import {paths:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
@@ -94,7 +100,7 @@ impl Imported {
             .filter_map(|l| l.strip_prefix("# not carried over: "))
             .collect();
         for word in dropped {
-            let word = fill(word);
+            let word = fill(word.trim_start_matches('!'));
             assert!(
                 not_carried.iter().any(|l| l.contains(&word)),
                 "no 'not carried over' line names {word}:\n{toml}"
@@ -465,7 +471,7 @@ fn teamd_lacp_runner() {
 "#,
         )],
         "mode=802.3ad lacp_rate=fast miimon=100 xmit_hash_policy=layer3+4",
-        &["agg_select_policy=lacp_prio", "lacp_key"],
+        &["!agg_select_policy=lacp_prio", "!lacp_key"],
     );
     run.wait_both_distributing();
     let s = run.check_common("802.3ad");
@@ -501,4 +507,170 @@ fn teamd_lacp_runner() {
     // keeps handing the TAP frames until the kernel acts on its carrier (up to a second).
     assert!(!run.ping(3), "no traffic below min_links");
     run.teardown();
+}
+
+/// ifupdown as Proxmox VE writes it: an 802.3ad bond (bond-slaves, bond-xmit-hash-policy
+/// layer2+3, fast LACP) under a bridge, which stays the system's; the bond's stanza comes
+/// through source-directory. It forms an aggregator with host B's lagd.
+#[test]
+fn ifupdown_proxmox_lacp() {
+    let run = Imported::run(
+        &[
+            (
+                "interfaces",
+                "auto lo\niface lo inet loopback\n\nsource-directory interfaces.d\n\n\
+                 auto vmbr0\niface vmbr0 inet static\n\taddress {addr}/24\n\tbridge-ports {bond}\n\
+                 \tbridge-stp off\n",
+            ),
+            (
+                "interfaces.d/{bond}",
+                "iface {m0} inet manual\niface {m1} inet manual\n\nauto {bond}\n\
+                 iface {bond} inet manual\n\tbond-slaves {m0} {m1}\n\tbond-miimon 100\n\
+                 \tbond-mode 802.3ad\n\tbond-xmit-hash-policy layer2+3\n\tbond-lacp-rate 1\n",
+            ),
+        ],
+        "mode=802.3ad lacp_rate=fast miimon=100 xmit_hash_policy=layer2+3",
+        &[],
+    );
+    assert!(run.toml.contains("# note: vmbr0"), "{}", run.toml);
+    run.wait_both_distributing();
+    let s = run.check_common("802.3ad");
+    assert_eq!(s.lacp.as_ref().unwrap().lacp_rate, "fast");
+    assert_eq!(s.xmit_hash_policy.as_deref(), Some("layer2+3"));
+    let agg = s.lacp.as_ref().unwrap().active_aggregator.as_ref();
+    assert_eq!(agg.map(|a| a.number_of_ports), Some(2), "{}", s.render());
+    run.teardown();
+}
+
+/// `cmd` (a binary and its arguments) run in host A's namespace: exit code, stdout, stderr.
+fn in_a(topo: &Topology, cmd: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", topo.ns(Side::A)])
+        .args(cmd)
+        .output()
+        .expect("ip netns exec");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `lagd --check` and `lagctl import --check` against host A: a good configuration passes with
+/// the data path named and leaves every interface as it was (no TAP, no change to a member);
+/// a missing member, `fastpath=on` in a mode the kernel path cannot carry, an interface of the
+/// bond's name that is not a TAP and a member enslaved to a bridge are errors (exit code 1).
+/// (Bridges, not kernel bonds: CI's kernel need not have the bonding module.)
+#[test]
+fn check_changes_nothing_and_names_what_fails() {
+    assert!(
+        is_root(),
+        "network namespace tests need root (CI runs them as root)"
+    );
+    let topo = Topology::create(2).expect("create topology");
+    let [m0, m1] = [0, 1].map(|i| topo.links()[i].name.clone());
+    let bond = format!("{}ck", topo.tag());
+    let config = |name: &str, members: &str, opts: &str| {
+        let p = topo.dir().join(format!("{name}.toml"));
+        std::fs::write(
+            &p,
+            format!("bond = \"{bond}\"\nmembers = [{members}]\n\n[options]\n{opts}\n"),
+        )
+        .unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let links = || topo.ip(Side::A, &["-d", "-o", "link", "show"]).unwrap();
+    let before = links();
+    let good = config("good", &format!("\"{m0}\", \"{m1}\""), "mode = \"802.3ad\"");
+    let (code, out, err) = in_a(&topo, &[LAGD, "--check", "--config", &good]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("ok: data path:"), "{out}");
+    assert!(
+        out.contains(&format!("ok: members {m0}, {m1} exist")),
+        "{out}"
+    );
+    assert_eq!(links(), before, "lagd --check changed an interface");
+
+    let missing = config(
+        "missing",
+        &format!("\"{m0}\", \"nosuch9\""),
+        "mode = \"802.3ad\"",
+    );
+    let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &missing]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("error: member 'nosuch9': no such interface"),
+        "{out}"
+    );
+
+    let forced = config(
+        "forced",
+        &format!("\"{m0}\", \"{m1}\""),
+        "mode = \"balance-rr\"\nfastpath = \"on\"",
+    );
+    let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &forced]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("error: fastpath=on, but the kernel path cannot"),
+        "{out}"
+    );
+
+    // A bad configuration is a finding too, with exit code 1.
+    let (code, out, _) = in_a(
+        &topo,
+        &[
+            LAGD,
+            "--check",
+            "--bond",
+            &bond,
+            "--members",
+            &m0,
+            "--opts",
+            "mode=nosuch",
+        ],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.starts_with("error: "), "{out}");
+
+    topo.ip(Side::A, &["link", "add", &bond, "type", "bridge"])
+        .unwrap();
+    let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &good]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("exists and is not a TAP"), "{out}");
+    topo.ip(Side::A, &["link", "del", &bond]).unwrap();
+
+    let kb = format!("{}kb", topo.tag());
+    topo.ip(Side::A, &["link", "add", &kb, "type", "bridge"])
+        .unwrap();
+    topo.ip(Side::A, &["link", "set", &m1, "down"]).unwrap();
+    topo.ip(Side::A, &["link", "set", &m1, "master", &kb])
+        .unwrap();
+    let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &good]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!("member '{m1}' is enslaved to '{kb}'")),
+        "{out}"
+    );
+
+    // lagctl import --check: the same findings for an imported bond.
+    let interfaces = topo.dir().join("interfaces");
+    std::fs::write(
+        &interfaces,
+        format!("auto {bond}\niface {bond} inet manual\n    bond-slaves {m0} {m1}\n    bond-mode 802.3ad\n"),
+    )
+    .unwrap();
+    let ifs = interfaces.to_str().unwrap();
+    let (code, out, err) = in_a(&topo, &[LAGCTL, "import", "--check", ifs]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        out.contains("bond-slaves") || out.contains("members"),
+        "{out}"
+    );
+    assert!(err.contains("enslaved"), "{err}");
+    topo.ip(Side::A, &["link", "set", &m1, "nomaster"]).unwrap();
+    let (code, _, err) = in_a(&topo, &[LAGCTL, "import", "--check", ifs]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("ok: data path:"), "{err}");
+    topo.ip(Side::A, &["link", "del", &kb]).unwrap();
+    topo.teardown().unwrap();
 }

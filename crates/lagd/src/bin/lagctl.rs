@@ -43,9 +43,13 @@ enum Command {
     Events(cli::control::EventsArgs),
     /// Make lagd read its --config file again and apply what changed (as SIGHUP does).
     Reload(cli::control::ReloadArgs),
-    /// Read a bond defined for ifcfg, NetworkManager, systemd-networkd, netplan, nmstate or
-    /// teamd and write lagd's TOML (with what does not carry over, and why).
+    /// Read a bond defined for ifcfg, NetworkManager, systemd-networkd, netplan, nmstate,
+    /// teamd or ifupdown (/etc/network/interfaces) and write lagd's TOML (with what does not
+    /// carry over, and why; exit code 4 when that changes the bond's behaviour).
     Import(cli::import::ImportArgs),
+    /// Write a lagd TOML configuration as the kernel bond's for netplan, NetworkManager,
+    /// nmstate, systemd-networkd or ifupdown (exit code 4 when something does not carry over).
+    Export(cli::export::ExportArgs),
     /// Print a running bond's metrics in the Prometheus text format.
     Metrics(cli::metrics::MetricsArgs),
     /// LACP diagnosis: `lagctl lacp doctor [BOND]`.
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::Events(args) => cli::control::events(args),
         Command::Reload(args) => cli::control::reload(args),
         Command::Import(args) => cli::import::main(args),
+        Command::Export(args) => cli::export::main(args),
         Command::Metrics(args) => cli::metrics::main(args),
         Command::Lacp(args) => cli::lacp::main(args),
         Command::Lab(args) => cli::lab::main(*args),

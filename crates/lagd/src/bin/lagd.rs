@@ -69,6 +69,12 @@ struct Args {
     /// docs/design.md, "Privileges").
     #[arg(long)]
     no_seccomp: bool,
+    /// Check the configuration against this host and exit, changing nothing: the members
+    /// exist and are free, the options are consistent, the bond's name is free (or lagd's
+    /// TAP), and whether the kernel fast path will carry the data frames. Prints one finding
+    /// a line; exit code 0, or 1 when a finding is an error (a bad configuration included).
+    #[arg(long, conflicts_with_all = ["remove", "generate_into"])]
+    check: bool,
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -127,6 +133,23 @@ fn main() -> ExitCode {
         }
         Ok(c)
     });
+    if args.check {
+        let findings = match &config {
+            Ok(c) => lagd::check::check(c),
+            Err(e) => vec![lagd::check::Finding {
+                severity: lagd::check::Severity::Error,
+                text: e.to_string(),
+            }],
+        };
+        for f in &findings {
+            println!("{f}");
+        }
+        return if lagd::check::failed(&findings) {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
     let config = match config {
         Ok(c) => c,
         Err(e) => {

@@ -9,6 +9,9 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_FAILURE: u8 = 1;
 /// Exit code for a diagnosis that found the bond unhealthy (`lagctl lacp doctor`).
 pub const EXIT_UNHEALTHY: u8 = 3;
+/// Exit code for a conversion that was written but left out settings that change the bond's
+/// behaviour (`lagctl import`, `lagctl export`).
+pub const EXIT_LOSSY: u8 = 4;
 
 /// Why a subcommand failed, which decides the exit code.
 #[derive(Debug)]
@@ -21,6 +24,9 @@ pub enum CliError {
     Failed(anyhow::Error),
     /// The subcommand ran and found the bond unhealthy (`lagctl lacp doctor`): exit code 3.
     Unhealthy,
+    /// The conversion was written but lost settings that change behaviour (listed in the
+    /// message): exit code 4.
+    Lossy(String),
 }
 
 impl CliError {
@@ -31,6 +37,7 @@ impl CliError {
             Self::Io(e) if e.kind() == io::ErrorKind::BrokenPipe => None,
             Self::Io(_) | Self::Failed(_) => Some(EXIT_FAILURE),
             Self::Unhealthy => Some(EXIT_UNHEALTHY),
+            Self::Lossy(_) => Some(EXIT_LOSSY),
         }
     }
 }
@@ -42,6 +49,7 @@ impl fmt::Display for CliError {
             Self::Io(e) => write!(f, "{e}"),
             Self::Failed(e) => write!(f, "{e:#}"),
             Self::Unhealthy => f.write_str("not healthy (see the findings above)"),
+            Self::Lossy(m) => f.write_str(m),
         }
     }
 }

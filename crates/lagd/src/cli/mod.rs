@@ -4,6 +4,7 @@
 pub mod control;
 mod error;
 pub mod explain;
+pub mod export;
 pub mod hash;
 pub mod import;
 pub mod lab;
@@ -12,4 +13,4 @@ pub mod metrics;
 pub mod plan;
 pub mod show;
 
-pub use error::{CliError, EXIT_FAILURE, EXIT_UNHEALTHY, EXIT_USAGE};
+pub use error::{CliError, EXIT_FAILURE, EXIT_LOSSY, EXIT_UNHEALTHY, EXIT_USAGE};
