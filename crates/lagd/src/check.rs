@@ -150,7 +150,9 @@ pub fn check(config: &Config) -> Vec<Finding> {
             );
         }
     }
-    match crate::daemon::restore::held_elsewhere(&config.bond, &found) {
+    let held = crate::daemon::files::netns_dir()
+        .and_then(|dir| crate::daemon::restore::held_elsewhere(&dir, &config.bond, &found));
+    match held {
         Ok(held) => {
             for h in held {
                 push(Severity::Error, h);

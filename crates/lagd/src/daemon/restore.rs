@@ -187,17 +187,26 @@ pub(crate) fn claim_all(dir: &Path, bond: &str, members: &[(String, u32)]) -> Re
     Ok(claims)
 }
 
-/// What another lagd holds of the bond and `members` (by index), as [`claim_all`] would
-/// refuse it, without keeping any claim (`lagd --check`): one sentence per holding.
-pub(crate) fn held_elsewhere(bond: &str, members: &[(String, u32)]) -> io::Result<Vec<String>> {
+/// What another lagd holds of the bond and `members` (by index) in the network namespace's
+/// directory `dir`, as [`claim_all`] would refuse it, without keeping any claim (`lagd
+/// --check`): one sentence per holding. Without the directory nobody holds anything, and it is
+/// not made.
+pub(crate) fn held_elsewhere(
+    dir: &Path,
+    bond: &str,
+    members: &[(String, u32)],
+) -> io::Result<Vec<String>> {
     let mut held = Vec::new();
-    if claim(&format!("lagd/bond/{bond}"))?.is_none() {
+    if !dir.is_dir() {
+        return Ok(held);
+    }
+    if Lock::try_take(dir, bond)?.is_none() {
         held.push(format!(
             "bond '{bond}' is already run by another lagd in this network namespace"
         ));
     }
     for (name, ifindex) in members {
-        if claim(&member_claim(*ifindex))?.is_none() {
+        if Lock::try_take(dir, &member_claim(*ifindex))?.is_none() {
             held.push(format!("member '{name}' is already driven by another lagd"));
         }
     }
