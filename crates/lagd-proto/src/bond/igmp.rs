@@ -262,6 +262,44 @@ mod tests {
         }
     }
 
+    /// `frame` behind VLAN tags with these TPIDs.
+    fn tagged(frame: &[u8], tpids: &[u16]) -> Vec<u8> {
+        let mut f = frame[..12].to_vec();
+        for t in tpids {
+            f.extend_from_slice(&t.to_be_bytes());
+            f.extend_from_slice(&[0, 10]);
+        }
+        f.extend_from_slice(&frame[12..]);
+        f
+    }
+
+    #[test]
+    fn one_vlan_tag_is_looked_through_and_mldv2_records_count() {
+        let mut c = IgmpCache::default();
+        let r = igmp(0x16, G1, &[]);
+        c.learn(&tagged(&r, &[0x8100]));
+        c.learn(&tagged(&igmp(0x16, G2, &[]), &[0x88a8]));
+        assert_eq!(c.groups(), 2);
+        // A second tag is not looked through (as before the views): no group learned.
+        c.learn(&tagged(&igmp(0x16, [239, 3, 3, 3], &[]), &[0x88a8, 0x8100]));
+        assert_eq!(c.groups(), 2);
+        // MLDv2: the first record decides, INCLUDE {} is a leave.
+        let g6 = [0xff, 0x15, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
+        let v2 = |kind: u8| {
+            let mut f = mld(143, [0; 16]);
+            f[14 + 4..14 + 6].copy_from_slice(&36u16.to_be_bytes()); // payload length
+            f[14 + 48 + 7] = 1; // one record
+            f.truncate(14 + 48 + 8);
+            f.extend_from_slice(&[kind, 0, 0, 0]);
+            f.extend_from_slice(&g6);
+            f
+        };
+        c.learn(&v2(4));
+        assert_eq!(c.groups(), 3);
+        c.learn(&v2(3));
+        assert_eq!(c.groups(), 2);
+    }
+
     #[test]
     fn the_group_cache_is_bounded_and_counts_what_it_drops() {
         let mut c = IgmpCache::default();
