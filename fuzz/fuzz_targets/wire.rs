@@ -5,9 +5,12 @@
 
 use lagd_proto::wire::arp::{ArpPacket, ArpRepr};
 use lagd_proto::wire::gre::{GrePacket, GreRepr};
+use lagd_proto::wire::igmp::{GroupRecordRepr, IgmpPacket, IgmpRepr};
 use lagd_proto::wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use lagd_proto::wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use lagd_proto::wire::l4::{IcmpPacket, IcmpRepr, SctpPacket, TcpPacket, TcpRepr, UdpPacket, UdpRepr};
+use lagd_proto::wire::mld::{MldPacket, MldRepr};
+use lagd_proto::wire::ndisc::{NdiscPacket, NdiscRepr};
 use lagd_proto::wire::{EtherType, EthernetFrame};
 use libfuzzer_sys::fuzz_target;
 
@@ -45,6 +48,7 @@ fn l4(proto: u8, b: &[u8]) {
                 }
             }
         }
+        2 => igmp(b),
         47 => {
             if let Ok(p) = GrePacket::new_checked(b) {
                 let _ = (p.protocol_type(), p.header_len(), p.key(), p.sequence());
@@ -55,6 +59,47 @@ fn l4(proto: u8, b: &[u8]) {
             }
         }
         _ => {}
+    }
+    if proto == 58 {
+        icmpv6(b);
+    }
+}
+
+fn igmp(b: &[u8]) {
+    if let Ok(p) = IgmpPacket::new_checked(b) {
+        let _ = (p.group_addr(), p.query_v3(), p.query_source(0), p.verify_checksum());
+        for r in p.records() {
+            let _ = (r.source(0), GroupRecordRepr::parse(&r));
+        }
+        if let Ok(r) = IgmpRepr::parse(&p) {
+            let mut out = vec![0u8; r.buffer_len()];
+            r.emit(&mut IgmpPacket::new_unchecked(&mut out[..]));
+        }
+    }
+}
+
+/// MLD and neighbour discovery, inside ICMPv6.
+fn icmpv6(b: &[u8]) {
+    if let Ok(p) = MldPacket::new_checked(b) {
+        let _ = (p.mcast_addr(), p.query_v2(), p.query_source(0));
+        for r in p.records() {
+            let _ = (r.source(0), GroupRecordRepr::parse(&r));
+        }
+        if let Ok(r) = MldRepr::parse(&p) {
+            let mut out = vec![0u8; r.buffer_len()];
+            r.emit(&mut MldPacket::new_unchecked(&mut out[..]));
+        }
+    }
+    if let Ok(p) = NdiscPacket::new_checked(b) {
+        let _ = (p.flags(), p.target_addr(), p.check_options());
+        for o in p.options() {
+            let _ = (o.option_type(), o.data(), o.ethernet_addr());
+        }
+        if let Ok(r) = NdiscRepr::parse(&p) {
+            let mut out = vec![0u8; r.frame_len()];
+            let a = p.target_addr();
+            r.emit_frame(Default::default(), Default::default(), a, a, &mut out);
+        }
     }
 }
 
@@ -112,7 +157,7 @@ fuzz_target!(|data: &[u8]| {
     ipv4(data);
     ipv6(data);
     arp(data);
-    for proto in [1, 6, 17, 47, 58, 132] {
+    for proto in [1, 2, 6, 17, 47, 58, 132] {
         l4(proto, data);
     }
 });

@@ -8,7 +8,8 @@
 //! # Overview
 //! - [`wire`]: zero-copy views and `Repr`s over the frame formats lagd reads or writes:
 //!   Ethernet with 802.1Q/802.1ad tags, ARP, IPv4, IPv6, the transport headers the hash policies
-//!   look at, GRE, and the slow protocols (LACPDU and Marker PDU).
+//!   look at, IGMP, MLD and neighbour discovery (what the bond learns from and announces), GRE,
+//!   and the slow protocols (LACPDU and Marker PDU).
 //! - [`capture`]: capture files: streaming pcap/pcapng reading whose errors name the byte
 //!   offset, and pcap/pcapng writing.
 //! - [`hash`]: every transmit hash policy, bit-exact with the Linux bonding driver, plus the

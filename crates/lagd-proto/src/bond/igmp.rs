@@ -8,6 +8,13 @@
 
 use core::time::Duration;
 
+use crate::wire::igmp::{GroupRecordRepr, GroupRecords, IgmpPacket, IgmpRepr, RecordAddress};
+use crate::wire::ip::{IpProtocol, Ipv4Address, Ipv6Address};
+use crate::wire::ipv4::Ipv4Packet;
+use crate::wire::ipv6::{self, Ipv6Packet};
+use crate::wire::mld::{MldMessage, MldPacket};
+use crate::wire::{EtherType, EthernetFrame};
+
 /// Groups remembered; the oldest makes room beyond this (counted in
 /// [`IgmpCache::evicted`]).
 pub(crate) const MAX_GROUPS: usize = 64;
@@ -27,69 +34,65 @@ enum Membership {
     Leave([u8; 16]),
 }
 
-fn v4_group(g: &[u8]) -> [u8; 16] {
+fn v4_group(g: Ipv4Address) -> [u8; 16] {
     let mut k = [0u8; 16];
-    k[..4].copy_from_slice(g);
+    k[..4].copy_from_slice(&g.0);
     k
 }
 
-/// Classifies IGMP and MLD frames; `None` for anything else.
-fn membership(frame: &[u8]) -> Option<Membership> {
-    let (ty, at) = match frame.get(12..14)? {
-        [0x81, 0x00] | [0x88, 0xa8] => (frame.get(16..18)?, 18),
-        t => (t, 14),
-    };
+/// What the first record of an IGMPv3 or MLDv2 report says: INCLUDE with no sources is a
+/// leave, anything else a join.
+fn first_record<A: RecordAddress>(
+    mut records: GroupRecords<'_, A>,
+    key: impl Fn(A) -> [u8; 16],
+) -> Option<Membership> {
+    let rec = GroupRecordRepr::parse(&records.next()?).ok()?;
+    let group = key(rec.group_addr);
+    Some(if rec.is_leave() {
+        Membership::Leave(group)
+    } else {
+        Membership::Join(group)
+    })
+}
+
+/// Classifies IGMP and MLD frames, untagged or behind one VLAN tag; `None` for anything else.
+fn membership(eth: EthernetFrame<&[u8]>) -> Option<Membership> {
+    let (ty, at) = eth.type_after_one_tag()?;
+    let l3 = eth.into_inner().get(at..)?;
     match ty {
-        [0x08, 0x00] => {
-            let ihl = usize::from(frame.get(at)? & 0x0f) * 4;
-            if *frame.get(at + 9)? != 2 || ihl < 20 {
+        EtherType::Ipv4 => {
+            let ip = Ipv4Packet::new_checked(l3).ok()?;
+            if ip.next_header() != IpProtocol::Igmp {
                 return None;
             }
-            let igmp = frame.get(at + ihl..)?;
-            match *igmp.first()? {
-                0x12 | 0x16 => Some(Membership::Join(v4_group(igmp.get(4..8)?))),
-                0x17 => Some(Membership::Leave(v4_group(igmp.get(4..8)?))),
-                0x22 => {
-                    // IGMPv3: the first record decides; INCLUDE with no sources is a leave.
-                    let rec = igmp.get(8..16)?;
-                    let sources = u16::from_be_bytes([rec[2], rec[3]]);
-                    let group = v4_group(&rec[4..8]);
-                    if matches!(rec[0], 1 | 3) && sources == 0 {
-                        Some(Membership::Leave(group))
-                    } else {
-                        Some(Membership::Join(group))
-                    }
+            let igmp = IgmpPacket::new_checked(ip.payload()).ok()?;
+            match IgmpRepr::parse(&igmp).ok()? {
+                IgmpRepr::MembershipReport { group_addr, .. } => {
+                    Some(Membership::Join(v4_group(group_addr)))
                 }
-                _ => None,
+                IgmpRepr::LeaveGroup { group_addr } => {
+                    Some(Membership::Leave(v4_group(group_addr)))
+                }
+                IgmpRepr::MembershipReportV3 { .. } => first_record(igmp.records(), v4_group),
+                IgmpRepr::MembershipQuery { .. } => None,
             }
         }
-        [0x86, 0xdd] => {
+        EtherType::Ipv6 => {
             // MLD travels behind a hop-by-hop options header (router alert).
-            let ip = frame.get(at..at + 40)?;
-            let (mut next, mut off) = (ip[6], at + 40);
-            if next == 0 {
-                next = *frame.get(off)?;
-                off += (usize::from(*frame.get(off + 1)?) + 1) * 8;
-            }
-            if next != 58 {
+            let ip = Ipv6Packet::new_checked(l3).ok()?;
+            let up = ip.upper_layer().ok()?;
+            if up.next_header != IpProtocol::Icmpv6 || up.is_later_fragment() {
                 return None;
             }
-            let icmp = frame.get(off..)?;
-            let group = |g: &[u8]| -> Option<[u8; 16]> { g.try_into().ok() };
-            match *icmp.first()? {
-                131 => Some(Membership::Join(group(icmp.get(8..24)?)?)),
-                132 => Some(Membership::Leave(group(icmp.get(8..24)?)?)),
-                143 => {
-                    let rec = icmp.get(8..28)?;
-                    let sources = u16::from_be_bytes([rec[2], rec[3]]);
-                    let g = group(&rec[4..20])?;
-                    if matches!(rec[0], 1 | 3) && sources == 0 {
-                        Some(Membership::Leave(g))
-                    } else {
-                        Some(Membership::Join(g))
-                    }
-                }
-                _ => None,
+            let icmp = ip
+                .payload()
+                .get(up.offset.checked_sub(ipv6::HEADER_LEN)?..)?;
+            let mld = MldPacket::new_checked(icmp).ok()?;
+            match mld.msg_type() {
+                MldMessage::ReportV1 => Some(Membership::Join(mld.mcast_addr().0)),
+                MldMessage::Done => Some(Membership::Leave(mld.mcast_addr().0)),
+                MldMessage::ReportV2 => first_record(mld.records(), |a: Ipv6Address| a.0),
+                MldMessage::Query | MldMessage::Unknown(_) => None,
             }
         }
         _ => None,
@@ -112,11 +115,14 @@ impl IgmpCache {
     /// Looks at a frame from the host; cheap for anything but IGMP/MLD.
     #[inline]
     pub(crate) fn learn(&mut self, frame: &[u8]) {
+        let Ok(eth) = EthernetFrame::new_checked(frame) else {
+            return;
+        };
         // Membership reports go to multicast MACs only.
-        if frame.first().is_none_or(|b| b & 1 == 0) {
+        if !eth.dst_addr().is_multicast() {
             return;
         }
-        match membership(frame) {
+        match membership(eth) {
             Some(Membership::Join(g)) if frame.len() <= MAX_REPORT => {
                 match self.reports.iter_mut().find(|(k, _)| *k == g) {
                     Some((_, f)) => {
@@ -205,6 +211,9 @@ mod tests {
         for _ in 0..sources {
             f.extend_from_slice(&[10, 0, 0, 9]);
         }
+        // The IPv4 total length covers the records.
+        let total = (f.len() - 14) as u16;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
         f
     }
 
@@ -251,6 +260,44 @@ mod tests {
             let m = mld(143, g6);
             c.learn(&m[..len.min(m.len())]);
         }
+    }
+
+    /// `frame` behind VLAN tags with these TPIDs.
+    fn tagged(frame: &[u8], tpids: &[u16]) -> Vec<u8> {
+        let mut f = frame[..12].to_vec();
+        for t in tpids {
+            f.extend_from_slice(&t.to_be_bytes());
+            f.extend_from_slice(&[0, 10]);
+        }
+        f.extend_from_slice(&frame[12..]);
+        f
+    }
+
+    #[test]
+    fn one_vlan_tag_is_looked_through_and_mldv2_records_count() {
+        let mut c = IgmpCache::default();
+        let r = igmp(0x16, G1, &[]);
+        c.learn(&tagged(&r, &[0x8100]));
+        c.learn(&tagged(&igmp(0x16, G2, &[]), &[0x88a8]));
+        assert_eq!(c.groups(), 2);
+        // A second tag is not looked through (as before the views): no group learned.
+        c.learn(&tagged(&igmp(0x16, [239, 3, 3, 3], &[]), &[0x88a8, 0x8100]));
+        assert_eq!(c.groups(), 2);
+        // MLDv2: the first record decides, INCLUDE {} is a leave.
+        let g6 = [0xff, 0x15, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
+        let v2 = |kind: u8| {
+            let mut f = mld(143, [0; 16]);
+            f[14 + 4..14 + 6].copy_from_slice(&36u16.to_be_bytes()); // payload length
+            f[14 + 48 + 7] = 1; // one record
+            f.truncate(14 + 48 + 8);
+            f.extend_from_slice(&[kind, 0, 0, 0]);
+            f.extend_from_slice(&g6);
+            f
+        };
+        c.learn(&v2(4));
+        assert_eq!(c.groups(), 3);
+        c.learn(&v2(3));
+        assert_eq!(c.groups(), 2);
     }
 
     #[test]

@@ -16,10 +16,10 @@ use crate::port::{PortId, Transmit};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
-use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr};
+use crate::wire::ethernet::{EtherType, EthernetFrame};
 use crate::wire::ip::{IpProtocol, Ipv4Address, Ipv6Address};
-use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
-use crate::wire::l4::IcmpPacket;
+use crate::wire::ipv6::Ipv6Packet;
+use crate::wire::ndisc::{self, NdiscMessage, NdiscPacket, NdiscRepr};
 
 /// Events the monitors raise.
 pub(crate) type Events = VecDeque<BondEvent>;
@@ -122,10 +122,6 @@ fn arp_sender(frame: &[u8]) -> Option<Ipv4Address> {
     Some(arp.source_protocol_addr())
 }
 
-/// ICMPv6 neighbour solicitation and advertisement (RFC 4861).
-const ND_SOLICIT: u8 = 135;
-const ND_ADVERT: u8 = 136;
-
 /// The addresses a neighbour-discovery frame speaks for: its IPv6 source, and for an
 /// advertisement its target address (the address it answers for). Only solicitations and
 /// advertisements with hop limit 255 (never forwarded, RFC 4861 §7.1) directly in IPv6.
@@ -138,14 +134,11 @@ fn nd_speakers(frame: &[u8]) -> Option<(Ipv6Address, Option<Ipv6Address>)> {
     if ip.next_header() != IpProtocol::Icmpv6 || ip.hop_limit() != 255 {
         return None;
     }
-    let icmp = IcmpPacket::new_checked(ip.payload()).ok()?;
-    match icmp.msg_type() {
-        ND_SOLICIT => Some((ip.src_addr(), None)),
-        ND_ADVERT => {
-            let target = icmp.quoted().get(..16).map(Ipv6Address::from_bytes);
-            Some((ip.src_addr(), target))
-        }
-        _ => None,
+    let nd = NdiscPacket::new_checked(ip.payload()).ok()?;
+    match nd.msg_type() {
+        NdiscMessage::NeighborSolicit => Some((ip.src_addr(), None)),
+        NdiscMessage::NeighborAdvert => Some((ip.src_addr(), Some(nd.target_addr()))),
+        NdiscMessage::Unknown(_) => None,
     }
 }
 
@@ -348,43 +341,11 @@ pub(crate) fn emit_solicitation(
     target: Ipv6Address,
     buf: &mut [u8],
 ) -> usize {
-    const SOURCE_LL_ADDR: u8 = 1;
-    let t = target.0;
-    let mut dst = Ipv6Address([0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0]);
-    dst.0[13..].copy_from_slice(&t[13..]);
-    let with_option = !src.is_unspecified();
-    // Type, code, checksum, reserved; the target address; the option (type, length 1, MAC).
-    let icmp_len = 4 + 4 + 16 + if with_option { 8 } else { 0 };
-    let eth = EthernetRepr {
-        src_addr: mac,
-        dst_addr: EthernetAddress([0x33, 0x33, 0xff, t[13], t[14], t[15]]),
-        ethertype: EtherType::Ipv6,
+    let ns = NdiscRepr::NeighborSolicit {
+        target_addr: target,
+        lladdr: (!src.is_unspecified()).then_some(mac),
     };
-    let ip = Ipv6Repr {
-        src_addr: src,
-        dst_addr: dst,
-        next_header: IpProtocol::Icmpv6,
-        payload_len: icmp_len,
-        hop_limit: 255,
-        traffic_class: 0,
-        flow_label: 0,
-    };
-    let len = eth.buffer_len() + ip.buffer_len() + icmp_len;
-    let f = &mut buf[..len];
-    f.fill(0);
-    let mut frame = EthernetFrame::new_unchecked(&mut *f);
-    eth.emit(&mut frame);
-    let mut packet = Ipv6Packet::new_unchecked(frame.payload_mut());
-    ip.emit(&mut packet);
-    let mut icmp = IcmpPacket::new_unchecked(packet.payload_mut());
-    icmp.set_msg_type(ND_SOLICIT);
-    let body = icmp.quoted_mut();
-    body[..16].copy_from_slice(&t);
-    if with_option {
-        body[16] = SOURCE_LL_ADDR;
-        body[17] = 1;
-        body[18..24].copy_from_slice(&mac.0);
-    }
-    icmp.fill_checksum_v6(src, dst);
-    len
+    let dst = ndisc::solicited_node(target);
+    ns.emit_frame(mac, ndisc::multicast_mac(dst), src, dst, buf);
+    ns.frame_len()
 }

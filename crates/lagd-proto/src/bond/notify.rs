@@ -15,17 +15,13 @@ use crate::port::{PortId, Transmit};
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
 use crate::wire::arp::{ArpPacket, ArpRepr};
-use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr};
+use crate::wire::ethernet::{EtherType, EthernetFrame};
 use crate::wire::ip::{IpProtocol, Ipv4Address, Ipv6Address};
-use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
-use crate::wire::l4::IcmpPacket;
+use crate::wire::ipv6::Ipv6Packet;
+use crate::wire::ndisc::{self, NdiscMessage, NdiscPacket, NdiscRepr, NeighborFlags};
 
 /// How many IPv6 addresses of the bond lagd announces.
 const MAX_ANNOUNCED_IPV6: usize = 4;
-
-/// ICMPv6 neighbour solicitation and advertisement.
-const ND_SOLICIT: u8 = 135;
-const ND_ADVERT: u8 = 136;
 
 /// The bond's addresses, as learned from the host's own frames.
 #[derive(Debug, Clone, Default)]
@@ -54,10 +50,12 @@ impl HostAddrs {
                     return;
                 };
                 let nd = ip.next_header() == IpProtocol::Icmpv6
-                    && ip
-                        .payload()
-                        .first()
-                        .is_some_and(|t| matches!(*t, ND_SOLICIT | ND_ADVERT));
+                    && NdiscPacket::new_checked(ip.payload()).is_ok_and(|nd| {
+                        matches!(
+                            nd.msg_type(),
+                            NdiscMessage::NeighborSolicit | NdiscMessage::NeighborAdvert
+                        )
+                    });
                 let addr = ip.src_addr();
                 if nd
                     && addr.0 != [0; 16]
@@ -167,40 +165,12 @@ pub(crate) fn emit_unsolicited_na(
     addr: Ipv6Address,
     buf: &mut [u8],
 ) -> usize {
-    /// Type, code, checksum, flags; the target address; the option (type, length 1, MAC).
-    const ICMP_LEN: usize = 4 + 4 + 16 + 8;
-    const OVERRIDE: u32 = 0x2000_0000;
-    const TARGET_LL_ADDR: u8 = 2;
-    let all_nodes = Ipv6Address([0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-    let eth = EthernetRepr {
-        src_addr: mac,
-        dst_addr: EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
-        ethertype: EtherType::Ipv6,
+    let na = NdiscRepr::NeighborAdvert {
+        flags: NeighborFlags::OVERRIDE,
+        target_addr: addr,
+        lladdr: Some(mac),
     };
-    let ip = Ipv6Repr {
-        src_addr: addr,
-        dst_addr: all_nodes,
-        next_header: IpProtocol::Icmpv6,
-        payload_len: ICMP_LEN,
-        hop_limit: 255,
-        traffic_class: 0,
-        flow_label: 0,
-    };
-    let len = eth.buffer_len() + ip.buffer_len() + ICMP_LEN;
-    let f = &mut buf[..len];
-    f.fill(0);
-    let mut frame = EthernetFrame::new_unchecked(&mut *f);
-    eth.emit(&mut frame);
-    let mut packet = Ipv6Packet::new_unchecked(frame.payload_mut());
-    ip.emit(&mut packet);
-    let mut icmp = IcmpPacket::new_unchecked(packet.payload_mut());
-    icmp.set_msg_type(ND_ADVERT);
-    icmp.set_rest_of_header(OVERRIDE);
-    let body = icmp.quoted_mut();
-    body[..16].copy_from_slice(&addr.0);
-    body[16] = TARGET_LL_ADDR;
-    body[17] = 1;
-    body[18..24].copy_from_slice(&mac.0);
-    icmp.fill_checksum_v6(addr, all_nodes);
-    len
+    let all_nodes = ndisc::ALL_NODES;
+    na.emit_frame(mac, ndisc::multicast_mac(all_nodes), addr, all_nodes, buf);
+    na.frame_len()
 }

@@ -13,10 +13,13 @@ pub mod arp;
 mod common;
 pub mod ethernet;
 pub mod gre;
+pub mod igmp;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
 pub mod l4;
+pub mod mld;
+pub mod ndisc;
 pub mod slow;
 
 pub use common::{Error, Result};
