@@ -395,7 +395,7 @@ mod test {
         .unwrap();
         assert_eq!(c.members, ["veth1", "veth2"]);
         assert_eq!(c.options.mode, Mode::BalanceXor);
-        assert_eq!(c.control.to_string(), "@lagd/bond0");
+        assert_eq!(c.control, Endpoint::Default("bond0".into()));
         assert_eq!(c.control_group, None);
         let e = Config::from_args("bond0", "veth1", "miimon=x", None, None, None).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("miimon"));
@@ -473,7 +473,7 @@ actor_port_prio = { eth0 = 100, eth1 = 200 }
     #[test]
     fn control_endpoint_and_group() {
         let c = Config::from_toml(GOOD, Some(Path::new("/etc/lagd/b.toml"))).unwrap();
-        assert_eq!(c.control, Endpoint::Abstract("lagd/bond0".into()));
+        assert_eq!(c.control, Endpoint::Default("bond0".into()));
         assert_eq!(c.control_group, None);
         assert_eq!(c.file.as_deref(), Some(Path::new("/etc/lagd/b.toml")));
         let text = GOOD.replace(

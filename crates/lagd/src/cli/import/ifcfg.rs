@@ -1,6 +1,6 @@
 //! ifcfg files (`BONDING_OPTS`, members by `MASTER=`).
 
-use super::*;
+use super::common::*;
 
 /// `(line, KEY, value)` of an ifcfg file.
 type Vars = Vec<(usize, String, String)>;
@@ -178,7 +178,7 @@ fn import_ifcfg_team(
     if !ports.is_empty() {
         obj.insert("ports".into(), Value::Object(ports));
     }
-    let mut out = teamd::import_team_config(path, doc)?;
+    let mut out = super::teamd::import_team_config(path, doc)?;
     for (line, k, v) in vars {
         match k.as_str() {
             "DEVICE" | "DEVICETYPE" | "TEAM_CONFIG" => {}

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::*;
+use super::common::*;
 
 /// How deep `source` may nest (a file that sources itself stops here).
 const MAX_DEPTH: usize = 8;

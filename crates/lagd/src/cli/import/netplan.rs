@@ -1,6 +1,6 @@
 //! netplan YAML (`network: bonds:`).
 
-use super::*;
+use super::common::*;
 
 /// The modes netplan accepts (balance-tcp and balance-slb only for Open vSwitch bonds).
 const MODES: [&str; 7] = [

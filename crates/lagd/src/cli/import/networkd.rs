@@ -1,6 +1,6 @@
 //! systemd-networkd: the `.netdev` `[Bond]` and the `.network` files with `Bond=`.
 
-use super::*;
+use super::common::*;
 
 pub(super) fn import_networkd(
     files: &[(PathBuf, String)],

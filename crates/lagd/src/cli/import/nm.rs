@@ -1,6 +1,6 @@
 //! NetworkManager keyfiles (`[bond]`, members by `master=`/`controller=`).
 
-use super::*;
+use super::common::*;
 
 pub(super) fn import_nm(
     files: &[(PathBuf, String)],
@@ -153,7 +153,7 @@ fn import_nm_team(
     if !ports.is_empty() {
         obj.insert("ports".into(), Value::Object(ports));
     }
-    let mut out = teamd::import_team_config(path, doc)?;
+    let mut out = super::teamd::import_team_config(path, doc)?;
     for (line, section, k, v) in team {
         match (section.as_str(), k.as_str()) {
             ("connection", "type" | "interface-name" | "id" | "uuid") | ("team", "config") => {}

@@ -1,6 +1,6 @@
 //! nmstate YAML (`link-aggregation`).
 
-use super::*;
+use super::common::*;
 
 /// The network states in one YAML document: nmstate's own (`interfaces:`), a Kubernetes
 /// NodeNetworkConfigurationPolicy's `spec.desiredState`, a NodeNetworkState's

@@ -1,6 +1,6 @@
 //! teamd JSON: runners mapped to bonding modes as libteam's team2bond does.
 
-use super::*;
+use super::common::*;
 
 /// teamd's default `runner.tx_hash`.
 const DEFAULT_TX_HASH: [&str; 3] = ["eth", "ipv4", "ipv6"];
