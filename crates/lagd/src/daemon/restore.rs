@@ -15,7 +15,7 @@
 //!   the host had before.
 //! - **Locks.** Each member, and the bond, is claimed by an `flock` on a file of the network
 //!   namespace's directory (`/run/lagd/netns-N/BOND.lock`, `member-IFINDEX.lock`; see
-//!   [`files`](super::files)): only root can create files there, so no other user can take a
+//!   [`files`]): only root can create files there, so no other user can take a
 //!   name first, and the kernel lets go of a lock when its lagd ends, however it ends: a
 //!   second lagd for a member is refused, naming the member, and a killed lagd never leaves a
 //!   stale lock.
