@@ -52,6 +52,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::ptr;
 
+use crate::clsact::{Attach, Hook};
 use crate::error;
 use crate::link;
 
@@ -461,21 +462,6 @@ pub(crate) fn load_program(
     })
 }
 
-/// Loads `program` and attaches it to interface `ifindex`'s tcx hook `attach_type` with a tcx
-/// link (`flags`: 0 to append, [`BPF_F_BEFORE`] to go first); returns the link's descriptor.
-fn attach_program(
-    program: &'static [BpfInsn],
-    name: &[u8],
-    ifindex: u32,
-    attach_type: u32,
-    flags: u32,
-) -> io::Result<OwnedFd> {
-    let subject = format!("ifindex {ifindex}");
-    let prog = load_program(program, name, attach_type, &subject)?;
-    // The link holds its own reference to the program; `prog` is closed on return.
-    link_create(&prog, ifindex, attach_type, flags)
-}
-
 /// Attaches the loaded program `prog` to interface `ifindex`'s tcx hook `attach_type` with a
 /// tcx link (`flags`: 0 to append, [`BPF_F_BEFORE`] to go first); returns the link's
 /// descriptor, which detaches the program when closed.
@@ -557,6 +543,8 @@ mod sealed {
         pub(super) attach_type: u32,
         /// `BPF_LINK_CREATE` flags: 0 to append, `BPF_F_BEFORE` to go first.
         pub(super) flags: u32,
+        /// Its clsact filter slot (handle `HANDLE_BASE` + slot).
+        pub(super) slot: u8,
     }
 
     pub trait Program {
@@ -570,6 +558,7 @@ impl sealed::Program for AllIngress {
         name: PROG_NAME,
         attach_type: BPF_TCX_INGRESS,
         flags: BPF_F_BEFORE,
+        slot: 3,
     };
 }
 impl TcxDropProgram for AllIngress {}
@@ -580,6 +569,7 @@ impl sealed::Program for SlowProtocolsEgress {
         name: SLOW_DROP_NAME,
         attach_type: BPF_TCX_EGRESS,
         flags: 0,
+        slot: 4,
     };
 }
 impl TcxDropProgram for SlowProtocolsEgress {}
@@ -590,8 +580,8 @@ impl TcxDropProgram for SlowProtocolsEgress {}
 /// Holds the link's descriptor; dropping the value closes it, which detaches the program.
 #[derive(Debug)]
 pub struct TcxDrop<P: TcxDropProgram> {
-    /// Held only to be closed on drop, which detaches the program.
-    _link: OwnedFd,
+    /// Held only to be closed (tcx) or deleted (clsact) on drop, which detaches the program.
+    hold: crate::fastpath::Hold,
     ifindex: u32,
     program: PhantomData<P>,
 }
@@ -612,19 +602,47 @@ impl<P: TcxDropProgram> TcxDrop<P> {
     /// * `bpf(BPF_LINK_CREATE)` errors such as `ENODEV` (no such interface) or `EPERM` (no
     ///   `CAP_NET_ADMIN`).
     pub fn attach(ifindex: u32) -> io::Result<Self> {
+        Self::attach_with(ifindex, Attach::Tcx)
+    }
+
+    /// [`TcxDrop::attach`] with a tcx link ([`Attach::Tcx`]) or as a direct-action filter on
+    /// the clsact qdisc ([`Attach::Tc`], any kernel with clsact; see [`crate::clsact`]), at
+    /// lagd's priority, which runs it before any other filter of the hook. Either way, lagd
+    /// filters an earlier lagd left on the hook are deleted first.
+    ///
+    /// # Errors
+    ///
+    /// As [`TcxDrop::attach`] for tcx; for clsact, the failing rtnetlink request
+    /// ([`TcFilter::attach`](crate::clsact::TcFilter::attach)).
+    pub fn attach_with(ifindex: u32, how: Attach) -> io::Result<Self> {
         let spec = P::SPEC;
-        let link = attach_program(
-            spec.program,
-            spec.name,
-            ifindex,
-            spec.attach_type,
-            spec.flags,
-        )?;
+        let subject = format!("ifindex {ifindex}");
+        let prog = load_program(spec.program, spec.name, spec.attach_type, &subject)?;
+        let name = std::str::from_utf8(spec.name).unwrap_or("lagd_drop");
+        let hook = if spec.attach_type == BPF_TCX_INGRESS {
+            Hook::Ingress
+        } else {
+            Hook::Egress
+        };
+        let hold =
+            crate::fastpath::attach_at(&prog, name, ifindex, hook, spec.slot, how, spec.flags)?;
+        // The link or the filter holds its own reference to the program.
         Ok(Self {
-            _link: link,
+            hold,
             ifindex,
             program: PhantomData,
         })
+    }
+
+    /// How the program is attached.
+    pub fn how(&self) -> Attach {
+        self.hold.how()
+    }
+
+    /// Detaches the program now, reporting a failure to delete a clsact filter (dropping the
+    /// value does the same silently).
+    pub fn detach(self) -> io::Result<()> {
+        self.hold.detach()
     }
 
     /// [`TcxDrop::attach`] to the interface called `name` (looked up with [`link::ifindex`]).
@@ -684,8 +702,9 @@ impl fmt::Display for TcxUnavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "tcx ingress unavailable ({} on {}: {}); the kernel needs tcx (Linux 6.6 or later). \
-             Fallback: no ingress drop, the member is quieted by arp_ignore=8 and \
+            "tcx unavailable ({} on {}: {}); the kernel needs tcx (Linux 6.6 or later). \
+             Without it the program can go on the clsact qdisc instead (fastpath_attach=tc); \
+             with no ingress drop at all, the member is quieted by arp_ignore=8 and \
              disable_ipv6=1 only, and its IPv4 stack still receives the frames lagd relays",
             self.call, self.subject, self.os
         )
@@ -916,7 +935,7 @@ mod test {
         assert_eq!(inner.errno(), libc::EINVAL);
         assert_eq!(inner.call(), "bpf(BPF_LINK_CREATE)");
         let text = err.to_string();
-        assert!(text.contains("tcx ingress unavailable"), "{text}");
+        assert!(text.contains("tcx unavailable"), "{text}");
         assert!(text.contains("ifindex 7"), "{text}");
         assert!(text.contains("arp_ignore=8"), "{text}");
         assert!(TcxUnavailable::of(&io::Error::from_raw_os_error(libc::EINVAL)).is_none());

@@ -159,6 +159,17 @@ pub struct DataplaneStatus {
     /// Why the path is what it is (`fastpath=off`, what the kernel cannot do, an error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// On the kernel path, how its programs are attached: `tcx` (tcx links) or `tc` (filters
+    /// on the clsact qdisc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<String>,
+    /// Why that attachment (`fastpath_attach=tc`, `tcx not available (...)`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach_reason: Option<String>,
+    /// On lagd's path, how the members are kept off their own stacks, and why (`tcx ingress
+    /// drop (...)`, `tc (clsact) ingress drop (...)`, `sysctls only, ...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
 }
 
 /// The bond's 802.3ad state.
@@ -847,6 +858,20 @@ impl Status {
                 None => {
                     let _ = writeln!(s, "Dataplane: {}", self.dataplane.path);
                 }
+            }
+            if let Some(a) = &self.dataplane.attach {
+                let how = if a == "tc" { "tc (clsact)" } else { a.as_str() };
+                match &self.dataplane.attach_reason {
+                    Some(r) => {
+                        let _ = writeln!(s, "Kernel path attachment: {how} ({r})");
+                    }
+                    None => {
+                        let _ = writeln!(s, "Kernel path attachment: {how}");
+                    }
+                }
+            }
+            if let Some(i) = &self.dataplane.isolation {
+                let _ = writeln!(s, "Member isolation: {i}");
             }
         }
         if let (Some(p), Some(n)) = (&self.xmit_hash_policy, self.xmit_hash_policy_number) {

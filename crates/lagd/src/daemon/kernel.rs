@@ -9,19 +9,29 @@
 use std::io;
 
 use lagd_proto::balance::BucketSample;
-use lagd_proto::bond::{Bond, DistributionTable, FastPathMode, PortId, TxRule};
+use lagd_proto::bond::{Bond, DistributionTable, FastPathAttach, FastPathMode, PortId, TxRule};
 use lagd_proto::hash::HashPolicy;
 use lagd_proto::stripe::FlowKey;
 use lagd_proto::time::Instant;
+use lagd_sys::clsact::Attach;
 use lagd_sys::fastpath::{
     Attachment, FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, POLICY_OVS_TCP, PortCounters, Rule,
     StripeRxTable, Table, monotonic_ns,
 };
+use lagd_sys::isolate::TcxUnavailable;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 /// The programs' number for `policy` (the kernel's, or lagd's for the OVS hashes);
 /// policies the programs do not compute are refused before they load
 /// ([`Bond::kernel_refusal`]).
+/// The errno text of a [`TcxUnavailable`] error (for the status line).
+pub(crate) fn tcx_errno(e: &io::Error) -> String {
+    match TcxUnavailable::of(e) {
+        Some(t) => format!("{}: {}", t.call(), io::Error::from_raw_os_error(t.errno())),
+        None => e.to_string(),
+    }
+}
+
 fn policy_number(policy: HashPolicy) -> u32 {
     match policy {
         HashPolicy::OvsSlb => POLICY_OVS_SLB,
@@ -33,7 +43,10 @@ fn policy_number(policy: HashPolicy) -> u32 {
 /// The programs, loaded and attached, and the generation of the table they read.
 pub(crate) struct Kernel {
     fp: FastPath,
-    _tap: Attachment,
+    tap: Option<Attachment>,
+    /// How the programs are attached, and why.
+    attach: Attach,
+    attach_why: String,
     members: Vec<Option<Attachment>>,
     tap_ifindex: u32,
     ifindexes: Vec<u32>,
@@ -198,6 +211,7 @@ impl Choice {
                 tap_ifindex,
                 bond.arp_monitoring(),
                 bond.options().mode == lagd_proto::bond::Mode::Stripe,
+                bond.options().fastpath_attach,
             )
             .map_err(|e| format!("the kernel programs could not be loaded or attached: {e}")),
         };
@@ -210,14 +224,39 @@ impl Choice {
 }
 
 impl Kernel {
-    fn start(tap_ifindex: u32, arp: bool, stripe: bool) -> io::Result<Self> {
+    fn start(tap_ifindex: u32, arp: bool, stripe: bool, how: FastPathAttach) -> io::Result<Self> {
         let fp = FastPath::load()?;
         // Until the first table every frame goes to lagd.
         fp.set_table(&Table::lagd_only(tap_ifindex))?;
-        let tap = fp.attach_tap(tap_ifindex)?;
+        let (tap, attach_why) = match how {
+            FastPathAttach::Tcx => (
+                fp.attach_tap(tap_ifindex, Attach::Tcx)?,
+                "fastpath_attach=tcx".to_owned(),
+            ),
+            FastPathAttach::Tc => (
+                fp.attach_tap(tap_ifindex, Attach::Tc)?,
+                "fastpath_attach=tc".to_owned(),
+            ),
+            FastPathAttach::Auto => match fp.attach_tap(tap_ifindex, Attach::Tcx) {
+                Ok(t) => (t, "fastpath_attach=auto, the kernel has tcx".to_owned()),
+                Err(e) if TcxUnavailable::of(&e).is_some() => (
+                    fp.attach_tap(tap_ifindex, Attach::Tc)?,
+                    format!("tcx not available ({})", tcx_errno(&e)),
+                ),
+                Err(e) => return Err(e),
+            },
+        };
+        if tap.replaced() > 0 {
+            tracing::info!(
+                "the TAP's egress had {} filter(s) of an earlier lagd: replaced",
+                tap.replaced()
+            );
+        }
         Ok(Self {
             fp,
-            _tap: tap,
+            attach: tap.how(),
+            attach_why,
+            tap: Some(tap),
             members: Vec::new(),
             tap_ifindex,
             ifindexes: Vec::new(),
@@ -232,9 +271,33 @@ impl Kernel {
         })
     }
 
+    /// How the programs are attached, and why.
+    pub(crate) fn attachment(&self) -> (Attach, &str) {
+        (self.attach, &self.attach_why)
+    }
+
+    /// Detaches every program now (clsact filters are deleted), reporting what failed.
+    pub(crate) fn detach(&mut self) -> Vec<String> {
+        let mut failed = Vec::new();
+        for a in self.members.drain(..).flatten().chain(self.tap.take()) {
+            let ifindex = a.ifindex();
+            if let Err(e) = a.detach() {
+                failed.push(format!("ifindex {ifindex}: {e}"));
+            }
+        }
+        failed
+    }
+
     /// Attaches the members' program to the member at position `ifindexes.len()`.
     pub(crate) fn attach_member(&mut self, ifindex: u32) -> io::Result<()> {
-        let a = Some(self.fp.attach_member(ifindex)?);
+        let a = self.fp.attach_member(ifindex, self.attach)?;
+        if a.replaced() > 0 {
+            tracing::info!(
+                ifindex,
+                "replaced a filter of an earlier lagd on the member's ingress"
+            );
+        }
+        let a = Some(a);
         self.members.push(a);
         self.ifindexes.push(ifindex);
         // The table names the members' interfaces: write it again.
