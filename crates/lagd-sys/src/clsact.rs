@@ -266,6 +266,21 @@ pub fn filters(ifindex: u32, hook: Hook) -> io::Result<Vec<FilterInfo>> {
     dump(&mut RouteQuery::new()?, ifindex, hook)
 }
 
+/// Deletes the clsact qdisc of interface `ifindex` if no filter of anyone is left on it;
+/// returns whether it did. For a qdisc lagd added before it was killed (lagd's state file says
+/// so): a [`TcFilter`] that finds a qdisc there does not count it as its own. An interface with
+/// no clsact qdisc, or none at all, is no error.
+pub fn remove_qdisc_if_empty(ifindex: u32) -> io::Result<bool> {
+    let mut route = RouteQuery::new()?;
+    let left = dump(&mut route, ifindex, Hook::Ingress)?.len()
+        + dump(&mut route, ifindex, Hook::Egress)?.len();
+    if left > 0 {
+        return Ok(false);
+    }
+    del_clsact(&mut route, ifindex)?;
+    Ok(true)
+}
+
 /// Deletes every lagd filter (see [`FilterInfo::is_lagd`]) on hook `hook` of interface
 /// `ifindex`; returns how many. Filters that are not lagd's stay, and so does the qdisc.
 pub fn remove_lagd_filters(ifindex: u32, hook: Hook) -> io::Result<usize> {

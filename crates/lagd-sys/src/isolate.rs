@@ -639,6 +639,12 @@ impl<P: TcxDropProgram> TcxDrop<P> {
         self.hold.how()
     }
 
+    /// Whether attaching added the interface's clsact qdisc (which detaching then deletes,
+    /// if no filter is left on it).
+    pub fn added_qdisc(&self) -> bool {
+        self.hold.added_qdisc()
+    }
+
     /// Detaches the program now, reporting a failure to delete a clsact filter (dropping the
     /// value does the same silently).
     pub fn detach(self) -> io::Result<()> {

@@ -681,6 +681,11 @@ fn tc_filters_of_others_stay_and_lagds_leftovers_go_after_kill_9() {
     assert_eq!(foreign(&lab), before, "the stop kept the other filters");
     let qdisc = lab.tc(Side::A, &["qdisc", "show", "dev", &m0]);
     assert!(qdisc.contains("clsact"), "not lagd's qdisc: {qdisc}");
+    // The qdiscs the killed lagd added (its state file says so) went with the second's stop.
+    for dev in [&m1, &tap] {
+        let q = lab.tc(Side::A, &["qdisc", "show", "dev", dev]);
+        assert!(!q.contains("clsact"), "{dev}: {q}");
+    }
 }
 
 #[test]

@@ -256,6 +256,10 @@ impl Hold {
         }
     }
 
+    pub(crate) fn added_qdisc(&self) -> bool {
+        matches!(self, Self::Tc(f) if f.added_qdisc())
+    }
+
     pub(crate) fn detach(self) -> io::Result<()> {
         match self {
             Self::Tcx(link) => {
@@ -285,6 +289,12 @@ impl Attachment {
             Hold::Tcx(_) => 0,
             Hold::Tc(f) => f.replaced(),
         }
+    }
+
+    /// Whether attaching added the interface's clsact qdisc (which detaching then deletes,
+    /// if no filter is left on it).
+    pub fn added_qdisc(&self) -> bool {
+        self.hold.added_qdisc()
     }
 
     /// Detaches the program now, reporting a failure to delete a clsact filter (dropping the

@@ -276,6 +276,19 @@ impl Kernel {
         (self.attach, &self.attach_why)
     }
 
+    /// Whether attaching the TAP's program added the TAP's clsact qdisc.
+    pub(crate) fn tap_added_qdisc(&self) -> bool {
+        self.tap.as_ref().is_some_and(Attachment::added_qdisc)
+    }
+
+    /// Whether attaching member `port`'s program added its clsact qdisc.
+    pub(crate) fn member_added_qdisc(&self, port: usize) -> bool {
+        self.members
+            .get(port)
+            .and_then(Option::as_ref)
+            .is_some_and(Attachment::added_qdisc)
+    }
+
     /// Detaches every program now (clsact filters are deleted), reporting what failed.
     pub(crate) fn detach(&mut self) -> Vec<String> {
         let mut failed = Vec::new();

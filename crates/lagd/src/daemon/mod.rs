@@ -300,9 +300,12 @@ impl Daemon {
                 dataplane_reason.as_deref().unwrap_or("")
             ),
         }
+        if kernel.as_ref().is_some_and(|k| k.tap_added_qdisc()) {
+            undo.record_clsact(&config.bond, tap_ifindex)?;
+        }
         let mut members = Vec::new();
         for (name, &ifindex) in config.members.iter().zip(found) {
-            members.push(Self::open_member(
+            let m = Self::open_member(
                 &link,
                 &mut bond,
                 epoch,
@@ -310,7 +313,15 @@ impl Daemon {
                 ifindex,
                 member_mtu,
                 kernel.as_deref_mut(),
-            )?);
+            )?;
+            let added = m.isolation.as_ref().is_some_and(IngressDrop::added_qdisc)
+                || kernel
+                    .as_ref()
+                    .is_some_and(|k| k.member_added_qdisc(members.len()));
+            if added {
+                undo.record_clsact(name, ifindex)?;
+            }
+            members.push(m);
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
         if bond.lacp().is_some() {
@@ -1244,6 +1255,19 @@ impl Daemon {
                 return Err(format!("{e:#}"));
             }
         };
+        let added = member
+            .isolation
+            .as_ref()
+            .is_some_and(IngressDrop::added_qdisc)
+            || self
+                .kernel
+                .as_ref()
+                .is_some_and(|k| k.member_added_qdisc(i));
+        if added {
+            if let Err(e) = self.restore.record_clsact(name, ifindex) {
+                warn!(member = name, "{e:#}");
+            }
+        }
         let token_ok = member
             .readers()
             .try_for_each(|s| {
