@@ -972,6 +972,36 @@ mod test {
     }
 
     #[test]
+    fn fastpath_attach_takes_auto_tcx_tc_and_shows_when_not_auto() {
+        let (o, _) = BondOptions::parse_opts("mode=balance-xor").unwrap();
+        assert_eq!(o.fastpath_attach, FastPathAttach::Auto);
+        assert!(!o.to_opts().contains("fastpath_attach"));
+        for (text, want) in [
+            ("tcx", FastPathAttach::Tcx),
+            ("tc", FastPathAttach::Tc),
+            ("auto", FastPathAttach::Auto),
+        ] {
+            let (o, w) =
+                BondOptions::parse_opts(&format!("mode=balance-xor fastpath_attach={text}"))
+                    .unwrap();
+            assert_eq!(o.fastpath_attach, want);
+            assert!(w.is_empty(), "{w:?}");
+            let summary = o.to_opts();
+            assert_eq!(
+                summary.contains(&format!("fastpath_attach={text}")),
+                want != FastPathAttach::Auto,
+                "{summary}"
+            );
+        }
+        let mut o = BondOptions::default();
+        let before = o.clone();
+        let e = o.set("fastpath_attach", "clsact").unwrap_err();
+        assert_eq!(e.key, "fastpath_attach");
+        assert!(e.reason.contains("auto, tcx, tc"), "{e}");
+        assert_eq!(o, before);
+    }
+
+    #[test]
     fn an_ovs_hash_as_xmit_hash_policy_points_to_its_mode() {
         for (name, mode) in [("ovs-tcp", "balance-tcp"), ("ovs-slb", "balance-slb")] {
             let mut o = BondOptions::default();
