@@ -1,4 +1,5 @@
-//! Keeping a member's own kernel stack off the member: a tcx ingress drop and quiet sysctls.
+//! Keeping a member's own kernel stack off the member: an ingress drop (tcx or clsact) and quiet
+//! sysctls.
 //!
 //! lagd reads a member with an `ETH_P_ALL` [`PacketSocket`](crate::packet::PacketSocket). The
 //! member is still an ordinary interface to the kernel, so without help every frame that arrives
@@ -13,9 +14,10 @@
 //! (ingress only).
 //!
 //! * [`IngressDrop`] loads a five-instruction eBPF program (drop everything but slow-protocol
-//!   frames, which lagd reads on their own protocol-bound socket) and attaches it with a tcx link (`BPF_LINK_CREATE`, `BPF_TCX_INGRESS`, Linux 6.6+). No clang, no object
-//!   file, no `tc`, no `clsact` qdisc, no bpffs. The program stays attached exactly as long as the
-//!   value lives: dropping it closes the link and detaches the program, and if lagd dies the
+//!   frames, which lagd reads on their own protocol-bound socket) and attaches it with a tcx link
+//!   (`BPF_LINK_CREATE`, `BPF_TCX_INGRESS`, Linux 6.6+), or as a clsact filter (see below). No
+//!   clang, no object file, no `tc` program, no bpffs. The program stays attached exactly as long
+//!   as the value lives: dropping it detaches the program, and with tcx, if lagd dies the
 //!   kernel closes the link for it, so a crash never leaves a member black-holed.
 //! * [`SlowProtocolsEgressDrop`] is a fault injector for tests and the lab, not part of member
 //!   isolation: a ten-instruction program at tcx egress (`BPF_TCX_EGRESS`) that drops only
@@ -29,10 +31,15 @@
 //!
 //! On a kernel without tcx (before 6.6), or without `bpf()` at all, [`IngressDrop::attach`]
 //! returns an error of kind [`io::ErrorKind::Unsupported`] that carries a [`TcxUnavailable`]
-//! (see [`TcxUnavailable::of`]). The fallback is [`quiet_stack`] alone: the member then does not
-//! answer ARP and originates no IPv6, but its IPv4 stack still receives the frames lagd relays
-//! (for example, unicast to the bond's address arriving on a member may be delivered locally
-//! twice). The caller should log a warning and carry on.
+//! (see [`TcxUnavailable::of`]). [`TcxDrop::attach_with`] with [`Attach::Tc`] attaches the same
+//! program as a direct-action filter on the clsact qdisc instead ([`crate::clsact`]), which every
+//! kernel lagd runs on has; such a filter is not tied to a descriptor, so it stays after a
+//! `kill -9` until the next lagd replaces it (any attach deletes lagd filters already on the
+//! hook, so a second drop on the same interface replaces the first). The last resort is
+//! [`quiet_stack`] alone: the member then does not answer ARP and originates no IPv6, but its
+//! IPv4 stack still receives the frames lagd relays (unicast to the bond's address arriving on
+//! the member that carries the bond's MAC is delivered locally twice). The caller should log a
+//! warning and carry on.
 //!
 //! # Privileges and namespaces
 //!

@@ -1,7 +1,8 @@
 //! The kernel fast path's programs and maps: lagd decides, the kernel forwards.
 //!
-//! Two tcx programs (source `bpf/fastpath.c`, built by `bpf/build.py` with a pinned clang into
-//! `programs.rs`) forward data frames as the bond decided, read from a table this module writes:
+//! Two tc programs (source `bpf/fastpath.c`, built by `bpf/build.py` with a pinned clang into
+//! `programs.rs`), attached with tcx links or as clsact filters ([`Attach`], [`crate::clsact`]),
+//! forward data frames as the bond decided, read from a table this module writes:
 //!
 //! * the TAP's egress program sends a host frame to the member the [`Table`] names (the bonding
 //!   hash modulo the usable members, the 256-bucket table, or the active member) and passes to
