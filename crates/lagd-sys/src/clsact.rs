@@ -277,8 +277,12 @@ pub fn remove_qdisc_if_empty(ifindex: u32) -> io::Result<bool> {
     if left > 0 {
         return Ok(false);
     }
-    del_clsact(&mut route, ifindex)?;
-    Ok(true)
+    match del_clsact_strict(&mut route, ifindex) {
+        Ok(()) => Ok(true),
+        // No clsact qdisc there (ENOENT, or EINVAL: an interface without an ingress queue).
+        Err(e) if matches!(error::errno(&e), Some(libc::ENOENT | libc::EINVAL)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Deletes every lagd filter (see [`FilterInfo::is_lagd`]) on hook `hook` of interface
@@ -381,6 +385,14 @@ fn add_clsact(route: &mut RouteQuery, ifindex: u32) -> io::Result<bool> {
 }
 
 fn del_clsact(route: &mut RouteQuery, ifindex: u32) -> io::Result<()> {
+    match del_clsact_strict(route, ifindex) {
+        Err(e) if matches!(error::errno(&e), Some(libc::ENOENT | libc::EINVAL)) => Ok(()),
+        other => other,
+    }
+}
+
+/// Deletes the clsact qdisc; an interface that is gone is no error, a missing qdisc is.
+fn del_clsact_strict(route: &mut RouteQuery, ifindex: u32) -> io::Result<()> {
     let seq = route.next_seq();
     let mut msg = tc_request(
         RTM_DELQDISC,
@@ -394,12 +406,9 @@ fn del_clsact(route: &mut RouteQuery, ifindex: u32) -> io::Result<()> {
     put_str(&mut msg, TCA_KIND, "clsact");
     let msg = finish(msg);
     route
-        .exchange(
-            &msg,
-            "RTM_DELQDISC clsact",
-            &[libc::ENOENT, libc::ENODEV, libc::EINVAL],
-            |r| matches!(r, Reply::Ack).then_some(()),
-        )
+        .exchange(&msg, "RTM_DELQDISC clsact", &[libc::ENODEV], |r| {
+            matches!(r, Reply::Ack).then_some(())
+        })
         .map_err(|e| with_subject(e, &subject(ifindex, None)))
 }
 
