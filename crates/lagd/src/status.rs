@@ -1288,6 +1288,50 @@ mod test {
     }
 
     #[test]
+    fn renders_how_the_programs_are_attached() {
+        let kernel = Status {
+            dataplane: DataplaneStatus {
+                path: "kernel".into(),
+                reason: None,
+                attach: Some("tc".into()),
+                attach_reason: Some("tcx not available (bpf(BPF_LINK_CREATE): EINVAL)".into()),
+                isolation: None,
+            },
+            ..sample()
+        };
+        let text = kernel.render();
+        assert!(
+            text.lines().any(|l| l
+                == "Kernel path attachment: tc (clsact) (tcx not available \
+                    (bpf(BPF_LINK_CREATE): EINVAL))"),
+            "{text}"
+        );
+        assert!(!text.contains("Member isolation"), "{text}");
+        let json = serde_json::to_value(&kernel).unwrap();
+        assert_eq!(json["dataplane"]["attach"], "tc");
+        assert_eq!(json["dataplane"].get("isolation"), None);
+        let back: Status = serde_json::from_value(json).unwrap();
+        assert_eq!(back.dataplane, kernel.dataplane);
+        let lagd = Status {
+            dataplane: DataplaneStatus {
+                path: "lagd".into(),
+                reason: Some("fastpath=off".into()),
+                attach: None,
+                attach_reason: None,
+                isolation: Some("tcx ingress drop (fastpath_attach=tcx)".into()),
+            },
+            ..sample()
+        };
+        let text = lagd.render();
+        assert!(
+            text.lines()
+                .any(|l| l == "Member isolation: tcx ingress drop (fastpath_attach=tcx)"),
+            "{text}"
+        );
+        assert!(!text.contains("Kernel path attachment"), "{text}");
+    }
+
+    #[test]
     fn renders_the_proc_net_bonding_shape() {
         let text = sample().render();
         let want = [
