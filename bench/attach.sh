@@ -14,7 +14,8 @@
 # bench/fastpath.sh, and the report gives the pair ratios (tc / tcx).
 #
 # Usage, as root from anywhere:  bash bench/attach.sh
-# Environment: RUNS (8), DURATION (seconds per measurement, 6), OUT (bench/attach.md).
+# Environment: RUNS (8), DURATION (seconds per measurement, 6), OUT (bench/attach.md),
+# TESTS (a subset of "tcp1 tcp8 udp64").
 # Needs: iproute2, iperf3, jq, python3, cargo.
 set -euo pipefail
 
@@ -22,7 +23,7 @@ cd "$(dirname "$0")/.."
 RUNS="${RUNS:-8}"
 DURATION="${DURATION:-6}"
 OUT="${OUT:-bench/attach.md}"
-TESTS=(tcp1 tcp8 udp64)
+read -ra TESTS <<<"${TESTS:-tcp1 tcp8 udp64}"
 
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
@@ -53,16 +54,18 @@ for run in $(seq 1 "$RUNS"); do
 done
 
 python3 - "$work" "$RUNS" "$DURATION" "$OUT" "$(machine_line)" "$(git rev-parse --short HEAD)" \
-    "$(iperf3 --version | head -1 | cut -d' ' -f1-2)" <<'EOF'
+    "$(iperf3 --version | head -1 | cut -d' ' -f1-2)" "${TESTS[*]}" <<'EOF'
 import json, os, statistics, sys, time
 
-work, runs, duration, out, machine, commit, iperf = sys.argv[1:8]
+work, runs, duration, out, machine, commit, iperf, chosen = sys.argv[1:9]
 runs = int(runs)
 goal = 0.97
 tests = [
-    ("tcp1", "TCP, 1 stream", "Gbit/s"),
-    ("tcp8", "TCP, 8 streams, 2 × iperf3 -P 4", "Gbit/s"),
-    ("udp64", "UDP 64 B, 1 flow", "datagrams/s"),
+    t for t in [
+        ("tcp1", "TCP, 1 stream", "Gbit/s"),
+        ("tcp8", "TCP, 8 streams, 2 × iperf3 -P 4", "Gbit/s"),
+        ("udp64", "UDP 64 B, 1 flow", "datagrams/s"),
+    ] if t[0] in chosen.split()
 ]
 
 
