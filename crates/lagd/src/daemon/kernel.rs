@@ -21,10 +21,7 @@ use lagd_sys::fastpath::{
 use lagd_sys::isolate::TcxUnavailable;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
-/// The programs' number for `policy` (the kernel's, or lagd's for the OVS hashes);
-/// policies the programs do not compute are refused before they load
-/// ([`Bond::kernel_refusal`]).
-/// The errno text of a [`TcxUnavailable`] error (for the status line).
+/// The failed call and its errno of a [`TcxUnavailable`] error (for the status line).
 pub(crate) fn tcx_errno(e: &io::Error) -> String {
     match TcxUnavailable::of(e) {
         Some(t) => format!("{}: {}", t.call(), io::Error::from_raw_os_error(t.errno())),
@@ -32,6 +29,9 @@ pub(crate) fn tcx_errno(e: &io::Error) -> String {
     }
 }
 
+/// The programs' number for `policy` (the kernel's, or lagd's for the OVS hashes);
+/// policies the programs do not compute are refused before they load
+/// ([`Bond::kernel_refusal`]).
 fn policy_number(policy: HashPolicy) -> u32 {
     match policy {
         HashPolicy::OvsSlb => POLICY_OVS_SLB,
