@@ -13,9 +13,9 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use lab::{recv_matching, run};
+use lab::{ethertype, frame, recv_matching, run};
 use lagd_sys::clsact::{self, Attach, Hook};
-use lagd_sys::isolate::{IngressDrop, TcxUnavailable, quiet_stack};
+use lagd_sys::isolate::{IngressDrop, SlowProtocolsEgressDrop, TcxUnavailable, quiet_stack};
 use lagd_sys::link;
 use lagd_sys::netns::NetNs;
 use lagd_sys::packet::{PacketOptions, PacketSocket};
@@ -446,6 +446,54 @@ fn tc_attach_errors_are_annotated_and_interface_deletion_is_harmless() {
     guard
         .detach()
         .expect("detaching from a deleted interface is no error");
+}
+
+/// The slow-protocols egress drop (a fault injector) drops 0x8809 frames A sends on `va` and
+/// nothing else, with a tcx link and as a clsact filter, and lets them through once dropped.
+fn slow_drop_drops_only_slow_protocols(how: Attach) {
+    let pair = Pair::new();
+    let rx = pair.run_in(pair.b(), || {
+        PacketSocket::bind_name("vb", PacketOptions::default())
+    });
+    let (tx, drop_guard) = pair.run_in(pair.a(), || {
+        let tx = PacketSocket::bind_name("va", PacketOptions::default())?;
+        let d = SlowProtocolsEgressDrop::attach_with(link::ifindex("va")?, how)?;
+        Ok((tx, d))
+    });
+    assert_eq!(drop_guard.how(), how);
+    let dst = [0x01, 0x80, 0xc2, 0, 0, 0x02];
+    let src = [0x02, 0, 0, 0, 0, 0x0a];
+    let slow = frame(dst, src, 0x8809, &[1; 60]);
+    let other = frame(dst, src, 0x88b6, &[2; 60]);
+    // A dropped frame fails its send with ENOBUFS; that is the drop, not an error here.
+    let _ = tx.send(&slow);
+    tx.send(&other).expect("send");
+    assert!(
+        recv_matching(&rx, WAIT, |f| ethertype(f) == Some(0x88b6)).is_some(),
+        "{how}: the other frame did not cross"
+    );
+    assert!(
+        recv_matching(&rx, Duration::from_millis(300), |f| ethertype(f)
+            == Some(0x8809))
+        .is_none(),
+        "{how}: a slow-protocols frame crossed the drop"
+    );
+    drop(drop_guard);
+    tx.send(&slow).expect("send");
+    assert!(
+        recv_matching(&rx, WAIT, |f| ethertype(f) == Some(0x8809)).is_some(),
+        "{how}: no slow-protocols frame after the drop went"
+    );
+}
+
+#[test]
+fn slow_protocols_drop_drops_only_slow_protocols() {
+    slow_drop_drops_only_slow_protocols(Attach::Tcx);
+}
+
+#[test]
+fn slow_protocols_drop_drops_only_slow_protocols_tc() {
+    slow_drop_drops_only_slow_protocols(Attach::Tc);
 }
 
 #[test]
