@@ -684,7 +684,11 @@ pub struct TcxUnavailable {
 }
 
 impl TcxUnavailable {
-    fn error(os: io::Error, call: &'static str, subject: &str) -> io::Error {
+    /// The error the attach functions return when tcx is missing: kind
+    /// [`io::ErrorKind::Unsupported`], carrying the failed `call` (`"bpf(BPF_LINK_CREATE)"`),
+    /// what it was about and its OS error. Public for callers that decide on a fallback and
+    /// want to test that decision.
+    pub fn error(os: io::Error, call: &'static str, subject: &str) -> io::Error {
         io::Error::new(
             io::ErrorKind::Unsupported,
             Self {

@@ -29,6 +29,27 @@ pub(crate) fn tcx_errno(e: &io::Error) -> String {
     }
 }
 
+/// Attaches with `attach` as `how` says: tcx or tc only, or (auto) tcx and, where the kernel
+/// has no tcx ([`TcxUnavailable`]), tc. Returns what `attach` made and why that attachment, for
+/// the status and the log. Any other error is returned as it is (no fallback: a missing
+/// privilege is no reason to try the other way).
+pub(crate) fn attach_as<T>(
+    how: FastPathAttach,
+    mut attach: impl FnMut(Attach) -> io::Result<T>,
+) -> io::Result<(T, String)> {
+    match how {
+        FastPathAttach::Tcx => attach(Attach::Tcx).map(|t| (t, "fastpath_attach=tcx".into())),
+        FastPathAttach::Tc => attach(Attach::Tc).map(|t| (t, "fastpath_attach=tc".into())),
+        FastPathAttach::Auto => match attach(Attach::Tcx) {
+            Ok(t) => Ok((t, "fastpath_attach=auto, the kernel has tcx".into())),
+            Err(e) if TcxUnavailable::of(&e).is_some() => {
+                attach(Attach::Tc).map(|t| (t, format!("tcx not available ({})", tcx_errno(&e))))
+            }
+            Err(e) => Err(e),
+        },
+    }
+}
+
 /// The programs' number for `policy` (the kernel's, or lagd's for the OVS hashes);
 /// policies the programs do not compute are refused before they load
 /// ([`Bond::kernel_refusal`]).
@@ -228,24 +249,7 @@ impl Kernel {
         let fp = FastPath::load()?;
         // Until the first table every frame goes to lagd.
         fp.set_table(&Table::lagd_only(tap_ifindex))?;
-        let (tap, attach_why) = match how {
-            FastPathAttach::Tcx => (
-                fp.attach_tap(tap_ifindex, Attach::Tcx)?,
-                "fastpath_attach=tcx".to_owned(),
-            ),
-            FastPathAttach::Tc => (
-                fp.attach_tap(tap_ifindex, Attach::Tc)?,
-                "fastpath_attach=tc".to_owned(),
-            ),
-            FastPathAttach::Auto => match fp.attach_tap(tap_ifindex, Attach::Tcx) {
-                Ok(t) => (t, "fastpath_attach=auto, the kernel has tcx".to_owned()),
-                Err(e) if TcxUnavailable::of(&e).is_some() => (
-                    fp.attach_tap(tap_ifindex, Attach::Tc)?,
-                    format!("tcx not available ({})", tcx_errno(&e)),
-                ),
-                Err(e) => return Err(e),
-            },
-        };
+        let (tap, attach_why) = attach_as(how, |a| fp.attach_tap(tap_ifindex, a))?;
         if tap.replaced() > 0 {
             tracing::info!(
                 "the TAP's egress had {} filter(s) of an earlier lagd: replaced",
@@ -482,5 +486,81 @@ impl Kernel {
     /// The programs' counters per member position (then the frames no member could take).
     pub(crate) fn counters(&self) -> io::Result<Vec<PortCounters>> {
         self.fp.port_counters()
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// An attach that fails for the ways in `fails` with `err`, and records what was tried.
+    fn attempt(
+        fails: &[Attach],
+        err: impl Fn() -> io::Error,
+    ) -> (
+        impl FnMut(Attach) -> io::Result<Attach>,
+        std::rc::Rc<std::cell::RefCell<Vec<Attach>>>,
+    ) {
+        let tried = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let log = tried.clone();
+        let fails = fails.to_vec();
+        let f = move |a: Attach| {
+            log.borrow_mut().push(a);
+            if fails.contains(&a) {
+                Err(err())
+            } else {
+                Ok(a)
+            }
+        };
+        (f, tried)
+    }
+
+    fn no_tcx() -> io::Error {
+        TcxUnavailable::error(
+            io::Error::from_raw_os_error(22), // EINVAL
+            "bpf(BPF_LINK_CREATE)",
+            "ifindex 3",
+        )
+    }
+
+    #[test]
+    fn auto_takes_tcx_where_there_is_tcx_and_tc_where_not() {
+        let (f, tried) = attempt(&[], no_tcx);
+        let (a, why) = attach_as(FastPathAttach::Auto, f).unwrap();
+        assert_eq!(
+            (a, why.as_str()),
+            (Attach::Tcx, "fastpath_attach=auto, the kernel has tcx")
+        );
+        assert_eq!(*tried.borrow(), [Attach::Tcx]);
+
+        let (f, tried) = attempt(&[Attach::Tcx], no_tcx);
+        let (a, why) = attach_as(FastPathAttach::Auto, f).unwrap();
+        assert_eq!(a, Attach::Tc);
+        assert!(
+            why.starts_with("tcx not available (bpf(BPF_LINK_CREATE): "),
+            "{why}"
+        );
+        assert!(why.contains("os error 22"), "{why}");
+        assert_eq!(*tried.borrow(), [Attach::Tcx, Attach::Tc]);
+    }
+
+    #[test]
+    fn only_a_missing_tcx_falls_back_and_explicit_choices_never_do() {
+        // No privilege: no fallback, the error as it was.
+        let eperm = || io::Error::from_raw_os_error(1); // EPERM
+        let (f, tried) = attempt(&[Attach::Tcx], eperm);
+        let e = attach_as(FastPathAttach::Auto, f).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(1));
+        assert_eq!(*tried.borrow(), [Attach::Tcx]);
+        // tcx asked for and missing: an error, tc not tried.
+        let (f, tried) = attempt(&[Attach::Tcx], no_tcx);
+        let e = attach_as(FastPathAttach::Tcx, f).unwrap_err();
+        assert!(TcxUnavailable::of(&e).is_some(), "{e}");
+        assert_eq!(*tried.borrow(), [Attach::Tcx]);
+        // tc asked for: tc only.
+        let (f, tried) = attempt(&[], no_tcx);
+        let (a, why) = attach_as(FastPathAttach::Tc, f).unwrap();
+        assert_eq!((a, why.as_str()), (Attach::Tc, "fastpath_attach=tc"));
+        assert_eq!(*tried.borrow(), [Attach::Tc]);
     }
 }

@@ -40,8 +40,7 @@ use lagd_proto::bond::FastPathAttach;
 use lagd_proto::bond::{Bond, BondEvent, FailOverMac, PortId, PortInfo};
 use lagd_proto::time::Instant;
 use lagd_proto::wire::EthernetAddress;
-use lagd_sys::clsact::Attach;
-use lagd_sys::isolate::{IngressDrop, TcxUnavailable, quiet_stack};
+use lagd_sys::isolate::{IngressDrop, quiet_stack};
 use lagd_sys::link::{Duplex, LinkControl, LinkEvent, LinkEvents};
 use lagd_sys::packet::{Membership, PacketOptions, PacketSocket};
 use lagd_sys::poll::{Events, Interest, Poller, Signal, SignalFd};
@@ -1410,21 +1409,7 @@ pub fn install_seccomp_filter() -> io::Result<usize> {
 /// on the clsact qdisc as `how` says (auto: tcx where the kernel has it); returns it (`None`:
 /// only the sysctls guard the member, warned) and how and why, for the status.
 fn isolate(name: &str, ifindex: u32, how: FastPathAttach) -> (Option<IngressDrop>, String) {
-    let attempt = match how {
-        FastPathAttach::Tcx => IngressDrop::attach_with(ifindex, Attach::Tcx)
-            .map(|d| (d, "fastpath_attach=tcx".into())),
-        FastPathAttach::Tc => {
-            IngressDrop::attach_with(ifindex, Attach::Tc).map(|d| (d, "fastpath_attach=tc".into()))
-        }
-        FastPathAttach::Auto => match IngressDrop::attach_with(ifindex, Attach::Tcx) {
-            Ok(d) => Ok((d, "fastpath_attach=auto, the kernel has tcx".into())),
-            Err(e) if TcxUnavailable::of(&e).is_some() => {
-                IngressDrop::attach_with(ifindex, Attach::Tc)
-                    .map(|d| (d, format!("tcx not available ({})", kernel::tcx_errno(&e))))
-            }
-            Err(e) => Err(e),
-        },
-    };
+    let attempt = kernel::attach_as(how, |a| IngressDrop::attach_with(ifindex, a));
     match attempt {
         Ok((d, why)) => {
             let text = format!("{} ingress drop ({why})", d.how());
