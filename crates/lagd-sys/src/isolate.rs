@@ -652,6 +652,11 @@ impl<P: TcxDropProgram> TcxDrop<P> {
         self.hold.added_qdisc()
     }
 
+    /// How many clsact filters an earlier lagd left on the hook were deleted on attaching.
+    pub fn replaced(&self) -> usize {
+        self.hold.replaced()
+    }
+
     /// Detaches the program now, reporting a failure to delete a clsact filter (dropping the
     /// value does the same silently).
     pub fn detach(self) -> io::Result<()> {

@@ -243,8 +243,9 @@ pub struct Attachment {
 /// What keeps a program attached.
 #[derive(Debug)]
 pub(crate) enum Hold {
-    /// The tcx link's descriptor.
-    Tcx(OwnedFd),
+    /// The tcx link's descriptor, and how many lagd clsact filters an earlier lagd left on
+    /// the hook were deleted.
+    Tcx(OwnedFd, usize),
     /// The filter, deleted when dropped.
     Tc(TcFilter),
 }
@@ -252,8 +253,15 @@ pub(crate) enum Hold {
 impl Hold {
     pub(crate) fn how(&self) -> Attach {
         match self {
-            Self::Tcx(_) => Attach::Tcx,
+            Self::Tcx(..) => Attach::Tcx,
             Self::Tc(_) => Attach::Tc,
+        }
+    }
+
+    pub(crate) fn replaced(&self) -> usize {
+        match self {
+            Self::Tcx(_, n) => *n,
+            Self::Tc(f) => f.replaced(),
         }
     }
 
@@ -263,7 +271,7 @@ impl Hold {
 
     pub(crate) fn detach(self) -> io::Result<()> {
         match self {
-            Self::Tcx(link) => {
+            Self::Tcx(link, _) => {
                 drop(link);
                 Ok(())
             }
@@ -283,13 +291,10 @@ impl Attachment {
         self.hold.how()
     }
 
-    /// How many filters an earlier lagd left on the hook were deleted first (always 0 for
-    /// tcx, which cleans up such filters too, see [`FastPath::attach_tap`]).
+    /// How many clsact filters an earlier lagd left on the hook were deleted (with either
+    /// attachment, see [`FastPath::attach_tap`]).
     pub fn replaced(&self) -> usize {
-        match &self.hold {
-            Hold::Tcx(_) => 0,
-            Hold::Tc(f) => f.replaced(),
-        }
+        self.hold.replaced()
     }
 
     /// Whether attaching added the interface's clsact qdisc (which detaching then deletes,
@@ -328,8 +333,8 @@ pub(crate) fn attach_at(
                 Hook::Egress => BPF_TCX_EGRESS,
             };
             let link = link_create(prog, ifindex, attach_type, tcx_flags)?;
-            let _ = clsact::remove_lagd_filters(ifindex, hook);
-            Ok(Hold::Tcx(link))
+            let replaced = clsact::remove_lagd_filters(ifindex, hook).unwrap_or(0);
+            Ok(Hold::Tcx(link, replaced))
         }
         Attach::Tc => Ok(Hold::Tc(TcFilter::attach(
             prog.as_fd(),

@@ -1414,6 +1414,13 @@ fn isolate(name: &str, ifindex: u32, how: FastPathAttach) -> (Option<IngressDrop
         Ok((d, why)) => {
             let text = format!("{} ingress drop ({why})", d.how());
             info!(member = name, "isolation: {text}");
+            if d.replaced() > 0 {
+                info!(
+                    member = name,
+                    "replaced {} filter(s) of an earlier lagd on the member's ingress",
+                    d.replaced()
+                );
+            }
             (Some(d), text)
         }
         Err(e) => {
