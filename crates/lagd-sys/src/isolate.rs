@@ -1,4 +1,5 @@
-//! Keeping a member's own kernel stack off the member: a tcx ingress drop and quiet sysctls.
+//! Keeping a member's own kernel stack off the member: an ingress drop (tcx or clsact) and quiet
+//! sysctls.
 //!
 //! lagd reads a member with an `ETH_P_ALL` [`PacketSocket`](crate::packet::PacketSocket). The
 //! member is still an ordinary interface to the kernel, so without help every frame that arrives
@@ -13,9 +14,10 @@
 //! (ingress only).
 //!
 //! * [`IngressDrop`] loads a five-instruction eBPF program (drop everything but slow-protocol
-//!   frames, which lagd reads on their own protocol-bound socket) and attaches it with a tcx link (`BPF_LINK_CREATE`, `BPF_TCX_INGRESS`, Linux 6.6+). No clang, no object
-//!   file, no `tc`, no `clsact` qdisc, no bpffs. The program stays attached exactly as long as the
-//!   value lives: dropping it closes the link and detaches the program, and if lagd dies the
+//!   frames, which lagd reads on their own protocol-bound socket) and attaches it with a tcx link
+//!   (`BPF_LINK_CREATE`, `BPF_TCX_INGRESS`, Linux 6.6+), or as a clsact filter (see below). No
+//!   clang, no object file, no `tc` program, no bpffs. The program stays attached exactly as long
+//!   as the value lives: dropping it detaches the program, and with tcx, if lagd dies the
 //!   kernel closes the link for it, so a crash never leaves a member black-holed.
 //! * [`SlowProtocolsEgressDrop`] is a fault injector for tests and the lab, not part of member
 //!   isolation: a ten-instruction program at tcx egress (`BPF_TCX_EGRESS`) that drops only
@@ -29,10 +31,15 @@
 //!
 //! On a kernel without tcx (before 6.6), or without `bpf()` at all, [`IngressDrop::attach`]
 //! returns an error of kind [`io::ErrorKind::Unsupported`] that carries a [`TcxUnavailable`]
-//! (see [`TcxUnavailable::of`]). The fallback is [`quiet_stack`] alone: the member then does not
-//! answer ARP and originates no IPv6, but its IPv4 stack still receives the frames lagd relays
-//! (for example, unicast to the bond's address arriving on a member may be delivered locally
-//! twice). The caller should log a warning and carry on.
+//! (see [`TcxUnavailable::of`]). [`TcxDrop::attach_with`] with [`Attach::Tc`] attaches the same
+//! program as a direct-action filter on the clsact qdisc instead ([`crate::clsact`]), which every
+//! kernel lagd runs on has; such a filter is not tied to a descriptor, so it stays after a
+//! `kill -9` until the next lagd replaces it (any attach deletes lagd filters already on the
+//! hook, so a second drop on the same interface replaces the first). The last resort is
+//! [`quiet_stack`] alone: the member then does not answer ARP and originates no IPv6, but its
+//! IPv4 stack still receives the frames lagd relays (unicast to the bond's address arriving on
+//! the member that carries the bond's MAC is delivered locally twice). The caller should log a
+//! warning and carry on.
 //!
 //! # Privileges and namespaces
 //!
@@ -52,6 +59,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::ptr;
 
+use crate::clsact::{Attach, Hook};
 use crate::error;
 use crate::link;
 
@@ -461,21 +469,6 @@ pub(crate) fn load_program(
     })
 }
 
-/// Loads `program` and attaches it to interface `ifindex`'s tcx hook `attach_type` with a tcx
-/// link (`flags`: 0 to append, [`BPF_F_BEFORE`] to go first); returns the link's descriptor.
-fn attach_program(
-    program: &'static [BpfInsn],
-    name: &[u8],
-    ifindex: u32,
-    attach_type: u32,
-    flags: u32,
-) -> io::Result<OwnedFd> {
-    let subject = format!("ifindex {ifindex}");
-    let prog = load_program(program, name, attach_type, &subject)?;
-    // The link holds its own reference to the program; `prog` is closed on return.
-    link_create(&prog, ifindex, attach_type, flags)
-}
-
 /// Attaches the loaded program `prog` to interface `ifindex`'s tcx hook `attach_type` with a
 /// tcx link (`flags`: 0 to append, [`BPF_F_BEFORE`] to go first); returns the link's
 /// descriptor, which detaches the program when closed.
@@ -557,6 +550,8 @@ mod sealed {
         pub(super) attach_type: u32,
         /// `BPF_LINK_CREATE` flags: 0 to append, `BPF_F_BEFORE` to go first.
         pub(super) flags: u32,
+        /// Its clsact filter slot (handle `HANDLE_BASE` + slot).
+        pub(super) slot: u8,
     }
 
     pub trait Program {
@@ -570,6 +565,7 @@ impl sealed::Program for AllIngress {
         name: PROG_NAME,
         attach_type: BPF_TCX_INGRESS,
         flags: BPF_F_BEFORE,
+        slot: 3,
     };
 }
 impl TcxDropProgram for AllIngress {}
@@ -580,6 +576,7 @@ impl sealed::Program for SlowProtocolsEgress {
         name: SLOW_DROP_NAME,
         attach_type: BPF_TCX_EGRESS,
         flags: 0,
+        slot: 4,
     };
 }
 impl TcxDropProgram for SlowProtocolsEgress {}
@@ -590,8 +587,8 @@ impl TcxDropProgram for SlowProtocolsEgress {}
 /// Holds the link's descriptor; dropping the value closes it, which detaches the program.
 #[derive(Debug)]
 pub struct TcxDrop<P: TcxDropProgram> {
-    /// Held only to be closed on drop, which detaches the program.
-    _link: OwnedFd,
+    /// Held only to be closed (tcx) or deleted (clsact) on drop, which detaches the program.
+    hold: crate::fastpath::Hold,
     ifindex: u32,
     program: PhantomData<P>,
 }
@@ -612,19 +609,58 @@ impl<P: TcxDropProgram> TcxDrop<P> {
     /// * `bpf(BPF_LINK_CREATE)` errors such as `ENODEV` (no such interface) or `EPERM` (no
     ///   `CAP_NET_ADMIN`).
     pub fn attach(ifindex: u32) -> io::Result<Self> {
+        Self::attach_with(ifindex, Attach::Tcx)
+    }
+
+    /// [`TcxDrop::attach`] with a tcx link ([`Attach::Tcx`]) or as a direct-action filter on
+    /// the clsact qdisc ([`Attach::Tc`], any kernel with clsact; see [`crate::clsact`]), at
+    /// lagd's priority, which runs it before any other filter of the hook. Either way, lagd
+    /// filters an earlier lagd left on the hook are deleted first.
+    ///
+    /// # Errors
+    ///
+    /// As [`TcxDrop::attach`] for tcx; for clsact, the failing rtnetlink request
+    /// ([`TcFilter::attach`](crate::clsact::TcFilter::attach)).
+    pub fn attach_with(ifindex: u32, how: Attach) -> io::Result<Self> {
         let spec = P::SPEC;
-        let link = attach_program(
-            spec.program,
-            spec.name,
-            ifindex,
-            spec.attach_type,
-            spec.flags,
-        )?;
+        let subject = format!("ifindex {ifindex}");
+        let prog = load_program(spec.program, spec.name, spec.attach_type, &subject)?;
+        let name = std::str::from_utf8(spec.name).unwrap_or("lagd_drop");
+        let hook = if spec.attach_type == BPF_TCX_INGRESS {
+            Hook::Ingress
+        } else {
+            Hook::Egress
+        };
+        let hold =
+            crate::fastpath::attach_at(&prog, name, ifindex, hook, spec.slot, how, spec.flags)?;
+        // The link or the filter holds its own reference to the program.
         Ok(Self {
-            _link: link,
+            hold,
             ifindex,
             program: PhantomData,
         })
+    }
+
+    /// How the program is attached.
+    pub fn how(&self) -> Attach {
+        self.hold.how()
+    }
+
+    /// Whether attaching added the interface's clsact qdisc (which detaching then deletes,
+    /// if no filter is left on it).
+    pub fn added_qdisc(&self) -> bool {
+        self.hold.added_qdisc()
+    }
+
+    /// How many clsact filters an earlier lagd left on the hook were deleted on attaching.
+    pub fn replaced(&self) -> usize {
+        self.hold.replaced()
+    }
+
+    /// Detaches the program now, reporting a failure to delete a clsact filter (dropping the
+    /// value does the same silently).
+    pub fn detach(self) -> io::Result<()> {
+        self.hold.detach()
     }
 
     /// [`TcxDrop::attach`] to the interface called `name` (looked up with [`link::ifindex`]).
@@ -653,7 +689,11 @@ pub struct TcxUnavailable {
 }
 
 impl TcxUnavailable {
-    fn error(os: io::Error, call: &'static str, subject: &str) -> io::Error {
+    /// The error the attach functions return when tcx is missing: kind
+    /// [`io::ErrorKind::Unsupported`], carrying the failed `call` (`"bpf(BPF_LINK_CREATE)"`),
+    /// what it was about and its OS error. Public for callers that decide on a fallback and
+    /// want to test that decision.
+    pub fn error(os: io::Error, call: &'static str, subject: &str) -> io::Error {
         io::Error::new(
             io::ErrorKind::Unsupported,
             Self {
@@ -684,8 +724,9 @@ impl fmt::Display for TcxUnavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "tcx ingress unavailable ({} on {}: {}); the kernel needs tcx (Linux 6.6 or later). \
-             Fallback: no ingress drop, the member is quieted by arp_ignore=8 and \
+            "tcx unavailable ({} on {}: {}); the kernel needs tcx (Linux 6.6 or later). \
+             Without it the program can go on the clsact qdisc instead (fastpath_attach=tc); \
+             with no ingress drop at all, the member is quieted by arp_ignore=8 and \
              disable_ipv6=1 only, and its IPv4 stack still receives the frames lagd relays",
             self.call, self.subject, self.os
         )
@@ -916,7 +957,7 @@ mod test {
         assert_eq!(inner.errno(), libc::EINVAL);
         assert_eq!(inner.call(), "bpf(BPF_LINK_CREATE)");
         let text = err.to_string();
-        assert!(text.contains("tcx ingress unavailable"), "{text}");
+        assert!(text.contains("tcx unavailable"), "{text}");
         assert!(text.contains("ifindex 7"), "{text}");
         assert!(text.contains("arp_ignore=8"), "{text}");
         assert!(TcxUnavailable::of(&io::Error::from_raw_os_error(libc::EINVAL)).is_none());

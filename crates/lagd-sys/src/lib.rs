@@ -24,6 +24,8 @@
 //! * [`caps`]: keeping only the capabilities the running daemon needs.
 //! * [`seccomp`]: a filter that refuses the system calls the running daemon never makes.
 //! * [`fastpath`]: the kernel fast path's tcx programs and their maps (`bpf/fastpath.c`).
+//! * [`clsact`]: the same programs (and the [`isolate`] drop) as direct-action `cls_bpf`
+//!   filters on the clsact qdisc, over rtnetlink, for kernels without tcx.
 //!
 //! # What this crate never does
 //!
@@ -40,6 +42,7 @@ mod ifreq;
 mod socket;
 
 pub mod caps;
+pub mod clsact;
 pub mod fastpath;
 pub mod fdpass;
 pub mod isolate;

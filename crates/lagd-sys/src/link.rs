@@ -440,12 +440,12 @@ pub enum LinkEvent {
 }
 
 const RECV_BUF_LEN: usize = 64 * 1024;
-const NLMSG_HDR_LEN: usize = 16;
+pub(crate) const NLMSG_HDR_LEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_EXT_MASK: u16 = 29;
 const IFLA_CARRIER: u16 = 33;
-const NLA_TYPE_MASK: u16 = 0x3fff;
+pub(crate) const NLA_TYPE_MASK: u16 = 0x3fff;
 const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 
 /// An rtnetlink subscriber for link changes in the namespace it was created in
@@ -521,7 +521,7 @@ impl AsFd for LinkEvents {
 
 /// A blocking rtnetlink socket for one-off `RTM_GETLINK` questions.
 #[derive(Debug)]
-struct RouteQuery {
+pub(crate) struct RouteQuery {
     fd: OwnedFd,
     seq: u32,
     buf: Vec<u8>,
@@ -530,7 +530,7 @@ struct RouteQuery {
 impl RouteQuery {
     const TIMEOUT: Duration = Duration::from_secs(1);
 
-    fn new() -> io::Result<Self> {
+    pub(crate) fn new() -> io::Result<Self> {
         let fd = open_route_socket(0, false)?;
         let timeout = libc::timeval {
             tv_sec: Self::TIMEOUT.as_secs() as libc::time_t,
@@ -563,7 +563,7 @@ impl RouteQuery {
     /// number) until `on` returns a result, for at most [`Self::TIMEOUT`]. An `NLMSG_ERROR`
     /// ends the exchange with its error, unless its errno is in `harmless`; that, or an
     /// acknowledgement, reaches `on` as [`Reply::Ack`]. `what` names the request in errors.
-    fn exchange<T>(
+    pub(crate) fn exchange<T>(
         &mut self,
         req: &[u8],
         what: &'static str,
@@ -603,7 +603,7 @@ impl RouteQuery {
     }
 
     /// The next request's sequence number.
-    fn next_seq(&mut self) -> u32 {
+    pub(crate) fn next_seq(&mut self) -> u32 {
         self.seq = self.seq.wrapping_add(1);
         self.seq
     }
@@ -622,7 +622,7 @@ impl RouteQuery {
 }
 
 /// A message answering a [`RouteQuery`] request.
-enum Reply<'a> {
+pub(crate) enum Reply<'a> {
     /// An acknowledgement (an `NLMSG_ERROR` of code 0, or of an errno the caller accepts).
     Ack,
     /// Any other message: its type and payload.
@@ -826,17 +826,17 @@ fn getlink_request(seq: u32, ifindex: u32, dump: bool) -> [u8; 40] {
     msg
 }
 
-fn align4(n: usize) -> usize {
+pub(crate) fn align4(n: usize) -> usize {
     n.saturating_add(3) & !3
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+pub(crate) fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(
         b.get(at..at.checked_add(2)?)?.try_into().ok()?,
     ))
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(
         b.get(at..at.checked_add(4)?)?.try_into().ok()?,
     ))

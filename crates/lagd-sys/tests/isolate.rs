@@ -1,6 +1,6 @@
-//! Member isolation against the real kernel: the tcx ingress drop cuts an interface's own stack
-//! off while an `ETH_P_ALL` packet socket still sees every frame, and `quiet_stack` sets its
-//! sysctls. Each test builds two namespaces `liso<pid>n<k>a` / `…b` joined by a veth pair
+//! Member isolation against the real kernel: the ingress drop (with a tcx link, and as a
+//! clsact filter) cuts an interface's own stack off while an `ETH_P_ALL` packet socket still
+//! sees every frame, and `quiet_stack` sets its sysctls. Each test builds two namespaces `liso<pid>n<k>a` / `…b` joined by a veth pair
 //! `va` (10.254.77.1/24, in A) — `vb` (10.254.77.2/24, in B), removed by a guard on drop.
 //!
 //! Needs root; fails (never skips) without it. Run with
@@ -13,8 +13,9 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use lab::{recv_matching, run};
-use lagd_sys::isolate::{IngressDrop, TcxUnavailable, quiet_stack};
+use lab::{ethertype, frame, recv_matching, run};
+use lagd_sys::clsact::{self, Attach, Hook};
+use lagd_sys::isolate::{IngressDrop, SlowProtocolsEgressDrop, TcxUnavailable, quiet_stack};
 use lagd_sys::link;
 use lagd_sys::netns::NetNs;
 use lagd_sys::packet::{PacketOptions, PacketSocket};
@@ -192,7 +193,12 @@ fn is_echo_request(f: &[u8], src: [u8; 4], dst: [u8; 4]) -> bool {
 /// Attaches the drop program in the current thread's namespace, failing loudly (with the tcx
 /// diagnosis) if it cannot.
 fn attach(name: &str) -> io::Result<IngressDrop> {
-    IngressDrop::attach_name(name).inspect_err(|e| {
+    attach_with(name, Attach::Tcx)
+}
+
+/// [`attach`] as `how` says.
+fn attach_with(name: &str, how: Attach) -> io::Result<IngressDrop> {
+    IngressDrop::attach_with(link::ifindex(name)?, how).inspect_err(|e| {
         if let Some(t) = TcxUnavailable::of(e) {
             eprintln!("tcx unavailable: errno {} from {}", t.errno(), t.call());
         }
@@ -226,13 +232,23 @@ fn without_isolation_b_answers_and_its_stack_sees_the_ping() {
 
 #[test]
 fn ingress_drop_hides_frames_from_the_stack_but_not_from_packet_sockets() {
+    drop_hides_frames(Attach::Tcx);
+}
+
+#[test]
+fn ingress_drop_hides_frames_from_the_stack_but_not_from_packet_sockets_tc() {
+    drop_hides_frames(Attach::Tc);
+}
+
+fn drop_hides_frames(how: Attach) {
     let pair = Pair::new();
     let (sock, guard, vb_index, vb_mac) = pair.run_in(pair.b(), || {
         let sock = PacketSocket::bind_name("vb", PacketOptions::default())?;
-        let guard = attach("vb")?;
+        let guard = attach_with("vb", how)?;
         Ok((sock, guard, link::ifindex("vb")?, link::mac("vb")?))
     });
     assert_eq!(guard.ifindex(), vb_index);
+    assert_eq!(guard.how(), how);
     let before = pair.b_ip_in_receives();
 
     // 1. A does not know B's MAC: its ARP requests reach the wire (and the packet socket), but
@@ -294,8 +310,27 @@ fn ingress_drop_hides_frames_from_the_stack_but_not_from_packet_sockets() {
         pair.a_neigh_of_b().contains("lladdr"),
         "B does not answer ARP after detaching"
     );
+    if how == Attach::Tc {
+        // Gone with the drop: the filter, and the qdisc it added.
+        let filters = pair.run_in(pair.b(), || clsact::filters(vb_index, Hook::Ingress));
+        assert!(filters.is_empty(), "{filters:?}");
+        let q = run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                pair.b(),
+                "tc",
+                "qdisc",
+                "show",
+                "dev",
+                "vb",
+            ],
+        );
+        assert!(!q.contains("clsact"), "{q}");
+    }
     println!(
-        "tcx ingress drop on vb (ifindex {vb_index}): ping failed, ARP + echo seen by AF_PACKET, \
+        "{how} ingress drop on vb (ifindex {vb_index}): ping failed, ARP + echo seen by AF_PACKET, \
          B IpInReceives {before} → {during} while attached, {after} after drop"
     );
 }
@@ -312,6 +347,153 @@ fn two_drops_stack_and_each_detaches_only_itself() {
     );
     drop(second);
     assert!(pair.ping_ok(), "ping fails with both drops gone");
+}
+
+/// A clsact drop is a filter at lagd's priority and handle, named for lagd; a second one on the
+/// same interface replaces the first (lagd never has two there), and a filter of someone else's
+/// at the same priority stays through both and after.
+#[test]
+fn tc_drop_is_lagds_filter_and_leaves_others_be() {
+    let pair = Pair::new();
+    run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            pair.b(),
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            "vb",
+            "clsact",
+        ],
+    );
+    // Matches nothing and lets the next filter decide (`ret #-1`).
+    run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            pair.b(),
+            "tc",
+            "filter",
+            "add",
+            "dev",
+            "vb",
+            "ingress",
+            "prio",
+            "1",
+            "handle",
+            "9",
+            "bpf",
+            "da",
+            "bytecode",
+            "1,6 0 0 4294967295,",
+        ],
+    );
+    let index = pair.run_in(pair.b(), || link::ifindex("vb"));
+    let show = || pair.run_in(pair.b(), || clsact::filters(index, Hook::Ingress));
+    let first = pair.run_in(pair.b(), || attach_with("vb", Attach::Tc));
+    let f = show();
+    assert_eq!(f.len(), 2, "{f:?}");
+    let lagd: Vec<_> = f.iter().filter(|f| f.is_lagd()).collect();
+    assert_eq!(lagd.len(), 1, "{f:?}");
+    assert_eq!(lagd[0].prio, clsact::PRIO);
+    assert_eq!(lagd[0].bpf_name.as_deref(), Some("lagd_ingr_drop"));
+    assert!(!pair.ping_once(), "ping passed the drop");
+    let second = pair.run_in(pair.b(), || attach_with("vb", Attach::Tc));
+    assert_eq!(show().iter().filter(|f| f.is_lagd()).count(), 1);
+    drop(first);
+    drop(second);
+    let f = show();
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!((f[0].handle, f[0].is_lagd()), (9, false));
+    assert!(pair.ping_ok(), "ping fails with the drop gone");
+    // Not lagd's qdisc: it stays.
+    let q = run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            pair.b(),
+            "tc",
+            "qdisc",
+            "show",
+            "dev",
+            "vb",
+        ],
+    );
+    assert!(q.contains("clsact"), "{q}");
+}
+
+#[test]
+fn tc_attach_errors_are_annotated_and_interface_deletion_is_harmless() {
+    let pair = Pair::new();
+    let err = pair
+        .run_in(pair.b(), || {
+            Ok(IngressDrop::attach_with(999_999, Attach::Tc))
+        })
+        .expect_err("attached to a missing interface");
+    assert_eq!(lagd_sys::errno(&err), Some(libc::ENODEV), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("RTM_NEWQDISC clsact on ifindex 999999: "),
+        "{text}"
+    );
+    let guard = pair.run_in(pair.b(), || attach_with("vb", Attach::Tc));
+    run("ip", &["-n", pair.b(), "link", "del", "vb"]);
+    guard
+        .detach()
+        .expect("detaching from a deleted interface is no error");
+}
+
+/// The slow-protocols egress drop (a fault injector) drops 0x8809 frames A sends on `va` and
+/// nothing else, with a tcx link and as a clsact filter, and lets them through once dropped.
+fn slow_drop_drops_only_slow_protocols(how: Attach) {
+    let pair = Pair::new();
+    let rx = pair.run_in(pair.b(), || {
+        PacketSocket::bind_name("vb", PacketOptions::default())
+    });
+    let (tx, drop_guard) = pair.run_in(pair.a(), || {
+        let tx = PacketSocket::bind_name("va", PacketOptions::default())?;
+        let d = SlowProtocolsEgressDrop::attach_with(link::ifindex("va")?, how)?;
+        Ok((tx, d))
+    });
+    assert_eq!(drop_guard.how(), how);
+    let dst = [0x01, 0x80, 0xc2, 0, 0, 0x02];
+    let src = [0x02, 0, 0, 0, 0, 0x0a];
+    let slow = frame(dst, src, 0x8809, &[1; 60]);
+    let other = frame(dst, src, 0x88b6, &[2; 60]);
+    // A dropped frame fails its send with ENOBUFS; that is the drop, not an error here.
+    let _ = tx.send(&slow);
+    tx.send(&other).expect("send");
+    assert!(
+        recv_matching(&rx, WAIT, |f| ethertype(f) == Some(0x88b6)).is_some(),
+        "{how}: the other frame did not cross"
+    );
+    assert!(
+        recv_matching(&rx, Duration::from_millis(300), |f| ethertype(f)
+            == Some(0x8809))
+        .is_none(),
+        "{how}: a slow-protocols frame crossed the drop"
+    );
+    drop(drop_guard);
+    tx.send(&slow).expect("send");
+    assert!(
+        recv_matching(&rx, WAIT, |f| ethertype(f) == Some(0x8809)).is_some(),
+        "{how}: no slow-protocols frame after the drop went"
+    );
+}
+
+#[test]
+fn slow_protocols_drop_drops_only_slow_protocols() {
+    slow_drop_drops_only_slow_protocols(Attach::Tcx);
+}
+
+#[test]
+fn slow_protocols_drop_drops_only_slow_protocols_tc() {
+    slow_drop_drops_only_slow_protocols(Attach::Tc);
 }
 
 #[test]

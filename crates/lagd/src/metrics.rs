@@ -280,11 +280,24 @@ pub fn render_openmetrics(s: &Status) -> String {
     .set(not_distributing as i64);
     let path = b.gauge(
         "lagd_bond_dataplane_path",
-        "Which path carries the data frames: kernel (tcx fast path) or lagd (1 for the one in use)",
+        "Which path carries the data frames: kernel (the fast path's programs) or lagd (1 for the \
+         one in use)",
     );
     for p in ["kernel", "lagd"] {
         path.get_or_create(&labels(&[("bond", bond), ("path", p)]))
             .set(i64::from(s.dataplane.path == p));
+    }
+    if let Some(a) = &s.dataplane.attach {
+        let attach = b.gauge(
+            "lagd_bond_fastpath_attach",
+            "On the kernel path, how its programs are attached: tcx (links) or tc (clsact \
+             filters), 1 for the one in use",
+        );
+        for how in ["tcx", "tc"] {
+            attach
+                .get_or_create(&labels(&[("bond", bond), ("attach", how)]))
+                .set(i64::from(a == how));
+        }
     }
     if s.primary_reselect.is_some() {
         let am = b.gauge(

@@ -159,6 +159,17 @@ pub struct DataplaneStatus {
     /// Why the path is what it is (`fastpath=off`, what the kernel cannot do, an error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// On the kernel path, how its programs are attached: `tcx` (tcx links) or `tc` (filters
+    /// on the clsact qdisc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<String>,
+    /// Why that attachment (`fastpath_attach=tc`, `tcx not available (...)`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach_reason: Option<String>,
+    /// On lagd's path, how the members are kept off their own stacks, and why (`tcx ingress
+    /// drop (...)`, `tc (clsact) ingress drop (...)`, `sysctls only, ...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
 }
 
 /// The bond's 802.3ad state.
@@ -848,6 +859,20 @@ impl Status {
                     let _ = writeln!(s, "Dataplane: {}", self.dataplane.path);
                 }
             }
+            if let Some(a) = &self.dataplane.attach {
+                let how = if a == "tc" { "tc (clsact)" } else { a.as_str() };
+                match &self.dataplane.attach_reason {
+                    Some(r) => {
+                        let _ = writeln!(s, "Kernel path attachment: {how} ({r})");
+                    }
+                    None => {
+                        let _ = writeln!(s, "Kernel path attachment: {how}");
+                    }
+                }
+            }
+            if let Some(i) = &self.dataplane.isolation {
+                let _ = writeln!(s, "Member isolation: {i}");
+            }
         }
         if let (Some(p), Some(n)) = (&self.xmit_hash_policy, self.xmit_hash_policy_number) {
             let _ = writeln!(s, "Transmit Hash Policy: {p} ({n})");
@@ -1260,6 +1285,50 @@ mod test {
                 lacp: None,
             }],
         }
+    }
+
+    #[test]
+    fn renders_how_the_programs_are_attached() {
+        let kernel = Status {
+            dataplane: DataplaneStatus {
+                path: "kernel".into(),
+                reason: None,
+                attach: Some("tc".into()),
+                attach_reason: Some("tcx not available (bpf(BPF_LINK_CREATE): EINVAL)".into()),
+                isolation: None,
+            },
+            ..sample()
+        };
+        let text = kernel.render();
+        assert!(
+            text.lines().any(|l| l
+                == "Kernel path attachment: tc (clsact) (tcx not available \
+                    (bpf(BPF_LINK_CREATE): EINVAL))"),
+            "{text}"
+        );
+        assert!(!text.contains("Member isolation"), "{text}");
+        let json = serde_json::to_value(&kernel).unwrap();
+        assert_eq!(json["dataplane"]["attach"], "tc");
+        assert_eq!(json["dataplane"].get("isolation"), None);
+        let back: Status = serde_json::from_value(json).unwrap();
+        assert_eq!(back.dataplane, kernel.dataplane);
+        let lagd = Status {
+            dataplane: DataplaneStatus {
+                path: "lagd".into(),
+                reason: Some("fastpath=off".into()),
+                attach: None,
+                attach_reason: None,
+                isolation: Some("tcx ingress drop (fastpath_attach=tcx)".into()),
+            },
+            ..sample()
+        };
+        let text = lagd.render();
+        assert!(
+            text.lines()
+                .any(|l| l == "Member isolation: tcx ingress drop (fastpath_attach=tcx)"),
+            "{text}"
+        );
+        assert!(!text.contains("Kernel path attachment"), "{text}");
     }
 
     #[test]

@@ -230,6 +230,19 @@ fn lacp_bond_metrics_follow_the_bond_and_pass_promtool() {
     let on_path = value(&m, "lagd_bond_dataplane_path", &path).unwrap()
         + value(&m, "lagd_bond_dataplane_path", &kernel).unwrap();
     assert_eq!(on_path, 1.0, "exactly one path carries the frames");
+    // On the kernel path its attachment is named; on lagd's there is none.
+    let attach: Vec<Option<f64>> = ["tcx", "tc"]
+        .iter()
+        .map(|a| value(&m, "lagd_bond_fastpath_attach", &[("attach", a)]))
+        .collect();
+    if value(&m, "lagd_bond_dataplane_path", &kernel) == Some(1.0) {
+        assert!(
+            attach == [Some(1.0), Some(0.0)] || attach == [Some(0.0), Some(1.0)],
+            "exactly one attachment: {attach:?}"
+        );
+    } else {
+        assert_eq!(attach, [None, None]);
+    }
 
     // The other end serves over TCP, on loopback in its own namespace.
     let body = topo

@@ -558,8 +558,46 @@ fn wait_status(control: &Path, what: &str, check: impl Fn(&lagd::status::Status)
 
 #[test]
 fn run_time_changes_keep_a_tcp_stream_alive() {
+    run_time_changes("");
+}
+
+/// The same with the programs as clsact filters: a member removed at run time loses its
+/// filter, one added gets one.
+#[test]
+fn run_time_changes_keep_a_tcp_stream_alive_tc() {
+    run_time_changes("fastpath_attach=tc");
+}
+
+/// lagd's filters on `dev`'s ingress in host A (`tc filter show`).
+fn lagd_filters(topo: &Topology, dev: &str) -> usize {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            topo.ns(Side::A),
+            "tc",
+            "filter",
+            "show",
+            "dev",
+            dev,
+        ])
+        .arg("ingress")
+        .output()
+        .expect("tc (iproute2)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("lagd_"))
+        .count()
+}
+
+fn run_time_changes(extra: &str) {
     need_root();
-    let opts = "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100";
+    let opts = &format!("mode=balance-xor xmit_hash_policy=layer3+4 miimon=100 {extra}");
     let mut topo = Topology::create(3).expect("topology");
     let links: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
     let link: Vec<&str> = links.iter().map(String::as_str).collect();
@@ -712,7 +750,7 @@ fn run_time_changes_keep_a_tcp_stream_alive() {
             &bond_a,
             &link,
             &ctl_a,
-            "mode=balance-xor xmit_hash_policy=layer3+4 miimon=200 downdelay=400",
+            &format!("mode=balance-xor xmit_hash_policy=layer3+4 miimon=200 downdelay=400 {extra}"),
         ),
     )
     .unwrap();
@@ -728,7 +766,12 @@ fn run_time_changes_keep_a_tcp_stream_alive() {
     // lagctl reload: a mode change is refused and nothing changes; a member list change applies.
     std::fs::write(
         &file,
-        config_text(&bond_a, &link, &ctl_a, "mode=active-backup miimon=10"),
+        config_text(
+            &bond_a,
+            &link,
+            &ctl_a,
+            &format!("mode=active-backup miimon=10 {extra}"),
+        ),
     )
     .unwrap();
     let err = lagctl_refused(&ctl_a, &["reload"]);
@@ -740,15 +783,30 @@ fn run_time_changes_keep_a_tcp_stream_alive() {
             &bond_a,
             &link[..2],
             &ctl_a,
-            "mode=balance-xor xmit_hash_policy=layer3+4 miimon=200 downdelay=400",
+            &format!("mode=balance-xor xmit_hash_policy=layer3+4 miimon=200 downdelay=400 {extra}"),
         ),
     )
     .unwrap();
+    if extra.contains("fastpath_attach=tc") && path == "kernel" {
+        assert_eq!(
+            lagd_filters(&topo, link[2]),
+            1,
+            "the re-added member's filter"
+        );
+    }
     let out = lagctl_ok(&ctl_a, &["reload"]);
     assert!(
         out.contains(&format!("member {} removed", link[2])),
         "{out}"
     );
+    if extra.contains("fastpath_attach=tc") {
+        assert_eq!(
+            lagd_filters(&topo, link[2]),
+            0,
+            "a removed member keeps no filter"
+        );
+        assert_eq!(lagd_filters(&topo, link[0]), usize::from(path == "kernel"));
+    }
     // The daemon survived every step.
     assert!(topo.try_wait(lagd_a).unwrap().is_none(), "lagd A exited");
     topo.teardown().expect("teardown");

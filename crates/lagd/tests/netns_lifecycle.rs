@@ -22,12 +22,28 @@ use lagd::lab::topology::{ProcessId, Side, Topology};
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 
 /// Everything lagd may change in host A: `ip -d link` of every interface, the members'
-/// sysctls, and the files in the control socket's directory.
+/// sysctls, qdiscs and tc filters, and the files in the control socket's directory.
 #[derive(Debug, PartialEq, Eq)]
 struct Snapshot {
     links: BTreeMap<String, String>,
     sysctls: BTreeMap<String, String>,
+    tc: BTreeMap<String, String>,
     files: Vec<String>,
+}
+
+/// `tc ARGS` in host A.
+fn tc(topo: &Topology, args: &[&str]) -> String {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", topo.ns(Side::A), "tc"])
+        .args(args)
+        .output()
+        .expect("tc (iproute2)");
+    assert!(
+        out.status.success(),
+        "tc {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn snapshot(topo: &Topology, dir: &Path) -> Snapshot {
@@ -59,6 +75,17 @@ fn snapshot(topo: &Topology, dir: &Path) -> Snapshot {
             sysctls.insert(key, v.trim().to_owned());
         }
     }
+    let mut tc_state = BTreeMap::new();
+    for l in topo.links() {
+        let n = l.name.as_str();
+        tc_state.insert(format!("{n} qdisc"), tc(topo, &["qdisc", "show", "dev", n]));
+        for hook in ["ingress", "egress"] {
+            tc_state.insert(
+                format!("{n} {hook}"),
+                tc(topo, &["filter", "show", "dev", n, hook]),
+            );
+        }
+    }
     let mut files: Vec<String> = fs::read_dir(dir)
         .map(|d| {
             d.filter_map(|e| e.ok())
@@ -71,6 +98,7 @@ fn snapshot(topo: &Topology, dir: &Path) -> Snapshot {
     Snapshot {
         links,
         sysctls,
+        tc: tc_state,
         files,
     }
 }
@@ -425,6 +453,18 @@ fn kill_9_then_restart_and_stop_restores_the_members() {
     stop_restores("KILL", "mode=balance-xor");
 }
 
+/// With clsact filters, which outlive a killed lagd: the restarted lagd's stop removes them
+/// and the qdiscs the first one added.
+#[test]
+fn kill_9_then_restart_and_stop_restores_the_members_tc() {
+    stop_restores("KILL", "mode=balance-xor fastpath_attach=tc");
+}
+
+#[test]
+fn kill_9_then_restart_and_stop_restores_the_members_tc_drop() {
+    stop_restores("KILL", "mode=balance-xor fastpath=off fastpath_attach=tc");
+}
+
 #[test]
 fn keeps_only_the_capabilities_it_needs() {
     let mut topo = lab(2);
@@ -742,6 +782,13 @@ fn tcp_survives_restart(opts: &str) {
 #[test]
 fn tcp_survives_kill_9_and_restart_kernel_path() {
     tcp_survives_restart("mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on");
+}
+
+#[test]
+fn tcp_survives_kill_9_and_restart_kernel_path_tc() {
+    tcp_survives_restart(
+        "mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on fastpath_attach=tc",
+    );
 }
 
 #[test]

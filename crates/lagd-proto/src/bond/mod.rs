@@ -95,7 +95,8 @@ pub use distribution::{DistributionTable, MemberRx, TxRule};
 pub use event::BondEvent;
 pub use member::{MiiStatus, PortInfo};
 pub use options::{
-    BondOptions, Distribution, FailOverMac, FastPathMode, Mode, OptionError, PrimaryReselect,
+    BondOptions, Distribution, FailOverMac, FastPathAttach, FastPathMode, Mode, OptionError,
+    PrimaryReselect,
 };
 pub use snapshot::{
     ArpMonitorSnapshot, BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot,

@@ -195,6 +195,19 @@ kernel_enum! {
 }
 
 kernel_enum! {
+    /// lagd's `fastpath_attach`: how lagd's programs (the fast path's, and the members'
+    /// isolation drop) are attached to their interfaces.
+    pub enum FastPathAttach {
+        /// With tcx links where the kernel has tcx (Linux 6.6+), else as clsact filters.
+        Auto = (0, "auto"),
+        /// With tcx links only: without tcx, no kernel path and no ingress drop.
+        Tcx = (1, "tcx"),
+        /// As direct-action `cls_bpf` filters on the clsact qdisc (any kernel).
+        Tc = (2, "tc"),
+    }
+}
+
+kernel_enum! {
     /// How MAC addresses are handled on failover (`fail_over_mac`).
     pub enum FailOverMac {
         /// Every member takes the bond's MAC.
@@ -331,6 +344,8 @@ pub struct BondOptions {
     pub actor_port_prio: Vec<(String, u16)>,
     /// lagd's `fastpath`.
     pub fastpath: FastPathMode,
+    /// lagd's `fastpath_attach`.
+    pub fastpath_attach: FastPathAttach,
     /// lagd's `distribution` for balance-xor and 802.3ad (balance-slb and balance-tcp always
     /// use buckets; balance-tlb and balance-alb use them with `tlb_dynamic_lb`).
     pub distribution: Distribution,
@@ -395,6 +410,7 @@ impl Default for BondOptions {
             actor_port_prio: Vec::new(),
             distribution: Distribution::Modulo,
             fastpath: FastPathMode::Auto,
+            fastpath_attach: FastPathAttach::Auto,
             rebalance_interval: 10_000,
             rebalance_idle_gap: 50,
             rebalance_max_moves: 16,
@@ -446,6 +462,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "actor_port_prio",
     "distribution",
     "fastpath",
+    "fastpath_attach",
     "rebalance_interval",
     "rebalance_idle_gap",
     "rebalance_max_moves",
@@ -708,6 +725,10 @@ impl BondOptions {
             "fastpath" => {
                 self.fastpath = choice(value, FastPathMode::parse, FastPathMode::expected())?
             }
+            "fastpath_attach" => {
+                self.fastpath_attach =
+                    choice(value, FastPathAttach::parse, FastPathAttach::expected())?
+            }
             "rebalance_interval" => self.rebalance_interval = ms(value)?,
             "rebalance_idle_gap" => {
                 self.rebalance_idle_gap = number(value, 0, 10_000, "milliseconds")? as u32
@@ -891,6 +912,9 @@ impl BondOptions {
         if self.fastpath != FastPathMode::Auto {
             v.push(format!("fastpath={}", self.fastpath));
         }
+        if self.fastpath_attach != FastPathAttach::Auto {
+            v.push(format!("fastpath_attach={}", self.fastpath_attach));
+        }
         if self.uses_buckets() {
             v.push(format!("distribution={}", Distribution::Buckets));
             v.push(format!("rebalance_interval={}", self.rebalance_interval));
@@ -945,6 +969,36 @@ mod test {
         assert_eq!(o.miimon, 100);
         let (o, _) = BondOptions::parse_opts("xmit_hash_policy=2").unwrap();
         assert_eq!(o.xmit_hash_policy, HashPolicy::Layer23);
+    }
+
+    #[test]
+    fn fastpath_attach_takes_auto_tcx_tc_and_shows_when_not_auto() {
+        let (o, _) = BondOptions::parse_opts("mode=balance-xor").unwrap();
+        assert_eq!(o.fastpath_attach, FastPathAttach::Auto);
+        assert!(!o.to_opts().contains("fastpath_attach"));
+        for (text, want) in [
+            ("tcx", FastPathAttach::Tcx),
+            ("tc", FastPathAttach::Tc),
+            ("auto", FastPathAttach::Auto),
+        ] {
+            let (o, w) =
+                BondOptions::parse_opts(&format!("mode=balance-xor fastpath_attach={text}"))
+                    .unwrap();
+            assert_eq!(o.fastpath_attach, want);
+            assert!(w.is_empty(), "{w:?}");
+            let summary = o.to_opts();
+            assert_eq!(
+                summary.contains(&format!("fastpath_attach={text}")),
+                want != FastPathAttach::Auto,
+                "{summary}"
+            );
+        }
+        let mut o = BondOptions::default();
+        let before = o.clone();
+        let e = o.set("fastpath_attach", "clsact").unwrap_err();
+        assert_eq!(e.key, "fastpath_attach");
+        assert!(e.reason.contains("auto, tcx, tc"), "{e}");
+        assert_eq!(o, before);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The kernel fast path's programs and maps: lagd decides, the kernel forwards.
 //!
-//! Two tcx programs (source `bpf/fastpath.c`, built by `bpf/build.py` with a pinned clang into
-//! `programs.rs`) forward data frames as the bond decided, read from a table this module writes:
+//! Two tc programs (source `bpf/fastpath.c`, built by `bpf/build.py` with a pinned clang into
+//! `programs.rs`), attached with tcx links or as clsact filters ([`Attach`], [`crate::clsact`]),
+//! forward data frames as the bond decided, read from a table this module writes:
 //!
 //! * the TAP's egress program sends a host frame to the member the [`Table`] names (the bonding
 //!   hash modulo the usable members, the 256-bucket table, or the active member) and passes to
@@ -27,7 +28,9 @@ mod programs;
 use program::{MapDef, MapId, Program};
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use crate::clsact::{self, Attach, Hook, TcFilter};
 
 use crate::isolate::{
     BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfInsn, addr, link_create, load_program, sys_bpf, sys_bpf_int,
@@ -229,17 +232,117 @@ pub struct TestRun {
     pub port: u32,
 }
 
-/// A program attached to an interface's tcx hook; detached when dropped.
+/// A program attached to an interface, with a tcx link or as a clsact filter
+/// ([`crate::clsact`]); detached when dropped.
 #[derive(Debug)]
 pub struct Attachment {
-    _link: OwnedFd,
+    hold: Hold,
     ifindex: u32,
+}
+
+/// What keeps a program attached.
+#[derive(Debug)]
+pub(crate) enum Hold {
+    /// The tcx link's descriptor, and how many lagd clsact filters an earlier lagd left on
+    /// the hook were deleted.
+    Tcx(OwnedFd, usize),
+    /// The filter, deleted when dropped.
+    Tc(TcFilter),
+}
+
+impl Hold {
+    pub(crate) fn how(&self) -> Attach {
+        match self {
+            Self::Tcx(..) => Attach::Tcx,
+            Self::Tc(_) => Attach::Tc,
+        }
+    }
+
+    pub(crate) fn replaced(&self) -> usize {
+        match self {
+            Self::Tcx(_, n) => *n,
+            Self::Tc(f) => f.replaced(),
+        }
+    }
+
+    pub(crate) fn added_qdisc(&self) -> bool {
+        matches!(self, Self::Tc(f) if f.added_qdisc())
+    }
+
+    pub(crate) fn detach(self) -> io::Result<()> {
+        match self {
+            Self::Tcx(link, _) => {
+                drop(link);
+                Ok(())
+            }
+            Self::Tc(f) => f.detach(),
+        }
+    }
 }
 
 impl Attachment {
     /// The interface the program is attached to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
+    }
+
+    /// How the program is attached.
+    pub fn how(&self) -> Attach {
+        self.hold.how()
+    }
+
+    /// How many clsact filters an earlier lagd left on the hook were deleted (with either
+    /// attachment, see [`FastPath::attach_tap`]).
+    pub fn replaced(&self) -> usize {
+        self.hold.replaced()
+    }
+
+    /// Whether attaching added the interface's clsact qdisc (which detaching then deletes,
+    /// if no filter is left on it).
+    pub fn added_qdisc(&self) -> bool {
+        self.hold.added_qdisc()
+    }
+
+    /// Detaches the program now, reporting a failure to delete a clsact filter (dropping the
+    /// value does the same silently).
+    pub fn detach(self) -> io::Result<()> {
+        self.hold.detach()
+    }
+}
+
+/// The clsact filter slots of lagd's programs ([`crate::clsact::HANDLE_BASE`] + slot).
+pub(crate) const SLOT_TAP_EGRESS: u8 = 1;
+pub(crate) const SLOT_MEMBER_INGRESS: u8 = 2;
+
+/// Attaches `prog` (named `name`) at `hook` of `ifindex` as `how` says. A tcx attachment also
+/// deletes lagd filters an earlier lagd left on the clsact hook (best effort: a kernel
+/// without clsact has none).
+pub(crate) fn attach_at(
+    prog: &OwnedFd,
+    name: &str,
+    ifindex: u32,
+    hook: Hook,
+    slot: u8,
+    how: Attach,
+    tcx_flags: u32,
+) -> io::Result<Hold> {
+    match how {
+        Attach::Tcx => {
+            let attach_type = match hook {
+                Hook::Ingress => BPF_TCX_INGRESS,
+                Hook::Egress => BPF_TCX_EGRESS,
+            };
+            let link = link_create(prog, ifindex, attach_type, tcx_flags)?;
+            let replaced = clsact::remove_lagd_filters(ifindex, hook).unwrap_or(0);
+            Ok(Hold::Tcx(link, replaced))
+        }
+        Attach::Tc => Ok(Hold::Tc(TcFilter::attach(
+            prog.as_fd(),
+            ifindex,
+            hook,
+            slot,
+            name,
+        )?)),
     }
 }
 
@@ -511,18 +614,45 @@ impl FastPath {
         StripeRxTable::map(&self.stripe_rx)
     }
 
-    /// Attaches the TAP's program to the TAP `ifindex`'s tcx egress hook.
-    pub fn attach_tap(&self, ifindex: u32) -> io::Result<Attachment> {
+    /// Attaches the TAP's program to the TAP `ifindex`'s egress hook, with a tcx link or as a
+    /// clsact filter as `how` says. Either way, lagd filters an earlier lagd left on the hook
+    /// are deleted.
+    ///
+    /// # Errors
+    ///
+    /// With [`Attach::Tcx`], an error of kind [`io::ErrorKind::Unsupported`] carrying a
+    /// [`TcxUnavailable`](crate::isolate::TcxUnavailable) on a kernel without tcx; with
+    /// [`Attach::Tc`], the failing rtnetlink request (see [`TcFilter::attach`]).
+    pub fn attach_tap(&self, ifindex: u32, how: Attach) -> io::Result<Attachment> {
+        let name = programs::TAP_EGRESS.name;
         Ok(Attachment {
-            _link: link_create(&self.egress, ifindex, BPF_TCX_EGRESS, 0)?,
+            hold: attach_at(
+                &self.egress,
+                name,
+                ifindex,
+                Hook::Egress,
+                SLOT_TAP_EGRESS,
+                how,
+                0,
+            )?,
             ifindex,
         })
     }
 
-    /// Attaches the members' program to member `ifindex`'s tcx ingress hook.
-    pub fn attach_member(&self, ifindex: u32) -> io::Result<Attachment> {
+    /// Attaches the members' program to member `ifindex`'s ingress hook, as
+    /// [`FastPath::attach_tap`] does the TAP's.
+    pub fn attach_member(&self, ifindex: u32, how: Attach) -> io::Result<Attachment> {
+        let name = programs::MEMBER_INGRESS.name;
         Ok(Attachment {
-            _link: link_create(&self.ingress, ifindex, BPF_TCX_INGRESS, 0)?,
+            hold: attach_at(
+                &self.ingress,
+                name,
+                ifindex,
+                Hook::Ingress,
+                SLOT_MEMBER_INGRESS,
+                how,
+                0,
+            )?,
             ifindex,
         })
     }

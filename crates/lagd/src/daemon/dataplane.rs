@@ -74,6 +74,9 @@ pub(crate) struct Member {
     /// The source address the partner socket takes (and the control socket leaves to it).
     pub(crate) partner_src: Option<[u8; 6]>,
     pub(crate) isolation: Option<IngressDrop>,
+    /// How the member is kept off its own stack without the kernel path, and why (empty on
+    /// the kernel path, whose members' program does it).
+    pub(crate) isolation_why: String,
     pub(crate) counters: Counters,
 }
 

@@ -9,15 +9,46 @@
 use std::io;
 
 use lagd_proto::balance::BucketSample;
-use lagd_proto::bond::{Bond, DistributionTable, FastPathMode, PortId, TxRule};
+use lagd_proto::bond::{Bond, DistributionTable, FastPathAttach, FastPathMode, PortId, TxRule};
 use lagd_proto::hash::HashPolicy;
 use lagd_proto::stripe::FlowKey;
 use lagd_proto::time::Instant;
+use lagd_sys::clsact::Attach;
 use lagd_sys::fastpath::{
     Attachment, FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, POLICY_OVS_TCP, PortCounters, Rule,
     StripeRxTable, Table, monotonic_ns,
 };
+use lagd_sys::isolate::TcxUnavailable;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+
+/// The failed call and its errno of a [`TcxUnavailable`] error (for the status line).
+pub(crate) fn tcx_errno(e: &io::Error) -> String {
+    match TcxUnavailable::of(e) {
+        Some(t) => format!("{}: {}", t.call(), io::Error::from_raw_os_error(t.errno())),
+        None => e.to_string(),
+    }
+}
+
+/// Attaches with `attach` as `how` says: tcx or tc only, or (auto) tcx and, where the kernel
+/// has no tcx ([`TcxUnavailable`]), tc. Returns what `attach` made and why that attachment, for
+/// the status and the log. Any other error is returned as it is (no fallback: a missing
+/// privilege is no reason to try the other way).
+pub(crate) fn attach_as<T>(
+    how: FastPathAttach,
+    mut attach: impl FnMut(Attach) -> io::Result<T>,
+) -> io::Result<(T, String)> {
+    match how {
+        FastPathAttach::Tcx => attach(Attach::Tcx).map(|t| (t, "fastpath_attach=tcx".into())),
+        FastPathAttach::Tc => attach(Attach::Tc).map(|t| (t, "fastpath_attach=tc".into())),
+        FastPathAttach::Auto => match attach(Attach::Tcx) {
+            Ok(t) => Ok((t, "fastpath_attach=auto, the kernel has tcx".into())),
+            Err(e) if TcxUnavailable::of(&e).is_some() => {
+                attach(Attach::Tc).map(|t| (t, format!("tcx not available ({})", tcx_errno(&e))))
+            }
+            Err(e) => Err(e),
+        },
+    }
+}
 
 /// The programs' number for `policy` (the kernel's, or lagd's for the OVS hashes);
 /// policies the programs do not compute are refused before they load
@@ -33,7 +64,10 @@ fn policy_number(policy: HashPolicy) -> u32 {
 /// The programs, loaded and attached, and the generation of the table they read.
 pub(crate) struct Kernel {
     fp: FastPath,
-    _tap: Attachment,
+    tap: Option<Attachment>,
+    /// How the programs are attached, and why.
+    attach: Attach,
+    attach_why: String,
     members: Vec<Option<Attachment>>,
     tap_ifindex: u32,
     ifindexes: Vec<u32>,
@@ -198,6 +232,7 @@ impl Choice {
                 tap_ifindex,
                 bond.arp_monitoring(),
                 bond.options().mode == lagd_proto::bond::Mode::Stripe,
+                bond.options().fastpath_attach,
             )
             .map_err(|e| format!("the kernel programs could not be loaded or attached: {e}")),
         };
@@ -210,14 +245,22 @@ impl Choice {
 }
 
 impl Kernel {
-    fn start(tap_ifindex: u32, arp: bool, stripe: bool) -> io::Result<Self> {
+    fn start(tap_ifindex: u32, arp: bool, stripe: bool, how: FastPathAttach) -> io::Result<Self> {
         let fp = FastPath::load()?;
         // Until the first table every frame goes to lagd.
         fp.set_table(&Table::lagd_only(tap_ifindex))?;
-        let tap = fp.attach_tap(tap_ifindex)?;
+        let (tap, attach_why) = attach_as(how, |a| fp.attach_tap(tap_ifindex, a))?;
+        if tap.replaced() > 0 {
+            tracing::info!(
+                "the TAP's egress had {} filter(s) of an earlier lagd: replaced",
+                tap.replaced()
+            );
+        }
         Ok(Self {
             fp,
-            _tap: tap,
+            attach: tap.how(),
+            attach_why,
+            tap: Some(tap),
             members: Vec::new(),
             tap_ifindex,
             ifindexes: Vec::new(),
@@ -232,9 +275,46 @@ impl Kernel {
         })
     }
 
+    /// How the programs are attached, and why.
+    pub(crate) fn attachment(&self) -> (Attach, &str) {
+        (self.attach, &self.attach_why)
+    }
+
+    /// Whether attaching the TAP's program added the TAP's clsact qdisc.
+    pub(crate) fn tap_added_qdisc(&self) -> bool {
+        self.tap.as_ref().is_some_and(Attachment::added_qdisc)
+    }
+
+    /// Whether attaching member `port`'s program added its clsact qdisc.
+    pub(crate) fn member_added_qdisc(&self, port: usize) -> bool {
+        self.members
+            .get(port)
+            .and_then(Option::as_ref)
+            .is_some_and(Attachment::added_qdisc)
+    }
+
+    /// Detaches every program now (clsact filters are deleted), reporting what failed.
+    pub(crate) fn detach(&mut self) -> Vec<String> {
+        let mut failed = Vec::new();
+        for a in self.members.drain(..).flatten().chain(self.tap.take()) {
+            let ifindex = a.ifindex();
+            if let Err(e) = a.detach() {
+                failed.push(format!("ifindex {ifindex}: {e}"));
+            }
+        }
+        failed
+    }
+
     /// Attaches the members' program to the member at position `ifindexes.len()`.
     pub(crate) fn attach_member(&mut self, ifindex: u32) -> io::Result<()> {
-        let a = Some(self.fp.attach_member(ifindex)?);
+        let a = self.fp.attach_member(ifindex, self.attach)?;
+        if a.replaced() > 0 {
+            tracing::info!(
+                ifindex,
+                "replaced a filter of an earlier lagd on the member's ingress"
+            );
+        }
+        let a = Some(a);
         self.members.push(a);
         self.ifindexes.push(ifindex);
         // The table names the members' interfaces: write it again.
@@ -406,5 +486,81 @@ impl Kernel {
     /// The programs' counters per member position (then the frames no member could take).
     pub(crate) fn counters(&self) -> io::Result<Vec<PortCounters>> {
         self.fp.port_counters()
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// An attach that fails for the ways in `fails` with `err`, and records what was tried.
+    fn attempt(
+        fails: &[Attach],
+        err: impl Fn() -> io::Error,
+    ) -> (
+        impl FnMut(Attach) -> io::Result<Attach>,
+        std::rc::Rc<std::cell::RefCell<Vec<Attach>>>,
+    ) {
+        let tried = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let log = tried.clone();
+        let fails = fails.to_vec();
+        let f = move |a: Attach| {
+            log.borrow_mut().push(a);
+            if fails.contains(&a) {
+                Err(err())
+            } else {
+                Ok(a)
+            }
+        };
+        (f, tried)
+    }
+
+    fn no_tcx() -> io::Error {
+        TcxUnavailable::error(
+            io::Error::from_raw_os_error(22), // EINVAL
+            "bpf(BPF_LINK_CREATE)",
+            "ifindex 3",
+        )
+    }
+
+    #[test]
+    fn auto_takes_tcx_where_there_is_tcx_and_tc_where_not() {
+        let (f, tried) = attempt(&[], no_tcx);
+        let (a, why) = attach_as(FastPathAttach::Auto, f).unwrap();
+        assert_eq!(
+            (a, why.as_str()),
+            (Attach::Tcx, "fastpath_attach=auto, the kernel has tcx")
+        );
+        assert_eq!(*tried.borrow(), [Attach::Tcx]);
+
+        let (f, tried) = attempt(&[Attach::Tcx], no_tcx);
+        let (a, why) = attach_as(FastPathAttach::Auto, f).unwrap();
+        assert_eq!(a, Attach::Tc);
+        assert!(
+            why.starts_with("tcx not available (bpf(BPF_LINK_CREATE): "),
+            "{why}"
+        );
+        assert!(why.contains("os error 22"), "{why}");
+        assert_eq!(*tried.borrow(), [Attach::Tcx, Attach::Tc]);
+    }
+
+    #[test]
+    fn only_a_missing_tcx_falls_back_and_explicit_choices_never_do() {
+        // No privilege: no fallback, the error as it was.
+        let eperm = || io::Error::from_raw_os_error(1); // EPERM
+        let (f, tried) = attempt(&[Attach::Tcx], eperm);
+        let e = attach_as(FastPathAttach::Auto, f).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(1));
+        assert_eq!(*tried.borrow(), [Attach::Tcx]);
+        // tcx asked for and missing: an error, tc not tried.
+        let (f, tried) = attempt(&[Attach::Tcx], no_tcx);
+        let e = attach_as(FastPathAttach::Tcx, f).unwrap_err();
+        assert!(TcxUnavailable::of(&e).is_some(), "{e}");
+        assert_eq!(*tried.borrow(), [Attach::Tcx]);
+        // tc asked for: tc only.
+        let (f, tried) = attempt(&[], no_tcx);
+        let (a, why) = attach_as(FastPathAttach::Tc, f).unwrap();
+        assert_eq!((a, why.as_str()), (Attach::Tc, "fastpath_attach=tc"));
+        assert_eq!(*tried.borrow(), [Attach::Tc]);
     }
 }

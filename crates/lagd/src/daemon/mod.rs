@@ -38,6 +38,7 @@ use std::io;
 use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{Context, Result};
+use lagd_proto::bond::FastPathAttach;
 use lagd_proto::bond::{Bond, BondEvent, FailOverMac, PortId, PortInfo};
 use lagd_proto::time::Instant;
 use lagd_proto::wire::EthernetAddress;
@@ -318,13 +319,22 @@ impl Daemon {
                 Ok(Choice::Lagd(why)) => (None, Some(why)),
                 Err(e) => return Err(StartError::Config(e)),
             };
-        match &dataplane_reason {
-            None => info!("dataplane: kernel (tcx fast path; lagd decides)"),
-            Some(why) => info!("dataplane: lagd ({why})"),
+        match (&dataplane_reason, &kernel) {
+            (None, Some(k)) => {
+                let (how, why) = k.attachment();
+                info!("dataplane: kernel (fast path attached with {how}: {why}; lagd decides)")
+            }
+            (_, _) => info!(
+                "dataplane: lagd ({})",
+                dataplane_reason.as_deref().unwrap_or("")
+            ),
+        }
+        if kernel.as_ref().is_some_and(|k| k.tap_added_qdisc()) {
+            undo.record_clsact(&config.bond, tap_ifindex)?;
         }
         let mut members = Vec::new();
         for (name, &ifindex) in config.members.iter().zip(found) {
-            members.push(Self::open_member(
+            let m = Self::open_member(
                 &link,
                 &mut bond,
                 epoch,
@@ -332,7 +342,15 @@ impl Daemon {
                 ifindex,
                 member_mtu,
                 kernel.as_deref_mut(),
-            )?);
+            )?;
+            let added = m.isolation.as_ref().is_some_and(IngressDrop::added_qdisc)
+                || kernel
+                    .as_ref()
+                    .is_some_and(|k| k.member_added_qdisc(members.len()));
+            if added {
+                undo.record_clsact(name, ifindex)?;
+            }
+            members.push(m);
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
         if bond.lacp().is_some() {
@@ -440,6 +458,7 @@ impl Daemon {
         link.set_mtu(name, mtu)
             .with_context(|| format!("setting MTU {mtu} on member {name}"))?;
         quiet_stack(name).with_context(|| format!("sysctls of member {name}"))?;
+        let mut isolation_why = String::new();
         // With the kernel path the members' program isolates the member (every frame is
         // delivered to the TAP, dropped, or a slow-protocols frame for lagd's socket), and the
         // data socket only sends: bound to no protocol, it receives nothing, so no frame the
@@ -469,16 +488,8 @@ impl Daemon {
                 (None, send_only, rx)
             }
             None => {
-                let isolation = match IngressDrop::attach(ifindex) {
-                    Ok(d) => Some(d),
-                    Err(e) => {
-                        warn!(
-                            member = name,
-                            "no tcx ingress drop ({e}); relying on arp_ignore/disable_ipv6"
-                        );
-                        None
-                    }
-                };
+                let (isolation, why) = isolate(name, ifindex, bond.options().fastpath_attach);
+                isolation_why = why;
                 (isolation, member_data_socket(), &[])
             }
         };
@@ -557,6 +568,7 @@ impl Daemon {
             partner: Some(partner),
             partner_src: None,
             isolation,
+            isolation_why,
             counters: Default::default(),
         })
     }
@@ -621,6 +633,7 @@ impl Daemon {
                             self.bond.shutdown(now);
                             self.after_wake(now);
                             self.restore_member_macs();
+                            self.detach_programs();
                             return Ok(());
                         }
                     }
@@ -655,6 +668,23 @@ impl Daemon {
                 self.bond.handle_timeout(now, &mut self.dp.io);
             }
             self.after_wake(now);
+        }
+    }
+
+    /// Detaches lagd's programs from the TAP and the members now (clsact filters outlive lagd
+    /// unless deleted), logging what could not be deleted.
+    fn detach_programs(&mut self) {
+        if let Some(k) = &mut self.kernel {
+            for e in k.detach() {
+                warn!("detaching the fast path: {e}");
+            }
+        }
+        for m in &mut self.dp.io.members {
+            if let Some(d) = m.isolation.take() {
+                if let Err(e) = d.detach() {
+                    warn!(member = %m.name, "detaching the ingress drop: {e}");
+                }
+            }
         }
     }
 
@@ -1261,6 +1291,19 @@ impl Daemon {
                 return Err(format!("{e:#}"));
             }
         };
+        let added = member
+            .isolation
+            .as_ref()
+            .is_some_and(IngressDrop::added_qdisc)
+            || self
+                .kernel
+                .as_ref()
+                .is_some_and(|k| k.member_added_qdisc(i));
+        if added {
+            if let Err(e) = self.restore.record_clsact(name, ifindex) {
+                warn!(member = name, "{e:#}");
+            }
+        }
         let token_ok = member
             .readers()
             .try_for_each(|s| {
@@ -1315,6 +1358,18 @@ impl Daemon {
             }
             .to_owned(),
             reason: self.dataplane_reason.clone(),
+            attach: self
+                .kernel
+                .as_ref()
+                .map(|k| k.attachment().0.name().to_owned()),
+            attach_reason: self.kernel.as_ref().map(|k| k.attachment().1.to_owned()),
+            isolation: self
+                .dp
+                .io
+                .members
+                .iter()
+                .find(|m| m.socket.is_some() && !m.isolation_why.is_empty())
+                .map(|m| m.isolation_why.clone()),
         };
         status.disabled_members = self
             .disabled
@@ -1385,6 +1440,34 @@ pub fn keep_needed_capabilities() -> io::Result<Vec<String>> {
 /// it after [`Daemon::start`] and [`keep_needed_capabilities`].
 pub fn install_seccomp_filter() -> io::Result<usize> {
     lagd_sys::seccomp::deny()
+}
+
+/// Attaches the ingress drop that keeps member `name`'s own stack off its frames, with tcx or
+/// on the clsact qdisc as `how` says (auto: tcx where the kernel has it); returns it (`None`:
+/// only the sysctls guard the member, warned) and how and why, for the status.
+fn isolate(name: &str, ifindex: u32, how: FastPathAttach) -> (Option<IngressDrop>, String) {
+    let attempt = kernel::attach_as(how, |a| IngressDrop::attach_with(ifindex, a));
+    match attempt {
+        Ok((d, why)) => {
+            let text = format!("{} ingress drop ({why})", d.how());
+            info!(member = name, "isolation: {text}");
+            if d.replaced() > 0 {
+                info!(
+                    member = name,
+                    "replaced {} filter(s) of an earlier lagd on the member's ingress",
+                    d.replaced()
+                );
+            }
+            (Some(d), text)
+        }
+        Err(e) => {
+            warn!(
+                member = name,
+                "no ingress drop ({e}); relying on arp_ignore/disable_ipv6"
+            );
+            (None, format!("sysctls only, no ingress drop ({e})"))
+        }
+    }
 }
 
 fn duplex(d: Duplex) -> Option<bool> {

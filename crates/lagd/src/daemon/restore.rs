@@ -145,6 +145,14 @@ impl LacpRecord {
     }
 }
 
+/// An interface whose clsact qdisc lagd added (to attach its programs as filters): deleted
+/// when lagd stops, if no filter is left on it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ClsactRecord {
+    pub(crate) name: String,
+    pub(crate) ifindex: u32,
+}
+
 /// The state file's contents.
 #[derive(Debug, Serialize, Deserialize)]
 struct StateFile {
@@ -153,6 +161,9 @@ struct StateFile {
     /// Members in sync with their LACP partner (absent in files of older versions).
     #[serde(default)]
     lacp: Vec<LacpRecord>,
+    /// Interfaces whose clsact qdisc lagd added (absent in files of older versions).
+    #[serde(default)]
+    clsact: Vec<ClsactRecord>,
 }
 
 /// Where the state of the bond whose control socket is `control` is kept.
@@ -246,6 +257,8 @@ pub(crate) struct Restore {
     recovered_lacp: Vec<LacpRecord>,
     /// The members in sync with their LACP partner now, as last recorded.
     lacp: Vec<LacpRecord>,
+    /// Interfaces whose clsact qdisc this lagd, or the killed one before it, added.
+    clsact: Vec<ClsactRecord>,
     tap: Option<TapUndo>,
     /// Per member touched: its settings before this start, and the originals to restore on stop.
     members: Vec<(MemberRecord, MemberRecord)>,
@@ -271,6 +284,7 @@ impl Restore {
         };
         let mut recovered = Vec::new();
         let mut recovered_lacp = Vec::new();
+        let mut clsact = Vec::new();
         if let Some(bytes) = &state_before {
             match serde_json::from_slice::<StateFile>(bytes) {
                 Ok(f) if f.bond == bond => {
@@ -281,6 +295,7 @@ impl Restore {
                     );
                     recovered = f.members;
                     recovered_lacp = f.lacp;
+                    clsact = f.clsact;
                 }
                 Ok(f) => warn!(
                     "{} is about bond '{}', not '{bond}'; ignored",
@@ -303,6 +318,7 @@ impl Restore {
             recovered,
             recovered_lacp,
             lacp: Vec::new(),
+            clsact,
             tap: None,
             members: Vec::new(),
         })
@@ -345,6 +361,7 @@ impl Restore {
             bond: self.bond.clone(),
             members: self.members.iter().map(|(_, o)| o.clone()).collect(),
             lacp: self.lacp.clone(),
+            clsact: self.clsact.clone(),
         };
         let text = serde_json::to_vec_pretty(&file).context("state file")?;
         self.state_written = true;
@@ -364,6 +381,21 @@ impl Restore {
             return Ok(());
         }
         self.lacp = records;
+        self.write_state()
+    }
+
+    /// lagd added the clsact qdisc of interface `name` (to attach a program as a filter): it
+    /// is deleted when lagd stops, if no filter is left on it, even after a `kill -9` and a
+    /// restart (the state file keeps the record).
+    pub(crate) fn record_clsact(&mut self, name: &str, ifindex: u32) -> Result<()> {
+        let r = ClsactRecord {
+            name: name.to_owned(),
+            ifindex,
+        };
+        if self.clsact.contains(&r) {
+            return Ok(());
+        }
+        self.clsact.push(r);
         self.write_state()
     }
 
@@ -418,6 +450,22 @@ impl Restore {
         for (before, original) in self.members.iter().rev() {
             let target = if self.started { original } else { before };
             target.apply(&self.link);
+        }
+        if self.started {
+            // lagd's programs are detached by now: a qdisc lagd added goes if it is empty.
+            for r in &self.clsact {
+                if self.link.name_of(r.ifindex).ok().as_deref() != Some(r.name.as_str()) {
+                    continue;
+                }
+                match lagd_sys::clsact::remove_qdisc_if_empty(r.ifindex) {
+                    Ok(true) => info!(interface = %r.name, "removed the clsact qdisc lagd added"),
+                    Ok(false) => info!(
+                        interface = %r.name,
+                        "the clsact qdisc lagd added has other filters now: kept"
+                    ),
+                    Err(e) => warn!(interface = %r.name, "removing the clsact qdisc: {e}"),
+                }
+            }
         }
         if self.state_written {
             let result = match (&self.state_before, self.started) {

@@ -19,7 +19,8 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail, ensure};
-use lagd_sys::isolate::SlowProtocolsEgressDrop;
+use lagd_sys::clsact::Attach;
+use lagd_sys::isolate::{SlowProtocolsEgressDrop, TcxUnavailable};
 use lagd_sys::netns::NetNs;
 use lagd_sys::packet::{PacketOptions, PacketSocket};
 use serde::Deserialize;
@@ -496,8 +497,9 @@ impl Topology {
 
     /// Drops only slow-protocol frames (EtherType 0x8809: LACPDUs, Marker PDUs) in both
     /// directions of link `link`, while every other frame still crosses it and carrier stays up:
-    /// a [`SlowProtocolsEgressDrop`] (an eBPF program at tcx egress) on each end. The kernel here
-    /// has no `act_gact` drop action and no nftables, hence the eBPF program.
+    /// a [`SlowProtocolsEgressDrop`] (an eBPF program at tcx egress, or as a clsact filter on
+    /// a kernel without tcx) on each end. The kernel here has no `act_gact` drop action and no
+    /// nftables, hence the eBPF program.
     ///
     /// The drop lasts as long as the returned value: drop it to lift the drop. A frame dropped
     /// at egress never reaches the wire, so a capture on either end does not show it, and its
@@ -506,7 +508,15 @@ impl Topology {
         let mut ends = Vec::with_capacity(2);
         for side in [Side::A, Side::B] {
             let end = self
-                .in_ns(side, || SlowProtocolsEgressDrop::attach_name(link))?
+                .in_ns(side, || {
+                    let ifindex = lagd_sys::link::ifindex(link)?;
+                    match SlowProtocolsEgressDrop::attach(ifindex) {
+                        Err(e) if TcxUnavailable::of(&e).is_some() => {
+                            SlowProtocolsEgressDrop::attach_with(ifindex, Attach::Tc)
+                        }
+                        other => other,
+                    }
+                })?
                 .with_context(|| {
                     format!(
                         "attaching the slow-protocols drop to {link} in {}",
