@@ -59,7 +59,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::ptr;
 
-use crate::clsact::{Attach, Hook};
+use crate::clsact::{self, Attach, Hook, TcFilter};
 use crate::error;
 use crate::link;
 
@@ -588,7 +588,7 @@ impl TcxDropProgram for SlowProtocolsEgress {}
 #[derive(Debug)]
 pub struct TcxDrop<P: TcxDropProgram> {
     /// Held only to be closed (tcx) or deleted (clsact) on drop, which detaches the program.
-    hold: crate::fastpath::Hold,
+    hold: Hold,
     ifindex: u32,
     program: PhantomData<P>,
 }
@@ -631,8 +631,7 @@ impl<P: TcxDropProgram> TcxDrop<P> {
         } else {
             Hook::Egress
         };
-        let hold =
-            crate::fastpath::attach_at(&prog, name, ifindex, hook, spec.slot, how, spec.flags)?;
+        let hold = attach_at(&prog, name, ifindex, hook, spec.slot, how, spec.flags)?;
         // The link or the filter holds its own reference to the program.
         Ok(Self {
             hold,
@@ -864,6 +863,78 @@ fn write_sysctl(path: &str, value: &str) -> io::Result<()> {
         .map_err(|e| error::annotate(e, "open", Some(path)))?;
     file.write_all(format!("{value}\n").as_bytes())
         .map_err(|e| error::annotate(e, "write", Some(path)))
+}
+
+/// What keeps a program attached.
+#[derive(Debug)]
+pub(crate) enum Hold {
+    /// The tcx link's descriptor, and how many lagd clsact filters an earlier lagd left on
+    /// the hook were deleted.
+    Tcx(OwnedFd, usize),
+    /// The filter, deleted when dropped.
+    Tc(TcFilter),
+}
+
+impl Hold {
+    pub(crate) fn how(&self) -> Attach {
+        match self {
+            Self::Tcx(..) => Attach::Tcx,
+            Self::Tc(_) => Attach::Tc,
+        }
+    }
+
+    pub(crate) fn replaced(&self) -> usize {
+        match self {
+            Self::Tcx(_, n) => *n,
+            Self::Tc(f) => f.replaced(),
+        }
+    }
+
+    pub(crate) fn added_qdisc(&self) -> bool {
+        matches!(self, Self::Tc(f) if f.added_qdisc())
+    }
+
+    pub(crate) fn detach(self) -> io::Result<()> {
+        match self {
+            Self::Tcx(link, _) => {
+                drop(link);
+                Ok(())
+            }
+            Self::Tc(f) => f.detach(),
+        }
+    }
+}
+
+/// Attaches `prog` (named `name`) at `hook` of `ifindex` as `how` says. A tcx attachment also
+/// deletes lagd filters an earlier lagd left on the clsact hook (best effort: a kernel
+/// without clsact has none).
+pub(crate) fn attach_at(
+    prog: &OwnedFd,
+    name: &str,
+    ifindex: u32,
+    hook: Hook,
+    slot: u8,
+    how: Attach,
+    tcx_flags: u32,
+) -> io::Result<Hold> {
+    match how {
+        Attach::Tcx => {
+            let attach_type = match hook {
+                Hook::Ingress => BPF_TCX_INGRESS,
+                Hook::Egress => BPF_TCX_EGRESS,
+            };
+            let link = link_create(prog, ifindex, attach_type, tcx_flags)?;
+            let replaced = clsact::remove_lagd_filters(ifindex, hook).unwrap_or(0);
+            Ok(Hold::Tcx(link, replaced))
+        }
+        Attach::Tc => Ok(Hold::Tc(TcFilter::attach(
+            std::os::fd::AsFd::as_fd(prog),
+            ifindex,
+            hook,
+            slot,
+            name,
+        )?)),
+    }
 }
 
 #[cfg(test)]

@@ -28,12 +28,13 @@ mod programs;
 use program::{MapDef, MapId, Program};
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
-use crate::clsact::{self, Attach, Hook, TcFilter};
+use crate::clsact::{Attach, Hook};
 
 use crate::isolate::{
-    BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfInsn, addr, link_create, load_program, sys_bpf, sys_bpf_int,
+    BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfInsn, Hold, addr, attach_at, load_program, sys_bpf,
+    sys_bpf_int,
 };
 
 /// Members the table holds (the kernel bond has no such limit; lagd's fast path does).
@@ -240,46 +241,6 @@ pub struct Attachment {
     ifindex: u32,
 }
 
-/// What keeps a program attached.
-#[derive(Debug)]
-pub(crate) enum Hold {
-    /// The tcx link's descriptor, and how many lagd clsact filters an earlier lagd left on
-    /// the hook were deleted.
-    Tcx(OwnedFd, usize),
-    /// The filter, deleted when dropped.
-    Tc(TcFilter),
-}
-
-impl Hold {
-    pub(crate) fn how(&self) -> Attach {
-        match self {
-            Self::Tcx(..) => Attach::Tcx,
-            Self::Tc(_) => Attach::Tc,
-        }
-    }
-
-    pub(crate) fn replaced(&self) -> usize {
-        match self {
-            Self::Tcx(_, n) => *n,
-            Self::Tc(f) => f.replaced(),
-        }
-    }
-
-    pub(crate) fn added_qdisc(&self) -> bool {
-        matches!(self, Self::Tc(f) if f.added_qdisc())
-    }
-
-    pub(crate) fn detach(self) -> io::Result<()> {
-        match self {
-            Self::Tcx(link, _) => {
-                drop(link);
-                Ok(())
-            }
-            Self::Tc(f) => f.detach(),
-        }
-    }
-}
-
 impl Attachment {
     /// The interface the program is attached to.
     pub fn ifindex(&self) -> u32 {
@@ -313,38 +274,6 @@ impl Attachment {
 /// The clsact filter slots of lagd's programs ([`crate::clsact::HANDLE_BASE`] + slot).
 pub(crate) const SLOT_TAP_EGRESS: u8 = 1;
 pub(crate) const SLOT_MEMBER_INGRESS: u8 = 2;
-
-/// Attaches `prog` (named `name`) at `hook` of `ifindex` as `how` says. A tcx attachment also
-/// deletes lagd filters an earlier lagd left on the clsact hook (best effort: a kernel
-/// without clsact has none).
-pub(crate) fn attach_at(
-    prog: &OwnedFd,
-    name: &str,
-    ifindex: u32,
-    hook: Hook,
-    slot: u8,
-    how: Attach,
-    tcx_flags: u32,
-) -> io::Result<Hold> {
-    match how {
-        Attach::Tcx => {
-            let attach_type = match hook {
-                Hook::Ingress => BPF_TCX_INGRESS,
-                Hook::Egress => BPF_TCX_EGRESS,
-            };
-            let link = link_create(prog, ifindex, attach_type, tcx_flags)?;
-            let replaced = clsact::remove_lagd_filters(ifindex, hook).unwrap_or(0);
-            Ok(Hold::Tcx(link, replaced))
-        }
-        Attach::Tc => Ok(Hold::Tc(TcFilter::attach(
-            prog.as_fd(),
-            ifindex,
-            hook,
-            slot,
-            name,
-        )?)),
-    }
-}
 
 /// The loaded programs and their maps.
 #[derive(Debug)]
