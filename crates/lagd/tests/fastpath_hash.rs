@@ -591,7 +591,75 @@ fn rx_word(state: u64, generation: u64, next: u32) -> u64 {
     state << 48 | generation << 32 | u64::from(next)
 }
 
-/// Stripe's receive side: the members' program finds a flow's slot and key exactly where
+/// The running kernel's (major, minor) version.
+fn kernel_version() -> (u32, u32) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("kernel release");
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// Stripe's receiver is its own program because it needs BPF compare-and-swap (Linux 5.12):
+/// it loads on every kernel that has that, and where the kernel refuses it (5.10) the members'
+/// program hands every stripe frame to lagd instead, even the next segment of a flow the
+/// table says the kernel delivers, and lets slow-protocol frames pass untouched.
+#[test]
+fn stripe_receiver_loads_from_5_12_and_without_it_lagd_gets_every_stripe_frame() {
+    use lagd_proto::stripe::tcp::parse_segment;
+    use std::sync::atomic::Ordering::SeqCst;
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let version = kernel_version();
+    match fp.stripe_receiver_refused() {
+        None => assert!(version >= (5, 12), "kernel {version:?} took the receiver"),
+        Some(why) => {
+            assert!(
+                version < (5, 12),
+                "kernel {version:?} has BPF atomics, yet refused stripe's receiver: {why}"
+            );
+            eprintln!(
+                "kernel {version:?}: stripe's receiver refused, checking the fallback: {why}"
+            );
+        }
+    }
+    let mut t = table(Rule::Stripe, 0, 0);
+    t.rx_unicast = [true; MAX_MEMBERS];
+    fp.set_table(&t).unwrap();
+    let rx = fp.stripe_rx().expect("map lagd_stripe_rx");
+    let f = tcp_segment(true, false, 1000);
+    let seg = parse_segment(&f).unwrap();
+    let slot = seg.key.kernel_slot();
+    rx.set_key(slot, &seg.key.kernel_words());
+    rx.word(slot).store(rx_word(1, 9, seg.seq), SeqCst);
+    let next_in_sequence = fp.test_ingress(&f, 1000).unwrap().verdict;
+    let mut slow = vec![
+        0x01, 0x80, 0xc2, 0, 0, 0x02, 2, 0, 0, 0, 0, 1, 0x88, 0x09, 1, 1,
+    ];
+    slow.resize(124, 0);
+    let slow_verdict = fp.test_ingress(&slow, 1000).unwrap().verdict;
+    assert_eq!(slow_verdict, PASS, "a LACPDU passes to lagd's socket");
+    if fp.stripe_receiver_refused().is_some() {
+        assert_eq!(next_in_sequence, PASS, "without the receiver: to lagd");
+        assert_eq!(
+            rx.word(slot).load(SeqCst),
+            rx_word(1, 9, seg.seq),
+            "nothing moved the flow"
+        );
+        assert_eq!(rx.delivered(slot).0, 0, "nothing delivered");
+    } else {
+        assert_eq!(next_in_sequence, REDIRECT, "the receiver delivers it");
+        assert_eq!(
+            rx.word(slot).load(SeqCst),
+            rx_word(1, 9, seg.seq.wrapping_add(1000)),
+            "and advances next"
+        );
+    }
+}
+
+/// Stripe's receive side (needs the receiver: Linux 5.12+, see the test above, which checks
+/// the fallback where the kernel refuses it): the members' program finds a flow's slot and key exactly where
 /// `FlowKey::kernel_slot` and `kernel_words` put them (on 400 made-up IPv4 and IPv6 flows,
 /// and not one slot off), delivers the next segment in sequence and advances `next` by its
 /// payload, delivers what is behind, sends a segment ahead of next round its member's queue
@@ -603,6 +671,18 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
     use std::sync::atomic::Ordering::SeqCst;
     require_root();
     let fp = FastPath::load().expect("load the fast path programs");
+    if let Some(why) = fp.stripe_receiver_refused() {
+        // The fallback is what this kernel runs: checked by the test above.
+        assert!(
+            kernel_version() < (5, 12),
+            "refused on a kernel with BPF atomics: {why}"
+        );
+        eprintln!(
+            "kernel {:?} has no stripe receiver (Linux 5.12+): {why}",
+            kernel_version()
+        );
+        return;
+    }
     let mut t = table(Rule::Stripe, 0, 0);
     t.rx_unicast = [true; MAX_MEMBERS];
     fp.set_table(&t).unwrap();

@@ -250,6 +250,9 @@ pub struct FastPath {
     ports: OwnedFd,
     buckets: OwnedFd,
     stripe_rx: OwnedFd,
+    /// Why the kernel refused the members' program with stripe's receiver (the one without
+    /// it runs then), or `None`.
+    no_receiver: Option<String>,
     egress: OwnedFd,
     ingress: OwnedFd,
     cpus: usize,
@@ -483,16 +486,35 @@ impl FastPath {
             (MapId::StripeRx, &stripe_rx),
         ];
         let egress = load(&programs::TAP_EGRESS, &maps, BPF_TCX_EGRESS)?;
-        let ingress = load(&programs::MEMBER_INGRESS, &maps, BPF_TCX_INGRESS)?;
+        // Stripe's receiver needs BPF compare-and-swap (Linux 5.12+). A kernel that refuses
+        // the members' program with it gets the one without, which hands stripe frames to lagd.
+        let (ingress, no_receiver) = match load(&programs::MEMBER_INGRESS, &maps, BPF_TCX_INGRESS) {
+            Ok(fd) => (fd, None),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Err(e),
+            Err(full) => {
+                let fd = load(&programs::MEMBER_INGRESS_NO_CAS, &maps, BPF_TCX_INGRESS)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{e}; and before: {full}")))?;
+                (fd, Some(full.to_string()))
+            }
+        };
         Ok(Self {
             tables,
             ports,
             buckets,
             stripe_rx,
+            no_receiver,
             egress,
             ingress,
             cpus: possible_cpus()?,
         })
+    }
+
+    /// Why stripe's receiver does not run in the kernel (the kernel refused the members'
+    /// program with it: Linux before 5.12 has no BPF compare-and-swap), or `None` when it
+    /// runs. Without it the members' program hands every stripe frame to lagd, which orders
+    /// the flows itself.
+    pub fn stripe_receiver_refused(&self) -> Option<&str> {
+        self.no_receiver.as_deref()
     }
 
     /// Replaces the table the programs read, at once (see the [module docs](self)).
