@@ -637,8 +637,22 @@ impl FastPath {
         // `data_size_in` readable bytes of `frame`, `ctx_in` to `SKB_LEN` readable bytes and
         // `ctx_out` to `SKB_LEN` writable bytes, all borrowed for the call; `data_out` is null
         // with size 0, so no frame is written back.
-        unsafe { sys_bpf_int(BPF_PROG_TEST_RUN, &mut attr) }
-            .map_err(|e| crate::error::annotate(e, "bpf(BPF_PROG_TEST_RUN)", None))?;
+        let ran = unsafe { sys_bpf_int(BPF_PROG_TEST_RUN, &mut attr) };
+        if let Err(e) = ran {
+            // Before Linux 5.16 a test run refuses any ingress_ifindex (EINVAL): tell that
+            // apart from a refused frame by running the frame without one.
+            if ingress_ifindex != 0
+                && e.raw_os_error() == Some(libc::EINVAL)
+                && self.test_run(prog, frame, 0).is_ok()
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "bpf(BPF_PROG_TEST_RUN): this kernel's test runs cannot set \
+                     ingress_ifindex (Linux 5.16+)",
+                ));
+            }
+            return Err(crate::error::annotate(e, "bpf(BPF_PROG_TEST_RUN)", None));
+        }
         let word = |at: usize| u32::from_ne_bytes(ctx_out[at..at + 4].try_into().expect("4 bytes"));
         Ok(TestRun {
             verdict: attr.retval,
@@ -653,6 +667,10 @@ impl FastPath {
     }
 
     /// Runs the members' program on `frame` as if it arrived on interface `ingress_ifindex`.
+    ///
+    /// # Errors
+    /// `bpf()` errors; of kind [`io::ErrorKind::Unsupported`] when `ingress_ifindex` is not 0
+    /// and the kernel's test runs cannot set it (before Linux 5.16).
     pub fn test_ingress(&self, frame: &[u8], ingress_ifindex: u32) -> io::Result<TestRun> {
         self.test_run(&self.ingress, frame, ingress_ifindex)
     }
