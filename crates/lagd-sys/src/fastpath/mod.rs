@@ -464,6 +464,85 @@ fn load(program: &Program, maps: &[(MapId, &OwnedFd)], attach_type: u32) -> io::
     load_program(&insns, name, attach_type, program.name)
 }
 
+/// The maps the programs reference, created as the source defines them.
+struct Maps {
+    tables: OwnedFd,
+    ports: OwnedFd,
+    buckets: OwnedFd,
+    stripe_tx: OwnedFd,
+    stripe_rx: OwnedFd,
+}
+
+impl Maps {
+    fn create() -> io::Result<Self> {
+        let inner = map_create(&inner_def(), "lagd_table", None)?;
+        let tables = map_create(&programs::TABLES_DEF, "lagd_tables", Some(&inner))?;
+        drop(inner);
+        Ok(Self {
+            tables,
+            ports: map_create(&programs::PORTS_DEF, "lagd_ports", None)?,
+            buckets: map_create(&programs::BUCKETS_DEF, "lagd_buckets", None)?,
+            stripe_tx: map_create(&programs::STRIPE_TX_DEF, "lagd_stripe_tx", None)?,
+            stripe_rx: map_create(&programs::STRIPE_RX_DEF, "lagd_stripe_rx", None)?,
+        })
+    }
+}
+
+/// Whether this kernel loads one of lagd's eBPF programs ([`load_check`]).
+#[derive(Debug)]
+pub struct LoadCheck {
+    /// The program's name.
+    pub name: &'static str,
+    /// Its instructions.
+    pub instructions: usize,
+    /// `Err` with the error (and the verifier's log) when the kernel refused it.
+    pub result: Result<(), String>,
+}
+
+/// Loads each of lagd's eBPF programs on its own, attaching none, and says which this kernel
+/// accepts: the fast path's TAP program, its members' program with and without stripe's
+/// receiver (the one with it needs Linux 5.12), and member isolation's two drop programs
+/// ([`crate::isolate`]). For a look at a kernel before running lagd on it (the kernel matrix
+/// runs it in each kernel).
+///
+/// # Errors
+/// Creating the maps fails (no `bpf()`, `EPERM` without `CAP_BPF`).
+pub fn load_check() -> io::Result<Vec<LoadCheck>> {
+    let m = Maps::create()?;
+    let maps = [
+        (MapId::Tables, &m.tables),
+        (MapId::Ports, &m.ports),
+        (MapId::Buckets, &m.buckets),
+        (MapId::StripeTx, &m.stripe_tx),
+        (MapId::StripeRx, &m.stripe_rx),
+    ];
+    let mut out = Vec::new();
+    for (program, attach_type) in [
+        (&programs::TAP_EGRESS, BPF_TCX_EGRESS),
+        (&programs::MEMBER_INGRESS, BPF_TCX_INGRESS),
+        (&programs::MEMBER_INGRESS_NO_CAS, BPF_TCX_INGRESS),
+    ] {
+        out.push(LoadCheck {
+            name: program.name,
+            instructions: program.insns.len(),
+            result: load(program, &maps, attach_type)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        });
+    }
+    for (raw, insns, attach_type) in crate::isolate::drop_programs() {
+        let name = std::str::from_utf8(raw).unwrap_or("lagd drop program");
+        out.push(LoadCheck {
+            name,
+            instructions: insns.len(),
+            result: load_program(insns, raw, attach_type, name)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        });
+    }
+    Ok(out)
+}
+
 impl FastPath {
     /// Creates the maps and loads both programs (not attached yet), with no table: until
     /// [`FastPath::set_table`], both programs pass every frame on.
@@ -471,13 +550,13 @@ impl FastPath {
     /// # Errors
     /// `bpf()` errors (`EPERM` without `CAP_BPF`, the verifier's log when a program is refused).
     pub fn load() -> io::Result<Self> {
-        let inner = map_create(&inner_def(), "lagd_table", None)?;
-        let tables = map_create(&programs::TABLES_DEF, "lagd_tables", Some(&inner))?;
-        drop(inner);
-        let ports = map_create(&programs::PORTS_DEF, "lagd_ports", None)?;
-        let buckets = map_create(&programs::BUCKETS_DEF, "lagd_buckets", None)?;
-        let stripe_tx = map_create(&programs::STRIPE_TX_DEF, "lagd_stripe_tx", None)?;
-        let stripe_rx = map_create(&programs::STRIPE_RX_DEF, "lagd_stripe_rx", None)?;
+        let Maps {
+            tables,
+            ports,
+            buckets,
+            stripe_tx,
+            stripe_rx,
+        } = Maps::create()?;
         let maps = [
             (MapId::Tables, &tables),
             (MapId::Ports, &ports),
