@@ -4,6 +4,11 @@
     tools/uml.py list                      # the kernels, and which are installed
     tools/uml.py install [VERSION ...]     # fetch and unpack them (all three if none is named)
     tools/uml.py run VERSION [options] -- COMMAND [ARG ...]
+    tools/uml.py testbin PACKAGE TEST      # build an integration test binary, print its path
+
+For example, the fast path's hash tests in Debian 11's kernel:
+
+    tools/uml.py run 5.10 -- $(tools/uml.py testbin lagd fastpath_hash) --test-threads=1
 
 VERSION is 5.10 (Debian 11, bullseye), 6.1 (Debian 12, bookworm) or 6.12 (Debian 13, trixie).
 `run` installs the kernel if needed, boots it with the host's whole file system as its root
@@ -43,6 +48,7 @@ to use AVX-512.
 import argparse
 import fcntl
 import hashlib
+import json
 import os
 import re
 import selectors
@@ -459,6 +465,27 @@ def boot(cmdline, host_env, rundir, timeout, verbose, version):
     return rc
 
 
+def cmd_testbin(args):
+    """Builds integration test TEST of PACKAGE (cargo test --no-run) and prints its path."""
+    cmd = ["cargo", "test", "-p", args.package, "--test", args.test, "--no-run",
+           "--locked", "--message-format=json"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    paths = []
+    for line in r.stdout.splitlines():
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if (m.get("reason") == "compiler-artifact" and m.get("executable")
+                and m["target"]["name"] == args.test):
+            paths.append(m["executable"])
+    if r.returncode != 0 or not paths:
+        sys.stderr.write(r.stderr)
+        die(f"{shlex.join(cmd[:-1])} built no test binary")
+    print(paths[-1])
+    return 0
+
+
 def cmd_list(_args):
     for version, suite in KERNELS.items():
         if installed(version):
@@ -482,6 +509,9 @@ def main():
     sub.add_parser("list", help="the kernels and which are installed")
     pi = sub.add_parser("install", help="fetch and unpack kernels")
     pi.add_argument("versions", nargs="*")
+    pt = sub.add_parser("testbin", help="build an integration test binary, print its path")
+    pt.add_argument("package")
+    pt.add_argument("test")
     pr = sub.add_parser("run", help="run a command as root inside a kernel")
     pr.add_argument("version")
     pr.add_argument("--cwd")
@@ -499,6 +529,8 @@ def main():
         argv, command = argv[:at], argv[at + 1:]
     args = p.parse_args(argv)
     args.command = command
+    if args.what == "testbin":
+        return cmd_testbin(args)
     if os.geteuid() != 0:
         die("must run as root (the guest's hostfs root is the host's /, and ptrace)")
     if args.what == "run":
