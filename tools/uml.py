@@ -20,8 +20,9 @@ output is the command's output. Options of `run`:
     -e NAME[=VAL]   an environment variable for the command (NAME alone copies the host's)
     --mem SIZE      guest memory (default 2G)
     --timeout SEC   kill the guest after SEC seconds (default 900): exit code 124
-    --modules LIST  kernel modules loaded before the command (comma-separated; default: bonding,
-                    team and its modes, tun, veth, dummy, macvlan, sch_ingress, cls_bpf, ...)
+    --modules LIST  kernel modules loaded before the command (comma-separated; default: ipv6,
+                    8021q, bridge, vxlan, geneve, openvswitch, bonding, team and its modes, tun,
+                    veth, dummy, macvlan, ifb, sch_ingress, cls_bpf, qdiscs and actions)
     --verbose       also print the kernel's boot and power-off messages
 
 Installing touches no host package state: each suite gets a private apt sources list, state and
@@ -71,7 +72,7 @@ PACKAGE = "user-mode-linux"
 KERNELS = {"5.10": "bullseye", "6.1": "bookworm", "6.12": "trixie"}
 
 DEFAULT_MODULES = [
-    "bonding", "team", "team_mode_loadbalance", "team_mode_activebackup", "team_mode_roundrobin",
+    "ipv6", "8021q", "bridge", "vxlan", "geneve", "openvswitch", "bonding", "team", "team_mode_loadbalance", "team_mode_activebackup", "team_mode_roundrobin",
     "team_mode_broadcast", "tun", "veth", "dummy", "macvlan", "ifb", "sch_ingress", "cls_bpf",
     "act_gact", "act_mirred", "sch_netem", "sch_tbf", "sch_htb",
 ]
