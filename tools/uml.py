@@ -395,6 +395,30 @@ def boot(cmdline, host_env, rundir, timeout, verbose, version):
     proc = subprocess.Popen(cmdline, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env=host_env, cwd=rundir,
                             start_new_session=True)
+    try:
+        return supervise(proc, rundir, timeout, verbose, version, t0)
+    finally:
+        # However this ends (also Ctrl-C, or SIGTERM from a CI timeout), the guest goes: the
+        # UML kernel and its helper processes are the session and process group it started.
+        stop_guest(proc)
+
+
+def stop_guest(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    # Its helper processes die with it; wait (briefly) until the group is gone.
+    for _ in range(50):
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+
+
+def supervise(proc, rundir, timeout, verbose, version, t0):
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     phase = "boot"  # boot -> command -> end
@@ -437,19 +461,7 @@ def boot(cmdline, host_env, rundir, timeout, verbose, version):
             emit(line + b"\n")
     if pending:
         emit(pending + b"\n")
-    # The UML kernel and its helper processes share the session and process group it started.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-    # Its helper processes die with it; wait (briefly) until the group is gone.
-    for _ in range(50):
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
+    stop_guest(proc)
     elapsed = time.monotonic() - t0
     if timed_out:
         print(f"uml: {version}: timed out after {timeout} s; guest killed", file=sys.stderr)
@@ -504,7 +516,12 @@ def cmd_install(args):
     return 0
 
 
+def on_sigterm(_signum, _frame):
+    raise SystemExit(143)
+
+
 def main():
+    signal.signal(signal.SIGTERM, on_sigterm)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="what", required=True)
     sub.add_parser("list", help="the kernels and which are installed")
