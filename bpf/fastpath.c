@@ -22,8 +22,8 @@
 //                        refuses ("BPF_STX uses reserved fields"). lagd-sys loads it where
 //                        the kernel refuses lagd_member_ingress; it hands every stripe frame
 //                        to lagd, which orders the flows itself. (Not a tail call into an
-//                        optional receiver: Debian's 6.12 interpreter runs a tail-called
-//                        program on its caller's stack, sized for the caller, and overran it.)
+//                        optional receiver: that panicked Debian's 6.12 kernel, interpreter
+//                        only, in a test run.)
 //
 // Built with a pinned clang (bpf/build.py) into the instructions lagd-sys loads; no BTF, no
 // libbpf: the maps are created by lagd-sys and their descriptors patched into the ld_imm64
