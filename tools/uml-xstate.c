@@ -9,8 +9,8 @@
  * packages were built with: their first user process dies ("ptrace set fp regs failed, errno =
  * 14") and the guest panics.
  *
- * This wrapper lets such a short SETREGSET through: it reads the thread's whole current state,
- * lays the kernel's shorter buffer over its beginning (the legacy area, the XSAVE header and
+ * This wrapper lets such a SETREGSET through: it reads the thread's whole current state, lays
+ * the kernel's shorter buffer over its beginning (the legacy area, the XSAVE header and
  * the AVX upper halves) and writes the whole state back. The components beyond the UML kernel's
  * buffer (AVX-512, AMX) keep whatever the host process last held, so guest programs must not
  * rely on them being switched between threads: tools/uml.py tells the guest's glibc not to
@@ -31,7 +31,8 @@
 #define NT_X86_XSTATE 0x202
 #endif
 
-/* Larger than any x86 XSAVE area the host kernel reports (AMX brings it to about 11 KiB). */
+/* Larger than any x86 XSAVE area the host kernel reports (AMX brings it to about 11 KiB). The
+ * kernel shortens iov_len to its area's size. */
 #define WHOLE_MAX 65536
 
 static unsigned char whole[WHOLE_MAX];
@@ -53,9 +54,12 @@ long ptrace(enum __ptrace_request request, ...)
     if (request == PTRACE_SETREGSET && (unsigned long)addr == NT_X86_XSTATE && data != NULL) {
         struct iovec *given = data;
         struct iovec full = {.iov_base = whole, .iov_len = sizeof whole};
-        /* The UML kernel runs on one host thread: one static buffer serves every call. */
-        if (raw_ptrace(PTRACE_GETREGSET, pid, addr, &full) == 0 && given->iov_len < full.iov_len) {
-            memcpy(whole, given->iov_base, given->iov_len);
+        /* The UML kernel runs on one host thread: one static buffer serves every call. A
+         * buffer longer than the host's area (a host CPU with fewer features than the UML
+         * kernel's buffer holds) is cut to it the same way. */
+        if (raw_ptrace(PTRACE_GETREGSET, pid, addr, &full) == 0 && given->iov_len != full.iov_len) {
+            size_t n = given->iov_len < full.iov_len ? given->iov_len : full.iov_len;
+            memcpy(whole, given->iov_base, n);
             return raw_ptrace(PTRACE_SETREGSET, pid, addr, &full);
         }
     }
