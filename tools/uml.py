@@ -10,7 +10,8 @@ For example, the fast path's hash tests in Debian 11's kernel:
 
     tools/uml.py run 5.10 -- $(tools/uml.py testbin lagd fastpath_hash) --test-threads=1
 
-VERSION is 5.10 (Debian 11, bullseye), 6.1 (Debian 12, bookworm) or 6.12 (Debian 13, trixie).
+VERSION is 5.10 (Debian 11, bullseye), 6.1 (Debian 12, bookworm) or 6.12 (Debian 13, trixie),
+or `all` to run the command in each in turn (exit code: the first that is not 0).
 `run` installs the kernel if needed, boots it with the host's whole file system as its root
 (hostfs, read-only), runs COMMAND as root in the guest and exits with COMMAND's exit code; its
 output is the command's output. Options of `run`:
@@ -390,6 +391,19 @@ def run(args):
             shutil.rmtree(rundir, ignore_errors=True)
 
 
+def run_all(args):
+    """`run` in each kernel in turn; the first non-zero exit code, after a summary."""
+    results = []
+    for version in KERNELS:
+        print(f"uml: --- Linux {version}", file=sys.stderr, flush=True)
+        t0 = time.monotonic()
+        args.version = version
+        results.append((version, run(args), time.monotonic() - t0))
+    for version, rc, took in results:
+        print(f"uml: Linux {version}: exit code {rc}, {took:.1f} s", file=sys.stderr)
+    return next((rc for _, rc, _ in results if rc != 0), 0)
+
+
 def boot(cmdline, host_env, rundir, timeout, verbose, version):
     t0 = time.monotonic()
     proc = subprocess.Popen(cmdline, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -552,6 +566,8 @@ def main():
     if os.geteuid() != 0:
         die("must run as root (the guest's hostfs root is the host's /, and ptrace)")
     if args.what == "run":
+        if args.version == "all":
+            return run_all(args)
         check_version(args.version)
         return run(args)
     if args.what == "install":
