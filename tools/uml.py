@@ -25,6 +25,7 @@ output is the command's output. Options of `run`:
                     8021q, bridge, vxlan, geneve, openvswitch, bonding, team and its modes, tun,
                     veth, dummy, macvlan, ifb, sch_ingress, cls_bpf, qdiscs and actions)
     --verbose       also print the kernel's boot and power-off messages
+    --keep          keep the run directory (the guest's init script and its dmesg)
 
 Installing touches no host package state: each suite gets a private apt sources list, state and
 cache under the cache directory (LAGD_UML_CACHE, default /var/cache/lagd-uml), `apt-get
