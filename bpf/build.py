@@ -27,7 +27,11 @@ CLANG = "clang-19"
 # The Debian package version the checked-in file was built with.
 CLANG_VERSION = "19.1.7"
 FLAGS = ["-O2", "-g0", "-target", "bpf", "-mcpu=v3", "-Wall", "-Wextra", "-Werror"]
-PROGRAMS = {"tcx/egress": "TAP_EGRESS", "tcx/ingress": "MEMBER_INGRESS"}
+PROGRAMS = {
+    "tcx/egress": "TAP_EGRESS",
+    "tcx/ingress": "MEMBER_INGRESS",
+    "tcx/ingress_no_cas": "MEMBER_INGRESS_NO_CAS",
+}
 R_BPF_64_64 = 1
 
 
@@ -108,6 +112,68 @@ def read_object(path):
     return maps, programs
 
 
+def successors(insns, t):
+    """The instructions control can go to after instruction t (the verifier's CFG edges)."""
+    w = insns[t]
+    code = w & 0xFF
+    cls = code & 0x07
+    if code == 0x18:  # ld_imm64 takes two slots
+        return [t + 2]
+    if cls not in (0x05, 0x06):  # not BPF_JMP / BPF_JMP32
+        return [t + 1]
+    op = code & 0xF0
+    off = (w >> 16) & 0xFFFF
+    off -= 0x10000 if off & 0x8000 else 0
+    if op == 0x90:  # exit
+        return []
+    if op == 0x80:  # call: a helper, or a bpf-to-bpf call into this section
+        src = (w >> 12) & 0x0F
+        imm = (w >> 32) & 0xFFFFFFFF
+        imm -= 1 << 32 if imm & 0x80000000 else 0
+        return [t + 1, t + 1 + imm] if src == 1 else [t + 1]
+    if op == 0x00:  # ja
+        return [t + 1 + off]
+    return [t + 1, t + 1 + off]
+
+
+def cycles(insns):
+    """The edges (from, to) that close a loop: a depth-first walk from instruction 0 meets an
+    instruction still on its path, as the kernel's check_cfg() walks the program."""
+    state = [0] * len(insns)  # 0 unseen, 1 on the path, 2 done
+    found = []
+    stack = [(0, iter(successors(insns, 0)))]
+    state[0] = 1
+    while stack:
+        t, nexts = stack[-1]
+        for w in nexts:
+            if not 0 <= w < len(insns):
+                sys.exit(f"build.py: a jump from instruction {t} leaves the program ({w})")
+            if state[w] == 1:
+                found.append((t, w))
+            elif state[w] == 0:
+                state[w] = 1
+                stack.append((w, iter(successors(insns, w))))
+                break
+        else:
+            state[t] = 2
+            stack.pop()
+    return found
+
+
+def check_cycles():
+    """cycles() on two hand-made programs, before it judges the real ones: a loop closed by a
+    fall-through (what 5.10 and 6.1 refuse) is found, a backward jump outside any loop is not."""
+
+    def insn(code, dst=0, src=0, off=0, imm=0):
+        return code | dst << 8 | src << 12 | (off & 0xFFFF) << 16 | (imm & 0xFFFFFFFF) << 32
+
+    mov_r0_0, add_r0_1, exit_ = insn(0xB7), insn(0x07, imm=1), insn(0x95)
+    loop = [mov_r0_0, insn(0x05, off=1), add_r0_1, insn(0xA5, off=-2, imm=10), exit_]
+    assert cycles(loop) == [(2, 3)], cycles(loop)
+    straight = [insn(0x05, off=1), exit_, insn(0x05, off=-2)]
+    assert cycles(straight) == [], cycles(straight)
+
+
 MAP_NAMES = {
     "lagd_tables": "Tables",
     "lagd_ports": "Ports",
@@ -151,10 +217,28 @@ def render(maps, programs):
 
 def main():
     check = "--check" in sys.argv[1:]
+    check_cycles()
     with tempfile.TemporaryDirectory() as tmp:
         obj = os.path.join(tmp, "fastpath.o")
         compile_object(obj)
         maps, programs = read_object(obj)
+    for section, p in programs.items():
+        # Linux 5.10 knows only the plain atomic add; compare-and-swap, exchange and the
+        # fetching forms arrived in 5.12. Only the member program with stripe's receiver may
+        # use them (lagd-sys falls back to the one without where the kernel refuses it).
+        if section != "tcx/ingress":
+            for k, w in enumerate(p["insns"]):
+                if w & 0xFF in (0xC3, 0xDB) and (w >> 32) & 0xFFFFFFFF != 0:
+                    sys.exit(f"build.py: {section} instruction {k} is an atomic operation "
+                             "other than add, which Linux before 5.12 refuses")
+        # Linux 5.10 and 6.1 refuse a loop whose closing edge is a fall-through ("back-edge from
+        # insn X to Y") before they look at anything else, and every kernel walks a loop once
+        # per iteration: the programs are built without loops (every loop unrolled).
+        loops = cycles(p["insns"])
+        if loops:
+            edges = ", ".join(f"{a} -> {b}" for a, b in loops[:10])
+            sys.exit(f"build.py: {section} has {len(loops)} loop(s), closed by {edges}: unroll "
+                     "them (#pragma unroll with a constant bound); see bpf/fastpath.c's header")
     text = render(maps, programs)
     if check:
         current = OUTPUT.read_text() if OUTPUT.exists() else ""

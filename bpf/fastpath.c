@@ -16,10 +16,24 @@
 //                        goes round its member's queue until that one passed, and a flow with
 //                        a hole that lasts goes to lagd, which puts it back in order (see
 //                        lagd_stripe_rx).
+//   lagd_member_ingress_no_cas
+//                        the same without stripe's receiver, for kernels before 5.12: the
+//                        receiver needs compare-and-swap (BPF atomics), which 5.10's verifier
+//                        refuses ("BPF_STX uses reserved fields"). lagd-sys loads it where
+//                        the kernel refuses lagd_member_ingress; it hands every stripe frame
+//                        to lagd, which orders the flows itself. (Not a tail call into an
+//                        optional receiver: that panicked Debian's 6.12 kernel, interpreter
+//                        only, in a test run.)
 //
 // Built with a pinned clang (bpf/build.py) into the instructions lagd-sys loads; no BTF, no
 // libbpf: the maps are created by lagd-sys and their descriptors patched into the ld_imm64
 // instructions the relocations name.
+//
+// No loops: every loop has a constant bound and `#pragma unroll`, and build.py refuses a build
+// whose instructions still hold a cycle. Bounded loops are verifiable since Linux 5.3, but the
+// control-flow check of 5.10 and 6.1 refuses a loop that clang closes with a fall-through
+// instead of a jump ("back-edge from insn X to Y"), before it simulates anything; loop-free
+// programs load on every kernel from 5.10 (checked in user-mode Linux: tools/uml.py).
 
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -305,6 +319,7 @@ INLINE __u32 mhash_finish(__u32 hash, __u32 fin) {
 INLINE __u32 ovs_slb_hash(const struct view *v) {
     __u64 x = 0;
     if (v->len >= 14) {
+        #pragma unroll
         for (int i = 6; i < 12; i++)
             x = x << 8 | v->eth[i];
         if (v->tagged && (v->nhoff == 14 || v->len >= 18))
@@ -330,6 +345,7 @@ struct ovs_flow {
 // 1: *proto is the upper protocol at *at (44 and *later for a later fragment); 0: an extension
 // header is cut; -1: more than MAX_EXT_HEADERS (lagd decides).
 INLINE int ovs_ipv6_upper(struct __sk_buff *skb, __u32 *at, __u32 end, __u8 *proto, int *later) {
+    #pragma unroll
     for (int i = 0; i <= MAX_EXT_HEADERS; i++) {
         __u8 p = *proto;
         if (p != 0 && p != 43 && p != 60 && p != 51 && p != 44)
@@ -407,6 +423,7 @@ INLINE int ovs_extract(struct __sk_buff *skb, struct ovs_flow *f) {
         end = at + 40 + be16(&h[4]);
         if (end > len)
             return 1;
+        #pragma unroll
         for (int w = 0; w < 8; w++)
             f->v6[w] = le32(&h[8 + 4 * w]);
         __u8 nxt = h[6];
@@ -470,6 +487,7 @@ INLINE int ovs_tcp_hash(struct __sk_buff *skb, __u32 *out) {
         return 0;
     __u32 hash = 0;
     if (f.dl_type == ETH_P_IPV6) {
+        #pragma unroll
         for (int w = 0; w < 8; w++)
             hash = mhash_add(hash, f.v6[w]);
     } else if (f.dl_type == ETH_P_IP || f.dl_type == ETH_P_ARP) {
@@ -721,6 +739,7 @@ int lagd_tap_egress(struct __sk_buff *skb) {
             count_tx(MAX_MEMBERS, skb->len);
             return TC_ACT_SHOT;
         }
+        #pragma unroll
         for (__u32 i = 0; i < MAX_MEMBERS - 1; i++) {
             if (i + 1 >= n)
                 break;
@@ -776,6 +795,7 @@ int lagd_tap_egress(struct __sk_buff *skb) {
 // The slot of a flow's kernel words (lagd_proto::stripe::tcp::FlowKey::kernel_slot).
 INLINE __u32 stripe_rx_slot(const __u32 *k) {
     __u32 h = 0x811c9dc5u;
+    #pragma unroll
     for (int i = 0; i < 10; i++) {
         h = (h ^ k[i]) * 0x01000193u;
         h ^= h >> 15;
@@ -841,6 +861,7 @@ INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
         __u32 payload = be16(&ip[4]);
         if ((ip[0] >> 4) != 6 || ip[6] != 6 || payload == 0 || 54 + payload > len)
             return stripe_to_lagd(skb);
+        #pragma unroll
         for (int i = 0; i < 8; i++)
             key[i] = le32(&ip[8 + 4 * i]);
         key[9] = 0x8000;
@@ -867,6 +888,7 @@ INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
     __u64 w = *(volatile __u64 *)&e->word;
     if (((w >> 48) & 0xff) != STRIPE_RX_KERNEL)
         return stripe_to_lagd(skb);
+    #pragma unroll
     for (int i = 0; i < 10; i++)
         if (e->key[i] != key[i])
             return stripe_to_lagd(skb);
@@ -898,6 +920,7 @@ INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
 // The member the frame came in on (recorded in cb[1]), NO_PORT if none of the table's.
 INLINE __u32 member_port(struct __sk_buff *skb, const struct table *t) {
     __u32 port = NO_PORT;
+    #pragma unroll
     for (__u32 i = 0; i < MAX_MEMBERS; i++) {
         if (t->ifindex[i] != 0 && t->ifindex[i] == skb->ingress_ifindex) {
             port = i;
@@ -931,8 +954,8 @@ INLINE int slow_frame(struct __sk_buff *skb, const struct table *t, const __u8 *
     return TC_ACT_OK;
 }
 
-SEC("tcx/ingress")
-int lagd_member_ingress(struct __sk_buff *skb) {
+// Both member programs; `receiver` is a constant, so each keeps only its own stripe branch.
+INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     struct table *t = current_table();
     if (!t || t->rule == RULE_LAGD)
         return TC_ACT_OK;
@@ -940,7 +963,15 @@ int lagd_member_ingress(struct __sk_buff *skb) {
         __u32 port = member_port(skb, t);
         if (port >= MAX_MEMBERS)
             return stripe_to_lagd(skb);
-        return stripe_rx(skb, t, port);
+        if (receiver)
+            return stripe_rx(skb, t, port);
+        // No receiver on this kernel: lagd orders the flows. A slow-protocol frame passes
+        // as it is, as the receiver passes it.
+        __u8 eth[14];
+        if (!skb->vlan_present && bpf_skb_load_bytes(skb, 0, eth, 14) == 0 &&
+            be16(&eth[12]) == ETH_P_SLOW)
+            return TC_ACT_OK;
+        return stripe_to_lagd(skb);
     }
     __u8 eth[14];
     if (bpf_skb_load_bytes(skb, 0, eth, 14) < 0)
@@ -968,4 +999,14 @@ int lagd_member_ingress(struct __sk_buff *skb) {
         c->rx_bytes += skb->len;
     }
     return bpf_redirect(t->tap_ifindex, BPF_F_INGRESS);
+}
+
+SEC("tcx/ingress")
+int lagd_member_ingress(struct __sk_buff *skb) {
+    return member_ingress(skb, 1);
+}
+
+SEC("tcx/ingress_no_cas")
+int lagd_member_ingress_no_cas(struct __sk_buff *skb) {
+    return member_ingress(skb, 0);
 }

@@ -285,6 +285,15 @@ static SLOW_DROP_PROGRAM: [BpfInsn; 10] = [
     BpfInsn::EXIT,
 ];
 
+/// Both drop programs, their names and tcx attach types, for
+/// [`crate::fastpath::load_check`].
+pub(crate) fn drop_programs() -> [(&'static [u8], &'static [BpfInsn], u32); 2] {
+    [
+        (PROG_NAME, &DROP_PROGRAM, BPF_TCX_INGRESS),
+        (SLOW_DROP_NAME, &SLOW_DROP_PROGRAM, BPF_TCX_EGRESS),
+    ]
+}
+
 /// The `BPF_PROG_LOAD` member of `union bpf_attr` (include/uapi/linux/bpf.h), through
 /// `fd_array_cnt` (Linux 6.13). Every byte is a named field, so a value built from zeroes has no
 /// uninitialised padding. An older kernel accepts the fields it does not know as long as they are

@@ -282,6 +282,9 @@ pub struct FastPath {
     ports: OwnedFd,
     buckets: OwnedFd,
     stripe_rx: OwnedFd,
+    /// Why the kernel refused the members' program with stripe's receiver (the one without
+    /// it runs then), or `None`.
+    no_receiver: Option<String>,
     egress: OwnedFd,
     ingress: OwnedFd,
     cpus: usize,
@@ -493,6 +496,85 @@ fn load(program: &Program, maps: &[(MapId, &OwnedFd)], attach_type: u32) -> io::
     load_program(&insns, name, attach_type, program.name)
 }
 
+/// The maps the programs reference, created as the source defines them.
+struct Maps {
+    tables: OwnedFd,
+    ports: OwnedFd,
+    buckets: OwnedFd,
+    stripe_tx: OwnedFd,
+    stripe_rx: OwnedFd,
+}
+
+impl Maps {
+    fn create() -> io::Result<Self> {
+        let inner = map_create(&inner_def(), "lagd_table", None)?;
+        let tables = map_create(&programs::TABLES_DEF, "lagd_tables", Some(&inner))?;
+        drop(inner);
+        Ok(Self {
+            tables,
+            ports: map_create(&programs::PORTS_DEF, "lagd_ports", None)?,
+            buckets: map_create(&programs::BUCKETS_DEF, "lagd_buckets", None)?,
+            stripe_tx: map_create(&programs::STRIPE_TX_DEF, "lagd_stripe_tx", None)?,
+            stripe_rx: map_create(&programs::STRIPE_RX_DEF, "lagd_stripe_rx", None)?,
+        })
+    }
+}
+
+/// Whether this kernel loads one of lagd's eBPF programs ([`load_check`]).
+#[derive(Debug)]
+pub struct LoadCheck {
+    /// The program's name.
+    pub name: &'static str,
+    /// Its instructions.
+    pub instructions: usize,
+    /// `Err` with the error (and the verifier's log) when the kernel refused it.
+    pub result: Result<(), String>,
+}
+
+/// Loads each of lagd's eBPF programs on its own, attaching none, and says which this kernel
+/// accepts: the fast path's TAP program, its members' program with and without stripe's
+/// receiver (the one with it needs Linux 5.12), and member isolation's two drop programs
+/// ([`crate::isolate`]). For a look at a kernel before running lagd on it (the kernel matrix
+/// runs it in each kernel).
+///
+/// # Errors
+/// Creating the maps fails (no `bpf()`, `EPERM` without `CAP_BPF`).
+pub fn load_check() -> io::Result<Vec<LoadCheck>> {
+    let m = Maps::create()?;
+    let maps = [
+        (MapId::Tables, &m.tables),
+        (MapId::Ports, &m.ports),
+        (MapId::Buckets, &m.buckets),
+        (MapId::StripeTx, &m.stripe_tx),
+        (MapId::StripeRx, &m.stripe_rx),
+    ];
+    let mut out = Vec::new();
+    for (program, attach_type) in [
+        (&programs::TAP_EGRESS, BPF_TCX_EGRESS),
+        (&programs::MEMBER_INGRESS, BPF_TCX_INGRESS),
+        (&programs::MEMBER_INGRESS_NO_CAS, BPF_TCX_INGRESS),
+    ] {
+        out.push(LoadCheck {
+            name: program.name,
+            instructions: program.insns.len(),
+            result: load(program, &maps, attach_type)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        });
+    }
+    for (raw, insns, attach_type) in crate::isolate::drop_programs() {
+        let name = std::str::from_utf8(raw).unwrap_or("lagd drop program");
+        out.push(LoadCheck {
+            name,
+            instructions: insns.len(),
+            result: load_program(insns, raw, attach_type, name)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        });
+    }
+    Ok(out)
+}
+
 impl FastPath {
     /// Creates the maps and loads both programs (not attached yet), with no table: until
     /// [`FastPath::set_table`], both programs pass every frame on.
@@ -500,13 +582,13 @@ impl FastPath {
     /// # Errors
     /// `bpf()` errors (`EPERM` without `CAP_BPF`, the verifier's log when a program is refused).
     pub fn load() -> io::Result<Self> {
-        let inner = map_create(&inner_def(), "lagd_table", None)?;
-        let tables = map_create(&programs::TABLES_DEF, "lagd_tables", Some(&inner))?;
-        drop(inner);
-        let ports = map_create(&programs::PORTS_DEF, "lagd_ports", None)?;
-        let buckets = map_create(&programs::BUCKETS_DEF, "lagd_buckets", None)?;
-        let stripe_tx = map_create(&programs::STRIPE_TX_DEF, "lagd_stripe_tx", None)?;
-        let stripe_rx = map_create(&programs::STRIPE_RX_DEF, "lagd_stripe_rx", None)?;
+        let Maps {
+            tables,
+            ports,
+            buckets,
+            stripe_tx,
+            stripe_rx,
+        } = Maps::create()?;
         let maps = [
             (MapId::Tables, &tables),
             (MapId::Ports, &ports),
@@ -515,16 +597,35 @@ impl FastPath {
             (MapId::StripeRx, &stripe_rx),
         ];
         let egress = load(&programs::TAP_EGRESS, &maps, BPF_TCX_EGRESS)?;
-        let ingress = load(&programs::MEMBER_INGRESS, &maps, BPF_TCX_INGRESS)?;
+        // Stripe's receiver needs BPF compare-and-swap (Linux 5.12+). A kernel that refuses
+        // the members' program with it gets the one without, which hands stripe frames to lagd.
+        let (ingress, no_receiver) = match load(&programs::MEMBER_INGRESS, &maps, BPF_TCX_INGRESS) {
+            Ok(fd) => (fd, None),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Err(e),
+            Err(full) => {
+                let fd = load(&programs::MEMBER_INGRESS_NO_CAS, &maps, BPF_TCX_INGRESS)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{e}; and before: {full}")))?;
+                (fd, Some(full.to_string()))
+            }
+        };
         Ok(Self {
             tables,
             ports,
             buckets,
             stripe_rx,
+            no_receiver,
             egress,
             ingress,
             cpus: possible_cpus()?,
         })
+    }
+
+    /// Why stripe's receiver does not run in the kernel (the kernel refused the members'
+    /// program with it: Linux before 5.12 has no BPF compare-and-swap), or `None` when it
+    /// runs. Without it the members' program hands every stripe frame to lagd, which orders
+    /// the flows itself.
+    pub fn stripe_receiver_refused(&self) -> Option<&str> {
+        self.no_receiver.as_deref()
     }
 
     /// Replaces the table the programs read, at once (see the [module docs](self)).
@@ -674,8 +775,22 @@ impl FastPath {
         // `data_size_in` readable bytes of `frame`, `ctx_in` to `SKB_LEN` readable bytes and
         // `ctx_out` to `SKB_LEN` writable bytes, all borrowed for the call; `data_out` is null
         // with size 0, so no frame is written back.
-        unsafe { sys_bpf_int(BPF_PROG_TEST_RUN, &mut attr) }
-            .map_err(|e| crate::error::annotate(e, "bpf(BPF_PROG_TEST_RUN)", None))?;
+        let ran = unsafe { sys_bpf_int(BPF_PROG_TEST_RUN, &mut attr) };
+        if let Err(e) = ran {
+            // Before Linux 5.16 a test run refuses any ingress_ifindex (EINVAL): tell that
+            // apart from a refused frame by running the frame without one.
+            if ingress_ifindex != 0
+                && e.raw_os_error() == Some(libc::EINVAL)
+                && self.test_run(prog, frame, 0).is_ok()
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "bpf(BPF_PROG_TEST_RUN): this kernel's test runs cannot set \
+                     ingress_ifindex (Linux 5.16+)",
+                ));
+            }
+            return Err(crate::error::annotate(e, "bpf(BPF_PROG_TEST_RUN)", None));
+        }
         let word = |at: usize| u32::from_ne_bytes(ctx_out[at..at + 4].try_into().expect("4 bytes"));
         Ok(TestRun {
             verdict: attr.retval,
@@ -690,6 +805,10 @@ impl FastPath {
     }
 
     /// Runs the members' program on `frame` as if it arrived on interface `ingress_ifindex`.
+    ///
+    /// # Errors
+    /// `bpf()` errors; of kind [`io::ErrorKind::Unsupported`] when `ingress_ifindex` is not 0
+    /// and the kernel's test runs cannot set it (before Linux 5.16).
     pub fn test_ingress(&self, frame: &[u8], ingress_ifindex: u32) -> io::Result<TestRun> {
         self.test_run(&self.ingress, frame, ingress_ifindex)
     }

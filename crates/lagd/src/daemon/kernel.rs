@@ -379,6 +379,13 @@ impl Kernel {
         if !self.stripe {
             return Ok(None);
         }
+        if let Some(why) = self.fp.stripe_receiver_refused() {
+            // The members' program without the receiver runs: it hands lagd every segment.
+            return Err(io::Error::other(format!(
+                "the kernel refused the members' program with stripe's receiver (BPF \
+                 compare-and-swap needs Linux 5.12), lagd orders every flow: {why}"
+            )));
+        }
         Ok(Some(StripeRx {
             table: self.fp.stripe_rx()?,
         }))
