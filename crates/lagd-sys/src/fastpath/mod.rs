@@ -652,7 +652,7 @@ impl FastPath {
     ///
     /// With [`Attach::Tcx`], an error of kind [`io::ErrorKind::Unsupported`] carrying a
     /// [`TcxUnavailable`](crate::isolate::TcxUnavailable) on a kernel without tcx; with
-    /// [`Attach::Tc`], the failing rtnetlink request (see [`TcFilter::attach`]).
+    /// [`Attach::Tc`], the failing rtnetlink request (see [`TcFilter::attach`](crate::clsact::TcFilter::attach)).
     pub fn attach_tap(&self, ifindex: u32, how: Attach) -> io::Result<Attachment> {
         let name = programs::TAP_EGRESS.name;
         Ok(Attachment {
