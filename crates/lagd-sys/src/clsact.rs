@@ -206,8 +206,12 @@ impl TcFilter {
         };
         // On failure `filter` drops: the qdisc goes again if this call added it.
         let route = filter.route.as_mut().expect("route");
-        filter.replaced = remove_lagd(route, ifindex, hook)?;
-        add_filter(route, ifindex, hook, filter.handle, prog, name)?;
+        // A filter an earlier lagd left in this slot is replaced in place, in one step (the
+        // kernel swaps the program under RCU: no frame passes the hook without one, which is
+        // what makes a restart seamless); lagd's filters in other slots go.
+        let (deleted, in_place) = remove_lagd(route, ifindex, hook, Some(filter.handle))?;
+        filter.replaced = deleted + usize::from(in_place);
+        add_filter(route, ifindex, hook, filter.handle, prog, name, in_place)?;
         Ok(filter)
     }
 
@@ -288,18 +292,32 @@ pub fn remove_qdisc_if_empty(ifindex: u32) -> io::Result<bool> {
 /// Deletes every lagd filter (see [`FilterInfo::is_lagd`]) on hook `hook` of interface
 /// `ifindex`; returns how many. Filters that are not lagd's stay, and so does the qdisc.
 pub fn remove_lagd_filters(ifindex: u32, hook: Hook) -> io::Result<usize> {
-    remove_lagd(&mut RouteQuery::new()?, ifindex, hook)
+    remove_lagd(&mut RouteQuery::new()?, ifindex, hook, None).map(|(n, _)| n)
 }
 
-fn remove_lagd(route: &mut RouteQuery, ifindex: u32, hook: Hook) -> io::Result<usize> {
+/// Deletes lagd's filters on the hook but the one with handle `keep`; returns how many it
+/// deleted and whether `keep` is there.
+fn remove_lagd(
+    route: &mut RouteQuery,
+    ifindex: u32,
+    hook: Hook,
+    keep: Option<u32>,
+) -> io::Result<(usize, bool)> {
     let lagd: Vec<FilterInfo> = dump(route, ifindex, hook)?
         .into_iter()
         .filter(FilterInfo::is_lagd)
         .collect();
+    let mut kept = false;
+    let mut deleted = 0;
     for f in &lagd {
-        del_filter(route, ifindex, hook, f.handle)?;
+        if Some(f.handle) == keep {
+            kept = true;
+        } else {
+            del_filter(route, ifindex, hook, f.handle)?;
+            deleted += 1;
+        }
     }
-    Ok(lagd.len())
+    Ok((deleted, kept))
 }
 
 /// Appends attribute `ty` with `data`, padded to 4 bytes.
@@ -419,9 +437,15 @@ fn add_filter(
     handle: u32,
     prog: BorrowedFd<'_>,
     name: &str,
+    replace: bool,
 ) -> io::Result<()> {
     let fd = u32::try_from(prog.as_raw_fd()).map_err(|_| io::Error::other("negative fd"))?;
-    let flags = ACK | (libc::NLM_F_CREATE | libc::NLM_F_EXCL) as u16;
+    // Without NLM_F_EXCL the kernel changes a filter that has the handle already.
+    let flags = if replace {
+        ACK | (libc::NLM_F_CREATE | libc::NLM_F_REPLACE) as u16
+    } else {
+        ACK | (libc::NLM_F_CREATE | libc::NLM_F_EXCL) as u16
+    };
     let seq = route.next_seq();
     let mut msg = tc_request(
         RTM_NEWTFILTER,

@@ -243,3 +243,153 @@ fn a_crash_under_the_supervisor_keeps_the_carrier_and_the_neighbours() {
         topo.teardown().expect("teardown");
     }
 }
+
+/// Datagrams every millisecond from `from_ns` (bound to `from`) to `to:port` for `span`, each
+/// carrying its sequence number; the receiver in `to_ns` counts the distinct ones that came.
+/// Returns (sent, received).
+fn probe(
+    from_ns: String,
+    to_ns: String,
+    to: std::net::Ipv4Addr,
+    port: u16,
+    span: Duration,
+) -> thread::JoinHandle<(u64, u64)> {
+    use std::net::UdpSocket;
+    let receiver = thread::spawn(move || {
+        lagd::lab::topology::in_named_ns(&to_ns, move || {
+            let s = UdpSocket::bind((to, port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let mut seen = std::collections::BTreeSet::new();
+            let end = Instant::now() + span + Duration::from_secs(1);
+            let mut buf = [0u8; 64];
+            while Instant::now() < end {
+                if let Ok(n) = s.recv(&mut buf) {
+                    if n >= 8 {
+                        seen.insert(u64::from_be_bytes(buf[..8].try_into().unwrap()));
+                    }
+                }
+            }
+            seen.len() as u64
+        })
+        .unwrap()
+    });
+    thread::sleep(Duration::from_millis(100));
+    thread::spawn(move || {
+        let sent = lagd::lab::topology::in_named_ns(&from_ns, move || {
+            let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
+            let start = Instant::now();
+            let mut seq = 0u64;
+            while start.elapsed() < span {
+                let _ = s.send_to(&seq.to_be_bytes(), (to, port));
+                seq += 1;
+                let next = start + Duration::from_millis(seq);
+                if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                    thread::sleep(wait);
+                }
+            }
+            seq
+        })
+        .unwrap();
+        (sent, receiver.join().unwrap())
+    })
+}
+
+/// The kernel path through kill -9 and a restart under the supervisor, in each covered mode:
+/// a datagram every millisecond each way; the figures are printed (bench/restart.md has them
+/// from bench runs), and traffic must flow again afterwards both ways.
+#[test]
+fn probes_through_a_crash_on_the_kernel_path() {
+    assert!(is_root(), "network namespace tests need root");
+    for (mode, attach) in [
+        ("mode=balance-xor xmit_hash_policy=layer3+4", "tc"),
+        (
+            "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4",
+            "tc",
+        ),
+        ("mode=active-backup", "tc"),
+        ("mode=balance-xor xmit_hash_policy=layer3+4", "tcx"),
+    ] {
+        let mut topo = Topology::create(2).expect("topology");
+        let bonds = [format!("{}a", topo.tag()), format!("{}b", topo.tag())];
+        let opts = format!("{mode} miimon=50 fastpath=on fastpath_attach={attach}");
+        let (_b, _) = start_lagd(&mut topo, Side::B, &bonds[1], &opts);
+        let control = topo.dir().join("a.sock");
+        let control_s = control.to_string_lossy().into_owned();
+        let members = topo.member_list();
+        let args = [
+            "--bond",
+            &bonds[0],
+            "--members",
+            &members,
+            "--opts",
+            &opts,
+            "--control",
+            &control_s,
+        ];
+        let mut sup = Supervisor::new(topo.dir());
+        let ns_a = topo.ns(Side::A).to_owned();
+        let ns_b = topo.ns(Side::B).to_owned();
+        sup.start(&ns_a, &args);
+        wait_for("lagd A answers", Duration::from_secs(10), || {
+            lagd::daemon::query_status(&control).is_ok()
+        });
+        let addrs = address_bonds(&topo, &bonds);
+        if mode.contains("802.3ad") {
+            wait_for("LACP distributing", Duration::from_secs(15), || {
+                lagd::daemon::query_status(&control).is_ok_and(|s| {
+                    s.members
+                        .iter()
+                        .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
+                })
+            });
+        }
+        // Neighbours first, so the probes measure the restart alone.
+        let _ = Command::new("ip")
+            .args(["netns", "exec", &ns_a, "ping", "-c", "2", "-i", "0.2"])
+            .arg(addrs[1].to_string())
+            .output();
+        wait_for("the TAP stored", Duration::from_secs(5), || {
+            sup.stored().contains(&"tap".to_owned())
+        });
+        let span = Duration::from_secs(3);
+        let ab = probe(ns_a.clone(), ns_b.clone(), addrs[1], 40001, span);
+        let ba = probe(ns_b.clone(), ns_a.clone(), addrs[0], 40002, span);
+        thread::sleep(Duration::from_millis(1000));
+        sup.kill();
+        sup.start(&ns_a, &args);
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        eprintln!(
+            "{mode} ({attach}): A->B lost {} of {}, B->A lost {} of {}",
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        wait_for("lagd A answers again", Duration::from_secs(10), || {
+            lagd::daemon::query_status(&control).is_ok()
+        });
+        // Afterwards nothing is lost either way.
+        let ab = probe(
+            ns_a.clone(),
+            ns_b.clone(),
+            addrs[1],
+            40003,
+            Duration::from_millis(500),
+        );
+        let ba = probe(ns_b, ns_a, addrs[0], 40004, Duration::from_millis(500));
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        assert!(
+            ab.1 * 10 >= ab.0 * 9,
+            "A->B after the restart: {ab:?}\n{}",
+            sup.log()
+        );
+        assert!(
+            ba.1 * 10 >= ba.0 * 9,
+            "B->A after the restart: {ba:?}\n{}",
+            sup.log()
+        );
+        drop(sup);
+        topo.teardown().expect("teardown");
+    }
+}
