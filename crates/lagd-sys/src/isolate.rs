@@ -55,7 +55,7 @@ use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::mem::offset_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::ptr;
 
@@ -509,6 +509,116 @@ pub(crate) fn link_create(
     Ok(link)
 }
 
+/// `BPF_OBJ_GET_INFO_BY_FD` in `enum bpf_cmd`.
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
+/// `BPF_LINK_UPDATE` in `enum bpf_cmd` (Linux 5.7+).
+const BPF_LINK_UPDATE: libc::c_int = 30;
+/// `BPF_LINK_TYPE_TCX` in `enum bpf_link_type` (Linux 6.6+).
+const BPF_LINK_TYPE_TCX: u32 = 11;
+
+/// The `BPF_LINK_UPDATE` member of `union bpf_attr`.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct LinkUpdateAttr {
+    link_fd: u32,
+    new_prog_fd: u32,
+    flags: u32,
+    old_prog_fd: u32,
+}
+
+/// The `info` member of `union bpf_attr` (`BPF_OBJ_GET_INFO_BY_FD`).
+#[repr(C, align(8))]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// The start of `struct bpf_link_info`: type, id, prog_id, then (at 16) the per-type union,
+/// whose tcx member is {ifindex, attach_type}; the rest is room the kernel may fill.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct LinkInfo {
+    link_type: u32,
+    id: u32,
+    prog_id: u32,
+    _pad: u32,
+    ifindex: u32,
+    attach_type: u32,
+    rest: [u64; 6],
+}
+
+const _: () = assert!(std::mem::offset_of!(LinkInfo, ifindex) == 16);
+
+/// The interface and hook (`BPF_TCX_INGRESS`/`EGRESS`) a tcx link is attached to; `None` for
+/// a link of another type.
+fn tcx_target(link: &OwnedFd) -> io::Result<Option<(u32, u32)>> {
+    let mut info = LinkInfo::default();
+    let mut attr = InfoAttr {
+        bpf_fd: u32::try_from(link.as_raw_fd()).map_err(|_| io::Error::other("negative fd"))?,
+        info_len: size_of::<LinkInfo>() as u32,
+        info: addr(&raw mut info),
+    };
+    // SAFETY: `attr.info` points at `info`, writable for `info_len` bytes for the call; the
+    // kernel writes at most that many. `bpf_fd` is open (`link` is borrowed).
+    unsafe { sys_bpf_int(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }
+        .map_err(|os| error::annotate(os, "bpf(BPF_OBJ_GET_INFO_BY_FD)", None))?;
+    Ok((info.link_type == BPF_LINK_TYPE_TCX).then_some((info.ifindex, info.attach_type)))
+}
+
+/// Puts `prog` in place of the program `link` runs, in one step (the hook is never without a
+/// program).
+fn link_update(link: &OwnedFd, prog: &OwnedFd) -> io::Result<()> {
+    let fd =
+        |f: &OwnedFd| u32::try_from(f.as_raw_fd()).map_err(|_| io::Error::other("negative fd"));
+    let mut attr = LinkUpdateAttr {
+        link_fd: fd(link)?,
+        new_prog_fd: fd(prog)?,
+        ..LinkUpdateAttr::default()
+    };
+    // SAFETY: `attr` is a `LinkUpdateAttr` for BPF_LINK_UPDATE with no user addresses; both
+    // descriptors are open (borrowed for the call).
+    unsafe { sys_bpf_int(BPF_LINK_UPDATE, &mut attr) }
+        .map(drop)
+        .map_err(|os| error::annotate(os, "bpf(BPF_LINK_UPDATE)", None))
+}
+
+/// tcx links a lagd before this one left (through the service manager's descriptor store),
+/// waiting to be adopted by [`attach_at`].
+static OFFERED: std::sync::Mutex<Vec<OwnedFd>> = std::sync::Mutex::new(Vec::new());
+
+/// Offers `links`, tcx links an earlier lagd held (passed by the service manager), for
+/// adoption: attaching a program with tcx at a hook one of them is attached to then puts the
+/// program into that link in one step (`BPF_LINK_UPDATE`) instead of creating a new link, so
+/// the hook never runs without a program across the change of process. Descriptors that are
+/// not tcx links are closed at once.
+pub fn offer_tcx_links(links: Vec<OwnedFd>) {
+    let mut offered = OFFERED.lock().unwrap_or_else(|e| e.into_inner());
+    offered.extend(
+        links
+            .into_iter()
+            .filter(|l| tcx_target(l).is_ok_and(|t| t.is_some())),
+    );
+}
+
+/// Closes the offered links nobody adopted (their programs detach); returns how many.
+pub fn close_unadopted() -> usize {
+    let mut offered = OFFERED.lock().unwrap_or_else(|e| e.into_inner());
+    let n = offered.len();
+    offered.clear();
+    n
+}
+
+/// Takes an offered link attached at hook `attach_type` of `ifindex`.
+fn take_offered(ifindex: u32, attach_type: u32) -> Option<OwnedFd> {
+    let mut offered = OFFERED.lock().unwrap_or_else(|e| e.into_inner());
+    let k = offered
+        .iter()
+        .position(|l| tcx_target(l).ok().flatten() == Some((ifindex, attach_type)))?;
+    Some(offered.swap_remove(k))
+}
+
 /// A drop-everything program on an interface's tcx ingress hook: the interface's own stack sees
 /// no received frame, `ETH_P_ALL` packet sockets still see all of them.
 ///
@@ -652,6 +762,12 @@ impl<P: TcxDropProgram> TcxDrop<P> {
     /// How the program is attached.
     pub fn how(&self) -> Attach {
         self.hold.how()
+    }
+
+    /// The tcx link's descriptor, for the service manager's store (see
+    /// [`offer_tcx_links`]); none for a clsact filter.
+    pub fn tcx_link(&self) -> Option<BorrowedFd<'_>> {
+        self.hold.tcx_link()
     }
 
     /// Whether attaching added the interface's clsact qdisc (which detaching then deletes,
@@ -903,6 +1019,14 @@ impl Hold {
         matches!(self, Self::Tc(f) if f.added_qdisc())
     }
 
+    /// The tcx link's descriptor (none for a clsact filter, which needs none to stay).
+    pub(crate) fn tcx_link(&self) -> Option<BorrowedFd<'_>> {
+        match self {
+            Self::Tcx(link, _) => Some(link.as_fd()),
+            Self::Tc(_) => None,
+        }
+    }
+
     pub(crate) fn detach(self) -> io::Result<()> {
         match self {
             Self::Tcx(link, _) => {
@@ -932,12 +1056,18 @@ pub(crate) fn attach_at(
                 Hook::Ingress => BPF_TCX_INGRESS,
                 Hook::Egress => BPF_TCX_EGRESS,
             };
+            // A link the last lagd left, adopted: the new program goes into it in one step.
+            if let Some(link) = take_offered(ifindex, attach_type) {
+                if link_update(&link, prog).is_ok() {
+                    return Ok(Hold::Tcx(link, 1));
+                }
+            }
             let link = link_create(prog, ifindex, attach_type, tcx_flags)?;
             let replaced = clsact::remove_lagd_filters(ifindex, hook).unwrap_or(0);
             Ok(Hold::Tcx(link, replaced))
         }
         Attach::Tc => Ok(Hold::Tc(TcFilter::attach(
-            std::os::fd::AsFd::as_fd(prog),
+            prog.as_fd(),
             ifindex,
             hook,
             slot,

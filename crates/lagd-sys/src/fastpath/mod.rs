@@ -252,6 +252,12 @@ impl Attachment {
         self.hold.how()
     }
 
+    /// The tcx link's descriptor, for the service manager's store (see
+    /// [`offer_tcx_links`](crate::isolate::offer_tcx_links)); none for a clsact filter.
+    pub fn tcx_link(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.hold.tcx_link()
+    }
+
     /// How many clsact filters an earlier lagd left on the hook were deleted (with either
     /// attachment, see [`FastPath::attach_tap`]).
     pub fn replaced(&self) -> usize {

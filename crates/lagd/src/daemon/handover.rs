@@ -4,6 +4,11 @@
 //! missing or different. Names lagd stores:
 //!
 //! - `tap`: the TAP's descriptor (its carrier stays on while one is open).
+//! - `tcx`: the tcx links of the programs (the fast path's, and the members' ingress drops):
+//!   while one is open its program stays attached and forwards with the last table. The next
+//!   lagd puts its own programs into them in one step (`BPF_LINK_UPDATE`, see
+//!   `lagd_sys::isolate::offer_tcx_links`) and closes those it does not need. clsact filters
+//!   need no descriptor: they stay on their hooks, and the next lagd replaces them in place.
 
 use std::os::fd::OwnedFd;
 
@@ -11,6 +16,8 @@ use tracing::{info, warn};
 
 /// The name of the TAP's descriptor in the store.
 pub const TAP: &str = "tap";
+/// The name of the tcx links in the store.
+pub const TCX: &str = "tcx";
 
 /// Descriptors a service manager passed at start, by name; those left untaken are closed when
 /// this is dropped.
@@ -42,6 +49,15 @@ impl Passed {
     pub fn take(&mut self, name: &str) -> Option<OwnedFd> {
         let k = self.fds.iter().position(|(n, _)| n == name)?;
         Some(self.fds.remove(k).1)
+    }
+
+    /// Takes every descriptor named `name`.
+    pub fn take_all(&mut self, name: &str) -> Vec<OwnedFd> {
+        let (named, rest) = std::mem::take(&mut self.fds)
+            .into_iter()
+            .partition(|(n, _)| n == name);
+        self.fds = rest;
+        named.into_iter().map(|(_, fd)| fd).collect::<Vec<_>>()
     }
 
     /// Takes the TAP's descriptor.

@@ -275,6 +275,14 @@ impl Kernel {
         })
     }
 
+    /// The tcx links of the TAP's and the members' programs (for the service manager's store).
+    pub(crate) fn tcx_links(&self) -> impl Iterator<Item = std::os::fd::BorrowedFd<'_>> {
+        self.tap
+            .iter()
+            .chain(self.members.iter().flatten())
+            .filter_map(Attachment::tcx_link)
+    }
+
     /// How the programs are attached, and why.
     pub(crate) fn attachment(&self) -> (Attach, &str) {
         (self.attach, &self.attach_why)

@@ -262,6 +262,8 @@ impl Daemon {
             // Stripe mode segments super-frames itself, and only TCP ones.
             no_uso: config.options.mode.segments_in_software(),
         };
+        // The last lagd's tcx links, for the programs attached below to go into in one step.
+        lagd_sys::isolate::offer_tcx_links(passed.take_all(handover::TCX));
         let tap = match passed.take_tap() {
             // The last lagd's descriptor, from the service manager: the TAP never lost its
             // carrier, and the host never noticed the change of process.
@@ -434,6 +436,10 @@ impl Daemon {
             restore: undo,
         };
         d.restore.started();
+        let unused = lagd_sys::isolate::close_unadopted();
+        if unused > 0 {
+            info!("{unused} tcx link(s) of the last lagd were not needed: closed");
+        }
         let now = d.now();
         d.after_wake(now);
         // Attaching turned the TAP's carrier on; it stays on only if the bond is up already, so
@@ -592,6 +598,7 @@ impl Daemon {
             // TAP never loses its carrier.
             n.store_fds(handover::TAP, &[std::os::fd::AsFd::as_fd(&self.dp.io.tap)]);
         }
+        self.store_links();
         let watchdog = self.notify.as_ref().and_then(Notifier::watchdog);
         let mut next_watchdog = watchdog.map(|_| now);
         loop {
@@ -621,12 +628,14 @@ impl Daemon {
                                     Ok(changed) => info!(?changed, "SIGHUP: reloaded"),
                                     Err(e) => warn!("SIGHUP: reload refused: {e}"),
                                 }
+                                self.store_links();
                                 continue;
                             }
                             info!(?sig, "stopping");
                             if let Some(n) = &self.notify {
                                 // A clean stop: the bond goes down, nothing to hand over.
                                 n.remove_fds(handover::TAP);
+                                n.remove_fds(handover::TCX);
                                 n.send("STOPPING=1");
                             }
                             let _ = self.dp.io.tap.set_carrier(false);
@@ -685,6 +694,32 @@ impl Daemon {
                     warn!(member = %m.name, "detaching the ingress drop: {e}");
                 }
             }
+        }
+    }
+
+    /// Hands the service manager the tcx links that keep the programs attached (the set it
+    /// held before is replaced: a link lagd let go of must not stay attached through the
+    /// store). After a crash the next lagd adopts them, and the programs go on forwarding with
+    /// the last table until it does.
+    fn store_links(&self) {
+        let Some(n) = &self.notify else {
+            return;
+        };
+        let links: Vec<std::os::fd::BorrowedFd<'_>> = self
+            .kernel
+            .iter()
+            .flat_map(|k| k.tcx_links())
+            .chain(
+                self.dp
+                    .io
+                    .members
+                    .iter()
+                    .filter_map(|m| m.isolation.as_ref()?.tcx_link()),
+            )
+            .collect();
+        n.remove_fds(handover::TCX);
+        if !links.is_empty() {
+            n.store_fds(handover::TCX, &links);
         }
     }
 
@@ -1052,6 +1087,13 @@ impl Daemon {
                 Ok(v) => v.to_string(),
                 Err(e) => control::error_reply(&e),
             };
+            // Members added or removed (also by a reload): their links in the store follow.
+            if matches!(
+                pending.request,
+                control::Request::Member { .. } | control::Request::Reload
+            ) {
+                self.store_links();
+            }
             pending.answer(reply);
         }
     }
