@@ -58,11 +58,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_lagd NS BOND OPTS: starts lagd in NS (a child of this shell, so that `wait` works) and
-# waits until its control socket and TAP exist; sets STARTED to its pid.
+# start_lagd NS BOND OPTS [supervised]: starts lagd in NS (a child of this shell, so that
+# `wait` works; with "supervised", under bench/tools/supervise.py, a service manager's
+# descriptor store) and waits until its control socket and TAP exist; sets STARTED to its pid
+# (the supervisor's).
 start_lagd() {
-    local ns=$1 bond=$2 opts=$3
-    ip netns exec "$ns" "$LAGD" --bond "$bond" --members "${TAG}m0,${TAG}m1" --opts "$opts" \
+    local ns=$1 bond=$2 opts=$3 sup=()
+    [ "${4:-}" = supervised ] && sup=(python3 bench/tools/supervise.py "$WORK/$bond.notify" --)
+    rm -f "$WORK/$bond.sock"
+    ip netns exec "$ns" "${sup[@]}" "$LAGD" --bond "$bond" --members "${TAG}m0,${TAG}m1" --opts "$opts" \
         --control "$WORK/$bond.sock" --log-level info >>"$WORK/$bond.log" 2>&1 &
     STARTED=$!
     for _ in $(seq 200); do
@@ -75,10 +79,14 @@ start_lagd() {
 one_run() {
     local path=$1 run=$2 opts a b kill_at
     case "$path" in
-        kernel) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on" ;;
-        lagd) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off" ;;
-        lacp | lacp-cold) opts="mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 fastpath=on" ;;
+        kernel | kernel-sup) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on" ;;
+        kernel-sup-tc) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on fastpath_attach=tc" ;;
+        ab-sup) opts="mode=active-backup miimon=50 fastpath=on" ;;
+        lagd | lagd-sup) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off" ;;
+        lacp | lacp-cold | lacp-sup) opts="mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 fastpath=on" ;;
     esac
+    local how=plain
+    case "$path" in *-sup | *-sup-tc) how=supervised ;; esac
     ip netns add "$NS_A"
     ip netns add "$NS_B"
     for ns in "$NS_A" "$NS_B"; do
@@ -90,7 +98,7 @@ one_run() {
         ip -n "$NS_A" link set "${TAG}m$i" up
         ip -n "$NS_B" link set "${TAG}m$i" up
     done
-    start_lagd "$NS_A" rsa0 "$opts"
+    start_lagd "$NS_A" rsa0 "$opts" "$how"
     a=$STARTED
     start_lagd "$NS_B" rsb0 "$opts"
     b=$STARTED
@@ -120,17 +128,24 @@ one_run() {
     local sb=$!
     sleep 1.5
     kill_at=$(date +%s.%N)
-    kill -KILL "$a"
-    # Reaped before the next one starts, as a service manager does.
-    wait "$a" 2>/dev/null || true
+    if [ "$how" = supervised ]; then
+        # The supervisor kills its lagd with SIGKILL and starts it again with the store.
+        kill -USR1 "$a"
+    else
+        kill -KILL "$a"
+        # Reaped before the next one starts, as a service manager does.
+        wait "$a" 2>/dev/null || true
+    fi
     # lacp-cold: the new lagd does not learn from the state file which partner each member had
     # (as before lagd kept it there), so its members wait the aggregate wait again.
     if [ "$path" = lacp-cold ]; then
         python3 -c 'import json,sys; p=sys.argv[1]; d=json.load(open(p)); d["lacp"]=[]; json.dump(d,open(p,"w"))' \
             "$WORK/rsa0.state"
     fi
-    start_lagd "$NS_A" rsa0 "$opts"
-    a=$STARTED
+    if [ "$how" != supervised ]; then
+        start_lagd "$NS_A" rsa0 "$opts"
+        a=$STARTED
+    fi
     PIDS=("$a" "$b")
     wait "$sa" "$sb" "$ra" "$rb" || true
     # gaps FILE: "outage baseline count" of the arrival times in FILE (ms; outage null when
@@ -158,10 +173,10 @@ one_run() {
     PIDS=()
     ip netns del "$NS_A"
     ip netns del "$NS_B"
-    rm -f "$WORK"/*.sock "$WORK"/*.state "$WORK"/*.log
+    rm -f "$WORK"/*.sock "$WORK"/*.state "$WORK"/*.log "$WORK"/*.notify
 }
 
-read -r -a PATHS <<<"${PATHS:-kernel lagd lacp lacp-cold}"
+read -r -a PATHS <<<"${PATHS:-kernel lagd lacp lacp-cold kernel-sup kernel-sup-tc ab-sup lacp-sup lagd-sup}"
 for run in $(seq "$RUNS"); do
     for path in "${PATHS[@]}"; do
         one_run "$path" "$run"
@@ -184,7 +199,10 @@ row() {
     echo "1.5 s in, host A's lagd gets SIGKILL, is reaped, and a new one is started for the same bond"
     echo "at once. Outage: the longest interval between two arrivals across the restart, per"
     echo "direction; baseline: the longest interval before the kill, same run. Medians of $RUNS runs,"
-    echo "the rows interleaved."
+    echo "the rows interleaved. The rows \"under a descriptor store\" run host A's lagd under"
+    echo "bench/tools/supervise.py, which keeps what lagd stores (FDSTORE=1: the TAP's descriptor, the"
+    echo "programs' tcx links) and starts the new lagd with them (LISTEN_FDS), as systemd's Restart= does"
+    echo "after a crash; the others restart it without a store, as before."
     echo
     echo "Machine: $(machine_line)."
     echo
@@ -194,6 +212,11 @@ row() {
     row lagd "balance-xor, through lagd (fastpath=off)"
     row lacp "802.3ad (fast rate), kernel fast path: members resumed from the state file"
     row lacp-cold "802.3ad, the same with the partners cut from the state file (no resume)"
+    row kernel-sup "balance-xor, kernel path (tcx), under a descriptor store (supervise.py)"
+    row kernel-sup-tc "balance-xor, kernel path (clsact), under a descriptor store"
+    row ab-sup "active-backup, kernel path (tcx), under a descriptor store"
+    row lacp-sup "802.3ad (fast rate), kernel path (tcx), under a descriptor store"
+    row lagd-sup "balance-xor, through lagd (fastpath=off), under a descriptor store"
     echo
     echo "Per run (outage A → B / B → A, ms):"
     echo
