@@ -18,6 +18,9 @@
 //! sent); frames with VLAN 4095, shorter than an Ethernet header or cut inside the outer tag
 //! cannot be sent and are counted apart.
 //!
+//! balance-rr: `packets_per_slave` 1, 2, 3 and 5 over 2, 3 and 4 members, the member of every
+//! frame of a new bond against lagd-proto's sequence (`kernel_rr_pattern_*`).
+//!
 //! Needs root (user-mode Linux runs under ptrace) and the kernels `tools/uml.py install` fetches
 //! from Debian's registry; fails, never skips, without them.
 
@@ -382,11 +385,27 @@ struct Tally {
 /// Sockets to send on, by device, protocol and priority.
 type Senders = HashMap<(String, u16, u8), PacketSocket>;
 
-/// Sends the planned frame out of the bond and returns the member whose peer caught it.
+/// Sends the planned frame out of the bond (through the VLAN device of its outer tag) and
+/// returns the member whose peer caught it.
 fn send_catch(
     senders: &mut Senders,
     peers: &[PacketSocket],
     p: &Plan,
+    what: &str,
+) -> Option<usize> {
+    let dev = p
+        .tag
+        .map_or_else(|| "ko0".to_owned(), |(t, v, _)| vlan_dev(t, v));
+    send_catch_on(senders, peers, p, &dev, what)
+}
+
+/// Sends the planned frame (`what`, for messages) through device `dev` and returns the member
+/// whose peer caught it.
+fn send_catch_on(
+    senders: &mut Senders,
+    peers: &[PacketSocket],
+    p: &Plan,
+    dev: &str,
     what: &str,
 ) -> Option<usize> {
     let mut buf = vec![0u8; 4096];
@@ -394,9 +413,7 @@ fn send_catch(
     for s in peers {
         while s.recv(&mut buf).is_ok() {}
     }
-    let dev = p
-        .tag
-        .map_or_else(|| "ko0".to_owned(), |(t, v, _)| vlan_dev(t, v));
+    let dev = dev.to_owned();
     let pcp = p.tag.map_or(0, |(_, _, pcp)| pcp);
     let proto = send_protocol(&p.data);
     let sender = senders.entry((dev.clone(), proto, pcp)).or_insert_with(|| {
@@ -680,4 +697,146 @@ fn kernel_hash_oracle_6_1() {
 #[test]
 fn kernel_hash_oracle_6_12() {
     in_guest("6.12", "kernel_hash_oracle_6_12", 900, oracle);
+}
+
+/// A UDP/IPv4 frame numbered `seq` (in its source port and payload), for balance-rr.
+fn rr_frame(seq: u16) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+    f.extend_from_slice(&[0x45, 0, 0, 30, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&(10_000 + seq).to_be_bytes());
+    f.extend_from_slice(&[0x13, 0x89, 0, 10, 0, 0]);
+    f.extend_from_slice(&seq.to_be_bytes());
+    f
+}
+
+/// The members lagd-proto's balance-rr gives `frames`, after `skip` frames sent before them.
+fn lagd_rr(members: usize, pps: u16, skip: usize, frames: &[Vec<u8>]) -> Vec<usize> {
+    use lagd_proto::bond::{
+        Bond, BondOptions, HostFrame, NoDataplane, PortInfo, TX_HEADROOM, TxVerdict,
+    };
+    use lagd_proto::time::Instant as At;
+    use lagd_proto::wire::EthernetAddress;
+    let (o, _) = BondOptions::parse_opts(&format!("mode=balance-rr packets_per_slave={pps}"))
+        .expect("options");
+    let mut b = Bond::new(o, EthernetAddress([2, 0, 0, 0, 0, 1]));
+    for i in 0..members {
+        b.add_port(
+            At::ZERO,
+            PortInfo {
+                name: format!("m{i}"),
+                perm_mac: EthernetAddress([2, 0, 0, 0, 1, i as u8]),
+                speed_mbps: Some(10_000),
+                full_duplex: Some(true),
+            },
+            true,
+        );
+    }
+    while b.poll_event().is_some() {}
+    let mut send = |f: &[u8]| {
+        let mut buf = vec![0u8; TX_HEADROOM + f.len()];
+        buf[TX_HEADROOM..].copy_from_slice(f);
+        let mut host = HostFrame::new(&mut buf, f.len(), Default::default()).expect("frame");
+        match b.transmit(At::ZERO, &mut host, &mut NoDataplane) {
+            TxVerdict::Port(p) => p.index(),
+            other => panic!("balance-rr did not send: {other:?}"),
+        }
+    };
+    for _ in 0..skip {
+        send(&frames[0]);
+    }
+    frames.iter().map(|f| send(f)).collect()
+}
+
+/// balance-rr's member sequence with `packets_per_slave` 1, 2, 3 and 5 over 2, 3 and 4
+/// members on a new bond: the kernel's (frames sent out of the bond, caught on the peers) must
+/// be lagd-proto's, shifted by the one frame 6.1 and 6.12 count before the first (found here;
+/// lagd-proto starts as 5.10 does).
+fn rr_patterns(kernel: &str) {
+    if std::path::Path::new("/proc/sys/net/ipv6").exists() {
+        sh("sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+        sh("sysctl", &["-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
+    }
+    let mut checked = 0;
+    for n in [2usize, 3, 4] {
+        for pps in [1u16, 2, 3, 5] {
+            ip(&format!(
+                "link add kr0 type bond mode balance-rr packets_per_slave {pps}"
+            ));
+            for i in 0..n {
+                ip(&format!("link add krm{i} type veth peer name krp{i}"));
+                ip(&format!("link set krp{i} up"));
+                ip(&format!("link set krm{i} master kr0"));
+            }
+            ip("link set kr0 up");
+            let peers: Vec<PacketSocket> = (0..n)
+                .map(|i| {
+                    PacketSocket::bind_name(
+                        &format!("krp{i}"),
+                        PacketOptions {
+                            ignore_outgoing: true,
+                            ..PacketOptions::default()
+                        },
+                    )
+                    .expect("packet socket on a peer")
+                })
+                .collect();
+            let mut senders = Senders::new();
+            let frames: Vec<Vec<u8>> = (0..(3 * n * usize::from(pps) + 7) as u16)
+                .map(rr_frame)
+                .collect();
+            let kernel_seq: Vec<usize> = frames
+                .iter()
+                .map(|f| {
+                    let p = Plan {
+                        tag: None,
+                        data: f.clone(),
+                        model: f.clone(),
+                    };
+                    // The bond's device name differs from the hash oracle's.
+                    send_catch_on(&mut senders, &peers, &p, "kr0", "balance-rr frame")
+                        .expect("frame caught")
+                })
+                .collect();
+            let cycle = n * usize::from(pps);
+            let skip = (0..cycle).find(|&s| lagd_rr(n, pps, s, &frames) == kernel_seq);
+            println!(
+                "RR kernel {kernel} members={n} packets_per_slave={pps}: kernel {kernel_seq:?}; \
+                 lagd-proto matches after {skip:?} earlier frames"
+            );
+            // 5.10 counts the first frame of a new bond as 0, as lagd-proto does; 6.1 and
+            // 6.12 take `this_cpu_inc_return()` of the counter: the first frame is frame 1.
+            let want = if kernel == "5.10" { 0 } else { 1 };
+            assert_eq!(
+                skip,
+                Some(want),
+                "kernel {kernel}: balance-rr members={n} packets_per_slave={pps}: kernel \
+                 sequence {kernel_seq:?}, lagd-proto's from a zero counter {:?}",
+                lagd_rr(n, pps, 0, &frames)
+            );
+            checked += frames.len();
+            drop(senders);
+            drop(peers);
+            ip("link del kr0");
+            for i in 0..n {
+                ip(&format!("link del krm{i}"));
+            }
+        }
+    }
+    println!("RR kernel {kernel}: {checked} frames in 12 sequences, all lagd-proto's");
+}
+
+#[test]
+fn kernel_rr_pattern_5_10() {
+    in_guest("5.10", "kernel_rr_pattern_5_10", 300, rr_patterns);
+}
+
+#[test]
+fn kernel_rr_pattern_6_1() {
+    in_guest("6.1", "kernel_rr_pattern_6_1", 300, rr_patterns);
+}
+
+#[test]
+fn kernel_rr_pattern_6_12() {
+    in_guest("6.12", "kernel_rr_pattern_6_12", 300, rr_patterns);
 }
