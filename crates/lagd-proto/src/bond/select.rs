@@ -123,7 +123,8 @@ fn better(a: &PortInfo, b: &PortInfo) -> bool {
     sa > sb || (sa == sb && a.full_duplex == Some(true) && b.full_duplex != Some(true))
 }
 
-/// Whether member `port`'s frames reach the host: in 802.3ad when it collects; with an active
+/// Whether member `port`'s frames reach the host: in 802.3ad when it collects or is attached
+/// in sync to the active aggregator ([`Lacp::accepts_from`]); with an active
 /// member (without `all_slaves_active`) only from it, except that balance-alb takes unicast on
 /// every member (its clients send there); balance-slb faces a switch without a LAG, which
 /// floods to every member, so broadcast and multicast are taken on the active member only (as
@@ -137,7 +138,7 @@ pub(crate) fn rx_rule(
     let mode = opts.mode;
     let is_active = active == Some(port);
     if let Some(l) = lacp {
-        if l.is_collecting(port) {
+        if l.accepts_from(port) {
             RxRule::ACCEPT
         } else {
             RxRule::drop_all(DropReason::NotCollecting)

@@ -898,6 +898,27 @@ impl Lacp {
                 .is_some_and(|i| self.ports[i].lacp_collecting())
     }
 
+    /// Whether the dataplane takes frames from `port`: it collects ([`Lacp::is_collecting`]),
+    /// or its Mux machine is ATTACHED to the active aggregator, selected, with current partner
+    /// information (the Receive machine in CURRENT), and tells the partner it is in sync. A partner under coupled control (the Linux driver) enters
+    /// COLLECTING_DISTRIBUTING and distributes on the port as soon as it has our
+    /// Synchronization, and tells us its own only with its next LACPDU, which the driver may
+    /// hold back for up to 300 ms (it sends at most three a second); what it sends meanwhile
+    /// belongs to the aggregate we attached the port to, and refusing it would lose it. The
+    /// Collecting bit we advertise does not change. `false` for an unknown port.
+    pub fn accepts_from(&self, port: PortId) -> bool {
+        self.is_collecting(port)
+            || self.index(port).is_some_and(|i| {
+                let p = &self.ports[i];
+                p.mux.state == MuxState::Attached
+                    && p.rx.state == RxState::Current
+                    && p.selected == Selected::Selected
+                    && p.actor_state.contains(PortState::SYNCHRONIZATION)
+                    && p.aggregator.is_some()
+                    && p.aggregator == self.active
+            })
+    }
+
     /// The ports the dataplane hashes over, in port order.
     pub fn distributing_ports(&self) -> impl Iterator<Item = PortId> + '_ {
         self.ports
@@ -1070,7 +1091,7 @@ impl Lacp {
             collecting: self
                 .ports
                 .iter()
-                .filter(|p| self.is_collecting(p.id))
+                .filter(|p| self.accepts_from(p.id))
                 .map(|p| p.id)
                 .collect(),
             carrier: self.carrier(),

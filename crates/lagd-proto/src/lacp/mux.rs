@@ -191,6 +191,35 @@ mod test {
     }
 
     #[test]
+    fn attached_in_sync_takes_frames_before_it_collects() {
+        let (mut l, _) = heard(true);
+        assert!(!l.accepts_from(P), "WAITING: nothing taken");
+        l.handle_timeout(at(2_000));
+        assert_eq!(mux(&l), MuxState::Attached);
+        // We advertise Synchronization; a coupled-control partner may distribute already.
+        assert!(
+            l.snapshot().ports[0]
+                .actor
+                .state
+                .contains(PortState::SYNCHRONIZATION)
+        );
+        assert!(l.accepts_from(P) && !l.is_collecting(P) && !l.is_distributing(P));
+        // The dataplane hears of it: the receive rules are recomputed on this event.
+        let mut events = Vec::new();
+        while let Some(e) = l.poll_event() {
+            events.push(e);
+        }
+        assert!(
+            events.contains(&crate::lacp::LacpEvent::DistributionChanged),
+            "{events:?}"
+        );
+        // Detached again (the link goes down): nothing taken.
+        l.handle_link(at(2_100), P, false, 10_000, true);
+        assert_eq!(mux(&l), MuxState::Detached);
+        assert!(!l.accepts_from(P));
+    }
+
+    #[test]
     fn in_sync_partner_before_wait_while_does_not_shortcut_waiting() {
         let (mut l, us) = heard(true);
         l.handle_frame(
