@@ -27,7 +27,8 @@
 # Usage, as root from the repository:  bash bench/kernels.sh
 # Environment: KERNELS ("5.10 6.1 6.12"), ROUNDS (3), DURATION (seconds per test, 3), SETUPS
 # (a subset of the five, in the first round's order),
-# OUT (bench/kernels.md: the section between the kernels.sh markers is replaced, the rest kept).
+# OUT (bench/kernels.md: the section between the kernels.sh markers is replaced, the rest kept),
+# KEEP (set: keep the work directory with every guest's raw results and lagd's logs).
 # Needs: python3, cargo, cc, iperf3, jq, iproute2, ping; tools/uml.py's needs.
 set -euo pipefail
 
@@ -250,7 +251,7 @@ done
 cargo build --release -q -p lagd --bin lagd --bin lagctl
 # Outside /tmp: the guest has a /tmp of its own.
 work=$(mktemp -d /var/tmp/lagd-kernels.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
 cp target/release/lagd target/release/lagctl "$work/"
 cc -O2 -Wall -o "$work/mmsg" bench/tools/mmsg.c
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
