@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# The kernel bond as the reference, in the kernels people run (issue 25, item 5): in each
+# user-mode-Linux guest of tools/uml.py (5.10, 6.1, 6.12), side by side in the same guest run,
+#
+#   direct     2 veth links, one address pair per link, no bond
+#   bond-xor   the kernel bond, mode balance-xor xmit_hash_policy layer3+4 miimon 100
+#   bond-lacp  the kernel bond, mode 802.3ad xmit_hash_policy layer3+4 lacp_rate fast
+#   lagd-xor   lagd at both ends, mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on
+#   lagd-lacp  lagd at both ends, mode=802.3ad xmit_hash_policy=layer3+4 lacp_rate=fast
+#              fastpath=on
+#
+# between two network namespaces joined by 2 unshaped veth links inside the guest.
+# fastpath=on makes lagd refuse to start without its kernel path (fastpath_attach=auto: clsact
+# filters where the kernel has no tcx), so every lagd figure is the programs'; lagd's status
+# (`lagctl show --json`, both ends) is kept after each run as the proof: program counters, and
+# lagd's member sockets reading no data.
+#
+# Tests: TCP 1 stream (iperf3 -l 1M); TCP 8 streams (2 x iperf3 -P 4 -l 1M, one server per link
+# address for direct, two ports on the bond's address otherwise); UDP 64 B from a batched sender
+# (bench/tools/mmsg.c: sendmmsg/recvmmsg, one flow); failover gap: a datagram every ms, and
+# FAIL_AT s in the link that carries it is cut (its far end set down); the longest silence at
+# the receiver and the datagrams lost (direct: nothing to fail over to, so the same probe runs
+# without a cut, giving the guest's own scheduling jitter).
+# Each round runs every setup once, the order rotating from round to round; medians over the
+# rounds, ratios to the kernel bond of the same mode in the same guest.
+#
+# Usage, as root from the repository:  bash bench/kernels.sh
+# Environment: KERNELS ("5.10 6.1 6.12"), ROUNDS (3), DURATION (seconds per test, 3), SETUPS
+# (a subset of the five, in the first round's order),
+# OUT (bench/kernels.md: the section between the kernels.sh markers is replaced, the rest kept),
+# KEEP (set: keep the work directory with every guest's raw results and lagd's logs).
+# Needs: python3, cargo, cc, iperf3, jq, iproute2, ping; tools/uml.py's needs.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+KERNELS="${KERNELS:-5.10 6.1 6.12}"
+ROUNDS="${ROUNDS:-3}"
+DURATION="${DURATION:-3}"
+FAIL_AT="${FAIL_AT:-1.5}"
+OUT="${OUT:-bench/kernels.md}"
+read -ra SETUPS <<<"${SETUPS:-direct bond-xor bond-lacp lagd-xor lagd-lacp}"
+
+# ---------------------------------------------------------------- inside a guest
+ns_cleanup() {
+    local ns
+    for ns in kbA kbB; do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    done
+    sleep 0.5
+    for ns in kbA kbB; do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+        ip netns del "$ns" 2>/dev/null || true
+    done
+}
+
+# wait_for SECONDS CMD...: runs CMD every 0.2 s until it succeeds (1) or SECONDS pass (0).
+wait_for() {
+    local end=$((SECONDS + $1))
+    shift
+    while [ "$SECONDS" -lt "$end" ]; do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+lacp_ports() { # ns: true when the bond's active aggregator has both ports
+    ip netns exec "$1" grep -q 'Number of ports: 2' /proc/net/bonding/bond0
+}
+
+lagd_up() { # ns: true when lagd answers with every member up (and, for 802.3ad, both distributing)
+    ip netns exec "$1" "$BIN/lagctl" show lg0 --json >"$R/status.tmp" 2>/dev/null || return 1
+    [ "$(jq '[.members[] | select(.mii_status == "up")] | length' "$R/status.tmp")" = 2 ]
+}
+
+# setup NAME: the namespaces and links, then NAME's configuration; sets DST1, DST2.
+setup() {
+    local s=$1 i ns n mode opts
+    ip netns add kbA
+    ip netns add kbB
+    for i in 0 1; do
+        ip -n kbA link add "m$i" type veth peer name "m$i" netns kbB
+    done
+    for ns in kbA kbB; do ip -n "$ns" link set lo up; done
+    case $s in
+        direct)
+            for i in 0 1; do
+                ip -n kbA addr add "10.$((i + 1)).0.1/24" dev "m$i"
+                ip -n kbB addr add "10.$((i + 1)).0.2/24" dev "m$i"
+                ip -n kbA link set "m$i" up
+                ip -n kbB link set "m$i" up
+            done
+            DST1=10.1.0.2 DST2=10.2.0.2
+            ;;
+        bond-*)
+            mode=balance-xor
+            [ "$s" = bond-lacp ] && mode="802.3ad lacp_rate fast"
+            n=1
+            for ns in kbA kbB; do
+                # shellcheck disable=SC2086 # mode is two words for 802.3ad
+                ip -n "$ns" link add bond0 type bond mode $mode xmit_hash_policy layer3+4 miimon 100
+                for i in 0 1; do ip -n "$ns" link set "m$i" master bond0; done
+                ip -n "$ns" link set bond0 up
+                ip -n "$ns" addr add "10.0.0.$n/24" dev bond0
+                n=2
+            done
+            if [ "$s" = bond-lacp ]; then
+                wait_for 20 lacp_ports kbA && wait_for 5 lacp_ports kbB ||
+                    echo "$s: the aggregator did not get both ports" >&2
+            fi
+            DST1=10.0.0.2 DST2=10.0.0.2
+            ;;
+        lagd-*)
+            opts="mode=balance-xor xmit_hash_policy=layer3+4 miimon=100 fastpath=on"
+            [ "$s" = lagd-lacp ] &&
+                opts="mode=802.3ad xmit_hash_policy=layer3+4 lacp_rate=fast miimon=100 fastpath=on"
+            n=1
+            for ns in kbA kbB; do
+                for i in 0 1; do ip -n "$ns" link set "m$i" up; done
+                ip netns exec "$ns" "$BIN/lagd" --bond lg0 --members m0,m1 --opts "$opts" \
+                    >>"$R/$s.$round.$ns.log" 2>&1 &
+            done
+            for ns in kbA kbB; do
+                if ! wait_for 20 lagd_up "$ns"; then
+                    echo "$s: lagd in $ns not ready; its log:" >&2
+                    sed 's/^/    /' "$R/$s.$round.$ns.log" >&2
+                    return 1
+                fi
+                ip -n "$ns" addr add "10.0.0.$n/24" dev lg0
+                ip -n "$ns" link set lg0 up
+                n=2
+            done
+            DST1=10.0.0.2 DST2=10.0.0.2
+            ;;
+    esac
+    if ! wait_for 20 ip netns exec kbA ping -c1 -W1 "$DST1" ||
+        ! wait_for 10 ip netns exec kbA ping -c1 -W1 "$DST2"; then
+        echo "$s: no ping through" >&2
+        return 1
+    fi
+    if [ "$s" = lagd-lacp ]; then sleep 1; fi # both ends distributing (the ping may go first)
+}
+
+result() { # setup test value
+    printf '%s\t%s\t%s\t%s\n' "$round" "$1" "$2" "$3" >>"$R/results.tsv"
+    printf '  %-5s round %s %-9s %-6s %s\n' "$(uname -r | cut -d. -f1-2)" "$round" "$1" "$2" "$3"
+}
+
+iperf_gbps() { # json file -> Gbit/s or nothing
+    jq -r '(.end.sum_received.bits_per_second // empty) / 1e9' "$1" 2>/dev/null || true
+}
+
+measure() { # setup
+    local s=$1 t=$((DURATION + 15)) a b m c before0 before1 cut
+    ip netns exec kbB iperf3 -s -p 5201 >/dev/null 2>&1 &
+    ip netns exec kbB iperf3 -s -p 5202 >/dev/null 2>&1 &
+    sleep 1
+    timeout "$t" ip netns exec kbA iperf3 -c "$DST1" -p 5201 -t "$DURATION" -l 1M -J \
+        >"$R/i1.json" 2>&1 || true
+    result "$s" tcp1 "$(iperf_gbps "$R/i1.json")"
+    sleep 0.5
+    timeout "$t" ip netns exec kbA iperf3 -c "$DST1" -p 5201 -t "$DURATION" -l 1M -P 4 -J \
+        >"$R/i81.json" 2>&1 &
+    a=$!
+    timeout "$t" ip netns exec kbA iperf3 -c "$DST2" -p 5202 -t "$DURATION" -l 1M -P 4 -J \
+        >"$R/i82.json" 2>&1 &
+    b=$!
+    wait "$a" "$b" || true
+    a=$(iperf_gbps "$R/i81.json")
+    b=$(iperf_gbps "$R/i82.json")
+    if [ -n "$a" ] && [ -n "$b" ]; then
+        result "$s" tcp8 "$(awk -v a="$a" -v b="$b" 'BEGIN {print a + b}')"
+    else
+        result "$s" tcp8 ""
+    fi
+    timeout "$t" ip netns exec kbB "$BIN/mmsg" recv 9000 $((DURATION + 5)) >"$R/u.json" 2>&1 &
+    a=$!
+    sleep 0.5
+    timeout "$t" ip netns exec kbA "$BIN/mmsg" send "$DST1" 9000 "$DURATION" 64 >/dev/null || true
+    wait "$a" || true
+    result "$s" udp64 "$(jq -r '.pps // empty' "$R/u.json" 2>/dev/null || true)"
+    # The failover gap: a datagram every ms; FAIL_AT s in, the link that carries it is cut
+    # (direct: not cut, the guest's own jitter for reference).
+    timeout "$t" ip netns exec kbB "$BIN/mmsg" recv 9001 $((DURATION + 5)) >"$R/f.json" 2>&1 &
+    a=$!
+    sleep 0.5
+    before0=$(ip netns exec kbA cat /sys/class/net/m0/statistics/tx_packets)
+    before1=$(ip netns exec kbA cat /sys/class/net/m1/statistics/tx_packets)
+    timeout "$t" ip netns exec kbA "$BIN/mmsg" send "$DST1" 9001 "$DURATION" 64 1000 >/dev/null &
+    b=$!
+    sleep "$FAIL_AT"
+    m=$(($(ip netns exec kbA cat /sys/class/net/m0/statistics/tx_packets) - before0))
+    c=$(($(ip netns exec kbA cat /sys/class/net/m1/statistics/tx_packets) - before1))
+    cut=m0
+    [ "$c" -gt "$m" ] && cut=m1
+    [ "$s" = direct ] || ip -n kbB link set "$cut" down
+    wait "$b" || true
+    wait "$a" || true
+    result "$s" gap_ms "$(jq -r '.max_gap_ms // empty' "$R/f.json" 2>/dev/null || true)"
+    result "$s" lost "$(jq -r '.lost // empty' "$R/f.json" 2>/dev/null || true)"
+    echo "$cut" >>"$R/$s.$round.cut"
+}
+
+guest() {
+    BIN=$1
+    R="$BIN/$(uname -r | cut -d. -f1-2)"
+    mkdir -p "$R"
+    : >"$R/results.tsv"
+    {
+        echo "kernel=$(uname -r)"
+        echo "cpus=$(nproc)"
+        echo "bpf_jit_enable=$(cat /proc/sys/net/core/bpf_jit_enable 2>/dev/null ||
+            echo 'absent (no BPF JIT: the interpreter)')"
+    } >"$R/guest.txt"
+    trap ns_cleanup EXIT
+    ns_cleanup
+    local i s order
+    for round in $(seq 1 "$ROUNDS"); do
+        order=()
+        for i in "${!SETUPS[@]}"; do
+            order+=("${SETUPS[$(((i + round - 1) % ${#SETUPS[@]}))]}")
+        done
+        for s in "${order[@]}"; do
+            if setup "$s"; then
+                measure "$s"
+            else
+                result "$s" setup failed
+            fi
+            if [[ $s == lagd-* ]]; then
+                for ns in kbA kbB; do
+                    ip netns exec "$ns" "$BIN/lagctl" show lg0 --json \
+                        >"$R/$s.$round.$ns.status.json" 2>/dev/null || true
+                done
+                ip netns exec kbA tc filter show dev m0 ingress >"$R/$s.$round.filters" 2>&1 || true
+            fi
+            ns_cleanup
+        done
+    done
+}
+
+if [ "${1:-}" = --guest ]; then
+    guest "$2"
+    exit 0
+fi
+
+# ---------------------------------------------------------------- on the host
+[ "$(id -u)" = 0 ] || { echo "kernels.sh: run as root" >&2; exit 1; }
+for tool in python3 cargo cc iperf3 jq ip ping; do
+    command -v "$tool" >/dev/null || { echo "kernels.sh: $tool is missing" >&2; exit 1; }
+done
+cargo build --release -q -p lagd --bin lagd --bin lagctl
+# Outside /tmp: the guest has a /tmp of its own.
+work=$(mktemp -d /var/tmp/lagd-kernels.XXXXXX)
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
+cp target/release/lagd target/release/lagctl "$work/"
+cc -O2 -Wall -o "$work/mmsg" bench/tools/mmsg.c
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+for k in $KERNELS; do
+    echo "== $k"
+    # ~100 s per round; a guest that hangs is killed.
+    python3 tools/uml.py run "$k" --rw "$work" --timeout $((ROUNDS * 200 + 60)) \
+        -e ROUNDS="$ROUNDS" -e DURATION="$DURATION" -e FAIL_AT="$FAIL_AT" -e SETUPS="${SETUPS[*]}" \
+        -- bash bench/kernels.sh --guest "$work" 2>&1 | tee "$work/run-$k.log" || true
+done
+
+python3 bench/tools/kernels_report.py "$work" "$OUT" "$started" "$(git rev-parse --short HEAD)" \
+    "$ROUNDS" "$DURATION" "$FAIL_AT" "$KERNELS" "$(uname -r)" \
+    "$(iperf3 --version | head -1 | cut -d' ' -f1-2)"
+echo "wrote $OUT"
