@@ -912,12 +912,35 @@ fn active_backup(kernel: &str) {
                 .strip_prefix("kam")
                 .and_then(|i| i.parse::<usize>().ok())
         };
+        // The driver has taken a carrier change in when /proc/net/bonding shows the member's
+        // MII status changed (its link monitor runs every 10 ms, but a loaded one-CPU guest
+        // can take far longer than a fixed wait): wait for that, up to 10 s, then read.
+        let mii_is = |member: usize, up: bool| {
+            let text = std::fs::read_to_string("/proc/net/bonding/ka0").unwrap_or_default();
+            let want = if up {
+                "MII Status: up"
+            } else {
+                "MII Status: down"
+            };
+            text.split("Slave Interface: ")
+                .find(|s| s.starts_with(&format!("kam{member}\n")))
+                .is_some_and(|s| s.lines().any(|l| l.trim() == want))
+        };
         let mut kernel_seq = vec![active()];
         for &(member, up) in &steps {
             ip(&format!(
                 "link set kap{member} {}",
                 if up { "up" } else { "down" }
             ));
+            let t = Instant::now();
+            while !mii_is(member, up) {
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "kernel {kernel}: kam{member} never went {}",
+                    if up { "up" } else { "down" }
+                );
+                thread::sleep(Duration::from_millis(20));
+            }
             kernel_seq.push(active());
         }
         let lagd = lagd_active_backup(reselect, &steps);
