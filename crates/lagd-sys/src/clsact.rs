@@ -270,21 +270,34 @@ pub fn filters(ifindex: u32, hook: Hook) -> io::Result<Vec<FilterInfo>> {
     dump(&mut RouteQuery::new()?, ifindex, hook)
 }
 
-/// Deletes the clsact qdisc of interface `ifindex` if no filter of anyone is left on it;
-/// returns whether it did. For a qdisc lagd added before it was killed (lagd's state file says
-/// so): a [`TcFilter`] that finds a qdisc there does not count it as its own. An interface with
-/// no clsact qdisc, or none at all, is no error.
-pub fn remove_qdisc_if_empty(ifindex: u32) -> io::Result<bool> {
+/// What [`remove_qdisc_if_empty`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QdiscRemoval {
+    /// The qdisc was there with no filter on it, and is deleted.
+    Removed,
+    /// The qdisc stays: this many filters (of anyone) are on its hooks.
+    Kept(usize),
+    /// There is no clsact qdisc on the interface (already deleted, or never added).
+    Absent,
+}
+
+/// Deletes the clsact qdisc of interface `ifindex` if no filter of anyone is left on it.
+/// For a qdisc lagd added before it was killed (lagd's state file says so): a [`TcFilter`]
+/// that finds a qdisc there does not count it as its own. An interface with no clsact qdisc,
+/// or none at all, is no error.
+pub fn remove_qdisc_if_empty(ifindex: u32) -> io::Result<QdiscRemoval> {
     let mut route = RouteQuery::new()?;
     let left = dump(&mut route, ifindex, Hook::Ingress)?.len()
         + dump(&mut route, ifindex, Hook::Egress)?.len();
     if left > 0 {
-        return Ok(false);
+        return Ok(QdiscRemoval::Kept(left));
     }
     match del_clsact_strict(&mut route, ifindex) {
-        Ok(()) => Ok(true),
+        Ok(()) => Ok(QdiscRemoval::Removed),
         // No clsact qdisc there (ENOENT, or EINVAL: an interface without an ingress queue).
-        Err(e) if matches!(error::errno(&e), Some(libc::ENOENT | libc::EINVAL)) => Ok(false),
+        Err(e) if matches!(error::errno(&e), Some(libc::ENOENT | libc::EINVAL)) => {
+            Ok(QdiscRemoval::Absent)
+        }
         Err(e) => Err(e),
     }
 }

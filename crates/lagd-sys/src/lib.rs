@@ -57,3 +57,10 @@ pub mod tap;
 pub mod vnet;
 
 pub use error::{SyscallError, errno, nothing_now};
+
+/// Sets a socket's receive buffer to `bytes`, past `net.core.rmem_max` when the caller may
+/// (`SO_RCVBUFFORCE`), else as far as the limit allows. For sockets made elsewhere (a
+/// `std::net::UdpSocket` that must not drop a burst while its reader is not scheduled).
+pub fn set_receive_buffer(fd: std::os::fd::BorrowedFd<'_>, bytes: usize) -> std::io::Result<()> {
+    socket::set_buffer(fd, true, bytes)
+}

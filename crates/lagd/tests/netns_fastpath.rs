@@ -576,6 +576,26 @@ fn tc_attachment_carries_tcp_both_ways() {
         let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
         assert_eq!(v["dataplane"]["attach"], "tc", "{json}");
         assert_eq!(v["dataplane"]["attach_reason"], "fastpath_attach=tc");
+        // A clean stop: lagd's filters take the qdiscs lagd added along, and the log claims no
+        // filters of others on them.
+        let mut lab = lab;
+        lab.stop(Side::A, "TERM");
+        let log = lab.topo.log_tail(lab.pids[idx(Side::A)], 200);
+        assert!(
+            !log.lines()
+                .any(|l| l.contains("qdisc") && l.contains("kept")),
+            "{opts}:\n{log}"
+        );
+        for dev in lab
+            .topo
+            .links()
+            .iter()
+            .map(|l| &l.name)
+            .chain([&lab.bonds[0]])
+        {
+            let q = lab.tc(Side::A, &["qdisc", "show", "dev", dev]);
+            assert!(!q.contains("clsact"), "{opts}: {dev}: {q}");
+        }
     }
 }
 
@@ -690,6 +710,18 @@ fn tc_filters_of_others_stay_and_lagds_leftovers_go_after_kill_9() {
     for dev in [&m1, &tap] {
         let q = lab.tc(Side::A, &["qdisc", "show", "dev", dev]);
         assert!(!q.contains("clsact"), "{dev}: {q}");
+    }
+    // And the log says so, naming each qdisc the killed lagd added as removed (m0's was not
+    // lagd's: nothing said of it), none as kept.
+    let log = lab.topo.log_tail(lab.pids[idx(Side::A)], 200);
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("clsact qdisc")).collect();
+    assert_eq!(said.len(), 2, "what the stop said of the qdiscs:\n{log}");
+    for dev in [&m1, &tap] {
+        assert!(
+            said.iter().any(|l| l.contains("removed the clsact qdisc")
+                && l.ends_with(&format!("interface={dev}"))),
+            "{dev}: what the stop said of the qdiscs:\n{log}"
+        );
     }
 }
 

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use lagd_proto::wire::EthernetAddress;
 use lagd_proto::wire::slow::{LacpInfo, PortState};
+use lagd_sys::clsact::QdiscRemoval;
 use lagd_sys::isolate::StackSettings;
 use lagd_sys::link::LinkControl;
 use lagd_sys::tap::{Tap, TapOptions};
@@ -458,11 +459,16 @@ impl Restore {
                     continue;
                 }
                 match lagd_sys::clsact::remove_qdisc_if_empty(r.ifindex) {
-                    Ok(true) => info!(interface = %r.name, "removed the clsact qdisc lagd added"),
-                    Ok(false) => info!(
+                    Ok(QdiscRemoval::Removed) => {
+                        info!(interface = %r.name, "removed the clsact qdisc lagd added")
+                    }
+                    Ok(QdiscRemoval::Kept(filters)) => info!(
                         interface = %r.name,
-                        "the clsact qdisc lagd added has other filters now: kept"
+                        filters,
+                        "the clsact qdisc lagd added has filters of others now: kept"
                     ),
+                    // Its last filter took it along when lagd detached (the usual clean stop).
+                    Ok(QdiscRemoval::Absent) => {}
                     Err(e) => warn!(interface = %r.name, "removing the clsact qdisc: {e}"),
                 }
             }
