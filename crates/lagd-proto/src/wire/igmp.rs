@@ -89,6 +89,23 @@ pub trait RecordAddress: Copy {
     fn read(bytes: &[u8]) -> Self;
     /// Its bytes.
     fn octets(&self) -> &[u8];
+
+    /// Address `i` of a list of `count` addresses that starts at byte `first` of `buffer`;
+    /// `None` past the list or the buffer. Never panics.
+    fn read_list(buffer: &[u8], first: usize, count: u16, i: usize) -> Option<Self> {
+        if i >= usize::from(count) {
+            return None;
+        }
+        let at = first + Self::LEN * i;
+        buffer.get(at..at + Self::LEN).map(Self::read)
+    }
+
+    /// Writes `self` as address `i` of a list that starts at byte `first` of `buffer`, which
+    /// the caller sized for it.
+    fn write_list(&self, buffer: &mut [u8], first: usize, i: usize) {
+        let at = first + Self::LEN * i;
+        buffer[at..at + Self::LEN].copy_from_slice(self.octets());
+    }
 }
 
 impl RecordAddress for Ipv4Address {
@@ -187,11 +204,8 @@ impl<T: AsRef<[u8]>, A: RecordAddress> GroupRecord<T, A> {
 
     /// Source `i`; `None` past the sources present. Never panics.
     pub fn source(&self, i: usize) -> Option<A> {
-        if i >= usize::from(self.num_sources()) {
-            return None;
-        }
-        let at = Self::GROUP_AT + A::LEN * (1 + i);
-        self.buffer.as_ref().get(at..at + A::LEN).map(A::read)
+        let first = Self::GROUP_AT + A::LEN;
+        A::read_list(self.buffer.as_ref(), first, self.num_sources(), i)
     }
 }
 
@@ -221,8 +235,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>, A: RecordAddress> GroupRecord<T, A> {
     /// # Panics
     /// If the buffer is too short for it.
     pub fn set_source(&mut self, i: usize, a: A) {
-        let at = Self::GROUP_AT + A::LEN * (1 + i);
-        self.buffer.as_mut()[at..at + A::LEN].copy_from_slice(a.octets());
+        a.write_list(self.buffer.as_mut(), Self::GROUP_AT + A::LEN, i);
     }
 }
 
@@ -428,14 +441,7 @@ impl<T: AsRef<[u8]>> IgmpPacket<T> {
 
     /// Source `i` of a v3 query; `None` past its sources or for other messages.
     pub fn query_source(&self, i: usize) -> Option<Ipv4Address> {
-        if i >= usize::from(self.num_sources()) {
-            return None;
-        }
-        let at = field::SOURCES + 4 * i;
-        self.buffer
-            .as_ref()
-            .get(at..at + 4)
-            .map(Ipv4Address::from_bytes)
+        RecordAddress::read_list(self.buffer.as_ref(), field::SOURCES, self.num_sources(), i)
     }
 
     /// A v3 report's number of group records (0 for anything else).
@@ -491,8 +497,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> IgmpPacket<T> {
 
     /// Sets source `i` of a v3 query.
     pub fn set_query_source(&mut self, i: usize, a: Ipv4Address) {
-        let at = field::SOURCES + 4 * i;
-        self.buffer.as_mut()[at..at + 4].copy_from_slice(&a.0);
+        a.write_list(self.buffer.as_mut(), field::SOURCES, i);
     }
 
     /// Sets a v3 report's reserved field and record count (bytes 4..8).

@@ -4,7 +4,7 @@
 //! The checksum is ICMPv6's, over the IPv6 pseudo-header. MLDv2 multicast address records use
 //! the [`GroupRecord`] view of [`igmp`](super::igmp) with IPv6 addresses.
 
-use super::igmp::{GroupRecord, GroupRecords, QueryV3};
+use super::igmp::{GroupRecord, GroupRecords, QueryV3, RecordAddress};
 use super::ip::{IpProtocol, Ipv6Address};
 use super::l4::checksum_ipv6_pseudo;
 use super::view_constructors;
@@ -138,14 +138,7 @@ impl<T: AsRef<[u8]>> MldPacket<T> {
 
     /// Source `i` of a v2 query; `None` past its sources or for other messages.
     pub fn query_source(&self, i: usize) -> Option<Ipv6Address> {
-        if i >= usize::from(self.num_sources()) {
-            return None;
-        }
-        let at = field::SOURCES + 16 * i;
-        self.buffer
-            .as_ref()
-            .get(at..at + 16)
-            .map(Ipv6Address::from_bytes)
+        RecordAddress::read_list(self.buffer.as_ref(), field::SOURCES, self.num_sources(), i)
     }
 
     /// A v2 report's number of records (0 for anything else).
@@ -209,8 +202,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> MldPacket<T> {
 
     /// Sets source `i` of a v2 query.
     pub fn set_query_source(&mut self, i: usize, a: Ipv6Address) {
-        let at = field::SOURCES + 16 * i;
-        self.buffer.as_mut()[at..at + 16].copy_from_slice(&a.0);
+        a.write_list(self.buffer.as_mut(), field::SOURCES, i);
     }
 
     /// Sets a v2 report's reserved field and record count (bytes 4..8).
