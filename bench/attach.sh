@@ -55,61 +55,23 @@ done
 
 python3 - "$work" "$RUNS" "$DURATION" "$OUT" "$(machine_line)" "$(git rev-parse --short HEAD)" \
     "$(iperf3 --version | head -1 | cut -d' ' -f1-2)" "${TESTS[*]}" <<'EOF'
-import json, os, statistics, sys, time
+import sys, time
+
+sys.path.insert(0, "bench/tools")
+from pairs import pair_tables  # noqa: E402
 
 work, runs, duration, out, machine, commit, iperf, chosen = sys.argv[1:9]
 runs = int(runs)
 goal = 0.97
 tests = [
     t for t in [
-        ("tcp1", "TCP, 1 stream", "Gbit/s"),
-        ("tcp8", "TCP, 8 streams, 2 × iperf3 -P 4", "Gbit/s"),
-        ("udp64", "UDP 64 B, 1 flow", "datagrams/s"),
+        ("tcp1", "TCP, 1 stream", "Gbit/s", goal),
+        ("tcp8", "TCP, 8 streams, 2 × iperf3 -P 4", "Gbit/s", goal),
+        ("udp64", "UDP 64 B, 1 flow", "datagrams/s", goal),
     ] if t[0] in chosen.split()
 ]
 
-
-def value(setup, test, run):
-    path = os.path.join(work, f"{setup}.{test}.{run}.json")
-    if not os.path.exists(path):
-        return None
-    d = json.load(open(path))
-    return d["udp_pps"] if test == "udp64" else d["aggregate_gbps"]
-
-
-def quartiles(xs):
-    if len(xs) < 4:
-        return min(xs), max(xs)
-    q = statistics.quantiles(xs, n=4)
-    return q[0], q[2]
-
-
-def num(x, unit):
-    return f"{x:,.0f}" if unit == "datagrams/s" else f"{x:.2f}"
-
-
-rows, details = [], []
-for test, label, unit in tests:
-    pairs = [(value("tcx", test, r), value("tc", test, r)) for r in range(1, runs + 1)]
-    tcx = [a for a, _ in pairs if a is not None]
-    tc = [b for _, b in pairs if b is not None]
-    ratios = [b / a for a, b in pairs if a and b is not None]
-    if not tcx or not tc or not ratios:
-        rows.append(f"| {label} | – | – | – | – | – | – |")
-        continue
-    ma, mb = statistics.median(tcx), statistics.median(tc)
-    lo, hi = quartiles(ratios)
-    reach = sum(1 for r in ratios if r >= goal)
-    rows.append(
-        f"| {label} ({unit}) | {num(ma, unit)} | {num(mb, unit)} | {mb / ma:.2f}x "
-        f"| {statistics.median(ratios):.2f}x | {lo:.2f}x – {hi:.2f}x | {reach} of {len(ratios)} |"
-    )
-    details.append(f"| {label} | tcx | " + " ".join(
-        num(a, unit) if a is not None else "–" for a, _ in pairs) + " |")
-    details.append(f"| | tc | " + " ".join(
-        num(b, unit) if b is not None else "–" for _, b in pairs) + " |")
-    details.append(f"| | ratio | " + " ".join(
-        f"{b / a:.2f}" if a and b is not None else "–" for a, b in pairs) + " |")
+rows, details = pair_tables(work, runs, tests, "tcx", "tc", False)
 
 with open(out, "w") as f:
     w = lambda s="": f.write(s + "\n")

@@ -56,7 +56,10 @@ done
 
 python3 - "$work" "$RUNS" "$DURATION" "$OUT" "$(machine_line)" "$(git rev-parse --short HEAD)" \
     "$(iperf3 --version | head -1 | cut -d' ' -f1-2)" <<'EOF'
-import json, os, statistics, sys, time
+import sys, time
+
+sys.path.insert(0, "bench/tools")
+from pairs import pair_tables  # noqa: E402
 
 work, runs, duration, out, machine, commit, iperf = sys.argv[1:8]
 runs = int(runs)
@@ -67,49 +70,7 @@ tests = [
     ("udp64", "UDP 64 B, 1 flow", "datagrams/s", 0.8),
 ]
 
-
-def value(setup, test, run):
-    path = os.path.join(work, f"{setup}.{test}.{run}.json")
-    if not os.path.exists(path):
-        return None
-    d = json.load(open(path))
-    return d["udp_pps"] if test == "udp64" else d["aggregate_gbps"]
-
-
-def quartiles(xs):
-    if len(xs) < 4:
-        return min(xs), max(xs)
-    q = statistics.quantiles(xs, n=4)
-    return q[0], q[2]
-
-
-def num(x, unit):
-    return f"{x:,.0f}" if unit == "datagrams/s" else f"{x:.2f}"
-
-
-rows, details = [], []
-for test, label, unit, goal in tests:
-    pairs = [(value("direct", test, r), value("kernel", test, r)) for r in range(1, runs + 1)]
-    direct = [d for d, _ in pairs if d is not None]
-    kernel = [k for _, k in pairs if k is not None]
-    ratios = [k / d for d, k in pairs if d and k is not None]
-    if not direct or not kernel or not ratios:
-        rows.append(f"| {label} | – | – | – | – | – | – | {goal:.2f}x |")
-        continue
-    md, mk = statistics.median(direct), statistics.median(kernel)
-    lo, hi = quartiles(ratios)
-    reach = sum(1 for r in ratios if r >= goal)
-    rows.append(
-        f"| {label} ({unit}) | {num(md, unit)} | {num(mk, unit)} | {mk / md:.2f}x "
-        f"| {statistics.median(ratios):.2f}x | {lo:.2f}x – {hi:.2f}x | {reach} of {len(ratios)} "
-        f"| {goal:.2f}x |"
-    )
-    details.append(f"| {label} | direct | " + " ".join(
-        num(d, unit) if d is not None else "–" for d, _ in pairs) + " |")
-    details.append(f"| | kernel | " + " ".join(
-        num(k, unit) if k is not None else "–" for _, k in pairs) + " |")
-    details.append(f"| | ratio | " + " ".join(
-        f"{k / d:.2f}" if d and k is not None else "–" for d, k in pairs) + " |")
+rows, details = pair_tables(work, runs, tests, "direct", "kernel", True)
 
 with open(out, "w") as f:
     w = lambda s="": f.write(s + "\n")
