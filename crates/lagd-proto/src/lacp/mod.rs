@@ -69,8 +69,15 @@
 //!   other aggregator are `STANDBY`: they wait in WAITING with `Actor.Synchronization` clear, so
 //!   the partner never distributes on them either.
 //! - **Link-down ports are not selected.** A port without carrier is UNSELECTED and DETACHED.
+//! - **The dataplane sends where the partner collects.** A port whose Mux machine distributes
+//!   carries frames once the partner's last LACPDU says it collects ([`Lacp::is_distributing`]):
+//!   under coupled control both ends enter COLLECTING_DISTRIBUTING on the other's
+//!   Synchronization, and the one that gets it first would otherwise send to a partner still
+//!   ATTACHED (the Linux driver moves on at its next 100 ms tick and drops what comes
+//!   meanwhile). It costs one LACPDU's latency at formation; the bits we advertise are the
+//!   standard's.
 //! - **Carrier.** [`Lacp::carrier`] is up when the active aggregator has at least
-//!   `max(min_links, 1)` ports distributing, or when the fallback is active and `min_links <= 1`.
+//!   `max(min_links, 1)` ports the dataplane sends on, or when the fallback is active and `min_links <= 1`.
 //!   (Linux also calls a bond with `min_links 0` up when no port is enabled.)
 //! - **Partner admin defaults** are Linux's: system 00:00:00:00:00:00, system priority 65535,
 //!   key 1, port 1, port priority 255, state 0 (passive, long timeout, individual). A partner
@@ -837,13 +844,13 @@ impl Lacp {
         self.events.pop_front()
     }
 
-    /// Whether the dataplane may send on `port`: its Mux machine distributes, or it carries
-    /// the fallback. `false` for an unknown port.
+    /// Whether the dataplane may send on `port`: its Mux machine distributes and the partner
+    /// collects (the port's Distributing bit alone is not enough: a partner under coupled
+    /// control may not take frames yet), or it carries the fallback. `false` for an unknown
+    /// port.
     pub fn is_distributing(&self, port: PortId) -> bool {
         self.fallback.active() == Some(port)
-            || self
-                .index(port)
-                .is_some_and(|i| self.ports[i].lacp_distributing())
+            || self.index(port).is_some_and(|i| self.ports[i].sends())
     }
 
     /// The source MAC of `port`'s confirmed partner (two consecutive LACPDUs from it naming
@@ -923,7 +930,7 @@ impl Lacp {
     pub fn distributing_ports(&self) -> impl Iterator<Item = PortId> + '_ {
         self.ports
             .iter()
-            .filter(|p| p.lacp_distributing() || self.fallback.active() == Some(p.id))
+            .filter(|p| p.sends() || self.fallback.active() == Some(p.id))
             .map(|p| p.id)
     }
 
@@ -940,7 +947,7 @@ impl Lacp {
         let n = self
             .ports
             .iter()
-            .filter(|p| p.aggregator == Some(active) && p.lacp_distributing())
+            .filter(|p| p.aggregator == Some(active) && p.sends())
             .count();
         u32::try_from(n).unwrap_or(u32::MAX) >= need
     }

@@ -175,10 +175,30 @@ mod test {
             &script::frame(&partner_pdu(1, PortState(0x0f), Some(us))),
         );
         assert_eq!(mux(&l), MuxState::CollectingDistributing);
-        assert!(l.is_distributing(P) && l.is_collecting(P));
         assert_eq!(
             script::drain(&mut l, at(2_001))[0].1.actor.state,
             PortState(0x3f)
+        );
+        // It collects at once; it sends once the partner says it collects too (a partner
+        // under coupled control may still be ATTACHED).
+        assert!(l.is_collecting(P) && !l.is_distributing(P));
+        assert_eq!(l.distributing_ports().count(), 0);
+        assert!(!l.carrier());
+        while l.poll_event().is_some() {}
+        l.handle_frame(
+            at(2_002),
+            P,
+            &script::frame(&partner_pdu(1, PortState(0x3f), Some(us))),
+        );
+        assert!(l.is_distributing(P) && l.carrier());
+        assert_eq!(l.distributing_ports().collect::<Vec<_>>(), [P]);
+        let mut events = Vec::new();
+        while let Some(e) = l.poll_event() {
+            events.push(e);
+        }
+        assert!(
+            events.contains(&crate::lacp::LacpEvent::DistributionChanged),
+            "{events:?}"
         );
         // The partner drops sync: back to ATTACHED at once.
         l.handle_frame(

@@ -181,4 +181,14 @@ impl Port {
     pub(crate) fn lacp_distributing(&self) -> bool {
         self.actor_state.contains(PortState::DISTRIBUTING)
     }
+
+    /// Whether the dataplane sends on the port: it distributes and its partner says it
+    /// collects. Under coupled control the Mux machine distributes as soon as the partner is in
+    /// sync, and a partner that also has our Synchronization may still be ATTACHED (the Linux
+    /// driver moves on at its next 100 ms tick): what we sent meanwhile it would drop. Its
+    /// Collecting bit comes with the LACPDU it sends on entering COLLECTING_DISTRIBUTING (or
+    /// COLLECTING). Independent control waits for it in the machine itself.
+    pub(crate) fn sends(&self) -> bool {
+        self.lacp_distributing() && self.partner.state.contains(PortState::COLLECTING)
+    }
 }

@@ -560,8 +560,8 @@ impl Sim {
 
     /// The safety invariant, for every port of every bond: a port whose Mux machine
     /// distributes has its Distributing bit set and a partner in sync in our view (and, with
-    /// independent control, a collecting partner); with the fallback off, the dataplane view
-    /// agrees with the Mux machine.
+    /// independent control, a collecting partner); with the fallback off, the dataplane sends
+    /// on exactly the ports whose Mux machine distributes and whose partner collects.
     pub(crate) fn check_invariant(&self) {
         for (bi, b) in self.bonds.iter().enumerate() {
             let s = b.snapshot();
@@ -594,7 +594,13 @@ impl Sim {
                     }
                 }
                 if s.fallback_active.is_none() {
-                    assert_eq!(p.distributing, bit, "bond {bi} port {}", p.port);
+                    let partner_collects = p.partner.state.contains(PortState::COLLECTING);
+                    assert_eq!(
+                        p.distributing,
+                        bit && partner_collects,
+                        "bond {bi} port {}",
+                        p.port
+                    );
                 }
             }
         }

@@ -57,10 +57,11 @@ fn formed_fast(links: u16) -> Sim {
 fn aggregation_forms_at_fast_rate() {
     let (mut sim, t) = formation_time(fast(), fast(), 2);
     // Both ends wait Aggregate_Wait_Time after selecting (1 ms after link-up, on the first
-    // LACPDU), attach, tell each other (1 ms), and distribute: 2 s + 2 × latency.
-    assert_eq!(t, Instant::ZERO + AGGREGATE_WAIT_TIME + 2 * LATENCY);
+    // LACPDU), attach, tell each other (1 ms), enter COLLECTING_DISTRIBUTING and tell that
+    // (1 ms): each sends once it hears the other collects, 2 s + 3 × latency.
+    assert_eq!(t, Instant::ZERO + AGGREGATE_WAIT_TIME + 3 * LATENCY);
     assert!(t <= Instant::ZERO + AGGREGATE_WAIT_TIME + FAST_PERIODIC_TIME);
-    // From attaching (end of the wait) to distributing: one latency, well within the
+    // From attaching (end of the wait) to distributing: two latencies, well within the
     // Fast_Periodic_Time bound.
     let attached = Instant::ZERO + LATENCY + AGGREGATE_WAIT_TIME;
     assert!(t - attached <= FAST_PERIODIC_TIME);
@@ -104,8 +105,8 @@ fn aggregation_forms_at_fast_rate() {
 #[test]
 fn aggregation_forms_at_slow_rate() {
     let (mut sim, t) = formation_time(slow(), slow(), 2);
-    // Formation is driven by NTT, not by the periodic rate: the same 2 s + 2 × latency.
-    assert_eq!(t, Instant::ZERO + AGGREGATE_WAIT_TIME + 2 * LATENCY);
+    // Formation is driven by NTT, not by the periodic rate: the same 2 s + 3 × latency.
+    assert_eq!(t, Instant::ZERO + AGGREGATE_WAIT_TIME + 3 * LATENCY);
     sim.run_until(t + LATENCY);
     for p in &sim.snap(0).ports {
         assert_eq!(p.actor.state, PortState(0x3d));
@@ -141,14 +142,15 @@ fn mixed_rates_each_side_gets_what_it_asked_for() {
 fn active_passive_forms_and_the_passive_side_speaks_only_when_spoken_to() {
     let (sim, t) = formation_time(fast(), cfg(LacpRate::Fast, false), 2);
     // A speaks at 0; B answers at 1 ms; A selects at 2 ms, attaches at 2.002 s as B's
-    // in-sync LACPDU arrives; B distributes on A's answer 1 ms later.
-    assert_eq!(t, Instant::ZERO + AGGREGATE_WAIT_TIME + 3 * LATENCY);
+    // in-sync LACPDU arrives; B collects and distributes on A's answer 1 ms later, A sends
+    // once B's Collecting arrives, 1 ms after that.
+    assert_eq!(t, Instant::ZERO + AGGREGATE_WAIT_TIME + 4 * LATENCY);
     assert_eq!(
         sim.lacpdus_sent(1, 0).first(),
         Some(&(Instant::ZERO + LATENCY))
     );
     let (_, t) = formation_time(cfg(LacpRate::Slow, false), slow(), 1);
-    assert_eq!(t, Instant::ZERO + AGGREGATE_WAIT_TIME + 3 * LATENCY);
+    assert_eq!(t, Instant::ZERO + AGGREGATE_WAIT_TIME + 4 * LATENCY);
 }
 
 #[test]
@@ -247,8 +249,9 @@ fn link_flap_leaves_distribution_at_once_and_rejoins_after_the_wait() {
     sim.link_up(0);
     let t = sim.run_until_cond(at(20_000), both_distributing).unwrap();
     // Both ends remember the partner across the flap (EXPIRED keeps it), select at once at
-    // link-up and wait 2 s; their in-sync LACPDUs cross in one latency.
-    assert_eq!(t, at(12_000) + AGGREGATE_WAIT_TIME + LATENCY);
+    // link-up and wait 2 s; their in-sync LACPDUs cross in one latency, the ones saying they
+    // collect in a second.
+    assert_eq!(t, at(12_000) + AGGREGATE_WAIT_TIME + 2 * LATENCY);
 }
 
 #[test]
@@ -364,9 +367,10 @@ fn ad_select_stable_keeps_the_active_aggregator() {
             s.distributing(0) == [0, 1] && s.all_distributing(1)
         })
         .unwrap();
-    // Bond 0's standby ports already saw bond 1 in sync: they distribute at once, bond 1 one
-    // latency later.
-    assert_eq!(t, at(20_000) + LATENCY);
+    // Bond 0's standby ports already saw bond 1 in sync: they collect and distribute at
+    // once, bond 1 (seeing that) one latency later, and bond 0 sends once bond 1's
+    // Collecting arrives, a second latency later.
+    assert_eq!(t, at(20_000) + 2 * LATENCY);
 }
 
 #[test]
@@ -414,7 +418,7 @@ fn tampered_sync_flip_stops_distribution_on_that_port_and_churns() {
     sim.run_until(at(100_000));
     sim.tamper = None;
     let t = sim.run_until_cond(at(110_000), both_distributing).unwrap();
-    assert!(t <= at(100_000) + FAST_PERIODIC_TIME + LATENCY);
+    assert!(t <= at(100_000) + FAST_PERIODIC_TIME + 2 * LATENCY);
     assert_eq!(
         sim.snap(0).ports[0].partner_churn,
         PartnerChurnState::NoPartnerChurn
@@ -440,7 +444,7 @@ fn tampered_key_moves_the_port_out_of_the_aggregator() {
     sim.run_until(at(20_000));
     sim.tamper = None;
     let t = sim.run_until_cond(at(30_000), both_distributing).unwrap();
-    assert!(t <= at(20_000) + FAST_PERIODIC_TIME + AGGREGATE_WAIT_TIME + 2 * LATENCY);
+    assert!(t <= at(20_000) + FAST_PERIODIC_TIME + AGGREGATE_WAIT_TIME + 3 * LATENCY);
 }
 
 #[test]
@@ -454,7 +458,7 @@ fn min_links_carrier_follows() {
     let up = sim
         .run_until_cond(at(10_000), |s| s.bonds[0].carrier())
         .unwrap();
-    assert_eq!(up, at(2_002));
+    assert_eq!(up, at(2_003));
     sim.run_until(at(10_000));
     sim.link_down(0);
     assert!(sim.bonds[0].carrier());
@@ -470,7 +474,7 @@ fn min_links_carrier_follows() {
     let t = sim
         .run_until_cond(at(30_000), |s| s.bonds[0].carrier())
         .unwrap();
-    assert_eq!(t, at(20_000) + AGGREGATE_WAIT_TIME + LATENCY);
+    assert_eq!(t, at(20_000) + AGGREGATE_WAIT_TIME + 2 * LATENCY);
 }
 
 #[test]
@@ -599,18 +603,22 @@ fn ovs_like_partner_does_not_make_us_distribute_before_we_are_in_sync() {
 #[test]
 fn single_member_individual_partner_still_forms() {
     // A single-member Open vSwitch bond advertises Individual: we make an Individual
-    // aggregator and distribute once attached.
+    // aggregator and distribute once attached and the partner collects. (The partner here is
+    // a lagd whose LACPDUs lose the Aggregation bit on the way; ours have it put back in our
+    // view of it, so that it sees itself as we echo it, as a really Individual partner would.)
     let mut sim = Sim::pair(fast(), fast(), 1);
     sim.tamper = Some(Box::new(|f, pdu| {
         if f.from_bond == 1 {
             pdu.actor.state.remove(PortState::AGGREGATION);
+        } else {
+            pdu.partner.state.insert(PortState::AGGREGATION);
         }
     }));
     sim.all_links_up();
     let t = sim
         .run_until_cond(at(10_000), |s| s.all_distributing(0))
         .unwrap();
-    assert_eq!(t, Instant::ZERO + AGGREGATE_WAIT_TIME + 2 * LATENCY);
+    assert_eq!(t, Instant::ZERO + AGGREGATE_WAIT_TIME + 3 * LATENCY);
     assert!(sim.snap(0).active_aggregator_info().unwrap().individual);
 }
 
@@ -837,8 +845,15 @@ fn the_lacpdu_announcing_distributing_is_not_held_back() {
     for port in [PortId(0), PortId(1)] {
         let mut sim = Sim::pair(quick.clone(), quick.clone(), 2);
         sim.all_links_up();
+        // The Mux machine's COLLECTING_DISTRIBUTING (the dataplane sends once the partner
+        // answers that it collects).
         let started = sim
-            .run_until_cond(at(10_000), |s| s.bonds[0].is_distributing(port))
+            .run_until_cond(at(10_000), |s| {
+                s.snap(0).ports[usize::from(port.0)]
+                    .actor
+                    .state
+                    .contains(PortState::DISTRIBUTING)
+            })
             .expect("distributing");
         // Whatever else happens at that instant (the frames it sends).
         sim.run_until(started + Duration::from_micros(1));
