@@ -29,6 +29,10 @@
 // libbpf: the maps are created by lagd-sys and their descriptors patched into the ld_imm64
 // instructions the relocations name.
 //
+// What the programs share with lagd (the structures in the maps, stripe's receive states, the
+// table's constants and rule and policy numbers) is defined in lagd_shared.h, from which
+// build.py also generates lagd-sys's Rust types (crates/lagd-sys/src/fastpath/abi.rs).
+//
 // No loops: every loop has a constant bound and `#pragma unroll`, and build.py refuses a build
 // whose instructions still hold a cycle. Bounded loops are verifiable since Linux 5.3, but the
 // control-flow check of 5.10 and 6.1 refuses a loop that clang closes with a fall-through
@@ -37,6 +41,8 @@
 
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
+
+#include "lagd_shared.h"
 
 #define SEC(name) __attribute__((section(name), used))
 #define INLINE static inline __attribute__((always_inline))
@@ -51,66 +57,8 @@ static long (*bpf_skb_load_bytes)(const void *skb, __u32 off, void *to, __u32 le
     (void *)BPF_FUNC_skb_load_bytes;
 static long (*bpf_skb_change_type)(void *skb, __u32 type) = (void *)BPF_FUNC_skb_change_type;
 
-// Must match crates/lagd-sys/src/fastpath.rs.
-#define MAX_MEMBERS 16
-#define NO_PORT 0xff
-
-enum rule {
-    RULE_LAGD = 0,    // every frame to lagd (the userspace path decides)
-    RULE_MODULO = 1,  // usable[hash % n_usable]
-    RULE_BUCKETS = 2, // bucket[bucket(seed, hash)]
-    RULE_ACTIVE = 3,  // the active member
-    RULE_ALL = 4,     // a copy on every usable member (broadcast)
-    RULE_STRIPE = 5,  // TCP through bucket[] as slots, STRIPE_SLOT_BYTES each; the rest to lagd
-};
-
-// Stripe: bytes sent through one slot before the next (lagd_proto::stripe::tx::SLOT_BYTES).
-#define STRIPE_SLOT_SHIFT 16
-
-// xmit_hash_policy, the kernel's numbers, then lagd's own.
-enum policy {
-    POLICY_LAYER2 = 0,
-    POLICY_LAYER34 = 1,
-    POLICY_LAYER23 = 2,
-    POLICY_VLAN_SRCMAC = 5,
-    POLICY_OVS_SLB = 16, // Open vSwitch balance-slb: hash_mac(source MAC, VLAN, 0)
-    POLICY_OVS_TCP = 17, // Open vSwitch balance-tcp: its userspace datapath's 5-tuple hash
-};
-
 // IPv6 extension headers the balance-tcp hash walks before giving the frame to lagd.
 #define MAX_EXT_HEADERS 24
-
-// The distribution, one value of the inner map (swapped whole through the outer map).
-struct table {
-    __u32 rule;
-    __u32 policy;
-    __u32 seed;
-    __u32 n_usable;
-    __u32 tap_ifindex;
-    __u32 active;                 // port id, NO_PORT for none
-    __u32 ifindex[MAX_MEMBERS];   // port id -> member ifindex (0: none)
-    __u8 usable[MAX_MEMBERS];     // usable port ids in order
-    __u8 bucket[256];             // bucket -> port id
-    __u8 rx_unicast[MAX_MEMBERS]; // 1: the member's unicast frames reach the host
-    __u8 rx_multicast[MAX_MEMBERS];
-    __u32 flags;                  // FLAG_*
-    __u8 slow_partner[MAX_MEMBERS][6]; // the member's confirmed LACP partner's MAC (0: none)
-};
-
-// Untagged ARP frames from the members go to lagd (the ARP monitor validates them and lagd
-// hands them to the host).
-#define FLAG_ARP_TO_LAGD 1
-
-// Per member and CPU.
-struct port_counters {
-    __u64 tx_packets;
-    __u64 tx_bytes;
-    __u64 rx_packets;
-    __u64 rx_bytes;
-    __u64 rx_dropped;
-    __u64 slow_policed; // slow-protocol frames dropped here (not from the partner, over the rate)
-    __u64 slow_tat;     // the slow-protocol policer's theoretical arrival time (ns)
-};
 
 // Slow-protocol frames from addresses other than a member's confirmed LACP partner reach
 // lagd's socket at most this often per member and CPU (ten times what lagd itself admits,
@@ -120,21 +68,7 @@ struct port_counters {
 #define SLOW_INTERVAL_NS 5000000ULL // 200 per second
 #define SLOW_BURST 50
 
-// Per bucket and CPU: what the rebalancer reads.
-struct bucket_load {
-    __u64 bytes;
-    __u64 last_ns;
-};
-
-// Stripe's receive side, one entry per TCP flow slot (lagd_proto::stripe::tcp::FlowKey's
-// kernel_slot): the program delivers a flow's segment when it is the next in sequence and lagd
-// does not hold the flow, so the host sees the flow in order whoever delivers. `word` is
-// shared with lagd through a mapping of the array and only changed by compare-and-swap:
-// bits 0-31 the next sequence number the host expects, 32-47 a generation (every change of
-// state or owner counts), 48-55 the state. The program only writes a word in state KERNEL:
-// it advances `next` by what it delivered, or hands the flow to lagd (state LAGD) on a
-// segment ahead of `next`; lagd hands it back (KERNEL) when it holds nothing, and claims free
-// or long-idle slots for new flows (CLAIM while it writes the key).
+// Stripe's receive side (struct stripe_rx in lagd_shared.h): how long a hole may wait here.
 //
 // Most holes are not holes: a member's frames are received on the CPU that queued them (veth,
 // or a NIC's queues on their interrupts' CPUs), so segments the sender put on two CPUs, or on
@@ -147,21 +81,7 @@ struct bucket_load {
 // The bound is short on purpose: a round costs half a microsecond of the CPU, and the skew
 // of shaped or slow links (half a millisecond for a 64 KB frame at 1 Gbit/s) is lagd's to
 // absorb; waiting it out here would spin for nothing.
-#define STRIPE_RX_SLOTS 1024
-#define STRIPE_RX_FREE 0
-#define STRIPE_RX_KERNEL 1
-#define STRIPE_RX_LAGD 2
-#define STRIPE_RX_CLAIM 3
 #define STRIPE_HOLD_NS 30000ULL // 30 us: cross-CPU races, not links' skew (see above)
-
-struct stripe_rx {
-    __u64 word;
-    __u64 last_ns;    // when the program last delivered (or lagd took or gave the flow)
-    __u32 key[10];    // FlowKey's kernel words: source, destination, ports, tag
-    __u64 delivered;  // segments the program delivered
-    __u64 bytes;      // their payload bytes
-    __u64 held;       // rounds of segments ahead of `next` put back on their member's queue
-};
 
 // Map definitions: what build.py records for lagd-sys, which creates the maps itself.
 struct map_def {
@@ -205,11 +125,6 @@ struct map_def lagd_stripe_rx SEC("maps") = {
 };
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
-
-_Static_assert(sizeof(struct table) == 492, "lagd-sys encodes the table in 492 bytes");
-_Static_assert(sizeof(struct port_counters) == 56, "seven u64 fields");
-_Static_assert(sizeof(struct bucket_load) == 16, "two u64");
-_Static_assert(sizeof(struct stripe_rx) == 80, "lagd-sys maps stripe_rx entries of 80 bytes");
 
 #define ETH_P_IP 0x0800
 #define ETH_P_ARP 0x0806
@@ -886,7 +801,7 @@ INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
     if (!e)
         return stripe_to_lagd(skb);
     __u64 w = *(volatile __u64 *)&e->word;
-    if (((w >> 48) & 0xff) != STRIPE_RX_KERNEL)
+    if (((w >> STRIPE_RX_STATE_SHIFT) & STRIPE_RX_STATE_MASK) != STRIPE_RX_KERNEL)
         return stripe_to_lagd(skb);
     #pragma unroll
     for (int i = 0; i < 10; i++)
@@ -911,8 +826,9 @@ INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
     }
     // A hole that lasted: lagd takes the flow (same next, next generation) and orders from
     // here.
-    __u64 gen = ((w >> 32) + 1) & 0xffff;
-    __u64 lagd = (__u64)STRIPE_RX_LAGD << 48 | gen << 32 | (__u32)w;
+    __u64 gen = ((w >> STRIPE_RX_GEN_SHIFT) + 1) & STRIPE_RX_GEN_MASK;
+    __u64 lagd =
+        (__u64)STRIPE_RX_LAGD << STRIPE_RX_STATE_SHIFT | gen << STRIPE_RX_GEN_SHIFT | (__u32)w;
     __sync_val_compare_and_swap(&e->word, w, lagd);
     return stripe_to_lagd(skb);
 }

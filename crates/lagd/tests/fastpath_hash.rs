@@ -601,9 +601,11 @@ fn random_segment(rng: &mut Rng, v4: bool, payload: usize) -> Vec<u8> {
     f
 }
 
-/// A stripe_rx word: state, generation, next sequence number (bpf/fastpath.c).
+/// A stripe_rx word: state, generation, next sequence number (`enum stripe_rx_word` in
+/// bpf/lagd_shared.h).
 fn rx_word(state: u64, generation: u64, next: u32) -> u64 {
-    state << 48 | generation << 32 | u64::from(next)
+    use lagd_sys::fastpath::abi::{STRIPE_RX_GEN_SHIFT, STRIPE_RX_STATE_SHIFT};
+    state << STRIPE_RX_STATE_SHIFT | generation << STRIPE_RX_GEN_SHIFT | u64::from(next)
 }
 
 /// Whether this kernel's test runs can say on which interface a frame arrived (Linux 5.16+,

@@ -15,8 +15,8 @@ use lagd_proto::stripe::FlowKey;
 use lagd_proto::time::Instant;
 use lagd_sys::clsact::Attach;
 use lagd_sys::fastpath::{
-    Attachment, FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, POLICY_OVS_TCP, PortCounters, Rule,
-    StripeRxTable, Table, monotonic_ns,
+    Attachment, FastPath, MAX_MEMBERS, NO_PORT, PortCounters, Rule, STRIPE_RX_SLOTS, StripeRxTable,
+    Table, abi, monotonic_ns,
 };
 use lagd_sys::isolate::TcxUnavailable;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -50,16 +50,24 @@ pub(crate) fn attach_as<T>(
     }
 }
 
-/// The programs' number for `policy` (the kernel's, or lagd's for the OVS hashes);
-/// policies the programs do not compute are refused before they load
-/// ([`Bond::kernel_refusal`]).
+/// The programs' number for `policy` (`enum policy` in `bpf/lagd_shared.h`: the kernel's, or
+/// lagd's for the OVS hashes); policies the programs do not compute are refused before they
+/// load ([`Bond::kernel_refusal`]).
 fn policy_number(policy: HashPolicy) -> u32 {
     match policy {
-        HashPolicy::OvsSlb => POLICY_OVS_SLB,
-        HashPolicy::OvsTcp => POLICY_OVS_TCP,
+        HashPolicy::Layer2 => abi::POLICY_LAYER2,
+        HashPolicy::Layer34 => abi::POLICY_LAYER34,
+        HashPolicy::Layer23 => abi::POLICY_LAYER23,
+        HashPolicy::VlanSrcMac => abi::POLICY_VLAN_SRCMAC,
+        HashPolicy::OvsSlb => abi::POLICY_OVS_SLB,
+        HashPolicy::OvsTcp => abi::POLICY_OVS_TCP,
         p => u32::from(p.kernel_value().unwrap_or(0)),
     }
 }
+
+// What lagd-proto's stripe computes for the programs is sized as the header sizes it.
+const _: () = assert!(lagd_proto::stripe::tx::SLOT_BYTES == 1 << abi::STRIPE_SLOT_SHIFT);
+const _: () = assert!(lagd_proto::stripe::tcp::KERNEL_SLOTS == STRIPE_RX_SLOTS);
 
 /// The programs, loaded and attached, and the generation of the table they read.
 pub(crate) struct Kernel {
@@ -91,22 +99,22 @@ pub(crate) struct Kernel {
     stripe: bool,
 }
 
-// The states of a stripe_rx word (bpf/fastpath.c).
-const RX_FREE: u64 = 0;
-const RX_KERNEL: u64 = 1;
-const RX_LAGD: u64 = 2;
-const RX_CLAIM: u64 = 3;
+// The states of a stripe_rx word (`enum stripe_rx_state` in bpf/lagd_shared.h).
+const RX_FREE: u64 = abi::STRIPE_RX_FREE as u64;
+const RX_KERNEL: u64 = abi::STRIPE_RX_KERNEL as u64;
+const RX_LAGD: u64 = abi::STRIPE_RX_LAGD as u64;
+const RX_CLAIM: u64 = abi::STRIPE_RX_CLAIM as u64;
 /// A slot whose flow nobody delivered or handed over for this long may take another flow.
 const RX_IDLE_NS: u64 = 1_000_000_000;
 
 fn rx_state(w: u64) -> u64 {
-    (w >> 48) & 0xff
+    (w >> abi::STRIPE_RX_STATE_SHIFT) & u64::from(abi::STRIPE_RX_STATE_MASK)
 }
 
-/// A word in `state`, one generation after `w`, expecting `next`.
+/// A word in `state`, one generation after `w`, expecting `next` (`enum stripe_rx_word`).
 fn rx_word(w: u64, state: u64, next: u32) -> u64 {
-    let generation = ((w >> 32) + 1) & 0xffff;
-    state << 48 | generation << 32 | u64::from(next)
+    let generation = ((w >> abi::STRIPE_RX_GEN_SHIFT) + 1) & u64::from(abi::STRIPE_RX_GEN_MASK);
+    state << abi::STRIPE_RX_STATE_SHIFT | generation << abi::STRIPE_RX_GEN_SHIFT | u64::from(next)
 }
 
 /// Stripe's receive table shared with the members' program: per TCP flow slot, whether the
@@ -195,7 +203,7 @@ impl StripeRx {
     /// Segments the program delivered, and rounds it sent segments ahead of a hole back
     /// through their member's queue, through every slot.
     pub(crate) fn totals(&self) -> (u64, u64) {
-        (0..lagd_sys::fastpath::STRIPE_RX_SLOTS).fold((0, 0), |(delivered, held), s| {
+        (0..STRIPE_RX_SLOTS).fold((0, 0), |(delivered, held), s| {
             (
                 delivered + self.table.delivered(s).0,
                 held + self.table.held(s),

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//
+// What lagd's kernel programs (bpf/fastpath.c) and lagd share: the structures in the maps
+// both sides read or write, the states of stripe's receive table, and the constants and
+// numbers either side must agree on. Nothing else belongs here; what only the programs use
+// stays in fastpath.c.
+//
+// bpf/build.py compiles this header on its own, reads the compiler's layout back (BTF) and
+// generates crates/lagd-sys/src/fastpath/abi.rs from it: a #[repr(C)] Rust struct per
+// structure, with the compiler's size and every field's offset asserted at compile time and
+// its byte encoding at those offsets, and a u32 constant per enumerator. CI runs
+// `python3 bpf/build.py --check`, which fails when the two differ.
+//
+// Rules for this file (build.py refuses what breaks them): every constant is an enumerator of
+// a named enum, not a macro (BTF holds no macros), with a value that fits a u32; every
+// structure is named and holds only integers and arrays of them (no bit fields, pointers or
+// unions). A comment on a field's or enumerator's line, or the comment lines right above a
+// structure or enum, becomes its documentation in Rust.
+
+#ifndef LAGD_SHARED_H
+#define LAGD_SHARED_H
+
+#include <linux/types.h>
+
+// The table's dimensions.
+enum lagd_limits {
+    MAX_MEMBERS = 16, // members a table holds (the kernel bond has no such limit)
+    NO_PORT = 0xff,   // "no member" in the table's port fields and in cb[1]
+};
+
+// How the TAP's program chooses a host frame's member (`table.rule`).
+enum rule {
+    RULE_LAGD = 0,    // every frame to lagd (the userspace path decides)
+    RULE_MODULO = 1,  // usable[hash % n_usable]
+    RULE_BUCKETS = 2, // bucket[bucket(seed, hash)]
+    RULE_ACTIVE = 3,  // the active member
+    RULE_ALL = 4,     // a copy on every usable member (broadcast)
+    RULE_STRIPE = 5,  // TCP through bucket[] as slots (STRIPE_SLOT_SHIFT); the rest to lagd
+};
+
+// The hash (`table.policy`): xmit_hash_policy, the kernel's numbers, then lagd's own.
+enum policy {
+    POLICY_LAYER2 = 0,
+    POLICY_LAYER34 = 1,
+    POLICY_LAYER23 = 2,
+    POLICY_VLAN_SRCMAC = 5,
+    POLICY_OVS_SLB = 16, // Open vSwitch balance-slb: hash_mac(source MAC, VLAN, 0)
+    POLICY_OVS_TCP = 17, // Open vSwitch balance-tcp: its userspace datapath's 5-tuple hash
+};
+
+// Bits of `table.flags`.
+enum table_flags {
+    FLAG_ARP_TO_LAGD = 1, // the members' untagged ARP goes to lagd (the ARP monitor's socket)
+};
+
+// The distribution, one value of the inner map (swapped whole through the outer map
+// lagd_tables). Written by lagd only; read by both programs.
+struct table {
+    __u32 rule;                        // RULE_*
+    __u32 policy;                      // POLICY_*
+    __u32 seed;                        // the bucket seed
+    __u32 n_usable;                    // entries of usable[]
+    __u32 tap_ifindex;                 // the TAP's interface (where members deliver)
+    __u32 active;                      // port id, NO_PORT for none
+    __u32 ifindex[MAX_MEMBERS];        // port id -> member ifindex (0: none)
+    __u8 usable[MAX_MEMBERS];          // usable port ids in order
+    __u8 bucket[256];                  // bucket -> port id (NO_PORT: none); stripe's slots
+    __u8 rx_unicast[MAX_MEMBERS];      // 1: the member's unicast frames reach the host
+    __u8 rx_multicast[MAX_MEMBERS];    // 1: the member's broadcast and multicast reach the host
+    __u32 flags;                       // FLAG_*
+    __u8 slow_partner[MAX_MEMBERS][6]; // the member's confirmed LACP partner's MAC (0: none)
+};
+
+// Per member and CPU, one value of lagd_ports (MAX_MEMBERS + 1 entries, the last for frames
+// no member could take). Written by the programs; lagd reads and sums them over CPUs.
+struct port_counters {
+    __u64 tx_packets;   // frames the TAP's program sent on the member
+    __u64 tx_bytes;     // their bytes
+    __u64 rx_packets;   // frames the member's program delivered to the host
+    __u64 rx_bytes;     // their bytes
+    __u64 rx_dropped;   // frames the member's program dropped (the member may not deliver them)
+    __u64 slow_policed; // slow-protocol frames dropped here (not from the partner, over the rate)
+    __u64 slow_tat;     // the slow-protocol policer's theoretical arrival time (ns)
+};
+
+// Per bucket and CPU, one value of lagd_buckets: what the rebalancer reads. Written by the
+// TAP's program; lagd reads it.
+struct bucket_load {
+    __u64 bytes;   // bytes sent through the bucket
+    __u64 last_ns; // when the bucket last sent (CLOCK_MONOTONIC ns, 0: never)
+};
+
+// Stripe's sender: bytes sent through one slot of `table.bucket` before the next
+// (lagd_proto::stripe::tx::SLOT_BYTES), and the flow slots of its receive table
+// (lagd_proto::stripe::tcp::KERNEL_SLOTS).
+enum stripe_dims {
+    STRIPE_SLOT_SHIFT = 16, // log2 of the bytes per slot
+    STRIPE_RX_SLOTS = 1024, // entries of lagd_stripe_rx
+};
+
+// Stripe's receive side, one entry of lagd_stripe_rx per TCP flow slot
+// (lagd_proto::stripe::tcp::FlowKey's kernel_slot): the program delivers a flow's segment when
+// it is the next in sequence and lagd does not hold the flow, so the host sees the flow in
+// order whoever delivers. `word` is shared with lagd through a mapping of the array and only
+// changed by compare-and-swap: bits 0-31 the next sequence number the host expects, 32-47 a
+// generation (every change of state or owner counts), 48-55 the state. The program only writes
+// a word in state KERNEL: it advances `next` by what it delivered, or hands the flow to lagd
+// (state LAGD) on a segment ahead of `next`; lagd hands it back (KERNEL) when it holds
+// nothing, and claims free or long-idle slots for new flows (CLAIM while it writes the key).
+enum stripe_rx_state {
+    STRIPE_RX_FREE = 0,   // no flow
+    STRIPE_RX_KERNEL = 1, // the program delivers the flow
+    STRIPE_RX_LAGD = 2,   // lagd holds the flow; the program passes it all on
+    STRIPE_RX_CLAIM = 3,  // lagd writes the key; the program keeps off
+};
+
+// Where the parts of `stripe_rx.word` lie (the next sequence number is bits 0-31).
+enum stripe_rx_word {
+    STRIPE_RX_GEN_SHIFT = 32,   // the generation's lowest bit
+    STRIPE_RX_GEN_MASK = 0xffff, // the generation, shifted down
+    STRIPE_RX_STATE_SHIFT = 48, // the state's lowest bit
+    STRIPE_RX_STATE_MASK = 0xff, // the state, shifted down
+};
+
+// One flow slot of stripe's receive table (see enum stripe_rx_state). lagd maps the array and
+// reads and writes its entries atomically, the program with atomics where lagd writes too.
+struct stripe_rx {
+    __u64 word;      // next, generation and state (enum stripe_rx_word)
+    __u64 last_ns;   // when the program last delivered (or lagd took or gave the flow)
+    __u32 key[10];   // FlowKey's kernel words: source, destination, ports, tag
+    __u64 delivered; // segments the program delivered
+    __u64 bytes;     // their payload bytes
+    __u64 held;      // rounds of segments ahead of `next` put back on their member's queue
+};
+
+#endif
