@@ -293,9 +293,7 @@ impl Bond {
     /// the peer can tell a restart). Call once, before the first frame. Other modes: nothing.
     pub fn set_stripe_epoch(&mut self, now: Instant, epoch: u32) {
         self.last_now = self.last_now.max(now);
-        if let Some(s) = self.mode.stripe_mut() {
-            s.restart(now, epoch, &self.weighted);
-        }
+        self.mode.set_epoch(now, epoch, &self.weighted);
     }
 
     /// Marks a member as gone (its interface was deleted): it stays in the table, `down`.
@@ -458,10 +456,8 @@ impl Bond {
         {
             ArpMonitor::note_rx(&mut self.ports, &self.opts, now, port, frame);
         }
-        if let Some(s) = self.mode.stripe_mut() {
-            if s.receive(now, port, buf, header_len, dp) {
-                return RxVerdict::Consumed;
-            }
+        if self.mode.take_received(now, port, buf, header_len, dp) {
+            return RxVerdict::Consumed;
         }
         let Some(frame) = buf.get_mut(header_len..) else {
             return RxVerdict::Drop(DropReason::Runt);
@@ -610,17 +606,7 @@ impl Bond {
                 igmp_groups_max: igmp::MAX_GROUPS,
                 igmp_groups_evicted: self.igmp.evicted,
             },
-            stripe: self.mode.stripe().map(|s| StripeSnapshot {
-                peers: s.engine.status(self.last_now),
-                reorder: *s.engine.rx().counters(),
-                held_now: s.engine.rx().occupancy(),
-                next_tx_seq: s.engine.tx().next_seq(),
-                tx_errors: s.tx_errors,
-                rx_errors: s.rx_errors,
-                tcp: *s.engine.tcp().counters(),
-                tcp_held_bytes: s.engine.tcp().held_bytes(),
-                tcp_flows: s.engine.tcp().flows(),
-            }),
+            stripe: self.mode.stripe().map(|s| s.snapshot(self.last_now)),
             ports: self
                 .ports
                 .iter()
@@ -719,9 +705,7 @@ impl Bond {
 
     /// The generation of [`Bond::distribution`]: cheap, to tell whether the table changed.
     pub fn distribution_generation(&self) -> u64 {
-        self.generation
-            + self.mode.buckets().map_or(0, |b| b.counters().moves())
-            + self.mode.stripe().map_or(0, |s| s.engine.version())
+        self.generation + self.mode.version()
     }
 
     /// Recomputes the usable set, the active member, the receive rules and the bond carrier,
