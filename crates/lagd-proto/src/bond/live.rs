@@ -11,6 +11,17 @@
 //!
 //! A change is all or nothing: every `key=value` is checked, the driver's cross-option rules run
 //! ([`BondOptions::finish`](super::BondOptions::finish)), and only then does the bond take the new options.
+//!
+//! This module holds the rules and carries them out for [`Bond::change_options`],
+//! [`Bond::reconfigure`] and [`Bond::set_active`]: the checks, and the state that depends on
+//! the options brought up to date.
+
+use super::mode::ModeState;
+use super::monitor::ArpMonitor;
+use super::options::{BondOptions, OptionError};
+use super::select;
+use super::state::Bond;
+use crate::time::Instant;
 
 /// When an option may change on a running bond.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +51,7 @@ pub fn liveness(key: &str) -> Liveness {
     }
 }
 
-/// What [`Bond::change_options`](super::Bond::change_options) did.
+/// What [`Bond::change_options`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OptionChange {
     /// The options whose value changed, as `key=value`, in the order given.
@@ -50,7 +61,7 @@ pub struct OptionChange {
 }
 
 /// Why an option that is not [`Liveness::Live`] is refused.
-pub(super) fn refusal(how: Liveness) -> String {
+fn refusal(how: Liveness) -> String {
     match how {
         Liveness::Live => String::new(),
         Liveness::NoMembers => "can only be changed while the bond has no members (the kernel's \
@@ -66,7 +77,7 @@ pub(super) fn refusal(how: Liveness) -> String {
 }
 
 /// A value as a change log shows it.
-pub(super) struct Shown<'a, T>(pub(super) &'a T);
+struct Shown<'a, T>(&'a T);
 
 impl<T: std::fmt::Debug> std::fmt::Display for Shown<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -78,6 +89,190 @@ impl<T: std::fmt::Debug> std::fmt::Display for Shown<'_, T> {
             .unwrap_or(&text);
         let text = if text == "None" { "none" } else { text };
         f.write_str(text.trim_matches('"'))
+    }
+}
+
+impl Bond {
+    /// `Bond::change_options`, once the call's time is taken.
+    pub(super) fn apply_changes(
+        &mut self,
+        now: Instant,
+        changes: &[(String, String)],
+    ) -> Result<OptionChange, OptionError> {
+        let mut opts = self.opts.clone();
+        let mut changed = Vec::new();
+        for (key, value) in changes {
+            let before = opts.clone();
+            opts.set(key, value)?;
+            if opts == before {
+                continue;
+            }
+            let refuse = |reason: String| OptionError {
+                key: key.clone(),
+                reason,
+            };
+            let how = liveness(key);
+            if how != Liveness::Live {
+                return Err(refuse(refusal(how)));
+            }
+            if key == "primary" && !value.is_empty() && self.port_by_name(value).is_none() {
+                return Err(refuse(format!("'{value}' is not a member of the bond")));
+            }
+            changed.push(format!("{key}={value}"));
+        }
+        let warnings = opts.finish()?;
+        if changed.is_empty() {
+            return Ok(OptionChange {
+                changed,
+                warnings: Vec::new(),
+            });
+        }
+        self.apply_target(now, &opts)?;
+        Ok(OptionChange { changed, warnings })
+    }
+
+    /// `Bond::reconfigure`, once the call's time is taken.
+    pub(super) fn apply_target(
+        &mut self,
+        now: Instant,
+        target: &BondOptions,
+    ) -> Result<OptionChange, OptionError> {
+        let cur = &self.opts;
+        let mut probe = target.clone();
+        let mut changed = Vec::new();
+        macro_rules! live {
+            ($($field:ident),*) => {$(
+                if probe.$field != cur.$field {
+                    changed.push(format!(
+                        "{}: {} -> {}",
+                        stringify!($field),
+                        Shown(&cur.$field),
+                        Shown(&probe.$field)
+                    ));
+                    probe.$field = cur.$field.clone();
+                }
+            )*};
+        }
+        live!(
+            miimon,
+            updelay,
+            downdelay,
+            peer_notif_delay,
+            use_carrier,
+            primary,
+            primary_reselect,
+            num_grat_arp,
+            num_unsol_na,
+            resend_igmp,
+            all_slaves_active,
+            arp_interval,
+            arp_ip_target,
+            ns_ip6_target,
+            arp_validate,
+            arp_all_targets,
+            arp_missed_max,
+            xmit_hash_policy,
+            packets_per_slave
+        );
+        probe.explicit_miimon = cur.explicit_miimon;
+        // Which keys were given is bookkeeping for warnings, not an option.
+        probe.given.clone_from(&cur.given);
+        if probe != *cur {
+            let differs = [
+                ("mode", probe.mode != cur.mode),
+                ("fail_over_mac", probe.fail_over_mac != cur.fail_over_mac),
+                ("lacp_rate", probe.lacp_rate != cur.lacp_rate),
+                ("lacp_active", probe.lacp_active != cur.lacp_active),
+                ("ad_select", probe.ad_select != cur.ad_select),
+                (
+                    "ad_user_port_key",
+                    probe.ad_user_port_key != cur.ad_user_port_key,
+                ),
+                ("tlb_dynamic_lb", probe.tlb_dynamic_lb != cur.tlb_dynamic_lb),
+                (
+                    "coupled_control",
+                    probe.coupled_control != cur.coupled_control,
+                ),
+            ];
+            let key = differs.iter().find(|d| d.1).map_or("options", |d| d.0);
+            return Err(OptionError {
+                key: key.to_owned(),
+                reason: refusal(liveness(key)),
+            });
+        }
+        if let Some(p) = &target.primary {
+            if self.port_by_name(p).is_none() {
+                return Err(OptionError {
+                    key: "primary".into(),
+                    reason: format!("'{p}' is not a member of the bond"),
+                });
+            }
+        }
+        if !changed.is_empty()
+            || target.explicit_miimon != cur.explicit_miimon
+            || target.given != cur.given
+        {
+            self.apply_options(now, target.clone());
+        }
+        Ok(OptionChange {
+            changed,
+            warnings: Vec::new(),
+        })
+    }
+
+    /// `Bond::set_active`, once the call's time is taken.
+    pub(super) fn make_active(&mut self, now: Instant, name: &str) -> Result<bool, String> {
+        if !self.opts.mode.uses_primary() {
+            return Err(format!("mode {} has no active member", self.opts.mode));
+        }
+        let port = self
+            .port_by_name(name)
+            .ok_or_else(|| format!("'{name}' is not a member of the bond"))?;
+        if !self.ports[port.index()].usable() {
+            return Err(format!("'{name}' is not usable (its link is not up)"));
+        }
+        if self.sel.active == Some(port) {
+            return Ok(false);
+        }
+        // What the next selection would choose with `port` active: it must stay.
+        let mut sel = self.sel.clone();
+        sel.active = Some(port);
+        if select::choose_active(&self.ports, &self.opts, &sel) != Some(port) {
+            let primary = self.opts.primary.as_deref().unwrap_or("?");
+            return Err(format!(
+                "the primary {primary} is up and would take over at once (primary_reselect={}); \
+                 change primary instead",
+                self.opts.primary_reselect
+            ));
+        }
+        self.switch_active(now, Some(port));
+        self.after_selection(now, false, true);
+        Ok(true)
+    }
+
+    /// Takes `opts` (checked, finished, and differing from the current ones only in live
+    /// options) and brings the state that depends on them up to date.
+    pub(super) fn apply_options(&mut self, now: Instant, opts: BondOptions) {
+        let old = std::mem::replace(&mut self.opts, opts);
+        let policy_changed = old.xmit_hash_policy != self.opts.xmit_hash_policy
+            || old.packets_per_slave != self.opts.packets_per_slave;
+        let arp_changed = old.arp_interval != self.opts.arp_interval
+            || old.arp_ip_target != self.opts.arp_ip_target
+            || old.ns_ip6_target != self.opts.ns_ip6_target;
+        if policy_changed {
+            // The hash (or round-robin) state starts afresh over the same members.
+            self.mode = ModeState::new(&self.opts, self.mac);
+            self.mode.selection_changed(now, &self.sel, true, true);
+            self.weighted.clear();
+            self.update_weighted(now);
+        }
+        if arp_changed {
+            self.arp = ArpMonitor::new(&self.opts);
+        }
+        // Primary, primary_reselect, all_slaves_active and the delays take effect through the
+        // next selection; the receive rules are recomputed whatever changed.
+        self.reselect(now);
+        self.refresh_rx_rules();
     }
 }
 

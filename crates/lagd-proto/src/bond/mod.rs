@@ -9,15 +9,22 @@
 //! drains [`Bond::poll_transmit`] (the bond's own frames) and [`Bond::poll_event`].
 //!
 //! # Shape
-//! - this file: the API;
+//! - this file: the API, [`Bond`]'s public methods; `state` holds its fields, and the files
+//!   below implement what the methods do, by role;
+//! - `tx`, `rx`: a host frame's way out (and the bond's own frames drained), a member's frame's
+//!   way in;
+//! - `timers`: every deadline, the earliest of them, and what runs when they are due;
+//! - `reselect`: selection as the bond runs it after each change (usable and active members,
+//!   receive rules, weights, carrier); `ad`: 802.3ad's LACP engine hooked into it;
 //! - [`verdict`]: the per-frame contract ([`TxVerdict`], [`RxVerdict`], [`Dataplane`]);
 //! - `member`, `monitor`: members and link monitoring (miimon delays, the ARP monitor);
 //! - `select`: the usable and active members, receive rules, LACP's decisions, `fail_over_mac`;
 //! - `notify`, `igmp`: what the bond tells the network after a failover;
-//! - `mode`: each mode's state and per-frame decisions, behind one enum;
+//! - `mode`: each mode's state and per-frame decisions, behind one enum (stripe mode's glue
+//!   lives in `mode::stripe` alone);
 //! - [`distribution`]: the distribution as plain data ([`Bond::distribution`]);
 //! - [`live`]: option changes on a running bond ([`Bond::change_options`]);
-//! - `snapshot`: plain-data state for `lagctl show`.
+//! - `snapshot`, `status`: plain-data state for `lagctl show`, and how the bond fills it in.
 //!
 //! # Timers
 //! [`Bond::poll_timeout`] is the earliest of every deadline: `updelay`/`downdelay` waits, the
@@ -60,6 +67,7 @@
 //! `primary_reselect`, `all_slaves_active`), balance-xor (every hash policy) and broadcast.
 //! 802.3ad. balance-tlb and balance-alb come with the balancers.
 
+mod ad;
 pub mod distribution;
 mod event;
 mod igmp;
@@ -69,25 +77,29 @@ mod mode;
 mod monitor;
 mod notify;
 pub mod options;
+mod reselect;
+mod rx;
 mod select;
 mod snapshot;
+mod state;
+mod status;
+mod timers;
+mod tx;
 pub mod verdict;
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::balance::{BalanceCounters, BucketSample, MoveRecord};
-use crate::hash::MemberMod;
-use crate::lacp::{Lacp, LacpEvent, PortParams};
+use crate::lacp::Lacp;
 use crate::time::Instant;
 use crate::wire::EthernetAddress;
-use crate::wire::ethernet::{EtherType, EthernetFrame};
 use crate::wire::ip::{Ipv4Address, Ipv6Address};
-use live::{Liveness, OptionChange, Shown, liveness, refusal};
+use live::OptionChange;
 use mode::ModeState;
 use monitor::ArpMonitor;
 use notify::{HostAddrs, Notify};
-use select::{Macs, Selection};
+use select::Selection;
 use verdict::RxRule;
 
 pub use crate::port::{PortId, Transmit};
@@ -101,6 +113,7 @@ pub use options::{
 pub use snapshot::{
     ArpMonitorSnapshot, BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot,
 };
+pub use state::Bond;
 pub use verdict::{
     DRIVER_HEADROOM, Dataplane, DropReason, HostFrame, RxVerdict, TX_HEADROOM, TxDrop, TxVerdict,
 };
@@ -116,43 +129,6 @@ impl Dataplane for NoDataplane {
     }
 
     fn deliver(&mut self, _: &[u8]) {}
-}
-
-/// A bond's decision state.
-#[derive(Debug, Clone)]
-pub struct Bond {
-    opts: BondOptions,
-    ports: Vec<member::Port>,
-    /// What selection decided: the usable members, the active one.
-    sel: Selection,
-    /// Per member: whether its frames reach the host.
-    rx_rules: Vec<RxRule>,
-    carrier: bool,
-    /// The mode's own state.
-    mode: ModeState,
-    /// 802.3ad: the LACP engine, and the link state last reported to it.
-    lacp: Option<Lacp>,
-    lacp_link: Vec<bool>,
-    events: VecDeque<BondEvent>,
-    mac: EthernetAddress,
-    addrs: HostAddrs,
-    notify: Notify,
-    arp: Option<ArpMonitor>,
-    /// The host's multicast memberships, replayed after a failover (`resend_igmp`), and the
-    /// member IGMP reports leave on, as last seen (a change is a failover).
-    igmp: igmp::IgmpCache,
-    igmp_port: Option<PortId>,
-    /// Times the active member moved from one member to another.
-    failovers: u64,
-    /// `fail_over_mac=follow`: the MAC each member's interface was last told to carry.
-    member_macs: Vec<EthernetAddress>,
-    /// The members with their weights (speed in Mb/s, or `member_speed`), as last given to
-    /// the mode.
-    weighted: Vec<(PortId, u32)>,
-    /// The latest time a call brought.
-    last_now: Instant,
-    /// Counts changes of the distribution (see [`Bond::distribution`]).
-    generation: u64,
 }
 
 impl Bond {
@@ -201,24 +177,7 @@ impl Bond {
             port: id,
             status: port.mii,
         });
-        if let Some(l) = &mut self.lacp {
-            let info = &port.info;
-            let mut params = PortParams::new(
-                info.perm_mac,
-                info.speed_mbps.unwrap_or(0),
-                info.full_duplex.unwrap_or(false),
-            );
-            if let Some((_, prio)) = self
-                .opts
-                .actor_port_prio
-                .iter()
-                .find(|(n, _)| *n == info.name)
-            {
-                params.port_priority = *prio;
-            }
-            // Port ids are enslave positions on both sides, so the add cannot collide.
-            l.add_port(now, id, params).expect("fresh LACP port id");
-        }
+        self.add_lacp_port(now, id, &port.info);
         self.member_macs.push(port.info.perm_mac);
         self.ports.push(port);
         self.lacp_link.push(false);
@@ -293,9 +252,7 @@ impl Bond {
     /// the peer can tell a restart). Call once, before the first frame. Other modes: nothing.
     pub fn set_stripe_epoch(&mut self, now: Instant, epoch: u32) {
         self.last_now = self.last_now.max(now);
-        if let Some(s) = self.mode.stripe_mut() {
-            s.restart(now, epoch, &self.weighted);
-        }
+        self.mode.set_epoch(now, epoch, &self.weighted);
     }
 
     /// Marks a member as gone (its interface was deleted): it stays in the table, `down`.
@@ -351,22 +308,7 @@ impl Bond {
     /// reorder buffer gives up waiting for is delivered through `dp`.
     pub fn handle_timeout(&mut self, now: Instant, dp: &mut dyn Dataplane) {
         self.last_now = self.last_now.max(now);
-        monitor::run_delays(&mut self.ports, &self.opts, now, &mut self.events);
-        if let Some(a) = &mut self.arp {
-            a.round(
-                &mut self.ports,
-                &self.opts,
-                self.sel.active,
-                now,
-                &mut self.events,
-            );
-        }
-        if let Some(l) = &mut self.lacp {
-            l.handle_timeout(now);
-        }
-        self.mode.handle_timeout(now, &self.sel, dp);
-        self.notify.handle_timeout(now, &self.opts, &self.addrs);
-        self.reselect(now);
+        self.run_timers(now, dp);
     }
 
     /// Whether the ARP monitor runs.
@@ -387,17 +329,7 @@ impl Bond {
     /// When [`handle_timeout`](Self::handle_timeout) should next run: the earliest deadline of
     /// every timer the bond has (its own, the LACP machines', the mode's).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [
-            monitor::delays_timeout(&self.ports, &self.opts),
-            self.notify.poll_timeout(),
-            self.arp.as_ref().map(|a| a.next),
-            self.lacp.as_ref().and_then(Lacp::poll_timeout),
-            self.igmp_port.and_then(|_| self.igmp.poll_timeout()),
-            self.mode.poll_timeout(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        self.next_deadline()
     }
 
     /// A frame from the host: the bond learns from it (its own addresses, the host's
@@ -410,19 +342,7 @@ impl Bond {
         frame: &mut HostFrame<'_>,
         dp: &mut dyn Dataplane,
     ) -> TxVerdict {
-        self.learn_from_host(frame.frame());
-        if !self.carrier {
-            // As the kernel's bond: without carrier (no member, or fewer than min_links)
-            // nothing leaves, at once (the host's own queue stops only when the kernel gets
-            // round to the TAP's carrier change, up to a second later).
-            return TxVerdict::Drop(TxDrop::NoMember);
-        }
-        let macs = Macs {
-            bond: self.mac,
-            ports: &self.ports,
-            active: self.sel.active,
-        };
-        self.mode.transmit(now, frame, &self.sel, &macs, dp)
+        self.transmit_frame(now, frame, dp)
     }
 
     /// A frame received on `port`: whether the host gets it (fixed up in place), or the bond
@@ -453,56 +373,7 @@ impl Bond {
         header_len: usize,
         dp: &mut dyn Dataplane,
     ) -> RxVerdict {
-        if self.arp.is_some()
-            && let Some(frame) = buf.get(header_len..)
-        {
-            ArpMonitor::note_rx(&mut self.ports, &self.opts, now, port, frame);
-        }
-        if let Some(s) = self.mode.stripe_mut() {
-            if s.receive(now, port, buf, header_len, dp) {
-                return RxVerdict::Consumed;
-            }
-        }
-        let Some(frame) = buf.get_mut(header_len..) else {
-            return RxVerdict::Drop(DropReason::Runt);
-        };
-        let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
-            return RxVerdict::Drop(DropReason::Runt);
-        };
-        if eth.ethertype() == EtherType::Slow {
-            return RxVerdict::Drop(DropReason::SlowProtocols);
-        }
-        let rule = self.rx_rules[port.index()];
-        let refused = if eth.dst_addr().is_multicast() {
-            rule.multicast
-        } else {
-            rule.unicast
-        };
-        if let Some(reason) = refused {
-            return RxVerdict::Drop(reason);
-        }
-        let macs = Macs {
-            bond: self.mac,
-            ports: &self.ports,
-            active: self.sel.active,
-        };
-        self.mode
-            .receive_fixup(now, frame, &self.sel, &macs, self.addrs.ipv4);
-        RxVerdict::Deliver
-    }
-
-    /// Learns from a frame the host sends from the bond's MAC: the bond's addresses (ARP and
-    /// neighbour discovery) and the host's multicast memberships.
-    #[inline]
-    fn learn_from_host(&mut self, frame: &[u8]) {
-        let Ok(eth) = EthernetFrame::new_checked(frame) else {
-            return;
-        };
-        if eth.src_addr() != self.mac {
-            return;
-        }
-        self.igmp.learn(frame);
-        self.addrs.learn(&eth);
+        self.receive_frame(now, port, buf, header_len, dp)
     }
 
     /// The bond's IPv6 addresses as learned from the host.
@@ -521,41 +392,7 @@ impl Bond {
     /// replayed report is as long as the host's). A pure drain of what the `handle_*` calls
     /// queued: call after each of them (or once per wake) until `None`.
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        let now = self.last_now;
-        // The daemon drains after every wake, most of them for data frames: ask the LACP engine
-        // (which runs its machines on every call) only when it has something to send by now.
-        if let Some(l) = self
-            .lacp
-            .as_mut()
-            .filter(|l| l.poll_timeout().is_some_and(|t| t <= now))
-        {
-            let tx = l.poll_transmit(now, buf);
-            self.sync_lacp(now);
-            if tx.is_some() {
-                return tx;
-            }
-        }
-        if let Some(tx) = self
-            .arp
-            .as_mut()
-            .and_then(|a| a.poll_transmit(self.mac, self.addrs.ipv4, &self.addrs.ipv6, buf))
-        {
-            return Some(tx);
-        }
-        let macs = Macs {
-            bond: self.mac,
-            ports: &self.ports,
-            active: self.sel.active,
-        };
-        if let Some(tx) = self.mode.poll_transmit(now, &macs, buf) {
-            return Some(tx);
-        }
-        if let Some(port) = self.igmp_port {
-            if let Some(len) = self.igmp.poll(now, buf) {
-                return Some(Transmit { port, len });
-            }
-        }
-        self.notify.poll_transmit(self.sel.active, self.mac, buf)
+        self.next_own_frame(buf)
     }
 
     /// The next event, oldest first.
@@ -572,79 +409,7 @@ impl Bond {
 
     /// Plain-data state for status output.
     pub fn snapshot(&self) -> BondSnapshot {
-        let uses_primary = self.opts.mode.uses_primary();
-        let active = self.sel.active;
-        BondSnapshot {
-            mode: self.opts.mode,
-            xmit_hash_policy: (self.opts.mode.uses_hash()
-                || (self.opts.mode == Mode::BalanceTlb && !self.opts.tlb_dynamic_lb))
-                .then_some(self.opts.xmit_hash_policy),
-            carrier: self.carrier,
-            miimon: self.opts.miimon,
-            updelay: self.opts.updelay,
-            downdelay: self.opts.downdelay,
-            peer_notif_delay: self.opts.peer_notif_delay,
-            primary: uses_primary.then(|| self.opts.primary.clone()).flatten(),
-            primary_reselect: uses_primary.then_some(self.opts.primary_reselect),
-            active: if uses_primary {
-                active.map(|a| self.ports[a.index()].info.name.clone())
-            } else {
-                None
-            },
-            lacp: self.lacp.as_ref().map(Lacp::snapshot),
-            buckets: self.mode.buckets_snapshot(),
-            failovers: self.failovers,
-            arp_monitor: self.arp.as_ref().map(|_| ArpMonitorSnapshot {
-                interval_ms: self.opts.arp_interval,
-                missed_max: self.opts.arp_missed_max,
-                validate: self.opts.arp_validate,
-                all_targets: self.opts.arp_all_targets,
-                ip_targets: self.opts.arp_ip_target.clone(),
-                ns_targets: self.opts.ns_ip6_target.clone(),
-            }),
-            tables: TablesSnapshot {
-                alb_clients: self.mode.rlb().map_or(0, |r| r.clients.len()),
-                alb_clients_max: self.mode.rlb().map_or(0, |_| mode::alb::MAX_CLIENTS),
-                alb_clients_evicted: self.mode.rlb().map_or(0, |r| r.evicted),
-                igmp_groups: self.igmp.groups(),
-                igmp_groups_max: igmp::MAX_GROUPS,
-                igmp_groups_evicted: self.igmp.evicted,
-            },
-            stripe: self.mode.stripe().map(|s| StripeSnapshot {
-                peers: s.engine.status(self.last_now),
-                reorder: *s.engine.rx().counters(),
-                held_now: s.engine.rx().occupancy(),
-                next_tx_seq: s.engine.tx().next_seq(),
-                tx_errors: s.tx_errors,
-                rx_errors: s.rx_errors,
-                tcp: *s.engine.tcp().counters(),
-                tcp_held_bytes: s.engine.tcp().held_bytes(),
-                tcp_flows: s.engine.tcp().flows(),
-            }),
-            ports: self
-                .ports
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let id = PortId(i as u16);
-                    PortSnapshot {
-                        name: p.info.name.clone(),
-                        mii: p.shown_status(),
-                        speed_mbps: p.info.speed_mbps,
-                        full_duplex: p.info.full_duplex,
-                        link_failures: p.link_failures,
-                        perm_mac: p.info.perm_mac,
-                        active: if uses_primary {
-                            active == Some(id)
-                        } else if self.lacp.is_some() {
-                            self.sel.usable.contains(&id)
-                        } else {
-                            p.usable()
-                        },
-                    }
-                })
-                .collect(),
-        }
+        self.build_snapshot()
     }
 
     /// The distribution as plain data (see [`DistributionTable`]).
@@ -719,198 +484,7 @@ impl Bond {
 
     /// The generation of [`Bond::distribution`]: cheap, to tell whether the table changed.
     pub fn distribution_generation(&self) -> u64 {
-        self.generation
-            + self.mode.buckets().map_or(0, |b| b.counters().moves())
-            + self.mode.stripe().map_or(0, |s| s.engine.version())
-    }
-
-    /// Recomputes the usable set, the active member, the receive rules and the bond carrier,
-    /// and acts on what changed.
-    fn reselect(&mut self, now: Instant) {
-        // Nothing usable but a member coming back: use it now, updelay or not.
-        if !self.ports.iter().any(|p| p.usable()) {
-            if let Some(i) = self
-                .ports
-                .iter()
-                .position(|p| p.mii == MiiStatus::GoingBack)
-            {
-                let port = PortId(i as u16);
-                monitor::set_status(&mut self.ports, now, port, MiiStatus::Up, &mut self.events);
-            }
-        }
-        if self.lacp.is_some() {
-            self.report_links_to_lacp(now);
-            self.sync_lacp(now);
-            return;
-        }
-        let usable_changed = !select::usable_ports(&self.ports).eq(self.sel.usable.iter().copied());
-        if usable_changed {
-            self.sel.usable.clear();
-            self.sel.usable.extend(select::usable_ports(&self.ports));
-            self.sel.usable_mod = MemberMod::new(self.sel.usable.len());
-        }
-        self.update_weighted(now);
-        let active = select::choose_active(&self.ports, &self.opts, &self.sel);
-        let active_changed = active != self.sel.active;
-        if active_changed {
-            self.switch_active(now, active);
-        }
-        self.after_selection(now, usable_changed, active_changed);
-    }
-
-    /// Makes `active` the active member: the event, the failover announcement and
-    /// `fail_over_mac`.
-    fn switch_active(&mut self, now: Instant, active: Option<PortId>) {
-        if self.opts.mode.uses_primary() {
-            self.events.push_back(BondEvent::ActiveChanged {
-                from: self.sel.active,
-                to: active,
-            });
-        }
-        if self.sel.active.is_some() && active.is_some() && self.opts.mode.uses_primary() {
-            self.failovers += 1;
-        }
-        // A failover (not the first choice) is announced to the network.
-        if self.sel.active.is_some()
-            && active.is_some()
-            && self.opts.mode.uses_primary()
-            && (self.opts.num_grat_arp > 0 || self.opts.num_unsol_na > 0)
-        {
-            self.notify.start(now);
-        }
-        self.sel.active = active;
-        let macs = Macs {
-            bond: self.mac,
-            ports: &self.ports,
-            active,
-        };
-        if let Some(mac) =
-            select::fail_over_mac(&self.opts, &macs, &mut self.member_macs, &mut self.events)
-        {
-            self.mac = mac;
-        }
-    }
-
-    /// What follows a selection: the mode, IGMP replays, the carrier, the receive rules.
-    fn after_selection(&mut self, now: Instant, usable_changed: bool, active_changed: bool) {
-        self.mode
-            .selection_changed(now, &self.sel, usable_changed, active_changed);
-        let igmp_port = select::igmp_member(self.opts.mode, &self.sel);
-        if igmp_port != self.igmp_port {
-            if self.igmp_port.is_some() && igmp_port.is_some() {
-                self.igmp.schedule(now, self.opts.resend_igmp);
-            }
-            self.igmp_port = igmp_port;
-        }
-        self.set_carrier(!self.sel.usable.is_empty());
-        if usable_changed || active_changed {
-            self.refresh_rx_rules();
-        }
-    }
-
-    fn set_carrier(&mut self, carrier: bool) {
-        if carrier != self.carrier {
-            self.carrier = carrier;
-            // The distribution sends nothing without carrier.
-            self.generation += 1;
-            self.events.push_back(BondEvent::Carrier { up: carrier });
-        }
-    }
-
-    /// Tells the LACP engine about every member whose usability changed.
-    fn report_links_to_lacp(&mut self, now: Instant) {
-        let Some(l) = &mut self.lacp else { return };
-        for (i, p) in self.ports.iter().enumerate() {
-            let up = p.usable();
-            if self.lacp_link[i] != up {
-                self.lacp_link[i] = up;
-                l.handle_link(
-                    now,
-                    PortId(i as u16),
-                    up,
-                    p.info.speed_mbps.unwrap_or(0),
-                    p.info.full_duplex.unwrap_or(false),
-                );
-            }
-        }
-    }
-
-    /// Acts on the LACP engine's events: a distribution change (who distributes, who
-    /// collects) recomputes the usable set and the receive rules; a carrier change sets the
-    /// bond's carrier. The engine raises an event for every change of those.
-    fn sync_lacp(&mut self, now: Instant) {
-        let Some(l) = &mut self.lacp else { return };
-        let mut distribution = false;
-        let mut carrier = None;
-        while let Some(ev) = l.poll_event() {
-            match ev {
-                LacpEvent::DistributionChanged => distribution = true,
-                LacpEvent::CarrierChanged { up } => carrier = Some(up),
-                LacpEvent::PartnerChanged {
-                    port,
-                    system,
-                    key,
-                    partner_port,
-                } => self.events.push_back(BondEvent::LacpPartner {
-                    port,
-                    system,
-                    key,
-                    partner_port,
-                }),
-                _ => {}
-            }
-        }
-        if distribution {
-            self.sel.usable.clear();
-            self.sel.usable.extend(l.distributing_ports());
-            self.sel.usable_mod = MemberMod::new(self.sel.usable.len());
-            self.refresh_rx_rules();
-        }
-        if let Some(up) = carrier {
-            self.set_carrier(up);
-        }
-        self.update_weighted(now);
-    }
-
-    /// Recomputes who may deliver to the host, per member.
-    fn refresh_rx_rules(&mut self) {
-        for i in 0..self.ports.len() {
-            let port = PortId(i as u16);
-            self.rx_rules[i] =
-                select::rx_rule(&self.opts, port, self.sel.active, self.lacp.as_ref());
-        }
-        self.generation += 1;
-    }
-
-    /// Gives the mode the usable members and their weights, when those changed.
-    fn update_weighted(&mut self, now: Instant) {
-        if !self.mode.weighs_members() {
-            return;
-        }
-        let weigh = |p: PortId| (p, select::weight(&self.opts, &self.ports[p.index()].info));
-        // Called on every timeout: compare first, so nothing is allocated unless something
-        // changed.
-        if self
-            .sel
-            .usable
-            .iter()
-            .map(|&p| weigh(p))
-            .eq(self.weighted.iter().copied())
-        {
-            return;
-        }
-        let fresh: Vec<(PortId, u32)> = self.sel.usable.iter().map(|&p| weigh(p)).collect();
-        self.mode.set_members(now, &fresh);
-        self.weighted = fresh;
-        self.generation += 1;
-    }
-
-    fn macs(&self) -> Macs<'_> {
-        Macs {
-            bond: self.mac,
-            ports: &self.ports,
-            active: self.sel.active,
-        }
+        self.generation + self.mode.version()
     }
 
     /// The bond's MAC (it changes with `fail_over_mac=active`).
@@ -937,51 +511,23 @@ impl Bond {
 #[cfg(test)]
 mod test;
 
-/// Run-time changes of options and of the active member (the rules are in [`live`]).
+/// Run-time changes of options and of the active member (the rules and their work are in
+/// [`live`]).
 impl Bond {
     /// Changes options on the running bond: every `(key, value)` in order, all or nothing. A
-    /// key whose value does not change is accepted whatever its [`Liveness`] (so a whole
-    /// configuration can be applied again); a key that changes must be [`Liveness::Live`].
+    /// key whose value does not change is accepted whatever its [`Liveness`](live::Liveness) (so a whole
+    /// configuration can be applied again); a key that changes must be [`Liveness::Live`](live::Liveness::Live).
     pub fn change_options(
         &mut self,
         now: Instant,
         changes: &[(String, String)],
     ) -> Result<OptionChange, OptionError> {
         self.last_now = self.last_now.max(now);
-        let mut opts = self.opts.clone();
-        let mut changed = Vec::new();
-        for (key, value) in changes {
-            let before = opts.clone();
-            opts.set(key, value)?;
-            if opts == before {
-                continue;
-            }
-            let refuse = |reason: String| OptionError {
-                key: key.clone(),
-                reason,
-            };
-            let how = liveness(key);
-            if how != Liveness::Live {
-                return Err(refuse(refusal(how)));
-            }
-            if key == "primary" && !value.is_empty() && self.port_by_name(value).is_none() {
-                return Err(refuse(format!("'{value}' is not a member of the bond")));
-            }
-            changed.push(format!("{key}={value}"));
-        }
-        let warnings = opts.finish()?;
-        if changed.is_empty() {
-            return Ok(OptionChange {
-                changed,
-                warnings: Vec::new(),
-            });
-        }
-        self.reconfigure(now, &opts)?;
-        Ok(OptionChange { changed, warnings })
+        self.apply_changes(now, changes)
     }
 
     /// Takes the options `target` (checked and finished, e.g. a configuration file read again)
-    /// where they differ from the current ones only in [`Liveness::Live`] options; otherwise
+    /// where they differ from the current ones only in [`Liveness::Live`](live::Liveness::Live) options; otherwise
     /// changes nothing and names an option that differs. Returns the live options that changed.
     pub fn reconfigure(
         &mut self,
@@ -989,87 +535,7 @@ impl Bond {
         target: &BondOptions,
     ) -> Result<OptionChange, OptionError> {
         self.last_now = self.last_now.max(now);
-        let cur = &self.opts;
-        let mut probe = target.clone();
-        let mut changed = Vec::new();
-        macro_rules! live {
-            ($($field:ident),*) => {$(
-                if probe.$field != cur.$field {
-                    changed.push(format!(
-                        "{}: {} -> {}",
-                        stringify!($field),
-                        Shown(&cur.$field),
-                        Shown(&probe.$field)
-                    ));
-                    probe.$field = cur.$field.clone();
-                }
-            )*};
-        }
-        live!(
-            miimon,
-            updelay,
-            downdelay,
-            peer_notif_delay,
-            use_carrier,
-            primary,
-            primary_reselect,
-            num_grat_arp,
-            num_unsol_na,
-            resend_igmp,
-            all_slaves_active,
-            arp_interval,
-            arp_ip_target,
-            ns_ip6_target,
-            arp_validate,
-            arp_all_targets,
-            arp_missed_max,
-            xmit_hash_policy,
-            packets_per_slave
-        );
-        probe.explicit_miimon = cur.explicit_miimon;
-        // Which keys were given is bookkeeping for warnings, not an option.
-        probe.given.clone_from(&cur.given);
-        if probe != *cur {
-            let differs = [
-                ("mode", probe.mode != cur.mode),
-                ("fail_over_mac", probe.fail_over_mac != cur.fail_over_mac),
-                ("lacp_rate", probe.lacp_rate != cur.lacp_rate),
-                ("lacp_active", probe.lacp_active != cur.lacp_active),
-                ("ad_select", probe.ad_select != cur.ad_select),
-                (
-                    "ad_user_port_key",
-                    probe.ad_user_port_key != cur.ad_user_port_key,
-                ),
-                ("tlb_dynamic_lb", probe.tlb_dynamic_lb != cur.tlb_dynamic_lb),
-                (
-                    "coupled_control",
-                    probe.coupled_control != cur.coupled_control,
-                ),
-            ];
-            let key = differs.iter().find(|d| d.1).map_or("options", |d| d.0);
-            return Err(OptionError {
-                key: key.to_owned(),
-                reason: refusal(liveness(key)),
-            });
-        }
-        if let Some(p) = &target.primary {
-            if self.port_by_name(p).is_none() {
-                return Err(OptionError {
-                    key: "primary".into(),
-                    reason: format!("'{p}' is not a member of the bond"),
-                });
-            }
-        }
-        if !changed.is_empty()
-            || target.explicit_miimon != cur.explicit_miimon
-            || target.given != cur.given
-        {
-            self.apply_options(now, target.clone());
-        }
-        Ok(OptionChange {
-            changed,
-            warnings: Vec::new(),
-        })
+        self.apply_target(now, target)
     }
 
     /// Makes member `name` the active one now, as the kernel's `active_slave` does: modes with
@@ -1078,56 +544,6 @@ impl Bond {
     /// Returns whether the active member changed.
     pub fn set_active(&mut self, now: Instant, name: &str) -> Result<bool, String> {
         self.last_now = self.last_now.max(now);
-        if !self.opts.mode.uses_primary() {
-            return Err(format!("mode {} has no active member", self.opts.mode));
-        }
-        let port = self
-            .port_by_name(name)
-            .ok_or_else(|| format!("'{name}' is not a member of the bond"))?;
-        if !self.ports[port.index()].usable() {
-            return Err(format!("'{name}' is not usable (its link is not up)"));
-        }
-        if self.sel.active == Some(port) {
-            return Ok(false);
-        }
-        // What the next selection would choose with `port` active: it must stay.
-        let mut sel = self.sel.clone();
-        sel.active = Some(port);
-        if select::choose_active(&self.ports, &self.opts, &sel) != Some(port) {
-            let primary = self.opts.primary.as_deref().unwrap_or("?");
-            return Err(format!(
-                "the primary {primary} is up and would take over at once (primary_reselect={}); \
-                 change primary instead",
-                self.opts.primary_reselect
-            ));
-        }
-        self.switch_active(now, Some(port));
-        self.after_selection(now, false, true);
-        Ok(true)
-    }
-
-    /// Takes `opts` (checked, finished, and differing from the current ones only in live
-    /// options) and brings the state that depends on them up to date.
-    fn apply_options(&mut self, now: Instant, opts: BondOptions) {
-        let old = std::mem::replace(&mut self.opts, opts);
-        let policy_changed = old.xmit_hash_policy != self.opts.xmit_hash_policy
-            || old.packets_per_slave != self.opts.packets_per_slave;
-        let arp_changed = old.arp_interval != self.opts.arp_interval
-            || old.arp_ip_target != self.opts.arp_ip_target
-            || old.ns_ip6_target != self.opts.ns_ip6_target;
-        if policy_changed {
-            // The hash (or round-robin) state starts afresh over the same members.
-            self.mode = ModeState::new(&self.opts, self.mac);
-            self.mode.selection_changed(now, &self.sel, true, true);
-            self.weighted.clear();
-            self.update_weighted(now);
-        }
-        if arp_changed {
-            self.arp = ArpMonitor::new(&self.opts);
-        }
-        // Primary, primary_reselect, all_slaves_active and the delays take effect through the
-        // next selection; the receive rules are recomputed whatever changed.
-        self.reselect(now);
-        self.refresh_rx_rules();
+        self.make_active(now, name)
     }
 }

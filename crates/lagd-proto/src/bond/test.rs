@@ -3,6 +3,7 @@
 use super::*;
 use crate::hash::{HashPolicy, member_index, xmit_hash};
 use crate::wire::arp::{ArpPacket, ArpRepr};
+use crate::wire::ethernet::{EtherType, EthernetFrame};
 use crate::wire::ip::Ipv4Address;
 
 const BOND_MAC: EthernetAddress = EthernetAddress([2, 0xb0, 0, 0, 0, 1]);

@@ -94,6 +94,37 @@ impl ModeState {
         }
     }
 
+    /// A frame received on `port` (at `buf[header_len..]`, behind the driver's header) that
+    /// the mode takes itself instead of the bond's receive rules: stripe frames and, while
+    /// striping, TCP segments (what they release goes to `dp`). Other modes take nothing.
+    #[inline]
+    pub(crate) fn take_received(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        buf: &mut [u8],
+        header_len: usize,
+        dp: &mut dyn Dataplane,
+    ) -> bool {
+        match self {
+            Self::Stripe(s) => s.receive(now, port, buf, header_len, dp),
+            _ => false,
+        }
+    }
+
+    /// Stripe: starts the engine afresh with `epoch` over `members`. Other modes: nothing.
+    pub(crate) fn set_epoch(&mut self, now: Instant, epoch: u32, members: &[(PortId, u32)]) {
+        if let Self::Stripe(s) = self {
+            s.restart(now, epoch, members);
+        }
+    }
+
+    /// Counts the mode's own changes of the distribution: bucket moves, stripe's slot table.
+    pub(crate) fn version(&self) -> u64 {
+        self.buckets().map_or(0, |b| b.counters().moves())
+            + self.stripe().map_or(0, |s| s.engine.version())
+    }
+
     /// balance-tlb/alb, for a frame the bond delivers to the host: a frame sent to a member's
     /// MAC gets the bond's MAC as destination, and in balance-alb the ARP of clients feeds
     /// receive balancing. Other modes: nothing to do.
@@ -215,14 +246,6 @@ impl ModeState {
 
     /// Stripe mode's state.
     pub(crate) fn stripe(&self) -> Option<&stripe::StripeMode> {
-        match self {
-            Self::Stripe(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// Stripe mode's state, writable.
-    pub(crate) fn stripe_mut(&mut self) -> Option<&mut stripe::StripeMode> {
         match self {
             Self::Stripe(s) => Some(s),
             _ => None,

@@ -4,6 +4,7 @@
 
 use crate::bond::member::Port;
 use crate::bond::select::Selection;
+use crate::bond::snapshot::StripeSnapshot;
 use crate::bond::verdict::{Dataplane, HostFrame, TX_HEADROOM, TxDrop, TxVerdict};
 use crate::port::{PortId, Transmit};
 use crate::stripe::header::{HEADER_LEN, is_stripe_frame};
@@ -152,6 +153,21 @@ impl StripeMode {
             self.rx_errors += 1;
         }
         true
+    }
+
+    /// The engine's state for status output, as of `now`.
+    pub(crate) fn snapshot(&self, now: Instant) -> StripeSnapshot {
+        StripeSnapshot {
+            peers: self.engine.status(now),
+            reorder: *self.engine.rx().counters(),
+            held_now: self.engine.rx().occupancy(),
+            next_tx_seq: self.engine.tx().next_seq(),
+            tx_errors: self.tx_errors,
+            rx_errors: self.rx_errors,
+            tcp: *self.engine.tcp().counters(),
+            tcp_held_bytes: self.engine.tcp().held_bytes(),
+            tcp_flows: self.engine.tcp().flows(),
+        }
     }
 
     /// The usable members and their speeds.

@@ -1,0 +1,60 @@
+//! What a member brings in ([`Bond::receive_with_header`](super::Bond::receive_with_header)):
+//! the ARP monitor's sign of life, what the mode takes itself, and the member's receive rule
+//! for the rest, which reaches the host fixed up for the mode.
+
+use super::monitor::ArpMonitor;
+use super::select::Macs;
+use super::state::Bond;
+use super::verdict::{Dataplane, DropReason, RxVerdict};
+use crate::port::PortId;
+use crate::time::Instant;
+use crate::wire::ethernet::{EtherType, EthernetFrame};
+
+impl Bond {
+    /// Whether a frame received on `port` behind a `header_len`-byte driver header reaches
+    /// the host (see `Bond::receive_with_header`).
+    #[inline]
+    pub(super) fn receive_frame(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        buf: &mut [u8],
+        header_len: usize,
+        dp: &mut dyn Dataplane,
+    ) -> RxVerdict {
+        if self.arp.is_some()
+            && let Some(frame) = buf.get(header_len..)
+        {
+            ArpMonitor::note_rx(&mut self.ports, &self.opts, now, port, frame);
+        }
+        if self.mode.take_received(now, port, buf, header_len, dp) {
+            return RxVerdict::Consumed;
+        }
+        let Some(frame) = buf.get_mut(header_len..) else {
+            return RxVerdict::Drop(DropReason::Runt);
+        };
+        let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
+            return RxVerdict::Drop(DropReason::Runt);
+        };
+        if eth.ethertype() == EtherType::Slow {
+            return RxVerdict::Drop(DropReason::SlowProtocols);
+        }
+        let rule = self.rx_rules[port.index()];
+        let refused = if eth.dst_addr().is_multicast() {
+            rule.multicast
+        } else {
+            rule.unicast
+        };
+        if let Some(reason) = refused {
+            return RxVerdict::Drop(reason);
+        }
+        let macs = Macs {
+            bond: self.mac,
+            ports: &self.ports,
+            active: self.sel.active,
+        };
+        self.mode
+            .receive_fixup(now, frame, &self.sel, &macs, self.addrs.ipv4);
+        RxVerdict::Deliver
+    }
+}
