@@ -125,8 +125,12 @@ fn better(a: &PortInfo, b: &PortInfo) -> bool {
 
 /// Whether member `port`'s frames reach the host: in 802.3ad when it collects or is attached
 /// in sync to the active aggregator ([`Lacp::accepts_from`]); with an active
-/// member (without `all_slaves_active`) only from it, except that balance-alb takes unicast on
-/// every member (its clients send there); balance-slb faces a switch without a LAG, which
+/// member (without `all_slaves_active`) only from it, except that balance-tlb and balance-alb
+/// take unicast on every member: alb's clients send to the member they were taught, and a peer
+/// that is itself a tlb/alb bond (no switch between) sends to the bond's MAC over whichever
+/// member its hash picks, so refusing unicast there (as the kernel's tlb does) drops every
+/// flow that hashes off the active member. Broadcast and multicast, which a switch floods to
+/// every member, stay on the active member. balance-slb faces a switch without a LAG, which
 /// floods to every member, so broadcast and multicast are taken on the active member only (as
 /// Open vSwitch does).
 pub(crate) fn rx_rule(
@@ -150,7 +154,8 @@ pub(crate) fn rx_rule(
         }
     } else if mode.uses_primary() && !opts.all_slaves_active && !is_active {
         RxRule {
-            unicast: (mode != Mode::BalanceAlb).then_some(DropReason::InactiveMember),
+            unicast: (!matches!(mode, Mode::BalanceTlb | Mode::BalanceAlb))
+                .then_some(DropReason::InactiveMember),
             multicast: Some(DropReason::InactiveMember),
         }
     } else {

@@ -1111,10 +1111,15 @@ fn balance_tlb_balances_unicast_ip_and_rewrites_the_source_off_the_active_member
     let mut bcast = tcp(1);
     bcast[..6].copy_from_slice(&[0xff; 6]);
     assert_eq!(b.host_tx(at(0), &bcast), TxVerdict::Port(PortId(0)));
-    // Only the active member receives.
+    // Unicast is taken on every member (a peer tlb bond sends to the bond's MAC over whichever
+    // member its hash picks); broadcast only on the active member.
     assert_eq!(b.member_rx(PortId(0), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(PortId(1), &tcp(1)), RxVerdict::Deliver);
+    let mut bcast_in = tcp(1);
+    bcast_in[..6].copy_from_slice(&[0xff; 6]);
+    assert_eq!(b.member_rx(PortId(0), &bcast_in), RxVerdict::Deliver);
     assert_eq!(
-        b.member_rx(PortId(1), &tcp(1)),
+        b.member_rx(PortId(1), &bcast_in),
         RxVerdict::Drop(DropReason::InactiveMember)
     );
     // Failover: everything on the survivor, with the bond's MAC.

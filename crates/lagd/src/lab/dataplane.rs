@@ -346,8 +346,9 @@ pub fn wait_lagd(
     }
 }
 
-/// balance-tlb and balance-alb: the peer must be a switch (their receive side takes frames on
-/// one member, or by ARP-taught MACs), not another bond.
+/// balance-tlb and balance-alb: the lab puts a switch in front of them, as the driver's
+/// documentation does (the kernel's tlb takes frames on its active member only, so a peer
+/// bond's flows hashed onto another member would be lost; lagd's takes unicast on every member).
 pub fn needs_switch(mode: &str) -> bool {
     matches!(mode, "balance-tlb" | "balance-alb" | "5" | "6")
 }
