@@ -50,6 +50,7 @@ static long (*bpf_clone_redirect)(void *skb, __u32 ifindex, __u64 flags) =
 static long (*bpf_skb_load_bytes)(const void *skb, __u32 off, void *to, __u32 len) =
     (void *)BPF_FUNC_skb_load_bytes;
 static long (*bpf_skb_change_type)(void *skb, __u32 type) = (void *)BPF_FUNC_skb_change_type;
+static __u32 (*bpf_get_prandom_u32)(void) = (void *)BPF_FUNC_get_prandom_u32;
 
 // Must match crates/lagd-sys/src/fastpath.rs.
 #define MAX_MEMBERS 16
@@ -62,6 +63,7 @@ enum rule {
     RULE_ACTIVE = 3,  // the active member
     RULE_ALL = 4,     // a copy on every usable member (broadcast)
     RULE_STRIPE = 5,  // TCP through bucket[] as slots, STRIPE_SLOT_BYTES each; the rest to lagd
+    RULE_RR = 6,      // balance-rr: rr_next[turn % rr_members], a turn per rr_packets frames
 };
 
 // Stripe: bytes sent through one slot before the next (lagd_proto::stripe::tx::SLOT_BYTES).
@@ -95,6 +97,9 @@ struct table {
     __u8 rx_multicast[MAX_MEMBERS];
     __u32 flags;                  // FLAG_*
     __u8 slow_partner[MAX_MEMBERS][6]; // the member's confirmed LACP partner's MAC (0: none)
+    __u32 rr_packets;             // balance-rr: packets_per_slave (0: a random member per frame)
+    __u32 rr_members;             // balance-rr: the bond's members, usable or not
+    __u8 rr_next[MAX_MEMBERS];    // balance-rr: position -> the first usable member from there on
 };
 
 // Untagged ARP frames from the members go to lagd (the ARP monitor validates them and lagd
@@ -190,11 +195,13 @@ struct map_def lagd_buckets SEC("maps") = {
     .value_size = sizeof(struct bucket_load),
     .max_entries = 256,
 };
+// This CPU's count for the TAP program's turns: stripe's bytes sent through its slots, or
+// balance-rr's frames (a bond has one mode, so one count).
 struct map_def lagd_stripe_tx SEC("maps") = {
     .type = BPF_MAP_TYPE_PERCPU_ARRAY,
     .key_size = 4,
     .value_size = 8,
-    .max_entries = 1, // this CPU's bytes sent through stripe's slots
+    .max_entries = 1,
 };
 struct map_def lagd_stripe_rx SEC("maps") = {
     .type = BPF_MAP_TYPE_ARRAY,
@@ -206,7 +213,7 @@ struct map_def lagd_stripe_rx SEC("maps") = {
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-_Static_assert(sizeof(struct table) == 492, "lagd-sys encodes the table in 492 bytes");
+_Static_assert(sizeof(struct table) == 516, "lagd-sys encodes the table in 516 bytes");
 _Static_assert(sizeof(struct port_counters) == 56, "seven u64 fields");
 _Static_assert(sizeof(struct bucket_load) == 16, "two u64");
 _Static_assert(sizeof(struct stripe_rx) == 80, "lagd-sys maps stripe_rx entries of 80 bytes");
@@ -711,6 +718,40 @@ INLINE __u32 stripe_port(struct __sk_buff *skb, const struct table *t) {
     return t->bucket[slot];
 }
 
+// balance-rr (bond_xmit_roundrobin): the turn is this CPU's frame count (packets_per_slave 1),
+// that count divided by packets_per_slave (N: N frames per member in turn), or a random number
+// (0); the member is the first usable one from position turn % members on, over all the
+// bond's members in enslave order, as the kernel's bond_get_slave_by_id walks them (rr_next
+// holds that walk, computed by lagd for every table). The count is per CPU: a bond's frames
+// sent from one CPU take exactly the kernel's turns; frames sent from several CPUs at once
+// each follow their own CPU's count, so N frames per member in turn holds per CPU, not over
+// the bond (one shared counter would need an atomic add on every frame, which 5.10's verifier
+// refuses as a fetch, and would bounce a cache line between CPUs). The kernel's own counter is
+// per CPU too since its bonding XDP work of 2021 (this_cpu_inc_return); older kernels keep one
+// per bond, incremented without atomics. The count starts at 0 and takes the
+// first turn, as lagd_proto's balance-rr does (the kernel's per-CPU increment-and-return starts
+// the rotation one member later; over a stream that is the same spread). IGMP never gets here:
+// it goes to lagd (for_lagd), which sends it on the active member as the kernel does.
+INLINE __u32 rr_port(const struct table *t) {
+    __u32 n = t->rr_members;
+    if (n == 0 || n > MAX_MEMBERS)
+        return NO_PORT;
+    __u32 turn, per = t->rr_packets;
+    if (per == 0) {
+        turn = bpf_get_prandom_u32();
+    } else {
+        __u32 zero = 0;
+        __u64 *count = bpf_map_lookup_elem(&lagd_stripe_tx, &zero);
+        if (!count)
+            return NO_PORT;
+        turn = (__u32)*count;
+        *count = turn + 1; // wraps at 2^32 as lagd_proto's u32 counter
+        if (per > 1)
+            turn /= per;
+    }
+    return t->rr_next[BOUND(turn % n, MAX_MEMBERS - 1)];
+}
+
 SEC("tcx/egress")
 int lagd_tap_egress(struct __sk_buff *skb) {
     struct table *t = current_table();
@@ -728,6 +769,16 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         skb->cb[1] = port;
         if (port >= MAX_MEMBERS || t->ifindex[port & (MAX_MEMBERS - 1)] == 0)
             return TC_ACT_OK;
+        count_tx(port, skb->len);
+        return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
+    }
+    if (t->rule == RULE_RR) {
+        __u32 port = rr_port(t);
+        skb->cb[1] = port;
+        if (port >= MAX_MEMBERS || t->ifindex[port & (MAX_MEMBERS - 1)] == 0) {
+            count_tx(MAX_MEMBERS, skb->len);
+            return TC_ACT_SHOT;
+        }
         count_tx(port, skb->len);
         return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
     }

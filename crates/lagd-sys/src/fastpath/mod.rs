@@ -42,7 +42,7 @@ pub const MAX_MEMBERS: usize = 16;
 /// "No member" in the table's port fields.
 pub const NO_PORT: u8 = 0xff;
 /// The encoded size of [`Table`] (`struct table` in the source).
-pub const TABLE_LEN: usize = 492;
+pub const TABLE_LEN: usize = 516;
 
 const BPF_MAP_CREATE: libc::c_int = 0;
 const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
@@ -79,6 +79,10 @@ pub enum Rule {
     /// program counts bytes per CPU); a slot naming no member, and every frame that is not
     /// TCP, go to lagd.
     Stripe = 5,
+    /// balance-rr: a turn per [`Table::rr_packets`] frames from a per-CPU frame count (a random
+    /// turn with 0), the member [`Table::rr_next`] names at the turn modulo
+    /// [`Table::rr_members`].
+    RoundRobin = 6,
 }
 
 /// [`Table::policy`] for Open vSwitch's balance-slb hash (source MAC and VLAN), which has no
@@ -121,6 +125,14 @@ pub struct Table {
     /// Per member: its confirmed LACP partner's MAC, whose slow-protocol frames pass the
     /// program's policer unlimited (`None`: every source is policed).
     pub slow_partner: [Option<[u8; 6]>; MAX_MEMBERS],
+    /// balance-rr: `packets_per_slave` (0: a random member per frame).
+    pub rr_packets: u32,
+    /// balance-rr: the bond's members, usable or not (the turn is taken modulo this).
+    pub rr_members: u32,
+    /// balance-rr: member position -> the first usable member from that position on, in
+    /// enslave order and round (the kernel's walk from a failed member's turn; [`NO_PORT`]:
+    /// none).
+    pub rr_next: [u8; MAX_MEMBERS],
 }
 
 impl Table {
@@ -139,6 +151,9 @@ impl Table {
             rx_multicast: [false; MAX_MEMBERS],
             arp_to_lagd: false,
             slow_partner: [None; MAX_MEMBERS],
+            rr_packets: 0,
+            rr_members: 0,
+            rr_next: [NO_PORT; MAX_MEMBERS],
         }
     }
 
@@ -179,6 +194,12 @@ impl Table {
                 b[at + 6 * i..at + 6 * i + 6].copy_from_slice(mac);
             }
         }
+        at += 6 * MAX_MEMBERS;
+        b[at..at + 4].copy_from_slice(&self.rr_packets.to_ne_bytes());
+        b[at + 4..at + 8].copy_from_slice(&self.rr_members.to_ne_bytes());
+        at += 8;
+        b[at..at + MAX_MEMBERS].copy_from_slice(&self.rr_next);
+        debug_assert_eq!(at + MAX_MEMBERS, TABLE_LEN);
         Ok(b)
     }
 }
