@@ -772,16 +772,6 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         count_tx(port, skb->len);
         return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
     }
-    if (t->rule == RULE_RR) {
-        __u32 port = rr_port(t);
-        skb->cb[1] = port;
-        if (port >= MAX_MEMBERS || t->ifindex[port & (MAX_MEMBERS - 1)] == 0) {
-            count_tx(MAX_MEMBERS, skb->len);
-            return TC_ACT_SHOT;
-        }
-        count_tx(port, skb->len);
-        return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
-    }
     if (t->rule == RULE_ALL) {
         // A clone to each usable member but the last, which takes the frame itself: tcx knows
         // no "consumed" verdict, and a drop would tell the sender (TCP) that it never left.
@@ -809,7 +799,7 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         return bpf_redirect(t->ifindex[last], 0);
     }
     __u32 hash = 0;
-    if (t->rule != RULE_ACTIVE) {
+    if (t->rule != RULE_ACTIVE && t->rule != RULE_RR) {
         if (t->policy == POLICY_OVS_TCP) {
             if (!ovs_tcp_hash(skb, &hash))
                 return TC_ACT_OK;
@@ -833,6 +823,8 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         }
     } else if (t->rule == RULE_ACTIVE) {
         port = t->active;
+    } else if (t->rule == RULE_RR) {
+        port = rr_port(t);
     }
     skb->cb[1] = port;
     if (port >= MAX_MEMBERS || t->ifindex[port & (MAX_MEMBERS - 1)] == 0) {
