@@ -6,9 +6,9 @@
 // `lagd_proto::hash` (tested frame by frame through BPF_PROG_TEST_RUN).
 //
 //   lagd_tap_egress      on the bond's TAP, egress: a frame from the host goes to the member the
-//                        table names (modulo, buckets, active) or a copy to every usable member
-//                        (broadcast), or to lagd (TC_ACT_OK: the TAP's reader) for what only
-//                        lagd handles.
+//                        table names (modulo, buckets, active, balance-rr's turn) or a copy to
+//                        every usable member (broadcast), or to lagd (TC_ACT_OK: the TAP's
+//                        reader) for what only lagd handles.
 //   lagd_member_ingress  on each member, ingress: a data frame the member may deliver goes to
 //                        the TAP's ingress (the host stack), one it may not is dropped, slow
 //                        protocols pass to lagd's own socket. Stripe: a TCP segment that is

@@ -5,7 +5,8 @@
 //! forward data frames as the bond decided, read from a table this module writes:
 //!
 //! * the TAP's egress program sends a host frame to the member the [`Table`] names (the bonding
-//!   hash modulo the usable members, the 256-bucket table, or the active member) and passes to
+//!   hash modulo the usable members, the 256-bucket table, the active member, or balance-rr's
+//!   turn from a per-CPU frame count) and passes to
 //!   lagd what only lagd handles (ARP, neighbour discovery, IGMP/MLD, modes decided per frame);
 //! * each member's ingress program hands a data frame to the TAP's ingress (the host stack)
 //!   when the table lets that member deliver it, drops it otherwise, and passes slow protocols
