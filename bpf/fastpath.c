@@ -6,9 +6,9 @@
 // `lagd_proto::hash` (tested frame by frame through BPF_PROG_TEST_RUN).
 //
 //   lagd_tap_egress      on the bond's TAP, egress: a frame from the host goes to the member the
-//                        table names (modulo, buckets, active) or a copy to every usable member
-//                        (broadcast), or to lagd (TC_ACT_OK: the TAP's reader) for what only
-//                        lagd handles.
+//                        table names (modulo, buckets, active, balance-rr's turn) or a copy to
+//                        every usable member (broadcast), or to lagd (TC_ACT_OK: the TAP's
+//                        reader) for what only lagd handles.
 //   lagd_member_ingress  on each member, ingress: a data frame the member may deliver goes to
 //                        the TAP's ingress (the host stack), one it may not is dropped, slow
 //                        protocols pass to lagd's own socket. Stripe: a TCP segment that is
@@ -56,6 +56,7 @@ static long (*bpf_clone_redirect)(void *skb, __u32 ifindex, __u64 flags) =
 static long (*bpf_skb_load_bytes)(const void *skb, __u32 off, void *to, __u32 len) =
     (void *)BPF_FUNC_skb_load_bytes;
 static long (*bpf_skb_change_type)(void *skb, __u32 type) = (void *)BPF_FUNC_skb_change_type;
+static __u32 (*bpf_get_prandom_u32)(void) = (void *)BPF_FUNC_get_prandom_u32;
 
 // IPv6 extension headers the balance-tcp hash walks before giving the frame to lagd.
 #define MAX_EXT_HEADERS 24
@@ -110,11 +111,13 @@ struct map_def lagd_buckets SEC("maps") = {
     .value_size = sizeof(struct bucket_load),
     .max_entries = 256,
 };
+// This CPU's count for the TAP program's turns: stripe's bytes sent through its slots, or
+// balance-rr's frames (a bond has one mode, so one count).
 struct map_def lagd_stripe_tx SEC("maps") = {
     .type = BPF_MAP_TYPE_PERCPU_ARRAY,
     .key_size = 4,
     .value_size = 8,
-    .max_entries = 1, // this CPU's bytes sent through stripe's slots
+    .max_entries = 1,
 };
 struct map_def lagd_stripe_rx SEC("maps") = {
     .type = BPF_MAP_TYPE_ARRAY,
@@ -626,6 +629,40 @@ INLINE __u32 stripe_port(struct __sk_buff *skb, const struct table *t) {
     return t->bucket[slot];
 }
 
+// balance-rr (bond_xmit_roundrobin): the turn is this CPU's frame count (packets_per_slave 1),
+// that count divided by packets_per_slave (N: N frames per member in turn), or a random number
+// (0); the member is the first usable one from position turn % members on, over all the
+// bond's members in enslave order, as the kernel's bond_get_slave_by_id walks them (rr_next
+// holds that walk, computed by lagd for every table). The count is per CPU: a bond's frames
+// sent from one CPU take exactly the kernel's turns; frames sent from several CPUs at once
+// each follow their own CPU's count, so N frames per member in turn holds per CPU, not over
+// the bond (one shared counter would need an atomic add on every frame, which 5.10's verifier
+// refuses as a fetch, and would bounce a cache line between CPUs). The kernel's own counter is
+// per CPU too since its bonding XDP work of 2021 (this_cpu_inc_return); older kernels keep one
+// per bond, incremented without atomics. The count starts at 0 and takes the
+// first turn, as lagd_proto's balance-rr does (the kernel's per-CPU increment-and-return starts
+// the rotation one member later; over a stream that is the same spread). IGMP never gets here:
+// it goes to lagd (for_lagd), which sends it on the active member as the kernel does.
+INLINE __u32 rr_port(const struct table *t) {
+    __u32 n = t->rr_members;
+    if (n == 0 || n > MAX_MEMBERS)
+        return NO_PORT;
+    __u32 turn, per = t->rr_packets;
+    if (per == 0) {
+        turn = bpf_get_prandom_u32();
+    } else {
+        __u32 zero = 0;
+        __u64 *count = bpf_map_lookup_elem(&lagd_stripe_tx, &zero);
+        if (!count)
+            return NO_PORT;
+        turn = (__u32)*count;
+        *count = turn + 1; // wraps at 2^32 as lagd_proto's u32 counter
+        if (per > 1)
+            turn /= per;
+    }
+    return t->rr_next[BOUND(turn % n, MAX_MEMBERS - 1)];
+}
+
 SEC("tcx/egress")
 int lagd_tap_egress(struct __sk_buff *skb) {
     struct table *t = current_table();
@@ -673,7 +710,7 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         return bpf_redirect(t->ifindex[last], 0);
     }
     __u32 hash = 0;
-    if (t->rule != RULE_ACTIVE) {
+    if (t->rule != RULE_ACTIVE && t->rule != RULE_RR) {
         if (t->policy == POLICY_OVS_TCP) {
             if (!ovs_tcp_hash(skb, &hash))
                 return TC_ACT_OK;
@@ -697,6 +734,8 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         }
     } else if (t->rule == RULE_ACTIVE) {
         port = t->active;
+    } else if (t->rule == RULE_RR) {
+        port = rr_port(t);
     }
     skb->cb[1] = port;
     if (port >= MAX_MEMBERS || t->ifindex[port & (MAX_MEMBERS - 1)] == 0) {

@@ -36,6 +36,7 @@ enum rule {
     RULE_ACTIVE = 3,  // the active member
     RULE_ALL = 4,     // a copy on every usable member (broadcast)
     RULE_STRIPE = 5,  // TCP through bucket[] as slots (STRIPE_SLOT_SHIFT); the rest to lagd
+    RULE_RR = 6,      // balance-rr: rr_next[turn % rr_members], a turn per rr_packets frames
 };
 
 // The hash (`table.policy`): xmit_hash_policy, the kernel's numbers, then lagd's own.
@@ -69,6 +70,9 @@ struct table {
     __u8 rx_multicast[MAX_MEMBERS];    // 1: the member's broadcast and multicast reach the host
     __u32 flags;                       // FLAG_*
     __u8 slow_partner[MAX_MEMBERS][6]; // the member's confirmed LACP partner's MAC (0: none)
+    __u32 rr_packets;                  // balance-rr: packets_per_slave (0: a random member per frame)
+    __u32 rr_members;                  // balance-rr: the bond's members, usable or not
+    __u8 rr_next[MAX_MEMBERS];         // balance-rr: position -> the first usable member from there on
 };
 
 // Per member and CPU, one value of lagd_ports (MAX_MEMBERS + 1 entries, the last for frames

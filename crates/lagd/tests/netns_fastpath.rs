@@ -312,6 +312,70 @@ fn kernel_path_carries_tcp_both_ways_in_every_covered_mode() {
     }
 }
 
+/// The CPUs this machine may run the programs on (the online ones).
+fn online_cpus() -> u64 {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").expect("online CPUs");
+    text.trim()
+        .split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<u64>().unwrap() - a.parse::<u64>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
+/// balance-rr on the kernel path with `packets_per_slave` 1 and 3: TCP both ways through the
+/// programs, lagd's sockets reading nothing, and the members taking turns: each CPU's count
+/// gives each member `packets_per_slave` frames in turn, so the two members' frame counts differ
+/// by at most that many per CPU; then a member fails under load and the other carries the
+/// rest.
+#[test]
+fn balance_rr_runs_on_the_kernel_path_taking_turns_per_cpu() {
+    let cpus = online_cpus();
+    for pps in [1u64, 3] {
+        let opts = format!("mode=balance-rr packets_per_slave={pps} miimon=100 fastpath=on");
+        let lab = Lab::new(2, &opts);
+        lab.wait_carrier();
+        assert!(lab.ping(Side::A), "{opts}: ping A->B");
+        assert!(lab.ping(Side::B), "{opts}: ping B->A");
+        let pace = Duration::from_micros(100);
+        lab.transfer(Side::A, 8 << 20, 5411, pace, || {});
+        lab.transfer(Side::B, 8 << 20, 5412, pace, || {});
+        for side in [Side::A, Side::B] {
+            assert_kernel_carried(&lab, side, 128);
+            let s = lab.status(side);
+            let tx: Vec<u64> = s.members.iter().map(|m| m.kernel_tx_packets).collect();
+            assert!(
+                tx[0].abs_diff(tx[1]) <= pps * cpus,
+                "{opts} {side:?}: {pps} frames per member in turn on each of {cpus} CPUs: {tx:?}"
+            );
+            let text = s.render();
+            assert!(text.contains("Dataplane: kernel"), "{opts}: {text}");
+            assert!(!text.contains("per frame"), "{opts}: {text}");
+        }
+        assert_attached(&lab, Side::A, auto_attach());
+    }
+    // A member fails under load: its turns go to the other one (the kernel's walk).
+    let lab = Lab::new(2, "mode=balance-rr miimon=100 fastpath=on");
+    lab.wait_carrier();
+    assert!(lab.ping(Side::A));
+    let before = lab.status(Side::A);
+    lab.transfer(Side::A, 24 << 20, 5413, Duration::from_millis(2), || {
+        thread::sleep(Duration::from_millis(300));
+        lab.topo.set_link_down(Side::B, 0).unwrap();
+    });
+    let s = lab.status(Side::A);
+    let gained = |i: usize| s.members[i].kernel_tx_packets - before.members[i].kernel_tx_packets;
+    assert!(
+        gained(1) > gained(0) + 50,
+        "the survivor carried the rest: {} against {}",
+        gained(1),
+        gained(0)
+    );
+    assert!(gained(0) > 20, "member 0 took turns before it failed");
+    assert_kernel_carried(&lab, Side::A, 128);
+}
+
 #[test]
 fn bucket_distribution_runs_on_the_kernel_path_and_feeds_the_rebalancer() {
     let lab = Lab::new(
@@ -386,14 +450,15 @@ fn failover_under_tcp_load_moves_the_kernel_path_in_one_update_tc() {
 
 #[test]
 fn a_mode_the_kernel_cannot_take_falls_back_or_refuses_as_asked() {
-    // auto: the userspace path, with the reason in the status.
-    let lab = Lab::new(2, "mode=balance-rr miimon=100");
+    // auto: the userspace path, with the reason in the status (the encap hashes: the
+    // programs do not walk tunnels).
+    let lab = Lab::new(2, "mode=balance-xor xmit_hash_policy=encap3+4 miimon=100");
     lab.wait_carrier();
     assert!(lab.ping(Side::A));
     let s = lab.status(Side::A);
     assert_eq!(s.dataplane.path, "lagd");
     let why = s.dataplane.reason.clone().unwrap_or_default();
-    assert!(why.contains("per frame"), "{why}");
+    assert!(why.contains("encap hashes"), "{why}");
     assert!(s.render().contains("Dataplane: lagd ("));
     // on: lagd refuses to start, naming the reason, with exit code 2.
     let topo = Topology::create(1).expect("topology");
@@ -401,7 +466,7 @@ fn a_mode_the_kernel_cannot_take_falls_back_or_refuses_as_asked() {
     let out = Command::new("ip")
         .args(["netns", "exec", topo.ns(Side::A), LAGD])
         .args(["--bond", &format!("{}x", topo.tag()), "--members", &members])
-        .args(["--opts", "mode=balance-rr fastpath=on"])
+        .args(["--opts", "mode=balance-tlb fastpath=on"])
         .args(["--control", &topo.dir().join("x.sock").to_string_lossy()])
         .output()
         .expect("run lagd");

@@ -606,7 +606,7 @@ fn check_changes_nothing_and_names_what_fails() {
     let forced = config(
         "forced",
         &format!("\"{m0}\", \"{m1}\""),
-        "mode = \"balance-rr\"\nfastpath = \"on\"",
+        "mode = \"balance-tlb\"\nfastpath = \"on\"",
     );
     let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &forced]);
     assert_eq!(code, Some(1), "{out}");

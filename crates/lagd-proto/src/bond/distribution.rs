@@ -41,8 +41,16 @@ pub enum TxRule {
         /// Slot -> member, 256 entries.
         slots: Vec<Option<PortId>>,
     },
-    /// Decided per frame from state a table cannot hold (balance-rr's counter, balance-tlb and
-    /// balance-alb): only the bond itself can choose.
+    /// balance-rr: turn `k` (the `k`-th frame, or the `k / packets_per_slave`-th run of
+    /// frames; a random number with 0) goes to [`DistributionTable::rr_member`]`(k)`; IGMP goes
+    /// to the bond itself, which sends it on the active member. A kernel program keeps the
+    /// count.
+    RoundRobin {
+        /// `packets_per_slave` (0: a random member per frame).
+        packets_per_slave: u16,
+    },
+    /// Decided per frame from state a table cannot hold (balance-tlb and balance-alb's load
+    /// assignment): only the bond itself can choose.
     PerFrame,
 }
 
@@ -101,7 +109,10 @@ impl DistributionTable {
             ModeState::Stripe(s) => TxRule::Stripe {
                 slots: slot_table(&s.engine.tx().members().collect::<Vec<_>>()).to_vec(),
             },
-            ModeState::RoundRobin(_) | ModeState::Tlb(_) => TxRule::PerFrame,
+            ModeState::RoundRobin(rr) => TxRule::RoundRobin {
+                packets_per_slave: rr.packets_per_slave(),
+            },
+            ModeState::Tlb(_) => TxRule::PerFrame,
         };
         Self {
             generation,
@@ -127,8 +138,8 @@ impl DistributionTable {
     pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
         match &self.tx {
             TxRule::PerFrame => Some(
-                "the mode decides per frame from state a table cannot hold (balance-rr's \
-                 counter, balance-tlb/alb)",
+                "the mode decides per frame from state a table cannot hold (balance-tlb/alb's \
+                 load assignment)",
             ),
             TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. }
                 if !matches!(
@@ -160,7 +171,23 @@ impl DistributionTable {
             }
             TxRule::Buckets { seed, table, .. } => table[usize::from(bucket(*seed, hash))],
             TxRule::Active => self.active,
-            TxRule::All | TxRule::Stripe { .. } | TxRule::PerFrame => None,
+            TxRule::All | TxRule::Stripe { .. } | TxRule::RoundRobin { .. } | TxRule::PerFrame => {
+                None
+            }
         }
+    }
+
+    /// balance-rr's member for turn `turn`: the first usable member from position
+    /// `turn % members` on (all the bond's members in enslave order, round from the last to
+    /// the first), as the kernel's walk from a failed member's turn; `None` when none is usable.
+    pub fn rr_member(&self, turn: u32) -> Option<PortId> {
+        let n = self.rx.len();
+        if n == 0 {
+            return None;
+        }
+        let start = turn as usize % n;
+        (0..n)
+            .map(|k| PortId(((start + k) % n) as u16))
+            .find(|p| self.usable.contains(p))
     }
 }

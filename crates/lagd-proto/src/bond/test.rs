@@ -177,6 +177,47 @@ fn round_robin_packets_per_slave_and_igmp() {
     assert!(counts[0] > 400 && counts[1] > 400, "{counts:?}");
 }
 
+/// The distribution table's balance-rr rule (what a kernel program follows) names, for frame
+/// `k`, the member the bond itself sends it on: turn `k / packets_per_slave`, and the walk
+/// from a failed member's turn to the next usable one.
+#[test]
+fn round_robin_table_gives_the_bonds_own_members_turn_by_turn() {
+    for pps in [1u16, 3] {
+        let mut b = bond(
+            &format!("mode=balance-rr miimon=100 packets_per_slave={pps}"),
+            4,
+        );
+        b.handle_carrier(at(1), PortId(1), false);
+        b.tick(at(1000));
+        let table = b.distribution();
+        assert_eq!(
+            table.tx,
+            TxRule::RoundRobin {
+                packets_per_slave: pps
+            }
+        );
+        assert_eq!(table.usable, [PortId(0), PortId(2), PortId(3)]);
+        assert_eq!(table.rx.len(), 4);
+        for k in 0..120u32 {
+            let TxVerdict::Port(p) = b.host_tx(at(1000), &tcp(1)) else {
+                panic!("balance-rr sends frame {k}")
+            };
+            assert_eq!(Some(p), table.rr_member(k / u32::from(pps)), "frame {k}");
+        }
+        // Member 1's turn falls to member 2.
+        assert_eq!(table.rr_member(1), Some(PortId(2)));
+        assert_eq!(table.rr_member(5), Some(PortId(2)));
+    }
+    let b = bond("mode=balance-rr packets_per_slave=0", 2);
+    assert_eq!(
+        b.distribution().tx,
+        TxRule::RoundRobin {
+            packets_per_slave: 0
+        }
+    );
+    assert_eq!(b.distribution().kernel_refusal(16), None);
+}
+
 #[test]
 fn broadcast_uses_all_and_drops_when_none() {
     let mut b = bond("mode=broadcast miimon=100", 2);
@@ -435,6 +476,9 @@ mod props {
                         // on a member the slots name.
                         (TxRule::Stripe { slots }, TxVerdict::Port(p)) => {
                             prop_assert!(slots.iter().all(Option::is_none) || slots.contains(&Some(p)));
+                        }
+                        (TxRule::RoundRobin { .. }, TxVerdict::Port(p)) => {
+                            prop_assert!(table.usable.contains(&p));
                         }
                         (TxRule::All, TxVerdict::All) | (TxRule::PerFrame, _) => {}
                         (_, TxVerdict::Drop(TxDrop::NoMember)) => {

@@ -25,6 +25,8 @@ pub const RULE_ACTIVE: u32 = 3;
 pub const RULE_ALL: u32 = 4;
 /// TCP through bucket\[\] as slots (STRIPE_SLOT_SHIFT); the rest to lagd
 pub const RULE_STRIPE: u32 = 5;
+/// balance-rr: rr_next\[turn % rr_members\], a turn per rr_packets frames
+pub const RULE_RR: u32 = 6;
 
 // enum policy: The hash (`table.policy`): xmit_hash_policy, the kernel's numbers, then lagd's own.
 /// `POLICY_LAYER2` (enum policy).
@@ -74,9 +76,15 @@ pub struct Table {
     pub flags: u32,
     /// the member's confirmed LACP partner's MAC (0: none)
     pub slow_partner: [[u8; 6]; 16],
+    /// balance-rr: packets_per_slave (0: a random member per frame)
+    pub rr_packets: u32,
+    /// balance-rr: the bond's members, usable or not
+    pub rr_members: u32,
+    /// balance-rr: position -> the first usable member from there on
+    pub rr_next: [u8; 16],
 }
 
-const _: () = assert!(size_of::<Table>() == 492);
+const _: () = assert!(size_of::<Table>() == 516);
 const _: () = assert!(core::mem::offset_of!(Table, rule) == 0);
 const _: () = assert!(core::mem::offset_of!(Table, policy) == 4);
 const _: () = assert!(core::mem::offset_of!(Table, seed) == 8);
@@ -90,10 +98,13 @@ const _: () = assert!(core::mem::offset_of!(Table, rx_unicast) == 360);
 const _: () = assert!(core::mem::offset_of!(Table, rx_multicast) == 376);
 const _: () = assert!(core::mem::offset_of!(Table, flags) == 392);
 const _: () = assert!(core::mem::offset_of!(Table, slow_partner) == 396);
+const _: () = assert!(core::mem::offset_of!(Table, rr_packets) == 492);
+const _: () = assert!(core::mem::offset_of!(Table, rr_members) == 496);
+const _: () = assert!(core::mem::offset_of!(Table, rr_next) == 500);
 
 impl Table {
     /// `sizeof(struct table)`.
-    pub const SIZE: usize = 492;
+    pub const SIZE: usize = 516;
 
     /// Every field 0.
     pub const ZERO: Self = Self {
@@ -110,11 +121,14 @@ impl Table {
         rx_multicast: [0; 16],
         flags: 0,
         slow_partner: [[0; 6]; 16],
+        rr_packets: 0,
+        rr_members: 0,
+        rr_next: [0; 16],
     };
 
     /// The bytes of `struct table`, in this machine's byte order (padding 0).
-    pub fn to_ne_bytes(&self) -> [u8; 492] {
-        let mut b = [0u8; 492];
+    pub fn to_ne_bytes(&self) -> [u8; 516] {
+        let mut b = [0u8; 516];
         b[0..4].copy_from_slice(&self.rule.to_ne_bytes());
         b[4..8].copy_from_slice(&self.policy.to_ne_bytes());
         b[8..12].copy_from_slice(&self.seed.to_ne_bytes());
@@ -134,11 +148,14 @@ impl Table {
             let at0 = 396 + 6 * i0;
             b[at0..at0 + 6].copy_from_slice(v0);
         }
+        b[492..496].copy_from_slice(&self.rr_packets.to_ne_bytes());
+        b[496..500].copy_from_slice(&self.rr_members.to_ne_bytes());
+        b[500..516].copy_from_slice(&self.rr_next);
         b
     }
 
     /// The `struct table` in `b`, in this machine's byte order.
-    pub fn from_ne_bytes(b: &[u8; 492]) -> Self {
+    pub fn from_ne_bytes(b: &[u8; 516]) -> Self {
         Self {
             rule: u32::from_ne_bytes(take(b, 0)),
             policy: u32::from_ne_bytes(take(b, 4)),
@@ -153,6 +170,9 @@ impl Table {
             rx_multicast: take(b, 376),
             flags: u32::from_ne_bytes(take(b, 392)),
             slow_partner: core::array::from_fn(|i0| take(b, 396 + 6 * i0)),
+            rr_packets: u32::from_ne_bytes(take(b, 492)),
+            rr_members: u32::from_ne_bytes(take(b, 496)),
+            rr_next: take(b, 500),
         }
     }
 }

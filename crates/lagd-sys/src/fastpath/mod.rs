@@ -5,7 +5,8 @@
 //! forward data frames as the bond decided, read from a table this module writes:
 //!
 //! * the TAP's egress program sends a host frame to the member the [`Table`] names (the bonding
-//!   hash modulo the usable members, the 256-bucket table, or the active member) and passes to
+//!   hash modulo the usable members, the 256-bucket table, the active member, or balance-rr's
+//!   turn from a per-CPU frame count) and passes to
 //!   lagd what only lagd handles (ARP, neighbour discovery, IGMP/MLD, modes decided per frame);
 //! * each member's ingress program hands a data frame to the TAP's ingress (the host stack)
 //!   when the table lets that member deliver it, drops it otherwise, and passes slow protocols
@@ -91,6 +92,10 @@ pub enum Rule {
     /// ([`abi::STRIPE_SLOT_SHIFT`]; the program counts bytes per CPU); a slot naming no member,
     /// and every frame that is not TCP, go to lagd.
     Stripe = abi::RULE_STRIPE,
+    /// balance-rr: a turn per [`Table::rr_packets`] frames from a per-CPU frame count (a random
+    /// turn with 0), the member [`Table::rr_next`] names at the turn modulo
+    /// [`Table::rr_members`].
+    RoundRobin = abi::RULE_RR,
 }
 
 /// [`Table::policy`] for Open vSwitch's balance-slb hash (source MAC and VLAN), which has no
@@ -134,6 +139,14 @@ pub struct Table {
     /// Per member: its confirmed LACP partner's MAC, whose slow-protocol frames pass the
     /// program's policer unlimited (`None`: every source is policed).
     pub slow_partner: [Option<[u8; 6]>; MAX_MEMBERS],
+    /// balance-rr: `packets_per_slave` (0: a random member per frame).
+    pub rr_packets: u32,
+    /// balance-rr: the bond's members, usable or not (the turn is taken modulo this).
+    pub rr_members: u32,
+    /// balance-rr: member position -> the first usable member from that position on, in
+    /// enslave order and round (the kernel's walk from a failed member's turn; [`NO_PORT`]:
+    /// none).
+    pub rr_next: [u8; MAX_MEMBERS],
 }
 
 impl Table {
@@ -152,6 +165,9 @@ impl Table {
             rx_multicast: [false; MAX_MEMBERS],
             arp_to_lagd: false,
             slow_partner: [None; MAX_MEMBERS],
+            rr_packets: 0,
+            rr_members: 0,
+            rr_next: [NO_PORT; MAX_MEMBERS],
         }
     }
 
@@ -180,6 +196,9 @@ impl Table {
                 0
             },
             slow_partner: self.slow_partner.map(Option::unwrap_or_default),
+            rr_packets: self.rr_packets,
+            rr_members: self.rr_members,
+            rr_next: self.rr_next,
             ..abi::Table::ZERO
         };
         t.usable[..self.usable.len()].copy_from_slice(&self.usable);

@@ -488,6 +488,15 @@ impl Kernel {
                     *slot = member.map_or(NO_PORT, port);
                 }
             }
+            TxRule::RoundRobin { packets_per_slave } => {
+                t.rule = Rule::RoundRobin;
+                t.rr_packets = u32::from(*packets_per_slave);
+                let members = d.rx.len().min(MAX_MEMBERS);
+                t.rr_members = members as u32;
+                for (i, next) in t.rr_next.iter_mut().enumerate().take(members) {
+                    *next = d.rr_member(i as u32).map_or(NO_PORT, port);
+                }
+            }
             // Refused before the programs were loaded (Bond::kernel_refusal); lagd decides.
             TxRule::PerFrame => t.rule = Rule::Lagd,
         }

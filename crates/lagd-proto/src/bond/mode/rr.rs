@@ -23,6 +23,11 @@ impl RoundRobin {
         }
     }
 
+    /// `packets_per_slave`.
+    pub(crate) fn packets_per_slave(&self) -> u16 {
+        self.packets_per_slave
+    }
+
     /// The member for `frame`; `None` when no member is usable.
     pub(crate) fn choose(
         &mut self,
