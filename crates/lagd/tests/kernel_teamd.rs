@@ -10,7 +10,7 @@
 //! actor state has Distributing) and the pings lost (10 ms apart, from A to B):
 //!
 //! - both active, fast rate, and lagd passive against teamd active;
-//! - each member lost and returned (its link set down for 1 s on lagd's side);
+//! - each member lost and returned (its link set down for 1.3 s on lagd's side);
 //! - teamd killed (SIGKILL) and started again, re-creating its team device (a partner
 //!   restart).
 //!
@@ -119,7 +119,8 @@ fn teamd_config(topo: &Topology, team: &str) -> String {
 /// Starts teamd in the foreground in host B (`-r`: a team device left behind by a killed
 /// teamd is re-created), waits for its control socket and gives the team device address 2.
 fn start_teamd(topo: &mut Topology, team: &str, conf: &Path, run: u32) -> ProcessId {
-    // Ports are added down (the team driver refuses a port that is up); teamd sets them up.
+    // The team driver refuses a port that is up (EBUSY, and teamd 1.31 does not set it down
+    // itself): the links go down first, and teamd sets them up as it adds them.
     for l in topo.links() {
         topo.ip(Side::B, &["link", "set", &l.name, "down"]).unwrap();
     }
@@ -344,9 +345,11 @@ impl Lab {
             part.split_whitespace().next().unwrap().parse().unwrap()
         };
         let (sent, got) = (num("transmitted"), num("received"));
-        // "[1764345600.123456] 64 bytes from 10.x.y.2: icmp_seq=17 ttl=64 time=0.3 ms"
+        // "[1764345600.123456] 64 bytes from 10.x.y.2: icmp_seq=17 ttl=64 time=0.3 ms"; not
+        // the errors ("From 10.x.y.1 icmp_seq=17 Destination Host Unreachable").
         let mut replies: Vec<(u32, f64)> = text
             .lines()
+            .filter(|l| l.contains(" bytes from "))
             .filter_map(|l| {
                 let ts = l
                     .strip_prefix('[')?
@@ -388,6 +391,21 @@ impl Lab {
             .iter()
             .find(|(r, _)| r == "not_collecting")
             .map_or(0, |(_, n)| *n)
+    }
+
+    /// lagd's partner system (priority, MAC) on each member.
+    fn partner_system(&self) -> String {
+        self.status()
+            .members
+            .iter()
+            .map(|m| {
+                m.lacp.as_ref().map_or_else(
+                    || "-".to_owned(),
+                    |l| format!("{},{}", l.partner.system_priority, l.partner.system_mac),
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// Kills teamd (SIGKILL: it leaves its team device behind) and checks it is gone.
@@ -437,6 +455,25 @@ fn epoch_now() -> f64 {
         .as_secs_f64()
 }
 
+/// The lost pings' (estimated) send times as bursts (gaps over 50 ms split them), in seconds
+/// from `zero`: `start..end (count)`.
+fn bursts(lost: &[f64], zero: f64) -> String {
+    let mut out: Vec<(f64, f64, usize)> = Vec::new();
+    for &t in lost.iter().filter(|t| t.is_finite()) {
+        match out.last_mut() {
+            Some(b) if t - b.1 <= 0.05 => {
+                b.1 = t;
+                b.2 += 1;
+            }
+            _ => out.push((t, t, 1)),
+        }
+    }
+    out.iter()
+        .map(|(f, l, n)| format!("{:+.2}..{:+.2} s ({n})", f - zero, l - zero))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Convergence from a cold start (counted from lagd's start; teamd runs by then), then 300
 /// pings on the converged bond: none may be lost.
 fn converge(kernel: &str, scenario: &str, lagd_opts: &str, within: Duration) {
@@ -458,7 +495,7 @@ fn converge(kernel: &str, scenario: &str, lagd_opts: &str, within: Duration) {
     lab.stop();
 }
 
-/// Each member flapped (down 1 s on lagd's side) while pings run; then teamd killed and
+/// Each member flapped (down 1.3 s on lagd's side) while pings run; then teamd killed and
 /// started again.
 fn flap_and_restart(kernel: &str) {
     let mut lab = Lab::new(kernel, "mode=802.3ad lacp_rate=fast fastpath=off");
@@ -487,7 +524,7 @@ fn flap_and_restart(kernel: &str) {
         let drops_after_up = lab.not_collecting(i) - drops_down;
         report(
             kernel,
-            &format!("member {i} down 1 s, up"),
+            &format!("member {i} down 1.3 s, up"),
             &format!(
                 "distributing again: lagd {:.2} s, teamd {:.2} s after up; pings lost A->B {} \
                  of {sent} ({} after the link came back), B->A {} of {b_sent} ({} after); \
@@ -510,7 +547,9 @@ fn flap_and_restart(kernel: &str) {
     // Partner restart: teamd killed, started again 0.5 s later.
     let ping = lab.ping(1000); // 10 s
     thread::sleep(Duration::from_millis(1000));
+    let partner_before = lab.partner_system();
     let gone = Instant::now();
+    let gone_epoch = epoch_now();
     lab.kill_teamd();
     // The killed teamd's team device stays, its ports still enabled in the kernel.
     sh(
@@ -528,17 +567,19 @@ fn flap_and_restart(kernel: &str) {
         "teamd killed (SIGKILL), started again 0.5 s later",
         &format!(
             "distributing again: lagd {:.2} s, teamd {:.2} s after the start ({:.2} s after \
-             the kill); pings lost {} of {sent} ({} after the start, over {:.2} s)",
+             the kill); pings lost {} of {sent} ({} between the kill and the start, {} after \
+             the start; bursts from the kill: {}); lagd's partner system {partner_before} before, {} after",
             a.as_secs_f64(),
             b.as_secs_f64(),
             gone.elapsed().as_secs_f64() - again.elapsed().as_secs_f64()
                 + a.as_secs_f64().max(b.as_secs_f64()),
             sent - got,
+            lost.iter()
+                .filter(|&&t| t >= gone_epoch && t < again_epoch)
+                .count(),
             lost.iter().filter(|&&t| t >= again_epoch).count(),
-            match (lost.first(), lost.last()) {
-                (Some(f), Some(l)) => l - f + PING_INTERVAL.as_secs_f64(),
-                _ => 0.0,
-            }
+            bursts(&lost, gone_epoch),
+            lab.partner_system()
         ),
     );
     let (sent, got) = Lab::ping_result(lab.ping(200));
