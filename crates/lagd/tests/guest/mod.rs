@@ -10,7 +10,8 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 /// Set in the guest to the version of the kernel it runs (`5.10`, `6.1`, `6.12`).
 pub(crate) const GUEST_ENV: &str = "LAGD_GUEST_KERNEL";
@@ -136,4 +137,53 @@ pub(crate) fn try_sh(cmd: &str, args: &[&str]) -> Result<String, String> {
 /// `ip ARGS...` split on whitespace.
 pub(crate) fn ip(args: &str) {
     sh("ip", &args.split_whitespace().collect::<Vec<_>>());
+}
+
+/// Waits for a `ping -D -i INTERVAL` started by the caller; returns (sent, received, when each
+/// lost request was sent in epoch seconds, estimated from the replies around it). Only echo
+/// replies count ("64 bytes from ..."), not the errors ping prints with a sequence number
+/// ("From ... icmp_seq=17 Destination Host Unreachable").
+pub(crate) fn ping_losses(child: Child, interval: Duration) -> (u32, u32, Vec<f64>) {
+    let out = child.wait_with_output().expect("ping");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .unwrap_or_else(|| panic!("ping said: {text}{}", String::from_utf8_lossy(&out.stderr)));
+    let num = |word: &str| -> u32 {
+        let part = line.split(',').find(|p| p.contains(word)).expect(word);
+        part.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (sent, got) = (num("transmitted"), num("received"));
+    // "[1764345600.123456] 64 bytes from 10.x.y.2: icmp_seq=17 ttl=64 time=0.3 ms"
+    let mut replies: Vec<(u32, f64)> = text
+        .lines()
+        .filter(|l| l.contains(" bytes from "))
+        .filter_map(|l| {
+            let ts = l
+                .strip_prefix('[')?
+                .split(']')
+                .next()?
+                .parse::<f64>()
+                .ok()?;
+            let seq = l.split("icmp_seq=").nth(1)?.split_whitespace().next()?;
+            Some((seq.parse().ok()?, ts))
+        })
+        .collect();
+    replies.sort_by_key(|r| r.0);
+    replies.dedup_by_key(|r| r.0);
+    let step = interval.as_secs_f64();
+    let lost = (1..=sent)
+        .filter(|seq| replies.binary_search_by_key(seq, |r| r.0).is_err())
+        .map(|seq| {
+            let before = replies.iter().rev().find(|r| r.0 < seq);
+            let after = replies.iter().find(|r| r.0 > seq);
+            match (before, after) {
+                (Some(b), _) => b.1 + f64::from(seq - b.0) * step,
+                (None, Some(a)) => a.1 - f64::from(a.0 - seq) * step,
+                (None, None) => f64::NAN,
+            }
+        })
+        .collect();
+    (sent, got, lost)
 }
