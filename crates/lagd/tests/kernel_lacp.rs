@@ -21,9 +21,10 @@
 //! Needs root (user-mode Linux runs under ptrace), ping and the kernels `tools/uml.py` fetches;
 //! fails, never skips, without them.
 
+mod common;
 mod guest;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -34,7 +35,6 @@ use lagd::lab::dataplane::address_bond;
 use lagd::lab::topology::{ProcessId, Side, Topology};
 use lagd::status::Status;
 
-const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 /// The kernel bond in host B.
 const KBOND: &str = "kb0";
 /// lagd's bond in host A.
@@ -50,38 +50,7 @@ struct Lab {
 }
 
 fn start_lagd(topo: &mut Topology, opts: &str) -> (ProcessId, PathBuf) {
-    let control = topo.dir().join(format!("{LBOND}.sock"));
-    let members = topo.member_list();
-    let control_s = control.to_string_lossy().into_owned();
-    let id = topo
-        .spawn(
-            Side::A,
-            "lagd-a",
-            Path::new(LAGD),
-            &[
-                "--bond",
-                LBOND,
-                "--members",
-                &members,
-                "--opts",
-                opts,
-                "--control",
-                &control_s,
-                "--log-level",
-                "debug",
-            ],
-        )
-        .expect("start lagd");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while query_status(&control).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "lagd did not come up:\n{}",
-            topo.log_tail(id, 30)
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
-    (id, control)
+    common::start_lagd(topo, Side::A, LBOND, opts)
 }
 
 /// Creates the kernel's 802.3ad bond over every link of host B, up, with address 2.

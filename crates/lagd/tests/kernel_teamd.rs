@@ -22,6 +22,7 @@
 //! Needs root (user-mode Linux runs under ptrace), ping, teamd and teamdctl (libteam-utils)
 //! and the kernels `tools/uml.py` fetches; fails, never skips, without them.
 
+mod common;
 mod guest;
 
 use std::path::{Path, PathBuf};
@@ -36,7 +37,6 @@ use lagd::lab::topology::{ProcessId, Side, Topology, in_path};
 use lagd::status::Status;
 use serde_json::Value;
 
-const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 /// lagd's bond in host A.
 const LBOND: &str = "lb0";
 /// Ping interval in the measurements.
@@ -61,38 +61,7 @@ struct Lab {
 }
 
 fn start_lagd(topo: &mut Topology, opts: &str) -> (ProcessId, PathBuf) {
-    let control = topo.dir().join(format!("{LBOND}.sock"));
-    let members = topo.member_list();
-    let control_s = control.to_string_lossy().into_owned();
-    let id = topo
-        .spawn(
-            Side::A,
-            "lagd-a",
-            Path::new(LAGD),
-            &[
-                "--bond",
-                LBOND,
-                "--members",
-                &members,
-                "--opts",
-                opts,
-                "--control",
-                &control_s,
-                "--log-level",
-                "debug",
-            ],
-        )
-        .expect("start lagd");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while query_status(&control).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "lagd did not come up:\n{}",
-            topo.log_tail(id, 30)
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
-    (id, control)
+    common::start_lagd(topo, Side::A, LBOND, opts)
 }
 
 /// teamd's configuration: the lacp runner, active and fast, over every link of the lab.

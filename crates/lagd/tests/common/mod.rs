@@ -65,7 +65,8 @@ pub(crate) fn start_lagd(
             ],
         )
         .expect("start lagd");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // Long enough for a one-CPU user-mode-Linux guest (tests/guest) under load.
+    let deadline = Instant::now() + Duration::from_secs(20);
     while query_status(&control).is_err() {
         assert!(
             Instant::now() < deadline,
