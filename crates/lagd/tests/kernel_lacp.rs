@@ -477,19 +477,19 @@ fn scenarios(kernel: &str) {
 }
 
 #[test]
-#[ignore = "about 2 minutes per kernel: run with --ignored (CI does not; see .ci/run)"]
+#[ignore = "about 2 minutes per kernel: run with --ignored (CI does, in its last stage)"]
 fn kernel_lacp_5_10() {
     in_guest("5.10", "kernel_lacp_5_10", 600, scenarios);
 }
 
 #[test]
-#[ignore = "about 2 minutes per kernel: run with --ignored (CI does not; see .ci/run)"]
+#[ignore = "about 2 minutes per kernel: run with --ignored (CI does, in its last stage)"]
 fn kernel_lacp_6_1() {
     in_guest("6.1", "kernel_lacp_6_1", 600, scenarios);
 }
 
 #[test]
-#[ignore = "about 2 minutes per kernel: run with --ignored (CI does not; see .ci/run)"]
+#[ignore = "about 2 minutes per kernel: run with --ignored (CI does, in its last stage)"]
 fn kernel_lacp_6_12() {
     in_guest("6.12", "kernel_lacp_6_12", 600, scenarios);
 }
