@@ -544,6 +544,252 @@ INLINE __u32 xmit_hash(struct __sk_buff *skb, const struct view *v, __u32 policy
     return l34 ? hash >> 1 : hash;
 }
 
+// The encap policies: __skb_flow_dissect() with the bonding key set, from the view's protocol
+// at the network header, as lagd_proto::hash's KernelView::flow_dissect reads it. Each of
+// ENCAP_STEPS rounds takes one step of that dissection: a network-layer header (`proto`, stage
+// ENCAP_L3) or a transport-layer one (`ip_proto`, stage ENCAP_L4: GRE, IPv6 extension headers,
+// IP-in-IP, ICMP, ports). A frame whose dissection needs more rounds, or meets a header
+// this program does not walk (PPPoE, TIPC, batman-adv, HSR/PRP: rare on a bond), is left to
+// lagd (0), whose hash is the reference; MAX_FLOW_DISSECT_HDRS (15) is never reached within
+// ENCAP_STEPS rounds, so its cut-off needs no counting here. VXLAN and Geneve are UDP to the
+// dissector (no flag asks it to look inside): their outer ports are the flow.
+#define ENCAP_STEPS 6
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "encap_hash loads address words");
+#define ENCAP_L3 0
+#define ENCAP_L4 1
+#define ENCAP_GOOD 2
+#define ENCAP_BAD 3
+
+// __skb_flow_dissect_gre(): GRE versions 0 and 1 (PPTP) without routing. Returns the next
+// stage; for ENCAP_L3, *proto and *nhoff name the inner header.
+INLINE int encap_gre(struct __sk_buff *skb, __u32 len, __u32 *nhoff, __u32 *proto) {
+    __u32 at = *nhoff;
+    __u8 h[4];
+    if (at + 4 > len || bpf_skb_load_bytes(skb, at, h, 4) < 0)
+        return ENCAP_BAD;
+    __u32 flags = be16(&h[0]);
+    if (flags & 0x4000) // routing
+        return ENCAP_GOOD;
+    __u32 version = flags & 7;
+    if (version > 1)
+        return ENCAP_GOOD;
+    __u32 p = be16(&h[2]);
+    if (version == 1 && !(p == 0x880b && (flags & 0x2000)))
+        return ENCAP_GOOD;
+    __u32 off = 4;
+    if (flags & 0x8000) // checksum
+        off += 4;
+    if (flags & 0x2000) { // key
+        if (at + off + 4 > len)
+            return ENCAP_BAD;
+        off += 4;
+    }
+    if (flags & 0x1000) // sequence
+        off += 4;
+    if (version == 0) {
+        if (p == 0x6558) { // transparent Ethernet bridging: the inner EtherType
+            if (at + off + 14 > len || bpf_skb_load_bytes(skb, at + off + 12, h, 2) < 0)
+                return ENCAP_BAD;
+            p = be16(&h[0]);
+            off += 14;
+        }
+    } else {
+        if (flags & 0x0080) // acknowledgment
+            off += 4;
+        if (at + off + 4 > len || bpf_skb_load_bytes(skb, at + off, h, 4) < 0)
+            return ENCAP_BAD;
+        __u32 ppp = be16(&h[2]);
+        if (ppp == 0x0021)
+            p = ETH_P_IP;
+        else if (ppp == 0x0057)
+            p = ETH_P_IPV6;
+        off += 4;
+    }
+    *nhoff = at + off;
+    *proto = p;
+    return ENCAP_L3;
+}
+
+// bond_xmit_hash() under encap2+3 (l34 0) or encap3+4 (l34 1); 0 when lagd must hash.
+// The transport word is read once, after the rounds: where the dissection stops at a
+// transport header (`l4`), not a fragment, it is that header's ports (or ICMP key); every
+// other stop leaves the kernel's ports at 0 (the last transport step before a network header
+// is GRE or IP-in-IP, which have none).
+INLINE int encap_hash(struct __sk_buff *skb, const struct view *v, int l34, __u32 *out) {
+    struct flow fk = {};
+    __u32 len = v->len, nhoff = v->nhoff, proto = v->proto, ip_proto = 0;
+    int stage = ENCAP_L3, l4 = 0, vlan_depth = 0;
+    // Loaded as words: an address word is the little-endian load of its four bytes (the
+    // programs are little-endian, as lagd_proto's model).
+    __u32 w[10];
+    __u8 *h = (__u8 *)w;
+    #pragma unroll
+    for (int i = 0; i < ENCAP_STEPS; i++) {
+        if (stage == ENCAP_L3) {
+            if (proto == ETH_P_IP) {
+                if (nhoff + 20 > len || bpf_skb_load_bytes(skb, nhoff, h, 20) < 0 ||
+                    (h[0] & 0x0f) < 5) {
+                    stage = ENCAP_BAD;
+                    break;
+                }
+                nhoff += (h[0] & 0x0f) * 4;
+                ip_proto = h[9];
+                fk.src = w[3];
+                fk.dst = w[4];
+                // Any fragment, the first included: no ports.
+                stage = (be16(&h[6]) & 0x3fff) ? ENCAP_GOOD : ENCAP_L4;
+            } else if (proto == ETH_P_IPV6) {
+                if (nhoff + 40 > len || bpf_skb_load_bytes(skb, nhoff, h, 40) < 0) {
+                    stage = ENCAP_BAD;
+                    break;
+                }
+                ip_proto = h[6];
+                nhoff += 40;
+                fk.src = w[2] ^ w[3] ^ w[4] ^ w[5];
+                fk.dst = w[6] ^ w[7] ^ w[8] ^ w[9];
+                stage = ENCAP_L4;
+            } else if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
+                if (vlan_depth == 0 && v->tagged) {
+                    // The first tag met is taken for the accelerated one: the dissection
+                    // goes on at skb->protocol without consuming a header.
+                    proto = v->proto;
+                } else {
+                    if (nhoff + 4 > len || bpf_skb_load_bytes(skb, nhoff, h, 4) < 0) {
+                        stage = ENCAP_BAD;
+                        break;
+                    }
+                    proto = be16(&h[2]);
+                    nhoff += 4;
+                }
+                vlan_depth = 1;
+            } else if (proto == 0x8847 || proto == 0x8848 || proto == ETH_P_ARP ||
+                       proto == 0x8035 || proto == 0x8902) {
+                // MPLS, ARP, RARP, CFM: no key bonding asks for; success.
+                stage = ENCAP_GOOD;
+            } else if (proto == 0x8906) { // FCoE
+                stage = nhoff + 38 <= len ? ENCAP_GOOD : ENCAP_BAD;
+            } else if (proto == 0x88f7) { // PTP over Ethernet
+                stage = nhoff + 34 <= len ? ENCAP_GOOD : ENCAP_BAD;
+            } else if (proto == 0x8864 || proto == 0x88ca || proto == 0x4305 ||
+                       proto == 0x892f || proto == 0x88fb) {
+                // PPPoE, TIPC, batman-adv, HSR/PRP: walked as the frame's first header
+                // only (where they are met on a bond); deeper, lagd's.
+                if (i != 0)
+                    return 0;
+                __u32 need = proto == 0x8864 ? 8 : proto == 0x88ca ? 16 : proto == 0x4305 ? 24 : 6;
+                if (nhoff + need > len) {
+                    stage = ENCAP_BAD;
+                    break;
+                }
+                // Within the frame (checked above): the loads cannot fail.
+                if (need == 24)
+                    bpf_skb_load_bytes(skb, nhoff, h, 24);
+                else if (need == 16)
+                    bpf_skb_load_bytes(skb, nhoff, h, 16);
+                else if (need == 8)
+                    bpf_skb_load_bytes(skb, nhoff, h, 8);
+                else
+                    bpf_skb_load_bytes(skb, nhoff, h, 6);
+                if (proto == 0x8864) {
+                    // Version/type 1/1, code 0, then a PPP protocol maybe compressed to a byte.
+                    __u32 ppp = be16(&h[6]);
+                    if (h[0] != 0x11 || h[1] != 0) {
+                        stage = ENCAP_BAD;
+                        break;
+                    }
+                    if (ppp & 0x0100) {
+                        ppp >>= 8;
+                        nhoff += 7;
+                    } else {
+                        nhoff += 8;
+                    }
+                    if (ppp == 0x0021)
+                        proto = ETH_P_IP;
+                    else if (ppp == 0x0057)
+                        proto = ETH_P_IPV6;
+                    else if (ppp == 0x0281)
+                        proto = 0x8847;
+                    else if (ppp == 0x0283)
+                        proto = 0x8848;
+                    else
+                        stage = (ppp & 0x0101) == 0x0001 ? ENCAP_GOOD : ENCAP_BAD;
+                } else if (proto == 0x88ca) {
+                    // TIPC: the source node word; keep-alives get the kernel's random key
+                    // as lagd_proto's 0.
+                    fk.src = (be32(h) & 0x0e080000) == 0x0e080000 ? 0 : w[3];
+                    fk.dst = 0;
+                    stage = ENCAP_GOOD;
+                } else if (proto == 0x4305) {
+                    // batman-adv: version 15 unicast only, to the inner EtherType.
+                    if (h[1] != 15 || h[0] != 0x40) {
+                        stage = ENCAP_BAD;
+                        break;
+                    }
+                    proto = be16(&h[22]);
+                    nhoff += 24;
+                } else {
+                    proto = be16(&h[4]); // HSR/PRP: a 6-byte tag
+                    nhoff += 6;
+                }
+            } else {
+                stage = ENCAP_BAD;
+            }
+        } else {
+            if (ip_proto == 47) {
+                stage = encap_gre(skb, len, &nhoff, &proto);
+            } else if ((ip_proto == 0 || ip_proto == 43 || ip_proto == 60 || ip_proto == 44) &&
+                       proto == ETH_P_IPV6) {
+                if (nhoff + (ip_proto == 44 ? 8 : 2) > len ||
+                    bpf_skb_load_bytes(skb, nhoff, h, 2) < 0) {
+                    stage = ENCAP_BAD;
+                    break;
+                }
+                if (ip_proto == 44) {
+                    // A fragment header: no ports.
+                    nhoff += 8;
+                    stage = ENCAP_GOOD;
+                } else {
+                    nhoff += ((__u32)h[1] + 1) << 3;
+                }
+                ip_proto = h[0];
+            } else if (ip_proto == 4 || ip_proto == 41) {
+                proto = ip_proto == 4 ? ETH_P_IP : ETH_P_IPV6;
+                stage = ENCAP_L3;
+            } else if (ip_proto == 137) {
+                proto = 0x8847;
+                stage = ENCAP_L3;
+            } else {
+                l4 = 1;
+                stage = ENCAP_GOOD;
+            }
+        }
+        if (stage >= ENCAP_GOOD)
+            break;
+    }
+    if (stage < ENCAP_GOOD)
+        return 0; // deeper than ENCAP_STEPS: lagd's
+    if (stage == ENCAP_BAD) {
+        *out = eth_hash(v);
+        return 1;
+    }
+    __u32 hash;
+    if (!l34) {
+        hash = eth_hash(v);
+    } else if (!l4) {
+        hash = 0;
+    } else if (ip_proto == 1 || ip_proto == 58) {
+        fk.icmp = icmp_key(skb, nhoff);
+        hash = fk.icmp >> 16 ? fk.icmp : 0;
+    } else {
+        hash = get_ports(skb, nhoff, (__u8)ip_proto);
+    }
+    hash ^= fk.dst ^ fk.src;
+    hash ^= hash >> 16;
+    hash ^= hash >> 8;
+    *out = l34 ? hash >> 1 : hash;
+    return 1;
+}
+
 // lagd_proto::balance::bucket().
 INLINE __u32 bucket_of(__u32 seed, __u32 hash) {
     if (seed == 0)
@@ -713,6 +959,9 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     if (t->rule != RULE_ACTIVE && t->rule != RULE_RR) {
         if (t->policy == POLICY_OVS_TCP) {
             if (!ovs_tcp_hash(skb, &hash))
+                return TC_ACT_OK;
+        } else if (t->policy == POLICY_ENCAP23 || t->policy == POLICY_ENCAP34) {
+            if (!encap_hash(skb, &v, t->policy == POLICY_ENCAP34, &hash))
                 return TC_ACT_OK;
         } else {
             hash = xmit_hash(skb, &v, t->policy);

@@ -44,6 +44,8 @@ enum policy {
     POLICY_LAYER2 = 0,
     POLICY_LAYER34 = 1,
     POLICY_LAYER23 = 2,
+    POLICY_ENCAP23 = 3,
+    POLICY_ENCAP34 = 4,
     POLICY_VLAN_SRCMAC = 5,
     POLICY_OVS_SLB = 16, // Open vSwitch balance-slb: hash_mac(source MAC, VLAN, 0)
     POLICY_OVS_TCP = 17, // Open vSwitch balance-tcp: its userspace datapath's 5-tuple hash

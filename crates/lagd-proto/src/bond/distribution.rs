@@ -133,27 +133,14 @@ impl DistributionTable {
     }
 
     /// Why a kernel fast path cannot forward as this table decides (`None`: it can): the rule
-    /// must be one the kernel programs hold (modulo or the active member), the hash one they
-    /// compute, and the members at most `max_members`.
+    /// must be one the kernel programs hold (not balance-tlb/alb's per-frame decision), and the
+    /// members at most `max_members`. The programs compute every hash policy.
     pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
         match &self.tx {
             TxRule::PerFrame => Some(
                 "the mode decides per frame from state a table cannot hold (balance-tlb/alb's \
                  load assignment)",
             ),
-            TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. }
-                if !matches!(
-                    p,
-                    HashPolicy::Layer2
-                        | HashPolicy::Layer23
-                        | HashPolicy::Layer34
-                        | HashPolicy::VlanSrcMac
-                        | HashPolicy::OvsSlb
-                        | HashPolicy::OvsTcp
-                ) =>
-            {
-                Some("the kernel programs do not compute the encap hashes")
-            }
             _ if self.rx.len() > max_members => Some("more members than the kernel table holds"),
             _ => None,
         }

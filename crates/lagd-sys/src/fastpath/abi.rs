@@ -35,6 +35,10 @@ pub const POLICY_LAYER2: u32 = 0;
 pub const POLICY_LAYER34: u32 = 1;
 /// `POLICY_LAYER23` (enum policy).
 pub const POLICY_LAYER23: u32 = 2;
+/// `POLICY_ENCAP23` (enum policy).
+pub const POLICY_ENCAP23: u32 = 3;
+/// `POLICY_ENCAP34` (enum policy).
+pub const POLICY_ENCAP34: u32 = 4;
 /// `POLICY_VLAN_SRCMAC` (enum policy).
 pub const POLICY_VLAN_SRCMAC: u32 = 5;
 /// Open vSwitch balance-slb: hash_mac(source MAC, VLAN, 0)

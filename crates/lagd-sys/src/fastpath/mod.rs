@@ -114,8 +114,10 @@ pub struct Table {
     /// How a host frame's member is chosen.
     pub rule: Rule,
     /// The hash policy, by the kernel's `xmit_hash_policy` number ([`abi::POLICY_LAYER2`],
-    /// [`abi::POLICY_LAYER34`], [`abi::POLICY_LAYER23`], [`abi::POLICY_VLAN_SRCMAC`]),
-    /// [`POLICY_OVS_SLB`] or [`POLICY_OVS_TCP`].
+    /// [`abi::POLICY_LAYER34`], [`abi::POLICY_LAYER23`], [`abi::POLICY_ENCAP23`],
+    /// [`abi::POLICY_ENCAP34`], [`abi::POLICY_VLAN_SRCMAC`]), [`POLICY_OVS_SLB`] or
+    /// [`POLICY_OVS_TCP`]. Under the encap policies a frame whose tunnel walk goes deeper than
+    /// the program's steps is left to lagd.
     pub policy: u32,
     /// The bucket seed.
     pub seed: u32,

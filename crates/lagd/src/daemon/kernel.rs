@@ -51,17 +51,17 @@ pub(crate) fn attach_as<T>(
 }
 
 /// The programs' number for `policy` (`enum policy` in `bpf/lagd_shared.h`: the kernel's, or
-/// lagd's for the OVS hashes); policies the programs do not compute are refused before they
-/// load ([`Bond::kernel_refusal`]).
+/// lagd's for the OVS hashes); the programs compute every policy.
 fn policy_number(policy: HashPolicy) -> u32 {
     match policy {
         HashPolicy::Layer2 => abi::POLICY_LAYER2,
         HashPolicy::Layer34 => abi::POLICY_LAYER34,
         HashPolicy::Layer23 => abi::POLICY_LAYER23,
+        HashPolicy::Encap23 => abi::POLICY_ENCAP23,
+        HashPolicy::Encap34 => abi::POLICY_ENCAP34,
         HashPolicy::VlanSrcMac => abi::POLICY_VLAN_SRCMAC,
         HashPolicy::OvsSlb => abi::POLICY_OVS_SLB,
         HashPolicy::OvsTcp => abi::POLICY_OVS_TCP,
-        p => u32::from(p.kernel_value().unwrap_or(0)),
     }
 }
 
