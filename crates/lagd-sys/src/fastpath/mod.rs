@@ -250,6 +250,34 @@ pub fn monotonic_ns() -> u64 {
     u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
+/// Frames lagd's programs dropped because lagd's heartbeat ran out (`lagd_alive`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OrphanDrops {
+    /// Host frames the TAP's program dropped.
+    pub tap: u64,
+    /// Frames the members' program dropped.
+    pub members: u64,
+}
+
+/// Creates `lagd_alive` with no deadline (`u64::MAX`): the programs forward until the owner
+/// sets one ([`FastPath::set_alive_until`]).
+fn alive_map() -> io::Result<OwnedFd> {
+    let map = map_create(&programs::ALIVE_DEF, "lagd_alive", None)?;
+    map_update(&map, abi::ALIVE_UNTIL, &u64::MAX.to_ne_bytes())?;
+    Ok(map)
+}
+
+fn orphan_drops_of(map: &OwnedFd) -> io::Result<OrphanDrops> {
+    let mut tap = [0u8; 8];
+    let mut members = [0u8; 8];
+    map_lookup(map, abi::ALIVE_TAP_DROPPED, &mut tap)?;
+    map_lookup(map, abi::ALIVE_MEMBER_DROPPED, &mut members)?;
+    Ok(OrphanDrops {
+        tap: u64::from_ne_bytes(tap),
+        members: u64::from_ne_bytes(members),
+    })
+}
+
 /// What a program did with one frame in a test run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TestRun {
@@ -316,6 +344,7 @@ pub struct FastPath {
     ports: OwnedFd,
     buckets: OwnedFd,
     stripe_rx: OwnedFd,
+    alive: OwnedFd,
     /// Why the kernel refused the members' program with stripe's receiver (the one without
     /// it runs then), or `None`.
     no_receiver: Option<String>,
@@ -537,6 +566,7 @@ struct Maps {
     buckets: OwnedFd,
     stripe_tx: OwnedFd,
     stripe_rx: OwnedFd,
+    alive: OwnedFd,
 }
 
 impl Maps {
@@ -550,6 +580,7 @@ impl Maps {
             buckets: map_create(&programs::BUCKETS_DEF, "lagd_buckets", None)?,
             stripe_tx: map_create(&programs::STRIPE_TX_DEF, "lagd_stripe_tx", None)?,
             stripe_rx: map_create(&programs::STRIPE_RX_DEF, "lagd_stripe_rx", None)?,
+            alive: alive_map()?,
         })
     }
 }
@@ -581,6 +612,7 @@ pub fn load_check() -> io::Result<Vec<LoadCheck>> {
         (MapId::Buckets, &m.buckets),
         (MapId::StripeTx, &m.stripe_tx),
         (MapId::StripeRx, &m.stripe_rx),
+        (MapId::Alive, &m.alive),
     ];
     let mut out = Vec::new();
     for (program, attach_type) in [
@@ -622,6 +654,7 @@ impl FastPath {
             buckets,
             stripe_tx,
             stripe_rx,
+            alive,
         } = Maps::create()?;
         let maps = [
             (MapId::Tables, &tables),
@@ -629,6 +662,7 @@ impl FastPath {
             (MapId::Buckets, &buckets),
             (MapId::StripeTx, &stripe_tx),
             (MapId::StripeRx, &stripe_rx),
+            (MapId::Alive, &alive),
         ];
         let egress = load(&programs::TAP_EGRESS, &maps, BPF_TCX_EGRESS)?;
         // Stripe's receiver needs BPF compare-and-swap (Linux 5.12+). A kernel that refuses
@@ -647,6 +681,7 @@ impl FastPath {
             ports,
             buckets,
             stripe_rx,
+            alive,
             no_receiver,
             egress,
             ingress,
@@ -670,6 +705,26 @@ impl FastPath {
         let fd = inner.as_raw_fd() as u32;
         map_update(&self.tables, 0, &fd.to_ne_bytes())
         // `inner` is closed here; the outer map holds it.
+    }
+
+    /// Renews lagd's heartbeat: the programs forward until `until_ns` (`CLOCK_MONOTONIC`
+    /// nanoseconds, [`monotonic_ns`]'s clock and `bpf_ktime_get_ns`'s) and drop every frame
+    /// after it, counted in [`FastPath::orphan_drops`]. Until the first call the programs
+    /// have no deadline.
+    pub fn set_alive_until(&self, until_ns: u64) -> io::Result<()> {
+        map_update(&self.alive, abi::ALIVE_UNTIL, &until_ns.to_ne_bytes())
+    }
+
+    /// The heartbeat's deadline as the programs read it ([`FastPath::set_alive_until`]).
+    pub fn alive_until(&self) -> io::Result<u64> {
+        let mut v = [0u8; 8];
+        map_lookup(&self.alive, abi::ALIVE_UNTIL, &mut v)?;
+        Ok(u64::from_ne_bytes(v))
+    }
+
+    /// Frames the programs dropped because the heartbeat's deadline had passed.
+    pub fn orphan_drops(&self) -> io::Result<OrphanDrops> {
+        orphan_drops_of(&self.alive)
     }
 
     /// Maps stripe's receive table (`lagd_stripe_rx`) into lagd's memory, shared with the

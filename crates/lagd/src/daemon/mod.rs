@@ -607,6 +607,11 @@ impl Daemon {
                 .poll_timeout()
                 .map_or(next_poll, |t| t.min(next_poll));
             let wake = next_watchdog.map_or(wake, |t| t.min(wake));
+            // The programs' heartbeat (kernel::ORPHAN_TIMEOUT).
+            let wake = self
+                .kernel
+                .as_ref()
+                .map_or(wake, |k| k.next_beat(now).min(wake));
             self.poller
                 .wait(&mut ready, Some(wake.saturating_since(now)))
                 .context("epoll_wait")?;
@@ -1003,6 +1008,9 @@ impl Daemon {
         self.dp.send_own(&mut self.bond, now);
         // The kernel programs read the distribution as it now is (one map update).
         if let Some(k) = &mut self.kernel {
+            if let Err(e) = k.beat(now) {
+                warn!("fast path heartbeat: {e}");
+            }
             if let Err(e) = k.sample_buckets(now, &mut self.bond) {
                 warn!("fast path bucket loads: {e}");
             }
