@@ -37,7 +37,7 @@ use program::{MapDef, MapId, Program};
 
 use std::io;
 use std::mem::offset_of;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::clsact::{Attach, Hook};
 
@@ -278,6 +278,138 @@ fn orphan_drops_of(map: &OwnedFd) -> io::Result<OrphanDrops> {
     })
 }
 
+/// `BPF_PROG_GET_FD_BY_ID`, `BPF_MAP_GET_FD_BY_ID` and `BPF_OBJ_GET_INFO_BY_FD` in
+/// `enum bpf_cmd`.
+const BPF_PROG_GET_FD_BY_ID: libc::c_int = 13;
+const BPF_MAP_GET_FD_BY_ID: libc::c_int = 14;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
+
+/// The `*_GET_FD_BY_ID` member of `union bpf_attr` (the kernel refuses nonzero bytes past
+/// the fields it knows: `pad` keeps the tail written).
+#[repr(C, align(8))]
+#[derive(Default)]
+struct GetFdByIdAttr {
+    id: u32,
+    next_id: u32,
+    open_flags: u32,
+    pad: u32,
+}
+
+/// The `info` member of `union bpf_attr` (`BPF_OBJ_GET_INFO_BY_FD`).
+#[repr(C, align(8))]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// The start of `struct bpf_link_info` (type, id, prog_id) and room for the rest.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct LinkInfo {
+    link_type: u32,
+    id: u32,
+    prog_id: u32,
+    rest: [u32; 15],
+}
+
+/// `struct bpf_prog_info` up to `map_ids` (what the kernel fills beyond a shorter `info_len`
+/// it leaves out).
+#[repr(C, align(8))]
+#[derive(Default)]
+struct ProgInfo {
+    prog_type: u32,
+    id: u32,
+    tag: [u8; 8],
+    jited_prog_len: u32,
+    xlated_prog_len: u32,
+    jited_prog_insns: u64,
+    xlated_prog_insns: u64,
+    load_time: u64,
+    created_by_uid: u32,
+    nr_map_ids: u32,
+    map_ids: u64,
+}
+
+const _: () = assert!(offset_of!(ProgInfo, nr_map_ids) == 52);
+const _: () = assert!(offset_of!(ProgInfo, map_ids) == 56);
+
+/// `struct bpf_map_info` up to its name.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct MapInfo {
+    map_type: u32,
+    id: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    name: [u8; 16],
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on `fd` into `info`.
+fn object_info<T>(fd: BorrowedFd<'_>, info: &mut T) -> io::Result<()> {
+    let mut attr = InfoAttr {
+        bpf_fd: u32::try_from(fd.as_raw_fd()).map_err(|_| io::Error::other("negative fd"))?,
+        info_len: u32::try_from(size_of::<T>()).map_err(|_| io::Error::other("info too long"))?,
+        info: addr(std::ptr::from_mut(info)),
+    };
+    // SAFETY: `attr.info` points at `info`, writable for `info_len` bytes (its size) for the
+    // call, and the kernel writes at most that many; the callers pass plain integer structs
+    // whose only address (`ProgInfo::map_ids`) they point at a buffer of `nr_map_ids` ids.
+    // `bpf_fd` is open (borrowed).
+    unsafe { sys_bpf_int(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }
+        .map(drop)
+        .map_err(|os| crate::error::annotate(os, "bpf(BPF_OBJ_GET_INFO_BY_FD)", None))
+}
+
+/// A new descriptor for the program or map (`cmd`) with `id`.
+fn fd_by_id(cmd: libc::c_int, id: u32, what: &'static str) -> io::Result<OwnedFd> {
+    let mut attr = GetFdByIdAttr {
+        id,
+        ..GetFdByIdAttr::default()
+    };
+    // SAFETY: `attr` is a `GetFdByIdAttr` for `*_GET_FD_BY_ID`, with no user addresses.
+    unsafe { sys_bpf(cmd, &mut attr) }.map_err(|os| crate::error::annotate(os, what, None))
+}
+
+/// What the fast-path program behind a tcx `link` dropped for want of lagd's heartbeat, read
+/// from its `lagd_alive`: for a look at programs whose lagd is gone (a service manager, or a
+/// test, holding their links). `Ok(None)` when the program has no such map (not one of the
+/// fast path's).
+///
+/// # Errors
+/// `bpf()` errors (`EPERM` without `CAP_SYS_ADMIN` for the by-id lookups).
+pub fn orphan_drops_of_link(link: BorrowedFd<'_>) -> io::Result<Option<OrphanDrops>> {
+    let mut info = LinkInfo::default();
+    object_info(link, &mut info)?;
+    let prog = fd_by_id(
+        BPF_PROG_GET_FD_BY_ID,
+        info.prog_id,
+        "bpf(BPF_PROG_GET_FD_BY_ID)",
+    )?;
+    let mut p = ProgInfo::default();
+    object_info(prog.as_fd(), &mut p)?;
+    let mut ids = vec![0u32; p.nr_map_ids as usize];
+    p = ProgInfo {
+        nr_map_ids: u32::try_from(ids.len()).unwrap_or(0),
+        map_ids: addr(ids.as_mut_ptr()),
+        ..ProgInfo::default()
+    };
+    object_info(prog.as_fd(), &mut p)?;
+    ids.truncate(p.nr_map_ids as usize);
+    for id in ids {
+        let map = fd_by_id(BPF_MAP_GET_FD_BY_ID, id, "bpf(BPF_MAP_GET_FD_BY_ID)")?;
+        let mut m = MapInfo::default();
+        object_info(map.as_fd(), &mut m)?;
+        if m.name.split(|&b| b == 0).next() == Some(b"lagd_alive".as_slice()) {
+            return orphan_drops_of(&map).map(Some);
+        }
+    }
+    Ok(None)
+}
+
 /// What a program did with one frame in a test run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TestRun {
@@ -310,7 +442,7 @@ impl Attachment {
 
     /// The tcx link's descriptor, for the service manager's store (see
     /// [`offer_tcx_links`](crate::isolate::offer_tcx_links)); none for a clsact filter.
-    pub fn tcx_link(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+    pub fn tcx_link(&self) -> Option<BorrowedFd<'_>> {
         self.hold.tcx_link()
     }
 
