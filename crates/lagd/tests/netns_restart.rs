@@ -508,7 +508,7 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
 /// (read through the tcx links the store holds; clsact filters have no descriptor to read it
 /// through, so the tc row checks the traffic alone). The TAP keeps its carrier meanwhile: the
 /// store holds its descriptor and nobody is left to turn it off (docs/design.md says what the
-/// host sees).
+/// host sees). A lagd started after the bound takes over and the bond carries traffic again.
 #[test]
 fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
     assert!(is_root(), "network namespace tests need root");
@@ -631,6 +631,38 @@ fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
                 drops.members * 10 >= ba.0 * 9,
                 "the members' program counted {drops:?} of B's {} datagrams",
                 ba.0
+            );
+        }
+        // A lagd started late takes the programs over and the bond carries traffic again; it
+        // says what the last lagd's programs dropped (read through the links it adopts).
+        sup.start(&ns_a, &args);
+        wait_for("lagd A answers again", Duration::from_secs(10), || {
+            lagd::daemon::query_status(&control).is_ok()
+        });
+        let ab = probe(
+            ns_a.clone(),
+            ns_b.clone(),
+            addrs[1],
+            40015,
+            Duration::from_millis(500),
+        );
+        let ba = probe(ns_b, ns_a, addrs[0], 40016, Duration::from_millis(500));
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        assert!(
+            ab.1 * 10 >= ab.0 * 9,
+            "A->B after a late start: {ab:?}\n{}",
+            sup.log()
+        );
+        assert!(
+            ba.1 * 10 >= ba.0 * 9,
+            "B->A after a late start: {ba:?}\n{}",
+            sup.log()
+        );
+        if attached == "tcx" {
+            assert!(
+                sup.log().contains("its programs dropped frames"),
+                "the late lagd did not report the drops:\n{}",
+                sup.log()
             );
         }
         drop(sup);

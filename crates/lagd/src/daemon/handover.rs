@@ -74,6 +74,31 @@ impl Drop for Passed {
     }
 }
 
+/// Logs what the last lagd's programs dropped because no lagd renewed their heartbeat in
+/// time (`kernel::ORPHAN_TIMEOUT`), read through its tcx `links` before they are taken over:
+/// the frames the bond did not carry between the bound and this start.
+pub fn report_orphan_drops(links: &[OwnedFd]) {
+    use std::os::fd::AsFd;
+    let drops =
+        links.iter().find_map(
+            |l| match lagd_sys::fastpath::orphan_drops_of_link(l.as_fd()) {
+                Ok(d) => d,
+                Err(e) => {
+                    warn!("the last lagd's programs: {e}");
+                    None
+                }
+            },
+        );
+    if let Some(d) = drops.filter(|d| d.tap > 0 || d.members > 0) {
+        warn!(
+            host_frames = d.tap,
+            member_frames = d.members,
+            "no lagd ran for longer than the kernel path's bound: its programs dropped frames \
+             until now"
+        );
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;

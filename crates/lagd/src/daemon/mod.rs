@@ -263,7 +263,9 @@ impl Daemon {
             no_uso: config.options.mode.segments_in_software(),
         };
         // The last lagd's tcx links, for the programs attached below to go into in one step.
-        lagd_sys::isolate::offer_tcx_links(passed.take_all(handover::TCX));
+        let links = passed.take_all(handover::TCX);
+        handover::report_orphan_drops(&links);
+        lagd_sys::isolate::offer_tcx_links(links);
         let tap = match passed.take_tap() {
             // The last lagd's descriptor, from the service manager: the TAP never lost its
             // carrier, and the host never noticed the change of process.
