@@ -5,7 +5,8 @@
 //!
 //! - `tap`: the TAP's descriptor (its carrier stays on while one is open).
 //! - `tcx`: the tcx links of the programs (the fast path's, and the members' ingress drops):
-//!   while one is open its program stays attached and forwards with the last table. The next
+//!   while one is open its program stays attached and forwards with the last table (for
+//!   `kernel::ORPHAN_TIMEOUT` after the last heartbeat; then it drops every frame). The next
 //!   lagd puts its own programs into them in one step (`BPF_LINK_UPDATE`, see
 //!   `lagd_sys::isolate::offer_tcx_links`) and closes those it does not need. clsact filters
 //!   need no descriptor: they stay on their hooks, and the next lagd replaces them in place.

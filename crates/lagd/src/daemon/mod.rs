@@ -707,7 +707,7 @@ impl Daemon {
     /// Hands the service manager the tcx links that keep the programs attached (the set it
     /// held before is replaced: a link lagd let go of must not stay attached through the
     /// store). After a crash the next lagd adopts them, and the programs go on forwarding with
-    /// the last table until it does.
+    /// the last table until it does (within `kernel::ORPHAN_TIMEOUT`; past it they drop).
     fn store_links(&self) {
         let Some(n) = &self.notify else {
             return;
