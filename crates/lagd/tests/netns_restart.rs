@@ -606,7 +606,9 @@ fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
         );
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         eprintln!("{attach} ({attached}): past the bound: A->B {ab:?}, B->A {ba:?}");
-        assert!(ab.0 > 100 && ba.0 > 100, "probes sent: {ab:?} {ba:?}");
+        // Enough sent for "none came" to mean something (a one-CPU guest may send far fewer
+        // than 300 in the span).
+        assert!(ab.0 >= 20 && ba.0 >= 20, "probes sent: {ab:?} {ba:?}");
         assert_eq!(ab.1, 0, "A->B past the bound: {ab:?}");
         assert_eq!(ba.1, 0, "B->A past the bound: {ba:?}");
         assert!(
