@@ -497,6 +497,7 @@ MAP_NAMES = {
     "lagd_buckets": "Buckets",
     "lagd_stripe_tx": "StripeTx",
     "lagd_stripe_rx": "StripeRx",
+    "lagd_alive": "Alive",
 }
 
 

@@ -127,6 +127,14 @@ struct map_def lagd_stripe_rx SEC("maps") = {
     .flags = BPF_F_MMAPABLE,
 };
 
+// lagd's heartbeat and the frames dropped without it (enum alive_key).
+struct map_def lagd_alive SEC("maps") = {
+    .type = BPF_MAP_TYPE_ARRAY,
+    .key_size = 4,
+    .value_size = 8,
+    .max_entries = ALIVE_ENTRIES,
+};
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define ETH_P_IP 0x0800
@@ -155,6 +163,22 @@ INLINE struct table *current_table(void) {
     if (!inner)
         return 0;
     return bpf_map_lookup_elem(inner, &zero);
+}
+
+// Whether lagd missed its heartbeat's deadline (ALIVE_UNTIL): it died and no lagd took the
+// programs over within the bound lagd chose. The frame is then dropped and counted under
+// `dropped`, so the host and the partner see no delivery instead of a table nobody keeps.
+// One array lookup and a compare per frame while lagd lives; the count is atomic (no fetch,
+// which 5.10 accepts) and only taken once orphaned.
+INLINE int orphaned(__u32 dropped) {
+    __u32 key = ALIVE_UNTIL;
+    __u64 *until = bpf_map_lookup_elem(&lagd_alive, &key);
+    if (!until || bpf_ktime_get_ns() <= *until)
+        return 0;
+    __u64 *count = bpf_map_lookup_elem(&lagd_alive, &dropped);
+    if (count)
+        __sync_fetch_and_add(count, 1);
+    return 1;
 }
 
 // The frame as the bond sees it (lagd_proto::hash's KernelView): an accelerated VLAN tag, or
@@ -911,6 +935,8 @@ INLINE __u32 rr_port(const struct table *t) {
 
 SEC("tcx/egress")
 int lagd_tap_egress(struct __sk_buff *skb) {
+    if (orphaned(ALIVE_TAP_DROPPED))
+        return TC_ACT_SHOT;
     struct table *t = current_table();
     if (!t || t->rule == RULE_LAGD)
         return TC_ACT_OK;
@@ -1207,10 +1233,14 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
 
 SEC("tcx/ingress")
 int lagd_member_ingress(struct __sk_buff *skb) {
+    if (orphaned(ALIVE_MEMBER_DROPPED))
+        return TC_ACT_SHOT;
     return member_ingress(skb, 1);
 }
 
 SEC("tcx/ingress_no_cas")
 int lagd_member_ingress_no_cas(struct __sk_buff *skb) {
+    if (orphaned(ALIVE_MEMBER_DROPPED))
+        return TC_ACT_SHOT;
     return member_ingress(skb, 0);
 }

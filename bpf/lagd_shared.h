@@ -77,6 +77,16 @@ struct table {
     __u8 rr_next[MAX_MEMBERS];         // balance-rr: position -> the first usable member from there on
 };
 
+// The keys of lagd_alive, an array of __u64: lagd's heartbeat, and what the programs dropped
+// because it ran out. lagd writes ALIVE_UNTIL only (a deadline: its clock now plus the orphan
+// bound, renewed from its loop); the programs count the rest.
+enum alive_key {
+    ALIVE_UNTIL = 0,          // CLOCK_MONOTONIC ns after which the programs take lagd for gone
+    ALIVE_TAP_DROPPED = 1,    // host frames the TAP's program dropped after the deadline
+    ALIVE_MEMBER_DROPPED = 2, // frames the members' program dropped after the deadline
+    ALIVE_ENTRIES = 3,        // entries of lagd_alive
+};
+
 // Per member and CPU, one value of lagd_ports (MAX_MEMBERS + 1 entries, the last for frames
 // no member could take). Written by the programs; lagd reads and sums them over CPUs.
 struct port_counters {

@@ -24,7 +24,9 @@
 //!
 //! A filter also runs the program when its descriptor is closed (the filter holds the program),
 //! so the programs' maps live as long as the filter: after `kill -9` the TAP's program goes on
-//! forwarding with the last table until the next lagd replaces it.
+//! forwarding with the last table until the next lagd replaces it, or until the heartbeat the
+//! programs check runs out (see [`crate::fastpath::FastPath::set_alive_until`]), after which
+//! it drops every frame.
 //!
 //! Like the rest of this crate, everything acts on the calling thread's network namespace at the
 //! time the value is made; the rtnetlink socket is kept, so a [`TcFilter`] can be dropped from any

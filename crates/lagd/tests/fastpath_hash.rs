@@ -12,7 +12,8 @@
 use lagd_proto::balance::bucket;
 use lagd_proto::hash::{HashPolicy, xmit_hash};
 use lagd_sys::fastpath::{
-    FastPath, MAX_MEMBERS, NO_PORT, POLICY_OVS_SLB, POLICY_OVS_TCP, Rule, Table, monotonic_ns,
+    FastPath, MAX_MEMBERS, NO_PORT, OrphanDrops, POLICY_OVS_SLB, POLICY_OVS_TCP, Rule, Table,
+    monotonic_ns,
 };
 
 const GOLDEN: &str = include_str!("../../lagd-proto/src/hash/testdata/real-frames.txt");
@@ -387,6 +388,63 @@ fn member_program_delivers_drops_and_passes_as_the_table_says() {
         (2, 1, 0)
     );
     assert_eq!((c[1].rx_dropped, c[2].rx_dropped), (1, 1));
+}
+
+/// lagd's heartbeat (`lagd_alive`): both programs forward while its deadline lies ahead (and
+/// before lagd set one), and drop and count every frame once it passed, whatever the table
+/// says and whoever the frame is for; a renewed heartbeat forwards again.
+#[test]
+fn programs_drop_and_count_every_frame_once_the_heartbeat_ran_out() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let mut t = table(Rule::Active, 0, 0);
+    t.active = Some(2);
+    fp.set_table(&t).unwrap();
+    let frames = frames();
+    let data = &frames[10];
+    assert!(!for_lagd(data));
+    let arp = frames
+        .iter()
+        .find(|f| f.len() >= 42 && f[12..14] == [0x08, 0x06])
+        .expect("an ARP frame among the real frames");
+    let mut lacpdu = vec![
+        0x01, 0x80, 0xc2, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0x09, 1, 1,
+    ];
+    lacpdu.resize(124, 0);
+    // What each program does with a data frame, a frame for lagd, and (members) a LACPDU.
+    let verdicts = |fp: &FastPath| {
+        (
+            fp.test_egress(data).unwrap().verdict,
+            fp.test_egress(arp).unwrap().verdict,
+            fp.test_ingress(&lacpdu, 0).unwrap().verdict,
+        )
+    };
+    let live = (REDIRECT, PASS, PASS);
+    assert_eq!(
+        fp.alive_until().unwrap(),
+        u64::MAX,
+        "no deadline until one is set"
+    );
+    assert_eq!(verdicts(&fp), live);
+    fp.set_alive_until(monotonic_ns() + 60_000_000_000).unwrap();
+    assert_eq!(verdicts(&fp), live, "the deadline lies ahead");
+    assert_eq!(fp.orphan_drops().unwrap(), OrphanDrops::default());
+    fp.set_alive_until(monotonic_ns() - 1).unwrap();
+    assert_eq!(verdicts(&fp), (DROP, DROP, DROP), "the deadline passed");
+    assert_eq!(verdicts(&fp), (DROP, DROP, DROP), "the deadline passed");
+    assert_eq!(
+        fp.orphan_drops().unwrap(),
+        OrphanDrops { tap: 4, members: 2 }
+    );
+    // Dropped before the table is read: no member counted them.
+    assert_eq!(fp.port_counters().unwrap()[2].tx_packets, 2);
+    fp.set_alive_until(monotonic_ns() + 60_000_000_000).unwrap();
+    assert_eq!(verdicts(&fp), live, "renewed");
+    assert_eq!(
+        fp.orphan_drops().unwrap(),
+        OrphanDrops { tap: 4, members: 2 }
+    );
+    assert_eq!(fp.port_counters().unwrap()[2].tx_packets, 3);
 }
 
 /// Slow-protocol frames on a member: the confirmed partner's always reach lagd's socket; from

@@ -501,3 +501,173 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
         topo.teardown().expect("teardown");
     }
 }
+
+/// A lagd killed and never started again: within the bound (`ORPHAN_TIMEOUT` in
+/// daemon/kernel.rs, 3 s after lagd's last heartbeat) the programs forward with the last table
+/// both ways; after it they drop every frame both ways, and count them in their `lagd_alive`
+/// (read through the tcx links the store holds; clsact filters have no descriptor to read it
+/// through, so the tc row checks the traffic alone). The TAP keeps its carrier meanwhile: the
+/// store holds its descriptor and nobody is left to turn it off (docs/design.md says what the
+/// host sees). A lagd started after the bound takes over and the bond carries traffic again.
+#[test]
+fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
+    assert!(is_root(), "network namespace tests need root");
+    const BOUND: Duration = Duration::from_secs(3);
+    for attach in ["auto", "tc"] {
+        let mut topo = Topology::create(2).expect("topology");
+        let bonds = [format!("{}a", topo.tag()), format!("{}b", topo.tag())];
+        let opts = format!(
+            "mode=balance-xor xmit_hash_policy=layer3+4 miimon=50 fastpath=on fastpath_attach={attach}"
+        );
+        let (_lagd_b, _) = start_lagd(&mut topo, Side::B, &bonds[1], &opts);
+        let control = topo.dir().join("a.sock");
+        let control_s = control.to_string_lossy().into_owned();
+        let members = topo.member_list();
+        let args = [
+            "--bond",
+            &bonds[0],
+            "--members",
+            &members,
+            "--opts",
+            &opts,
+            "--control",
+            &control_s,
+        ];
+        let mut sup = Supervisor::new(topo.dir());
+        let ns_a = topo.ns(Side::A).to_owned();
+        let ns_b = topo.ns(Side::B).to_owned();
+        sup.start(&ns_a, &args);
+        wait_for("lagd A answers", Duration::from_secs(10), || {
+            lagd::daemon::query_status(&control).is_ok()
+        });
+        let addrs = address_bonds(&topo, &bonds);
+        let _ = Command::new("ip")
+            .args(["netns", "exec", &ns_a, "ping", "-c", "2", "-i", "0.2"])
+            .arg(addrs[1].to_string())
+            .output();
+        wait_for("the TAP stored", Duration::from_secs(5), || {
+            sup.stored().contains(&"tap".to_owned())
+        });
+        let attached = lagd::daemon::query_status(&control)
+            .unwrap()
+            .dataplane
+            .attach
+            .unwrap_or_default();
+        if attached == "tcx" {
+            wait_for("the tcx links stored", Duration::from_secs(5), || {
+                sup.stored().contains(&"tcx".to_owned())
+            });
+        }
+        let killed = Instant::now();
+        sup.kill();
+        // Within the bound: the last table, both ways.
+        let ab = probe(
+            ns_a.clone(),
+            ns_b.clone(),
+            addrs[1],
+            40011,
+            Duration::from_millis(300),
+        );
+        let ba = probe(
+            ns_b.clone(),
+            ns_a.clone(),
+            addrs[0],
+            40012,
+            Duration::from_millis(300),
+        );
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        let sent_by = killed.elapsed();
+        eprintln!(
+            "{attach} ({attached}): within the bound ({sent_by:?}): A->B {ab:?}, B->A {ba:?}"
+        );
+        // The receivers wait a second past the senders: every datagram left within the bound.
+        assert!(
+            sent_by < BOUND,
+            "the probes took {sent_by:?}: the guest is too slow to tell"
+        );
+        assert!(ab.1 * 10 >= ab.0 * 9, "A->B within the bound: {ab:?}");
+        assert!(ba.1 * 10 >= ba.0 * 9, "B->A within the bound: {ba:?}");
+        // Past the bound: nothing either way.
+        let wait = (BOUND + Duration::from_millis(500)).saturating_sub(killed.elapsed());
+        thread::sleep(wait);
+        let ab = probe(
+            ns_a.clone(),
+            ns_b.clone(),
+            addrs[1],
+            40013,
+            Duration::from_millis(300),
+        );
+        let ba = probe(
+            ns_b.clone(),
+            ns_a.clone(),
+            addrs[0],
+            40014,
+            Duration::from_millis(300),
+        );
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        eprintln!("{attach} ({attached}): past the bound: A->B {ab:?}, B->A {ba:?}");
+        // Enough sent for "none came" to mean something (a one-CPU guest may send far fewer
+        // than 300 in the span).
+        assert!(ab.0 >= 20 && ba.0 >= 20, "probes sent: {ab:?} {ba:?}");
+        assert_eq!(ab.1, 0, "A->B past the bound: {ab:?}");
+        assert_eq!(ba.1, 0, "B->A past the bound: {ba:?}");
+        assert!(
+            has_carrier(&topo, Side::A, &bonds[0]),
+            "the TAP kept its carrier (the store holds it)"
+        );
+        if attached == "tcx" {
+            let store = sup.store.lock().unwrap();
+            let drops = store.fds["tcx"]
+                .iter()
+                .find_map(|l| {
+                    lagd_sys::fastpath::orphan_drops_of_link(std::os::fd::AsFd::as_fd(l))
+                        .expect("read the programs' lagd_alive")
+                })
+                .expect("a stored link runs a fast-path program");
+            eprintln!("{attach}: the programs dropped {drops:?}");
+            assert!(
+                drops.tap > 0,
+                "the TAP's program counted no drop: {drops:?}"
+            );
+            assert!(
+                drops.members * 10 >= ba.0 * 9,
+                "the members' program counted {drops:?} of B's {} datagrams",
+                ba.0
+            );
+        }
+        // A lagd started late takes the programs over and the bond carries traffic again; it
+        // says what the last lagd's programs dropped (read through the links it adopts).
+        sup.start(&ns_a, &args);
+        wait_for("lagd A answers again", Duration::from_secs(10), || {
+            lagd::daemon::query_status(&control).is_ok()
+        });
+        let ab = probe(
+            ns_a.clone(),
+            ns_b.clone(),
+            addrs[1],
+            40015,
+            Duration::from_millis(500),
+        );
+        let ba = probe(ns_b, ns_a, addrs[0], 40016, Duration::from_millis(500));
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        assert!(
+            ab.1 * 10 >= ab.0 * 9,
+            "A->B after a late start: {ab:?}\n{}",
+            sup.log()
+        );
+        assert!(
+            ba.1 * 10 >= ba.0 * 9,
+            "B->A after a late start: {ba:?}\n{}",
+            sup.log()
+        );
+        if attached == "tcx" {
+            assert!(
+                sup.log().contains("its programs dropped frames"),
+                "the late lagd did not report the drops:\n{}",
+                sup.log()
+            );
+        }
+        drop(sup);
+        topo.teardown().expect("teardown");
+    }
+}

@@ -181,6 +181,16 @@ impl Table {
     }
 }
 
+// enum alive_key: The keys of lagd_alive, an array of __u64: lagd's heartbeat, and what the programs dropped because it ran out. lagd writes ALIVE_UNTIL only (a deadline: its clock now plus the orphan bound, renewed from its loop); the programs count the rest.
+/// CLOCK_MONOTONIC ns after which the programs take lagd for gone
+pub const ALIVE_UNTIL: u32 = 0;
+/// host frames the TAP's program dropped after the deadline
+pub const ALIVE_TAP_DROPPED: u32 = 1;
+/// frames the members' program dropped after the deadline
+pub const ALIVE_MEMBER_DROPPED: u32 = 2;
+/// entries of lagd_alive
+pub const ALIVE_ENTRIES: u32 = 3;
+
 /// `struct port_counters`: Per member and CPU, one value of lagd_ports (MAX_MEMBERS + 1 entries, the last for frames no member could take). Written by the programs; lagd reads and sums them over CPUs.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -37,7 +37,7 @@ use program::{MapDef, MapId, Program};
 
 use std::io;
 use std::mem::offset_of;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::clsact::{Attach, Hook};
 
@@ -252,6 +252,166 @@ pub fn monotonic_ns() -> u64 {
     u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
+/// Frames lagd's programs dropped because lagd's heartbeat ran out (`lagd_alive`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OrphanDrops {
+    /// Host frames the TAP's program dropped.
+    pub tap: u64,
+    /// Frames the members' program dropped.
+    pub members: u64,
+}
+
+/// Creates `lagd_alive` with no deadline (`u64::MAX`): the programs forward until the owner
+/// sets one ([`FastPath::set_alive_until`]).
+fn alive_map() -> io::Result<OwnedFd> {
+    let map = map_create(&programs::ALIVE_DEF, "lagd_alive", None)?;
+    map_update(&map, abi::ALIVE_UNTIL, &u64::MAX.to_ne_bytes())?;
+    Ok(map)
+}
+
+fn orphan_drops_of(map: &OwnedFd) -> io::Result<OrphanDrops> {
+    let mut tap = [0u8; 8];
+    let mut members = [0u8; 8];
+    map_lookup(map, abi::ALIVE_TAP_DROPPED, &mut tap)?;
+    map_lookup(map, abi::ALIVE_MEMBER_DROPPED, &mut members)?;
+    Ok(OrphanDrops {
+        tap: u64::from_ne_bytes(tap),
+        members: u64::from_ne_bytes(members),
+    })
+}
+
+/// `BPF_PROG_GET_FD_BY_ID`, `BPF_MAP_GET_FD_BY_ID` and `BPF_OBJ_GET_INFO_BY_FD` in
+/// `enum bpf_cmd`.
+const BPF_PROG_GET_FD_BY_ID: libc::c_int = 13;
+const BPF_MAP_GET_FD_BY_ID: libc::c_int = 14;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
+
+/// The `*_GET_FD_BY_ID` member of `union bpf_attr` (the kernel refuses nonzero bytes past
+/// the fields it knows: `pad` keeps the tail written).
+#[repr(C, align(8))]
+#[derive(Default)]
+struct GetFdByIdAttr {
+    id: u32,
+    next_id: u32,
+    open_flags: u32,
+    pad: u32,
+}
+
+/// The `info` member of `union bpf_attr` (`BPF_OBJ_GET_INFO_BY_FD`).
+#[repr(C, align(8))]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// The start of `struct bpf_link_info` (type, id, prog_id) and room for the rest.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct LinkInfo {
+    link_type: u32,
+    id: u32,
+    prog_id: u32,
+    rest: [u32; 15],
+}
+
+/// `struct bpf_prog_info` up to `map_ids` (what the kernel fills beyond a shorter `info_len`
+/// it leaves out).
+#[repr(C, align(8))]
+#[derive(Default)]
+struct ProgInfo {
+    prog_type: u32,
+    id: u32,
+    tag: [u8; 8],
+    jited_prog_len: u32,
+    xlated_prog_len: u32,
+    jited_prog_insns: u64,
+    xlated_prog_insns: u64,
+    load_time: u64,
+    created_by_uid: u32,
+    nr_map_ids: u32,
+    map_ids: u64,
+}
+
+const _: () = assert!(offset_of!(ProgInfo, nr_map_ids) == 52);
+const _: () = assert!(offset_of!(ProgInfo, map_ids) == 56);
+
+/// `struct bpf_map_info` up to its name.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct MapInfo {
+    map_type: u32,
+    id: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    name: [u8; 16],
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on `fd` into `info`.
+fn object_info<T>(fd: BorrowedFd<'_>, info: &mut T) -> io::Result<()> {
+    let mut attr = InfoAttr {
+        bpf_fd: u32::try_from(fd.as_raw_fd()).map_err(|_| io::Error::other("negative fd"))?,
+        info_len: u32::try_from(size_of::<T>()).map_err(|_| io::Error::other("info too long"))?,
+        info: addr(std::ptr::from_mut(info)),
+    };
+    // SAFETY: `attr.info` points at `info`, writable for `info_len` bytes (its size) for the
+    // call, and the kernel writes at most that many; the callers pass plain integer structs
+    // whose only address (`ProgInfo::map_ids`) they point at a buffer of `nr_map_ids` ids.
+    // `bpf_fd` is open (borrowed).
+    unsafe { sys_bpf_int(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }
+        .map(drop)
+        .map_err(|os| crate::error::annotate(os, "bpf(BPF_OBJ_GET_INFO_BY_FD)", None))
+}
+
+/// A new descriptor for the program or map (`cmd`) with `id`.
+fn fd_by_id(cmd: libc::c_int, id: u32, what: &'static str) -> io::Result<OwnedFd> {
+    let mut attr = GetFdByIdAttr {
+        id,
+        ..GetFdByIdAttr::default()
+    };
+    // SAFETY: `attr` is a `GetFdByIdAttr` for `*_GET_FD_BY_ID`, with no user addresses.
+    unsafe { sys_bpf(cmd, &mut attr) }.map_err(|os| crate::error::annotate(os, what, None))
+}
+
+/// What the fast-path program behind a tcx `link` dropped for want of lagd's heartbeat, read
+/// from its `lagd_alive`: for a look at programs whose lagd is gone (a service manager, or a
+/// test, holding their links). `Ok(None)` when the program has no such map (not one of the
+/// fast path's).
+///
+/// # Errors
+/// `bpf()` errors (`EPERM` without `CAP_SYS_ADMIN` for the by-id lookups).
+pub fn orphan_drops_of_link(link: BorrowedFd<'_>) -> io::Result<Option<OrphanDrops>> {
+    let mut info = LinkInfo::default();
+    object_info(link, &mut info)?;
+    let prog = fd_by_id(
+        BPF_PROG_GET_FD_BY_ID,
+        info.prog_id,
+        "bpf(BPF_PROG_GET_FD_BY_ID)",
+    )?;
+    let mut p = ProgInfo::default();
+    object_info(prog.as_fd(), &mut p)?;
+    let mut ids = vec![0u32; p.nr_map_ids as usize];
+    p = ProgInfo {
+        nr_map_ids: u32::try_from(ids.len()).unwrap_or(0),
+        map_ids: addr(ids.as_mut_ptr()),
+        ..ProgInfo::default()
+    };
+    object_info(prog.as_fd(), &mut p)?;
+    ids.truncate(p.nr_map_ids as usize);
+    for id in ids {
+        let map = fd_by_id(BPF_MAP_GET_FD_BY_ID, id, "bpf(BPF_MAP_GET_FD_BY_ID)")?;
+        let mut m = MapInfo::default();
+        object_info(map.as_fd(), &mut m)?;
+        if m.name.split(|&b| b == 0).next() == Some(b"lagd_alive".as_slice()) {
+            return orphan_drops_of(&map).map(Some);
+        }
+    }
+    Ok(None)
+}
+
 /// What a program did with one frame in a test run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TestRun {
@@ -284,7 +444,7 @@ impl Attachment {
 
     /// The tcx link's descriptor, for the service manager's store (see
     /// [`offer_tcx_links`](crate::isolate::offer_tcx_links)); none for a clsact filter.
-    pub fn tcx_link(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+    pub fn tcx_link(&self) -> Option<BorrowedFd<'_>> {
         self.hold.tcx_link()
     }
 
@@ -318,6 +478,7 @@ pub struct FastPath {
     ports: OwnedFd,
     buckets: OwnedFd,
     stripe_rx: OwnedFd,
+    alive: OwnedFd,
     /// Why the kernel refused the members' program with stripe's receiver (the one without
     /// it runs then), or `None`.
     no_receiver: Option<String>,
@@ -539,6 +700,7 @@ struct Maps {
     buckets: OwnedFd,
     stripe_tx: OwnedFd,
     stripe_rx: OwnedFd,
+    alive: OwnedFd,
 }
 
 impl Maps {
@@ -552,6 +714,7 @@ impl Maps {
             buckets: map_create(&programs::BUCKETS_DEF, "lagd_buckets", None)?,
             stripe_tx: map_create(&programs::STRIPE_TX_DEF, "lagd_stripe_tx", None)?,
             stripe_rx: map_create(&programs::STRIPE_RX_DEF, "lagd_stripe_rx", None)?,
+            alive: alive_map()?,
         })
     }
 }
@@ -583,6 +746,7 @@ pub fn load_check() -> io::Result<Vec<LoadCheck>> {
         (MapId::Buckets, &m.buckets),
         (MapId::StripeTx, &m.stripe_tx),
         (MapId::StripeRx, &m.stripe_rx),
+        (MapId::Alive, &m.alive),
     ];
     let mut out = Vec::new();
     for (program, attach_type) in [
@@ -624,6 +788,7 @@ impl FastPath {
             buckets,
             stripe_tx,
             stripe_rx,
+            alive,
         } = Maps::create()?;
         let maps = [
             (MapId::Tables, &tables),
@@ -631,6 +796,7 @@ impl FastPath {
             (MapId::Buckets, &buckets),
             (MapId::StripeTx, &stripe_tx),
             (MapId::StripeRx, &stripe_rx),
+            (MapId::Alive, &alive),
         ];
         let egress = load(&programs::TAP_EGRESS, &maps, BPF_TCX_EGRESS)?;
         // Stripe's receiver needs BPF compare-and-swap (Linux 5.12+). A kernel that refuses
@@ -649,6 +815,7 @@ impl FastPath {
             ports,
             buckets,
             stripe_rx,
+            alive,
             no_receiver,
             egress,
             ingress,
@@ -672,6 +839,26 @@ impl FastPath {
         let fd = inner.as_raw_fd() as u32;
         map_update(&self.tables, 0, &fd.to_ne_bytes())
         // `inner` is closed here; the outer map holds it.
+    }
+
+    /// Renews lagd's heartbeat: the programs forward until `until_ns` (`CLOCK_MONOTONIC`
+    /// nanoseconds, [`monotonic_ns`]'s clock and `bpf_ktime_get_ns`'s) and drop every frame
+    /// after it, counted in [`FastPath::orphan_drops`]. Until the first call the programs
+    /// have no deadline.
+    pub fn set_alive_until(&self, until_ns: u64) -> io::Result<()> {
+        map_update(&self.alive, abi::ALIVE_UNTIL, &until_ns.to_ne_bytes())
+    }
+
+    /// The heartbeat's deadline as the programs read it ([`FastPath::set_alive_until`]).
+    pub fn alive_until(&self) -> io::Result<u64> {
+        let mut v = [0u8; 8];
+        map_lookup(&self.alive, abi::ALIVE_UNTIL, &mut v)?;
+        Ok(u64::from_ne_bytes(v))
+    }
+
+    /// Frames the programs dropped because the heartbeat's deadline had passed.
+    pub fn orphan_drops(&self) -> io::Result<OrphanDrops> {
+        orphan_drops_of(&self.alive)
     }
 
     /// Maps stripe's receive table (`lagd_stripe_rx`) into lagd's memory, shared with the

@@ -23,6 +23,8 @@ pub(crate) enum MapId {
     StripeTx,
     /// Stripe's receive side: per TCP flow slot, who delivers and the next sequence number.
     StripeRx,
+    /// lagd's heartbeat (a deadline) and the frames dropped once it passed.
+    Alive,
 }
 
 /// A program as built: its instructions and which `ld_imm64` names which map.

@@ -5,7 +5,8 @@
 //!
 //! - `tap`: the TAP's descriptor (its carrier stays on while one is open).
 //! - `tcx`: the tcx links of the programs (the fast path's, and the members' ingress drops):
-//!   while one is open its program stays attached and forwards with the last table. The next
+//!   while one is open its program stays attached and forwards with the last table (for
+//!   `kernel::ORPHAN_TIMEOUT` after the last heartbeat; then it drops every frame). The next
 //!   lagd puts its own programs into them in one step (`BPF_LINK_UPDATE`, see
 //!   `lagd_sys::isolate::offer_tcx_links`) and closes those it does not need. clsact filters
 //!   need no descriptor: they stay on their hooks, and the next lagd replaces them in place.
@@ -71,6 +72,31 @@ impl Drop for Passed {
         for (name, _) in &self.fds {
             info!(name, "a passed descriptor lagd does not use is closed");
         }
+    }
+}
+
+/// Logs what the last lagd's programs dropped because no lagd renewed their heartbeat in
+/// time (`kernel::ORPHAN_TIMEOUT`), read through its tcx `links` before they are taken over:
+/// the frames the bond did not carry between the bound and this start.
+pub fn report_orphan_drops(links: &[OwnedFd]) {
+    use std::os::fd::AsFd;
+    let drops =
+        links.iter().find_map(
+            |l| match lagd_sys::fastpath::orphan_drops_of_link(l.as_fd()) {
+                Ok(d) => d,
+                Err(e) => {
+                    warn!("the last lagd's programs: {e}");
+                    None
+                }
+            },
+        );
+    if let Some(d) = drops.filter(|d| d.tap > 0 || d.members > 0) {
+        warn!(
+            host_frames = d.tap,
+            member_frames = d.members,
+            "no lagd ran for longer than the kernel path's bound: its programs dropped frames \
+             until now"
+        );
     }
 }
 

@@ -7,6 +7,7 @@
 //! changes (a member up or down, a failover, a LACP change), so a failover is one map update.
 
 use std::io;
+use std::time::Duration;
 
 use lagd_proto::balance::BucketSample;
 use lagd_proto::bond::{Bond, DistributionTable, FastPathAttach, FastPathMode, PortId, TxRule};
@@ -69,6 +70,16 @@ fn policy_number(policy: HashPolicy) -> u32 {
 const _: () = assert!(lagd_proto::stripe::tx::SLOT_BYTES == 1 << abi::STRIPE_SLOT_SHIFT);
 const _: () = assert!(lagd_proto::stripe::tcp::KERNEL_SLOTS == STRIPE_RX_SLOTS);
 
+/// How long the programs forward after lagd's last heartbeat: past it they take lagd for gone
+/// (killed, and no lagd took the programs over) and drop every frame, so the host and the
+/// partner find the bond delivering nothing rather than a table nobody keeps. The LACP short
+/// timeout: by then a partner at the fast rate has taken the members out of its aggregate
+/// anyway, and a restart within it loses nothing (see docs/design.md, "While lagd is away").
+pub(crate) const ORPHAN_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often lagd renews the heartbeat (the loop wakes for it): well inside
+/// [`ORPHAN_TIMEOUT`], so that only a lagd that stopped running misses it.
+const BEAT_EVERY: Duration = Duration::from_millis(200);
+
 /// The programs, loaded and attached, and the generation of the table they read.
 pub(crate) struct Kernel {
     fp: FastPath,
@@ -97,6 +108,8 @@ pub(crate) struct Kernel {
     /// Stripe mode: the TAP's program sends TCP, the members' program delivers what is in
     /// order and passes the rest to lagd ([`StripeRx`]).
     stripe: bool,
+    /// When the heartbeat is next renewed (`None`: at the next wake).
+    next_beat: Option<Instant>,
 }
 
 // The states of a stripe_rx word (`enum stripe_rx_state` in bpf/lagd_shared.h).
@@ -255,6 +268,9 @@ impl Choice {
 impl Kernel {
     fn start(tap_ifindex: u32, arp: bool, stripe: bool, how: FastPathAttach) -> io::Result<Self> {
         let fp = FastPath::load()?;
+        // The heartbeat before anything is attached: programs put into an earlier lagd's links
+        // (or filters) forward at once, and must not find their deadline passed.
+        fp.set_alive_until(alive_until())?;
         // Until the first table every frame goes to lagd.
         fp.set_table(&Table::lagd_only(tap_ifindex))?;
         let (tap, attach_why) = attach_as(how, |a| fp.attach_tap(tap_ifindex, a))?;
@@ -280,7 +296,23 @@ impl Kernel {
             arp,
             rx_seen: Vec::new(),
             stripe,
+            next_beat: None,
         })
+    }
+
+    /// Renews the heartbeat when due (every [`BEAT_EVERY`]): the programs forward until
+    /// [`ORPHAN_TIMEOUT`] from now.
+    pub(crate) fn beat(&mut self, now: Instant) -> io::Result<()> {
+        if self.next_beat.is_some_and(|t| now < t) {
+            return Ok(());
+        }
+        self.next_beat = Some(now + BEAT_EVERY);
+        self.fp.set_alive_until(alive_until())
+    }
+
+    /// When the loop must wake next to renew the heartbeat.
+    pub(crate) fn next_beat(&self, now: Instant) -> Instant {
+        self.next_beat.unwrap_or(now)
     }
 
     /// The tcx links of the TAP's and the members' programs (for the service manager's store).
@@ -519,6 +551,12 @@ impl Kernel {
     pub(crate) fn counters(&self) -> io::Result<Vec<PortCounters>> {
         self.fp.port_counters()
     }
+}
+
+/// The heartbeat's deadline from now, on the programs' clock.
+fn alive_until() -> u64 {
+    let bound = u64::try_from(ORPHAN_TIMEOUT.as_nanos()).unwrap_or(u64::MAX);
+    monotonic_ns().saturating_add(bound)
 }
 
 #[cfg(test)]

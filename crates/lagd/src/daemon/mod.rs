@@ -263,7 +263,9 @@ impl Daemon {
             no_uso: config.options.mode.segments_in_software(),
         };
         // The last lagd's tcx links, for the programs attached below to go into in one step.
-        lagd_sys::isolate::offer_tcx_links(passed.take_all(handover::TCX));
+        let links = passed.take_all(handover::TCX);
+        handover::report_orphan_drops(&links);
+        lagd_sys::isolate::offer_tcx_links(links);
         let tap = match passed.take_tap() {
             // The last lagd's descriptor, from the service manager: the TAP never lost its
             // carrier, and the host never noticed the change of process.
@@ -607,6 +609,11 @@ impl Daemon {
                 .poll_timeout()
                 .map_or(next_poll, |t| t.min(next_poll));
             let wake = next_watchdog.map_or(wake, |t| t.min(wake));
+            // The programs' heartbeat (kernel::ORPHAN_TIMEOUT).
+            let wake = self
+                .kernel
+                .as_ref()
+                .map_or(wake, |k| k.next_beat(now).min(wake));
             self.poller
                 .wait(&mut ready, Some(wake.saturating_since(now)))
                 .context("epoll_wait")?;
@@ -700,7 +707,7 @@ impl Daemon {
     /// Hands the service manager the tcx links that keep the programs attached (the set it
     /// held before is replaced: a link lagd let go of must not stay attached through the
     /// store). After a crash the next lagd adopts them, and the programs go on forwarding with
-    /// the last table until it does.
+    /// the last table until it does (within `kernel::ORPHAN_TIMEOUT`; past it they drop).
     fn store_links(&self) {
         let Some(n) = &self.notify else {
             return;
@@ -1003,6 +1010,9 @@ impl Daemon {
         self.dp.send_own(&mut self.bond, now);
         // The kernel programs read the distribution as it now is (one map update).
         if let Some(k) = &mut self.kernel {
+            if let Err(e) = k.beat(now) {
+                warn!("fast path heartbeat: {e}");
+            }
             if let Err(e) = k.sample_buckets(now, &mut self.bond) {
                 warn!("fast path bucket loads: {e}");
             }
