@@ -257,6 +257,10 @@ fn probe(
     span: Duration,
 ) -> thread::JoinHandle<(u64, u64)> {
     use std::net::UdpSocket;
+    // The sender starts once the receiver's socket is bound: a one-CPU guest may not run the
+    // receiver's thread for longer than any fixed pause, and datagrams to an unbound port are
+    // lost before any path is tested.
+    let (bound_tx, bound_rx) = std::sync::mpsc::channel::<()>();
     let receiver = thread::spawn(move || {
         lagd::lab::topology::in_named_ns(&to_ns, move || {
             let s = UdpSocket::bind((to, port)).unwrap();
@@ -265,7 +269,8 @@ fn probe(
                 .unwrap();
             let overflows_before = udp_receive_buffer_errors();
             let mut seen = std::collections::BTreeSet::new();
-            let end = Instant::now() + span + Duration::from_secs(1);
+            let end = Instant::now() + span + Duration::from_secs(2);
+            let _ = bound_tx.send(());
             let mut buf = [0u8; 64];
             while Instant::now() < end {
                 if let Ok(n) = s.recv(&mut buf) {
@@ -282,8 +287,10 @@ fn probe(
         })
         .unwrap()
     });
-    thread::sleep(Duration::from_millis(100));
     thread::spawn(move || {
+        bound_rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the probe's receiver did not bind");
         let sent = lagd::lab::topology::in_named_ns(&from_ns, move || {
             let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
             let start = Instant::now();
