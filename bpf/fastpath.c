@@ -6,9 +6,11 @@
 // `lagd_proto::hash` (tested frame by frame through BPF_PROG_TEST_RUN).
 //
 //   lagd_tap_egress      on the bond's TAP, egress: a frame from the host goes to the member the
-//                        table names (modulo, buckets, active, balance-rr's turn) or a copy to
-//                        every usable member (broadcast), or to lagd (TC_ACT_OK: the TAP's
-//                        reader) for what only lagd handles.
+//                        table names (modulo, buckets, active, balance-rr's turn; balance-tlb:
+//                        the balanced frames by modulo or buckets, the rest on the active
+//                        member, with the member's MAC as source off the active member) or a
+//                        copy to every usable member (broadcast), or to lagd (TC_ACT_OK: the
+//                        TAP's reader) for what only lagd handles.
 //   lagd_member_ingress  on each member, ingress: a data frame the member may deliver goes to
 //                        the TAP's ingress (the host stack), one it may not is dropped, slow
 //                        protocols pass to lagd's own socket. Stripe: a TCP segment that is
@@ -57,6 +59,8 @@ static long (*bpf_skb_load_bytes)(const void *skb, __u32 off, void *to, __u32 le
     (void *)BPF_FUNC_skb_load_bytes;
 static long (*bpf_skb_change_type)(void *skb, __u32 type) = (void *)BPF_FUNC_skb_change_type;
 static __u32 (*bpf_get_prandom_u32)(void) = (void *)BPF_FUNC_get_prandom_u32;
+static long (*bpf_skb_store_bytes)(void *skb, __u32 off, const void *from, __u32 len,
+                                   __u64 flags) = (void *)BPF_FUNC_skb_store_bytes;
 
 // IPv6 extension headers the balance-tcp hash walks before giving the frame to lagd.
 #define MAX_EXT_HEADERS 24
@@ -663,6 +667,32 @@ INLINE __u32 rr_port(const struct table *t) {
     return t->rr_next[BOUND(turn % n, MAX_MEMBERS - 1)];
 }
 
+INLINE int mac_eq(const __u8 *a, const __u8 *b) {
+    return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] &&
+           a[5] == b[5];
+}
+
+// balance-tlb (FLAG_TLB), lagd_proto's tlb_balanced: a unicast IPv4 frame, or a unicast IPv6
+// frame with its whole fixed header, is balanced by the table's rule; everything else goes on
+// the active member (neighbour discovery, like ARP and IGMP, went to lagd already: for_lagd).
+INLINE int tlb_balanced(const struct view *v) {
+    if (v->len < 14 || (v->eth[0] & 1))
+        return 0;
+    if (v->proto == ETH_P_IP)
+        return 1;
+    return v->proto == ETH_P_IPV6 && v->len >= v->nhoff + 40;
+}
+
+// balance-tlb (lagd_proto's Tlb::fixup): a frame leaving on another member than the active one
+// with the bond's MAC as source carries that member's MAC instead, so the switch never sees
+// the bond's MAC on two ports. Rewritten in place: the frame keeps its size (GSO intact).
+INLINE void tlb_source(struct __sk_buff *skb, const struct table *t, const struct view *v,
+                       __u32 port) {
+    if (port >= MAX_MEMBERS || port == t->active || v->len < 14 || !mac_eq(&v->eth[6], t->bond_mac))
+        return;
+    bpf_skb_store_bytes(skb, 6, t->wire_mac[port & (MAX_MEMBERS - 1)], 6, 0);
+}
+
 SEC("tcx/egress")
 int lagd_tap_egress(struct __sk_buff *skb) {
     struct table *t = current_table();
@@ -710,7 +740,9 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         return bpf_redirect(t->ifindex[last], 0);
     }
     __u32 hash = 0;
-    if (t->rule != RULE_ACTIVE && t->rule != RULE_RR) {
+    int tlb = (t->flags & FLAG_TLB) != 0;
+    int by_active = t->rule == RULE_ACTIVE || (tlb && !tlb_balanced(&v));
+    if (!by_active && t->rule != RULE_RR) {
         if (t->policy == POLICY_OVS_TCP) {
             if (!ovs_tcp_hash(skb, &hash))
                 return TC_ACT_OK;
@@ -720,7 +752,9 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     }
     skb->cb[0] = hash;
     __u32 port = NO_PORT;
-    if (t->rule == RULE_MODULO) {
+    if (by_active) {
+        port = t->active;
+    } else if (t->rule == RULE_MODULO) {
         __u32 n = t->n_usable;
         if (n > 0 && n <= MAX_MEMBERS)
             port = t->usable[BOUND(hash % n, MAX_MEMBERS - 1)];
@@ -732,18 +766,24 @@ int lagd_tap_egress(struct __sk_buff *skb) {
             l->bytes += skb->len;
             l->last_ns = bpf_ktime_get_ns();
         }
-    } else if (t->rule == RULE_ACTIVE) {
-        port = t->active;
     } else if (t->rule == RULE_RR) {
         port = rr_port(t);
     }
+    if (tlb) {
+        // A balanced frame without a member goes on the active one (Tlb::choose).
+        if (port >= MAX_MEMBERS)
+            port = t->active;
+        tlb_source(skb, t, &v, port);
+    }
     skb->cb[1] = port;
-    if (port >= MAX_MEMBERS || t->ifindex[port & (MAX_MEMBERS - 1)] == 0) {
+    // BOUND: with balance-tlb's fallback to the active member the compiler proves the mask
+    // redundant and drops it, in a form 5.10's and 6.1's verifiers cannot follow.
+    if (port >= MAX_MEMBERS || t->ifindex[BOUND(port, MAX_MEMBERS - 1)] == 0) {
         count_tx(MAX_MEMBERS, skb->len);
         return TC_ACT_SHOT;
     }
     count_tx(port, skb->len);
-    return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
+    return bpf_redirect(t->ifindex[BOUND(port, MAX_MEMBERS - 1)], 0);
 }
 
 // The slot of a flow's kernel words (lagd_proto::stripe::tcp::FlowKey::kernel_slot).
@@ -909,6 +949,20 @@ INLINE int slow_frame(struct __sk_buff *skb, const struct table *t, const __u8 *
     return TC_ACT_OK;
 }
 
+// balance-tlb (lagd_proto's Tlb::receive_fixup): a unicast frame for a member's MAC reaches the
+// host with the bond's MAC as destination (the host takes only frames to its own).
+INLINE void tlb_destination(struct __sk_buff *skb, const struct table *t, const __u8 *eth) {
+    if ((eth[0] & 1) || mac_eq(eth, t->bond_mac))
+        return;
+    #pragma unroll
+    for (__u32 i = 0; i < MAX_MEMBERS; i++) {
+        if (t->ifindex[i] != 0 && mac_eq(eth, t->wire_mac[i])) {
+            bpf_skb_store_bytes(skb, 0, t->bond_mac, 6, 0);
+            return;
+        }
+    }
+}
+
 // Both member programs; `receiver` is a constant, so each keeps only its own stripe branch.
 INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     struct table *t = current_table();
@@ -953,6 +1007,8 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
         c->rx_packets++;
         c->rx_bytes += skb->len;
     }
+    if (t->flags & FLAG_TLB)
+        tlb_destination(skb, t, eth);
     return bpf_redirect(t->tap_ifindex, BPF_F_INGRESS);
 }
 

@@ -49,8 +49,27 @@ pub enum TxRule {
         /// `packets_per_slave` (0: a random member per frame).
         packets_per_slave: u16,
     },
-    /// Decided per frame from state a table cannot hold (balance-tlb and balance-alb's load
-    /// assignment): only the bond itself can choose.
+    /// balance-tlb: a balanced frame (unicast IPv4, unicast IPv6 other than neighbour
+    /// discovery) goes to the member the policy's hash picks, through the 256 buckets with
+    /// `seed` (`tlb_dynamic_lb=1`: the load assignment the rebalancer keeps) or modulo the
+    /// usable members (`tlb_dynamic_lb=0`), and to [`DistributionTable::active`] where that
+    /// names none; every other frame goes on the active member. A frame leaving on another
+    /// member than the active one with the bond's MAC as source carries that member's MAC
+    /// ([`Bond::wire_mac`]), and a unicast frame received for a member's MAC reaches the host
+    /// with the bond's MAC as destination.
+    ///
+    /// [`Bond::wire_mac`]: super::Bond::wire_mac
+    Tlb {
+        /// The hash policy.
+        policy: HashPolicy,
+        /// The bucket seed (`hash_seed`).
+        seed: u32,
+        /// Bucket -> member, 256 entries (`None` without members); `None` with
+        /// `tlb_dynamic_lb=0`.
+        buckets: Option<Vec<Option<PortId>>>,
+    },
+    /// Decided per frame from state a table cannot hold (balance-alb's receive balancing,
+    /// which rewrites the host's ARP per client): only the bond itself can choose.
     PerFrame,
 }
 
@@ -112,7 +131,15 @@ impl DistributionTable {
             ModeState::RoundRobin(rr) => TxRule::RoundRobin {
                 packets_per_slave: rr.packets_per_slave(),
             },
-            ModeState::Tlb(_) => TxRule::PerFrame,
+            ModeState::Tlb(t) if t.rlb.is_some() => TxRule::PerFrame,
+            ModeState::Tlb(t) => TxRule::Tlb {
+                policy: t.policy,
+                seed: opts.hash_seed,
+                buckets: t
+                    .buckets
+                    .as_ref()
+                    .map(|b| (0..=255u8).map(|k| b.member_of_bucket(k)).collect()),
+            },
         };
         Self {
             generation,
@@ -138,10 +165,12 @@ impl DistributionTable {
     pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
         match &self.tx {
             TxRule::PerFrame => Some(
-                "the mode decides per frame from state a table cannot hold (balance-tlb/alb's \
-                 load assignment)",
+                "balance-alb's receive balancing rewrites the host's ARP per client and learns \
+                 from the clients' ARP: lagd forwards the mode",
             ),
-            TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. }
+            TxRule::Modulo(p)
+            | TxRule::Buckets { policy: p, .. }
+            | TxRule::Tlb { policy: p, .. }
                 if !matches!(
                     p,
                     HashPolicy::Layer2
@@ -160,9 +189,9 @@ impl DistributionTable {
     }
 
     /// The member a data frame whose policy hash is `hash` goes to, where the table alone
-    /// decides ([`TxRule::Modulo`], [`TxRule::Buckets`], [`TxRule::Active`]); `None` where no
-    /// member is usable or the rule is another. A kernel program reading the same table makes
-    /// the same choice.
+    /// decides ([`TxRule::Modulo`], [`TxRule::Buckets`], [`TxRule::Active`]; a balanced frame
+    /// of [`TxRule::Tlb`]); `None` where no member is usable or the rule is another. A kernel
+    /// program reading the same table makes the same choice.
     pub fn member_for_hash(&self, hash: u32) -> Option<PortId> {
         match &self.tx {
             TxRule::Modulo(_) => {
@@ -171,6 +200,16 @@ impl DistributionTable {
             }
             TxRule::Buckets { seed, table, .. } => table[usize::from(bucket(*seed, hash))],
             TxRule::Active => self.active,
+            TxRule::Tlb { seed, buckets, .. } => {
+                let by_hash = match buckets {
+                    Some(table) => table[usize::from(bucket(*seed, hash))],
+                    None => u32::try_from(self.usable.len())
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .map(|n| self.usable[(hash % n) as usize]),
+                };
+                by_hash.or(self.active)
+            }
             TxRule::All | TxRule::Stripe { .. } | TxRule::RoundRobin { .. } | TxRule::PerFrame => {
                 None
             }

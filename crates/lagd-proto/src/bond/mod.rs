@@ -468,10 +468,11 @@ impl Bond {
     /// [`Bond::absorb_bucket_loads`]: half the idle gap (a planned move waits at most that long
     /// past its bucket's pause), within 10 to 100 ms; `None` when no table of buckets decides.
     pub fn bucket_sample_interval(&self) -> Option<Duration> {
-        let ModeState::Hashed(h) = &self.mode else {
-            return None;
+        let gap = match &self.mode {
+            ModeState::Hashed(h) => h.buckets.as_ref()?.config().idle_gap,
+            ModeState::Tlb(t) if t.rlb.is_none() => t.buckets.as_ref()?.config().idle_gap,
+            _ => return None,
         };
-        let gap = h.buckets.as_ref()?.config().idle_gap;
         Some((gap / 2).clamp(Duration::from_millis(10), Duration::from_millis(100)))
     }
 

@@ -444,6 +444,7 @@ mod props {
                 "mode=broadcast",
                 "mode=balance-rr",
                 "mode=balance-tlb",
+                "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer3+4",
                 "mode=balance-alb",
             ]),
         ) {
@@ -464,11 +465,12 @@ mod props {
                     let v = b.host_tx(at(now), &f);
                     let table = b.distribution();
                     let policy = match &table.tx {
-                        TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. } => Some(*p),
+                        TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. } | TxRule::Tlb { policy: p, .. } => Some(*p),
                         _ => None,
                     };
                     match (&table.tx, v) {
-                        (TxRule::Modulo(_) | TxRule::Buckets { .. } | TxRule::Active, TxVerdict::Port(p)) => {
+                        // balance-tlb: these unicast TCP frames are balanced.
+                        (TxRule::Modulo(_) | TxRule::Buckets { .. } | TxRule::Active | TxRule::Tlb { .. }, TxVerdict::Port(p)) => {
                             let hash = policy.map_or(0, |p| xmit_hash(p, &f));
                             prop_assert_eq!(table.member_for_hash(hash), Some(p));
                         }
@@ -1114,6 +1116,53 @@ fn sent_at(b: &mut Bond, now: Instant) -> Vec<(PortId, Vec<u8>)> {
             .map(|tx| (tx.port, buf[..tx.len].to_vec()))
     })
     .collect()
+}
+
+#[test]
+fn balance_tlb_is_a_table_the_kernel_path_holds_and_balance_alb_is_not() {
+    for (opts, dynamic) in [
+        ("mode=balance-tlb xmit_hash_policy=layer3+4", true),
+        (
+            "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer3+4",
+            false,
+        ),
+    ] {
+        let mut b = bond(opts, 2);
+        let d = b.distribution();
+        assert_eq!(d.kernel_refusal(16), None, "{opts}");
+        assert_eq!(b.kernel_refusal(16), None, "{opts}");
+        let TxRule::Tlb {
+            policy, buckets, ..
+        } = &d.tx
+        else {
+            panic!("{opts}: {:?}", d.tx)
+        };
+        assert_eq!(*policy, HashPolicy::Layer34);
+        assert_eq!(buckets.is_some(), dynamic, "{opts}");
+        assert_eq!(b.bucket_sample_interval().is_some(), dynamic, "{opts}");
+        let mut seen = [0; 2];
+        for sport in 1000..1100 {
+            let f = tcp(sport);
+            let TxVerdict::Port(p) = b.host_tx(at(0), &f) else {
+                panic!("{opts}: frame {sport}")
+            };
+            assert_eq!(
+                d.member_for_hash(xmit_hash(HashPolicy::Layer34, &f)),
+                Some(p),
+                "{opts}: frame {sport}"
+            );
+            seen[p.index()] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 0), "{opts}: {seen:?}");
+    }
+    let alb = bond("mode=balance-alb", 2);
+    assert_eq!(alb.distribution().tx, TxRule::PerFrame);
+    assert!(
+        alb.kernel_refusal(16)
+            .is_some_and(|w| w.contains("balance-alb")),
+        "{:?}",
+        alb.kernel_refusal(16)
+    );
 }
 
 #[test]
