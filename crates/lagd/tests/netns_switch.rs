@@ -154,12 +154,22 @@ impl SwitchLab {
 /// balance-tlb (static hash): transmit follows the hash over both members, frames off the
 /// active member carry that member's MAC (the switch never learns the bond's MAC on two ports),
 /// everything comes back on the active member, and TCP survives the active member's failure.
+/// Through lagd and through the kernel fast path.
 #[test]
 fn balance_tlb_balances_transmit_and_receives_on_the_active_member() {
+    for (fastpath, path) in [("off", "lagd"), ("on", "kernel")] {
+        tlb_behind_a_switch(fastpath, path);
+    }
+}
+
+fn tlb_behind_a_switch(fastpath: &str, path: &str) {
     let lab = SwitchLab::new(
         2,
         2,
-        "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer3+4 miimon=100",
+        &format!(
+            "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer3+4 miimon=100 \
+             fastpath={fastpath}"
+        ),
     );
     for (ns, _) in &lab.clients {
         assert!(SwitchLab::ping(ns, lab.a()), "client {ns} reaches A");
@@ -258,6 +268,16 @@ fn balance_tlb_balances_transmit_and_receives_on_the_active_member() {
     println!("balance-tlb failover gap: {:?}", t.longest_gap);
     let s = lab.status();
     assert_eq!(s.active.as_deref(), Some(links[1].as_str()));
+    assert_eq!(s.dataplane.path, path, "{:?}", s.dataplane);
+    if path == "kernel" {
+        let (ktx, krx) = s.members.iter().fold((0, 0), |(t, r), m| {
+            (t + m.kernel_tx_packets, r + m.kernel_rx_packets)
+        });
+        assert!(
+            ktx > 128 && krx > 128,
+            "the programs carried it: {ktx} {krx}"
+        );
+    }
     assert!(SwitchLab::ping(&lab.clients[0].0, a));
     assert_eq!(
         lab.switch_ports_of(&bond_mac),
