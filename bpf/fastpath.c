@@ -6,9 +6,10 @@
 // `lagd_proto::hash` (tested frame by frame through BPF_PROG_TEST_RUN).
 //
 //   lagd_tap_egress      on the bond's TAP, egress: a frame from the host goes to the member the
-//                        table names (modulo, buckets, active, balance-rr's turn; balance-tlb:
-//                        the balanced frames by modulo or buckets, the rest on the active
-//                        member, with the member's MAC as source off the active member) or a
+//                        table names (modulo, buckets, active, balance-rr's turn; balance-tlb
+//                        and balance-alb: the balanced frames by modulo or buckets, the rest
+//                        on the active member, with the member's MAC as source off the active
+//                        member) or a
 //                        copy to every usable member (broadcast), or to lagd (TC_ACT_OK: the
 //                        TAP's reader) for what only lagd handles.
 //   lagd_member_ingress  on each member, ingress: a data frame the member may deliver goes to
@@ -683,6 +684,42 @@ INLINE int tlb_balanced(const struct view *v) {
     return v->proto == ETH_P_IPV6 && v->len >= v->nhoff + 40;
 }
 
+// balance-alb (POLICY_ALB, lagd_proto's alb_hash): the byte-XOR of the destination address of
+// IPv4 that is not IGMP nor to 255.255.255.255, and of IPv6 that is not to all nodes nor from
+// `::` (neighbour discovery went to lagd already), neither to the broadcast MAC; 0 for every
+// other frame, which goes on the active member.
+INLINE int alb_hash(struct __sk_buff *skb, const struct view *v, __u32 *hash) {
+    const __u8 *d = v->eth;
+    if (v->len < 14 || (d[0] & d[1] & d[2] & d[3] & d[4] & d[5]) == 0xff)
+        return 0;
+    if (v->proto == ETH_P_IP) {
+        __u8 ip[20];
+        if (bpf_skb_load_bytes(skb, v->nhoff, ip, 20) < 0)
+            return 0;
+        if (ip[9] == 2 || (ip[16] & ip[17] & ip[18] & ip[19]) == 0xff)
+            return 0;
+        *hash = ip[16] ^ ip[17] ^ ip[18] ^ ip[19];
+        return 1;
+    }
+    if (v->proto != ETH_P_IPV6)
+        return 0;
+    __u8 ip[40];
+    if (bpf_skb_load_bytes(skb, v->nhoff, ip, 40) < 0)
+        return 0;
+    if (d[0] == 0x33 && d[1] == 0x33 && d[2] == 0 && d[3] == 0 && d[4] == 0 && d[5] == 1)
+        return 0;
+    __u8 src = 0, x = 0;
+    #pragma unroll
+    for (int i = 0; i < 16; i++) {
+        src |= ip[8 + i];
+        x ^= ip[24 + i];
+    }
+    if (src == 0)
+        return 0;
+    *hash = x;
+    return 1;
+}
+
 // balance-tlb (lagd_proto's Tlb::fixup): a frame leaving on another member than the active one
 // with the bond's MAC as source carries that member's MAC instead, so the switch never sees
 // the bond's MAC on two ports. Rewritten in place: the frame keeps its size (GSO intact).
@@ -741,8 +778,12 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     }
     __u32 hash = 0;
     int tlb = (t->flags & FLAG_TLB) != 0;
-    int by_active = t->rule == RULE_ACTIVE || (tlb && !tlb_balanced(&v));
-    if (!by_active && t->rule != RULE_RR) {
+    int by_active = t->rule == RULE_ACTIVE;
+    if (tlb && t->policy == POLICY_ALB)
+        by_active = !alb_hash(skb, &v, &hash);
+    else if (tlb)
+        by_active = !tlb_balanced(&v);
+    if (!by_active && t->rule != RULE_RR && !(tlb && t->policy == POLICY_ALB)) {
         if (t->policy == POLICY_OVS_TCP) {
             if (!ovs_tcp_hash(skb, &hash))
                 return TC_ACT_OK;

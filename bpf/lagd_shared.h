@@ -47,6 +47,7 @@ enum policy {
     POLICY_VLAN_SRCMAC = 5,
     POLICY_OVS_SLB = 16, // Open vSwitch balance-slb: hash_mac(source MAC, VLAN, 0)
     POLICY_OVS_TCP = 17, // Open vSwitch balance-tcp: its userspace datapath's 5-tuple hash
+    POLICY_ALB = 18,     // balance-alb (with FLAG_TLB): byte-XOR of the IP destination
 };
 
 // Bits of `table.flags`.

@@ -49,28 +49,31 @@ pub enum TxRule {
         /// `packets_per_slave` (0: a random member per frame).
         packets_per_slave: u16,
     },
-    /// balance-tlb: a balanced frame (unicast IPv4, unicast IPv6 other than neighbour
-    /// discovery) goes to the member the policy's hash picks, through the 256 buckets with
+    /// balance-tlb and balance-alb: a balanced frame (balance-tlb: unicast IPv4, unicast IPv6
+    /// other than neighbour discovery, by the policy's hash; balance-alb: see `alb`) goes to
+    /// the member its hash picks, through the 256 buckets with
     /// `seed` (`tlb_dynamic_lb=1`: the load assignment the rebalancer keeps) or modulo the
     /// usable members (`tlb_dynamic_lb=0`), and to [`DistributionTable::active`] where that
     /// names none; every other frame goes on the active member. A frame leaving on another
     /// member than the active one with the bond's MAC as source carries that member's MAC
     /// ([`Bond::wire_mac`]), and a unicast frame received for a member's MAC reaches the host
-    /// with the bond's MAC as destination.
+    /// with the bond's MAC as destination. ARP stays with the bond itself (balance-alb's
+    /// receive balancing: replies crafted per client, learning from the members' ARP).
     ///
     /// [`Bond::wire_mac`]: super::Bond::wire_mac
     Tlb {
-        /// The hash policy.
+        /// The hash policy (balance-tlb's; balance-alb's hash is its own).
         policy: HashPolicy,
+        /// balance-alb: IPv4 that is not IGMP nor to the broadcast address and IPv6 that is not
+        /// to all nodes nor from `::` are balanced, by the byte-XOR of the destination address
+        /// (`lagd_proto`'s alb hash); frames to the broadcast MAC are not.
+        alb: bool,
         /// The bucket seed (`hash_seed`).
         seed: u32,
         /// Bucket -> member, 256 entries (`None` without members); `None` with
         /// `tlb_dynamic_lb=0`.
         buckets: Option<Vec<Option<PortId>>>,
     },
-    /// Decided per frame from state a table cannot hold (balance-alb's receive balancing,
-    /// which rewrites the host's ARP per client): only the bond itself can choose.
-    PerFrame,
 }
 
 /// Whether frames received on a member reach the host.
@@ -131,9 +134,9 @@ impl DistributionTable {
             ModeState::RoundRobin(rr) => TxRule::RoundRobin {
                 packets_per_slave: rr.packets_per_slave(),
             },
-            ModeState::Tlb(t) if t.rlb.is_some() => TxRule::PerFrame,
             ModeState::Tlb(t) => TxRule::Tlb {
                 policy: t.policy,
+                alb: t.rlb.is_some(),
                 seed: opts.hash_seed,
                 buckets: t
                     .buckets
@@ -164,22 +167,21 @@ impl DistributionTable {
     /// compute, and the members at most `max_members`.
     pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
         match &self.tx {
-            TxRule::PerFrame => Some(
-                "balance-alb's receive balancing rewrites the host's ARP per client and learns \
-                 from the clients' ARP: lagd forwards the mode",
-            ),
             TxRule::Modulo(p)
             | TxRule::Buckets { policy: p, .. }
-            | TxRule::Tlb { policy: p, .. }
-                if !matches!(
-                    p,
-                    HashPolicy::Layer2
-                        | HashPolicy::Layer23
-                        | HashPolicy::Layer34
-                        | HashPolicy::VlanSrcMac
-                        | HashPolicy::OvsSlb
-                        | HashPolicy::OvsTcp
-                ) =>
+            | TxRule::Tlb {
+                policy: p,
+                alb: false,
+                ..
+            } if !matches!(
+                p,
+                HashPolicy::Layer2
+                    | HashPolicy::Layer23
+                    | HashPolicy::Layer34
+                    | HashPolicy::VlanSrcMac
+                    | HashPolicy::OvsSlb
+                    | HashPolicy::OvsTcp
+            ) =>
             {
                 Some("the kernel programs do not compute the encap hashes")
             }
@@ -210,9 +212,7 @@ impl DistributionTable {
                 };
                 by_hash.or(self.active)
             }
-            TxRule::All | TxRule::Stripe { .. } | TxRule::RoundRobin { .. } | TxRule::PerFrame => {
-                None
-            }
+            TxRule::All | TxRule::Stripe { .. } | TxRule::RoundRobin { .. } => None,
         }
     }
 

@@ -316,6 +316,13 @@ impl Bond {
         self.arp.is_some()
     }
 
+    /// Whether the bond must see the ARP frames its members receive: the ARP monitor's, and
+    /// balance-alb's receive balancing (it learns the clients from them). A fast path passes
+    /// them to the bond.
+    pub fn wants_member_arp(&self) -> bool {
+        self.arp_monitoring() || self.opts.mode == Mode::BalanceAlb
+    }
+
     /// Frames arrived on `port` that a forwarder outside the bond (the kernel fast path)
     /// delivered or dropped without showing them to [`Bond::receive`]: for the ARP monitor with
     /// `arp_validate=none`, where any frame received is a sign of life (the ARP frames it
@@ -470,7 +477,7 @@ impl Bond {
     pub fn bucket_sample_interval(&self) -> Option<Duration> {
         let gap = match &self.mode {
             ModeState::Hashed(h) => h.buckets.as_ref()?.config().idle_gap,
-            ModeState::Tlb(t) if t.rlb.is_none() => t.buckets.as_ref()?.config().idle_gap,
+            ModeState::Tlb(t) => t.buckets.as_ref()?.config().idle_gap,
             _ => return None,
         };
         Some((gap / 2).clamp(Duration::from_millis(10), Duration::from_millis(100)))

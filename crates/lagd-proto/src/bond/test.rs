@@ -465,13 +465,19 @@ mod props {
                     let v = b.host_tx(at(now), &f);
                     let table = b.distribution();
                     let policy = match &table.tx {
-                        TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. } | TxRule::Tlb { policy: p, .. } => Some(*p),
+                        TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. } | TxRule::Tlb { policy: p, alb: false, .. } => Some(*p),
                         _ => None,
                     };
+                    // balance-alb hashes these unicast TCP frames by their destination.
+                    let alb = matches!(table.tx, TxRule::Tlb { alb: true, .. });
                     match (&table.tx, v) {
                         // balance-tlb: these unicast TCP frames are balanced.
                         (TxRule::Modulo(_) | TxRule::Buckets { .. } | TxRule::Active | TxRule::Tlb { .. }, TxVerdict::Port(p)) => {
-                            let hash = policy.map_or(0, |p| xmit_hash(p, &f));
+                            let hash = if alb {
+                                mode::alb::alb_hash(&f).unwrap()
+                            } else {
+                                policy.map_or(0, |p| xmit_hash(p, &f))
+                            };
                             prop_assert_eq!(table.member_for_hash(hash), Some(p));
                         }
                         // Without a stripe peer the frame goes on the active member; with one,
@@ -482,7 +488,7 @@ mod props {
                         (TxRule::RoundRobin { .. }, TxVerdict::Port(p)) => {
                             prop_assert!(table.usable.contains(&p));
                         }
-                        (TxRule::All, TxVerdict::All) | (TxRule::PerFrame, _) => {}
+                        (TxRule::All, TxVerdict::All) => {}
                         (_, TxVerdict::Drop(TxDrop::NoMember)) => {
                             prop_assert!(table.usable.is_empty() || table.active.is_none());
                         }
@@ -1119,7 +1125,7 @@ fn sent_at(b: &mut Bond, now: Instant) -> Vec<(PortId, Vec<u8>)> {
 }
 
 #[test]
-fn balance_tlb_is_a_table_the_kernel_path_holds_and_balance_alb_is_not() {
+fn balance_tlb_and_balance_alb_are_tables_the_kernel_path_holds() {
     for (opts, dynamic) in [
         ("mode=balance-tlb xmit_hash_policy=layer3+4", true),
         (
@@ -1155,13 +1161,36 @@ fn balance_tlb_is_a_table_the_kernel_path_holds_and_balance_alb_is_not() {
         }
         assert!(seen.iter().all(|&n| n > 0), "{opts}: {seen:?}");
     }
-    let alb = bond("mode=balance-alb", 2);
-    assert_eq!(alb.distribution().tx, TxRule::PerFrame);
+    // balance-alb: the destination's byte-XOR, through the buckets.
+    let mut alb = bond("mode=balance-alb", 2);
+    let d = alb.distribution();
     assert!(
-        alb.kernel_refusal(16)
-            .is_some_and(|w| w.contains("balance-alb")),
+        matches!(
+            d.tx,
+            TxRule::Tlb {
+                alb: true,
+                buckets: Some(_),
+                ..
+            }
+        ),
         "{:?}",
-        alb.kernel_refusal(16)
+        d.tx
+    );
+    assert_eq!(alb.kernel_refusal(16), None);
+    assert!(alb.wants_member_arp());
+    assert!(!bond("mode=balance-tlb", 2).wants_member_arp());
+    let f = tcp(1000);
+    let TxVerdict::Port(p) = alb.host_tx(at(0), &f) else {
+        panic!("alb sends")
+    };
+    let hash = mode::alb::alb_hash(&f).unwrap();
+    assert_eq!(d.member_for_hash(hash), Some(p));
+    // What alb does not balance (here a broadcast) goes on the active member, not dropped.
+    let mut bcast = tcp(1000);
+    bcast[..6].copy_from_slice(&[0xff; 6]);
+    assert_eq!(
+        alb.host_tx(at(0), &bcast),
+        TxVerdict::Port(alb.active().unwrap())
     );
 }
 

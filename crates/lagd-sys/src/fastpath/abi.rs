@@ -41,6 +41,8 @@ pub const POLICY_VLAN_SRCMAC: u32 = 5;
 pub const POLICY_OVS_SLB: u32 = 16;
 /// Open vSwitch balance-tcp: its userspace datapath's 5-tuple hash
 pub const POLICY_OVS_TCP: u32 = 17;
+/// balance-alb (with FLAG_TLB): byte-XOR of the IP destination
+pub const POLICY_ALB: u32 = 18;
 
 // enum table_flags: Bits of `table.flags`.
 /// the members' untagged ARP goes to lagd (the ARP monitor's socket)

@@ -91,8 +91,8 @@ pub(crate) struct Kernel {
     bucket_bytes: Vec<u64>,
     /// When the bucket loads are next read, where buckets decide.
     next_sample: Option<Instant>,
-    /// The ARP monitor runs: the members' ARP frames go to lagd, and every frame the programs
-    /// see on a member counts as heard.
+    /// The members' ARP frames go to lagd (the ARP monitor runs, and every frame the programs
+    /// see on a member counts as heard; or balance-alb learns its clients from them).
     arp: bool,
     /// Per member position: frames the members' program saw (delivered or dropped) when last
     /// read, for the ARP monitor.
@@ -241,7 +241,7 @@ impl Choice {
             Some(r) => Err(r),
             None => Kernel::start(
                 tap_ifindex,
-                bond.arp_monitoring(),
+                bond.wants_member_arp(),
                 bond.options().mode == lagd_proto::bond::Mode::Stripe,
                 bond.options().fastpath_attach,
             )
@@ -524,10 +524,15 @@ impl Kernel {
             }
             TxRule::Tlb {
                 policy,
+                alb,
                 seed,
                 buckets,
             } => {
-                t.policy = policy_number(*policy);
+                t.policy = if *alb {
+                    abi::POLICY_ALB
+                } else {
+                    policy_number(*policy)
+                };
                 t.seed = *seed;
                 t.rule = match buckets {
                     Some(table) => {
@@ -543,8 +548,6 @@ impl Kernel {
                     wire: [[0; 6]; MAX_MEMBERS],
                 });
             }
-            // Refused before the programs were loaded (Bond::kernel_refusal); lagd decides.
-            TxRule::PerFrame => t.rule = Rule::Lagd,
         }
         t.active = d.active.map(port);
         t.usable = d.usable.iter().map(|&p| port(p)).collect();

@@ -75,7 +75,11 @@ impl Tlb {
                     let port = rlb.host_arp(now, &arp, &sel.usable, sel.active);
                     return Some(port.unwrap_or(active));
                 }
-                alb::alb_hash(frame)?
+                // What alb does not balance goes on the active member, as the driver sends it.
+                match alb::alb_hash(frame) {
+                    Some(hash) => hash,
+                    None => return Some(active),
+                }
             }
         };
         let port = match &mut self.buckets {
