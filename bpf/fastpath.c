@@ -6,9 +6,12 @@
 // `lagd_proto::hash` (tested frame by frame through BPF_PROG_TEST_RUN).
 //
 //   lagd_tap_egress      on the bond's TAP, egress: a frame from the host goes to the member the
-//                        table names (modulo, buckets, active, balance-rr's turn) or a copy to
-//                        every usable member (broadcast), or to lagd (TC_ACT_OK: the TAP's
-//                        reader) for what only lagd handles.
+//                        table names (modulo, buckets, active, balance-rr's turn; balance-tlb
+//                        and balance-alb: the balanced frames by modulo or buckets, the rest
+//                        on the active member, with the member's MAC as source off the active
+//                        member) or a
+//                        copy to every usable member (broadcast), or to lagd (TC_ACT_OK: the
+//                        TAP's reader) for what only lagd handles.
 //   lagd_member_ingress  on each member, ingress: a data frame the member may deliver goes to
 //                        the TAP's ingress (the host stack), one it may not is dropped, slow
 //                        protocols pass to lagd's own socket. Stripe: a TCP segment that is
@@ -57,6 +60,8 @@ static long (*bpf_skb_load_bytes)(const void *skb, __u32 off, void *to, __u32 le
     (void *)BPF_FUNC_skb_load_bytes;
 static long (*bpf_skb_change_type)(void *skb, __u32 type) = (void *)BPF_FUNC_skb_change_type;
 static __u32 (*bpf_get_prandom_u32)(void) = (void *)BPF_FUNC_get_prandom_u32;
+static long (*bpf_skb_store_bytes)(void *skb, __u32 off, const void *from, __u32 len,
+                                   __u64 flags) = (void *)BPF_FUNC_skb_store_bytes;
 
 // IPv6 extension headers the balance-tcp hash walks before giving the frame to lagd.
 #define MAX_EXT_HEADERS 24
@@ -933,6 +938,68 @@ INLINE __u32 rr_port(const struct table *t) {
     return t->rr_next[BOUND(turn % n, MAX_MEMBERS - 1)];
 }
 
+INLINE int mac_eq(const __u8 *a, const __u8 *b) {
+    return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] &&
+           a[5] == b[5];
+}
+
+// balance-tlb (FLAG_TLB), lagd_proto's tlb_balanced: a unicast IPv4 frame, or a unicast IPv6
+// frame with its whole fixed header, is balanced by the table's rule; everything else goes on
+// the active member (neighbour discovery, like ARP and IGMP, went to lagd already: for_lagd).
+INLINE int tlb_balanced(const struct view *v) {
+    if (v->len < 14 || (v->eth[0] & 1))
+        return 0;
+    if (v->proto == ETH_P_IP)
+        return 1;
+    return v->proto == ETH_P_IPV6 && v->len >= v->nhoff + 40;
+}
+
+// balance-alb (POLICY_ALB, lagd_proto's alb_hash): the byte-XOR of the destination address of
+// IPv4 that is not IGMP nor to 255.255.255.255, and of IPv6 that is not to all nodes nor from
+// `::` (neighbour discovery went to lagd already), neither to the broadcast MAC; 0 for every
+// other frame, which goes on the active member.
+INLINE int alb_hash(struct __sk_buff *skb, const struct view *v, __u32 *hash) {
+    const __u8 *d = v->eth;
+    if (v->len < 14 || (d[0] & d[1] & d[2] & d[3] & d[4] & d[5]) == 0xff)
+        return 0;
+    if (v->proto == ETH_P_IP) {
+        __u8 ip[20];
+        if (bpf_skb_load_bytes(skb, v->nhoff, ip, 20) < 0)
+            return 0;
+        if (ip[9] == 2 || (ip[16] & ip[17] & ip[18] & ip[19]) == 0xff)
+            return 0;
+        *hash = ip[16] ^ ip[17] ^ ip[18] ^ ip[19];
+        return 1;
+    }
+    if (v->proto != ETH_P_IPV6)
+        return 0;
+    __u8 ip[40];
+    if (bpf_skb_load_bytes(skb, v->nhoff, ip, 40) < 0)
+        return 0;
+    if (d[0] == 0x33 && d[1] == 0x33 && d[2] == 0 && d[3] == 0 && d[4] == 0 && d[5] == 1)
+        return 0;
+    __u8 src = 0, x = 0;
+    #pragma unroll
+    for (int i = 0; i < 16; i++) {
+        src |= ip[8 + i];
+        x ^= ip[24 + i];
+    }
+    if (src == 0)
+        return 0;
+    *hash = x;
+    return 1;
+}
+
+// balance-tlb (lagd_proto's Tlb::fixup): a frame leaving on another member than the active one
+// with the bond's MAC as source carries that member's MAC instead, so the switch never sees
+// the bond's MAC on two ports. Rewritten in place: the frame keeps its size (GSO intact).
+INLINE void tlb_source(struct __sk_buff *skb, const struct table *t, const struct view *v,
+                       __u32 port) {
+    if (port >= MAX_MEMBERS || port == t->active || v->len < 14 || !mac_eq(&v->eth[6], t->bond_mac))
+        return;
+    bpf_skb_store_bytes(skb, 6, t->wire_mac[port & (MAX_MEMBERS - 1)], 6, 0);
+}
+
 SEC("tcx/egress")
 int lagd_tap_egress(struct __sk_buff *skb) {
     if (orphaned(ALIVE_TAP_DROPPED))
@@ -982,7 +1049,13 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         return bpf_redirect(t->ifindex[last], 0);
     }
     __u32 hash = 0;
-    if (t->rule != RULE_ACTIVE && t->rule != RULE_RR) {
+    int tlb = (t->flags & FLAG_TLB) != 0;
+    int by_active = t->rule == RULE_ACTIVE;
+    if (tlb && t->policy == POLICY_ALB)
+        by_active = !alb_hash(skb, &v, &hash);
+    else if (tlb)
+        by_active = !tlb_balanced(&v);
+    if (!by_active && t->rule != RULE_RR && !(tlb && t->policy == POLICY_ALB)) {
         if (t->policy == POLICY_OVS_TCP) {
             if (!ovs_tcp_hash(skb, &hash))
                 return TC_ACT_OK;
@@ -995,7 +1068,9 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     }
     skb->cb[0] = hash;
     __u32 port = NO_PORT;
-    if (t->rule == RULE_MODULO) {
+    if (by_active) {
+        port = t->active;
+    } else if (t->rule == RULE_MODULO) {
         __u32 n = t->n_usable;
         if (n > 0 && n <= MAX_MEMBERS)
             port = t->usable[BOUND(hash % n, MAX_MEMBERS - 1)];
@@ -1007,18 +1082,24 @@ int lagd_tap_egress(struct __sk_buff *skb) {
             l->bytes += skb->len;
             l->last_ns = bpf_ktime_get_ns();
         }
-    } else if (t->rule == RULE_ACTIVE) {
-        port = t->active;
     } else if (t->rule == RULE_RR) {
         port = rr_port(t);
     }
+    if (tlb) {
+        // A balanced frame without a member goes on the active one (Tlb::choose).
+        if (port >= MAX_MEMBERS)
+            port = t->active;
+        tlb_source(skb, t, &v, port);
+    }
     skb->cb[1] = port;
-    if (port >= MAX_MEMBERS || t->ifindex[port & (MAX_MEMBERS - 1)] == 0) {
+    // BOUND: with balance-tlb's fallback to the active member the compiler proves the mask
+    // redundant and drops it, in a form 5.10's and 6.1's verifiers cannot follow.
+    if (port >= MAX_MEMBERS || t->ifindex[BOUND(port, MAX_MEMBERS - 1)] == 0) {
         count_tx(MAX_MEMBERS, skb->len);
         return TC_ACT_SHOT;
     }
     count_tx(port, skb->len);
-    return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
+    return bpf_redirect(t->ifindex[BOUND(port, MAX_MEMBERS - 1)], 0);
 }
 
 // The slot of a flow's kernel words (lagd_proto::stripe::tcp::FlowKey::kernel_slot).
@@ -1184,6 +1265,20 @@ INLINE int slow_frame(struct __sk_buff *skb, const struct table *t, const __u8 *
     return TC_ACT_OK;
 }
 
+// balance-tlb (lagd_proto's Tlb::receive_fixup): a unicast frame for a member's MAC reaches the
+// host with the bond's MAC as destination (the host takes only frames to its own).
+INLINE void tlb_destination(struct __sk_buff *skb, const struct table *t, const __u8 *eth) {
+    if ((eth[0] & 1) || mac_eq(eth, t->bond_mac))
+        return;
+    #pragma unroll
+    for (__u32 i = 0; i < MAX_MEMBERS; i++) {
+        if (t->ifindex[i] != 0 && mac_eq(eth, t->wire_mac[i])) {
+            bpf_skb_store_bytes(skb, 0, t->bond_mac, 6, 0);
+            return;
+        }
+    }
+}
+
 // Both member programs; `receiver` is a constant, so each keeps only its own stripe branch.
 INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     struct table *t = current_table();
@@ -1228,6 +1323,8 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
         c->rx_packets++;
         c->rx_bytes += skb->len;
     }
+    if (t->flags & FLAG_TLB)
+        tlb_destination(skb, t, eth);
     return bpf_redirect(t->tap_ifindex, BPF_F_INGRESS);
 }
 

@@ -49,11 +49,13 @@ enum policy {
     POLICY_VLAN_SRCMAC = 5,
     POLICY_OVS_SLB = 16, // Open vSwitch balance-slb: hash_mac(source MAC, VLAN, 0)
     POLICY_OVS_TCP = 17, // Open vSwitch balance-tcp: its userspace datapath's 5-tuple hash
+    POLICY_ALB = 18,     // balance-alb (with FLAG_TLB): byte-XOR of the IP destination
 };
 
 // Bits of `table.flags`.
 enum table_flags {
     FLAG_ARP_TO_LAGD = 1, // the members' untagged ARP goes to lagd (the ARP monitor's socket)
+    FLAG_TLB = 2,         // balance-tlb: hash only unicast IP (rest on the active member); MACs per member
 };
 
 // The distribution, one value of the inner map (swapped whole through the outer map
@@ -75,6 +77,8 @@ struct table {
     __u32 rr_packets;                  // balance-rr: packets_per_slave (0: a random member per frame)
     __u32 rr_members;                  // balance-rr: the bond's members, usable or not
     __u8 rr_next[MAX_MEMBERS];         // balance-rr: position -> the first usable member from there on
+    __u8 bond_mac[6];                  // FLAG_TLB: the bond's MAC
+    __u8 wire_mac[MAX_MEMBERS][6];     // FLAG_TLB: the member's MAC as the network sees it
 };
 
 // The keys of lagd_alive, an array of __u64: lagd's heartbeat, and what the programs dropped

@@ -1336,3 +1336,123 @@ fn encap_policies_leave_deep_tunnels_and_pppoe_to_lagd() {
         }
     }
 }
+
+/// balance-tlb and balance-alb on the kernel path: for every real frame and every prefix of
+/// it, the TAP's program sends it on the member lagd-proto's bond gives (balanced frames by the
+/// tlb hash or alb's destination hash, through the buckets or modulo the members; the rest on
+/// the active member), from the table the daemon writes for that bond; what lagd handles
+/// itself (ARP, IGMP, neighbour discovery) passes to lagd.
+#[test]
+fn tlb_and_alb_rules_send_each_frame_where_lagd_protos_bond_does() {
+    use lagd_proto::bond::{
+        Bond, BondOptions, HostFrame, NoDataplane, PortInfo, TX_HEADROOM, TxRule, TxVerdict,
+    };
+    use lagd_proto::time::Instant as At;
+    use lagd_proto::wire::EthernetAddress;
+    use lagd_sys::fastpath::{TlbMacs, abi};
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let frames = frames();
+    let mut errors = Vec::new();
+    let (mut checked, mut refused) = (0, 0);
+    for opts in [
+        "mode=balance-tlb xmit_hash_policy=layer3+4",
+        "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer2+3",
+        "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer2",
+        "mode=balance-alb",
+        "mode=balance-alb tlb_dynamic_lb=0",
+    ] {
+        let (o, _) = BondOptions::parse_opts(&format!("{opts} miimon=100")).expect("options");
+        let mut b = Bond::new(o, EthernetAddress([2, 0, 0, 0, 0, 1]));
+        for i in 0..3u8 {
+            b.add_port(
+                At::ZERO,
+                PortInfo {
+                    name: format!("m{i}"),
+                    perm_mac: EthernetAddress([2, 0, 0, 0, 1, i]),
+                    speed_mbps: Some(10_000),
+                    full_duplex: Some(true),
+                },
+                true,
+            );
+        }
+        while b.poll_event().is_some() {}
+        let d = b.distribution();
+        let TxRule::Tlb {
+            policy,
+            alb,
+            seed,
+            buckets,
+        } = &d.tx
+        else {
+            panic!("{opts}: {:?}", d.tx)
+        };
+        let mut t = Table::lagd_only(1);
+        t.policy = if *alb {
+            abi::POLICY_ALB
+        } else {
+            POLICIES.iter().find(|(p, _)| p == policy).unwrap().1
+        };
+        t.seed = *seed;
+        t.rule = match buckets {
+            Some(table) => {
+                for (slot, m) in t.buckets.iter_mut().zip(table) {
+                    *slot = m.map_or(NO_PORT, |p| p.0 as u8);
+                }
+                Rule::Buckets
+            }
+            None => Rule::Modulo,
+        };
+        t.active = d.active.map(|p| p.0 as u8);
+        t.usable = d.usable.iter().map(|p| p.0 as u8).collect();
+        let mut wire = [[0; 6]; MAX_MEMBERS];
+        for (i, (ifindex, mac)) in t.ifindex.iter_mut().zip(&mut wire).take(3).enumerate() {
+            *ifindex = 1000 + i as u32;
+            *mac = b.wire_mac(lagd_proto::port::PortId(i as u16)).0;
+        }
+        t.tlb = Some(TlbMacs {
+            bond: b.mac().0,
+            wire,
+        });
+        fp.set_table(&t).expect("set the table");
+        for (k, f) in frames.iter().enumerate() {
+            for n in 14..=f.len() {
+                let frame = &f[..n];
+                let what = format!("{opts}: frame {k} cut {n}");
+                let run = match fp.test_egress(frame) {
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::InvalidInput
+                            && harness_refuses(frame) =>
+                    {
+                        refused += 1;
+                        continue;
+                    }
+                    Err(e) => panic!("{what}: {e}"),
+                    Ok(run) => run,
+                };
+                checked += 1;
+                if for_lagd(frame) {
+                    if run.verdict != PASS {
+                        errors.push(format!("{what}: lagd's frame not passed: {run:?}"));
+                    }
+                    continue;
+                }
+                let mut buf = vec![0u8; TX_HEADROOM + frame.len()];
+                buf[TX_HEADROOM..].copy_from_slice(frame);
+                let mut host =
+                    HostFrame::new(&mut buf, frame.len(), Default::default()).expect("frame");
+                let want = match b.transmit(At::ZERO, &mut host, &mut NoDataplane) {
+                    TxVerdict::Port(p) => u32::from(p.0),
+                    other => panic!("{what}: the bond did not send: {other:?}"),
+                };
+                if run.port != want || run.verdict != REDIRECT {
+                    errors.push(format!(
+                        "{what}: kernel port {} verdict {}, lagd-proto port {want}",
+                        run.port, run.verdict
+                    ));
+                }
+            }
+        }
+    }
+    assert_same(&errors, checked, refused);
+}

@@ -606,7 +606,7 @@ fn check_changes_nothing_and_names_what_fails() {
     let forced = config(
         "forced",
         &format!("\"{m0}\", \"{m1}\""),
-        "mode = \"balance-tlb\"\nfastpath = \"on\"",
+        "mode = \"active-backup\"\narp_interval = 100\nns_ip6_target = [\"fd00::1\"]\narp_validate = \"all\"\nfastpath = \"on\"",
     );
     let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &forced]);
     assert_eq!(code, Some(1), "{out}");

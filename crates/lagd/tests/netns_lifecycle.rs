@@ -250,14 +250,14 @@ fn refused_starts_change_nothing() {
     assert_eq!(snapshot(&topo, &dir), before, "bad control path");
 
     // Refused after the TAP was created and the members' settings recorded (the kernel path
-    // cannot carry balance-tlb): the TAP and the state file go again.
+    // cannot carry the IPv6 monitor's validation): the TAP and the state file go again.
     let late = [
         "--members",
         &members,
         "--mtu",
         "9000",
         "--opts",
-        "mode=balance-tlb fastpath=on",
+        "mode=active-backup arp_interval=100 ns_ip6_target=fd00::1 arp_validate=all fastpath=on",
     ];
     let (code, log) = refused(&mut topo, "late", "lcb0", &late);
     assert_eq!(code, 2, "{log}");

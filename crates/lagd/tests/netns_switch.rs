@@ -154,12 +154,22 @@ impl SwitchLab {
 /// balance-tlb (static hash): transmit follows the hash over both members, frames off the
 /// active member carry that member's MAC (the switch never learns the bond's MAC on two ports),
 /// everything comes back on the active member, and TCP survives the active member's failure.
+/// Through lagd and through the kernel fast path.
 #[test]
 fn balance_tlb_balances_transmit_and_receives_on_the_active_member() {
+    for (fastpath, path) in [("off", "lagd"), ("on", "kernel")] {
+        tlb_behind_a_switch(fastpath, path);
+    }
+}
+
+fn tlb_behind_a_switch(fastpath: &str, path: &str) {
     let lab = SwitchLab::new(
         2,
         2,
-        "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer3+4 miimon=100",
+        &format!(
+            "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer3+4 miimon=100 \
+             fastpath={fastpath}"
+        ),
     );
     for (ns, _) in &lab.clients {
         assert!(SwitchLab::ping(ns, lab.a()), "client {ns} reaches A");
@@ -258,6 +268,16 @@ fn balance_tlb_balances_transmit_and_receives_on_the_active_member() {
     println!("balance-tlb failover gap: {:?}", t.longest_gap);
     let s = lab.status();
     assert_eq!(s.active.as_deref(), Some(links[1].as_str()));
+    assert_eq!(s.dataplane.path, path, "{:?}", s.dataplane);
+    if path == "kernel" {
+        let (ktx, krx) = s.members.iter().fold((0, 0), |(t, r), m| {
+            (t + m.kernel_tx_packets, r + m.kernel_rx_packets)
+        });
+        assert!(
+            ktx > 128 && krx > 128,
+            "the programs carried it: {ktx} {krx}"
+        );
+    }
     assert!(SwitchLab::ping(&lab.clients[0].0, a));
     assert_eq!(
         lab.switch_ports_of(&bond_mac),
@@ -268,9 +288,21 @@ fn balance_tlb_balances_transmit_and_receives_on_the_active_member() {
 
 /// balance-alb: clients are taught different members' MACs by ARP, so traffic from them
 /// arrives on both members; when a member fails its clients are moved and keep working.
+/// Through lagd and through the kernel fast path (the ARP frames still go through lagd, which
+/// crafts the replies per client and learns from the clients' ARP).
 #[test]
 fn balance_alb_balances_receive_by_arp() {
-    let lab = SwitchLab::new(2, 4, "mode=balance-alb miimon=100");
+    for (fastpath, path) in [("off", "lagd"), ("on", "kernel")] {
+        alb_behind_a_switch(fastpath, path);
+    }
+}
+
+fn alb_behind_a_switch(fastpath: &str, path: &str) {
+    let lab = SwitchLab::new(
+        2,
+        4,
+        &format!("mode=balance-alb miimon=100 fastpath={fastpath}"),
+    );
     // Host A resolves the clients first (its requests teach them the bond's MAC, then lagd
     // teaches each its member); then the clients answer and ask.
     for (ns, addr) in &lab.clients {
@@ -329,6 +361,33 @@ fn balance_alb_balances_receive_by_arp() {
         )
         .unwrap();
         assert!(t.intact(), "client {k} after the failure");
+    }
+    // And from host A to a client.
+    let (ns, addr) = &lab.clients[2];
+    let t = checked_transfer(
+        lab.topo.ns(Side::A),
+        ns,
+        SocketAddrV4::new(*addr, 5329),
+        2 << 20,
+        None,
+        || {},
+    )
+    .unwrap();
+    assert!(t.intact(), "A to client 2");
+    let s = lab.status();
+    assert_eq!(s.dataplane.path, path, "{:?}", s.dataplane);
+    if path == "kernel" {
+        let ktx: u64 = s.members.iter().map(|m| m.kernel_tx_packets).sum();
+        assert!(ktx > 32, "the programs sent: {ktx}");
+        // The data went through the programs: lagd read only ARP from the members.
+        let krx: u64 = s.members.iter().map(|m| m.kernel_rx_packets).sum();
+        let own_rx: u64 = s
+            .members
+            .iter()
+            .map(|m| m.rx_packets - m.kernel_rx_packets)
+            .sum();
+        assert!(krx > 128, "the programs delivered: {krx}");
+        assert!(own_rx < 100, "lagd read {own_rx} member frames (ARP only)");
     }
 }
 

@@ -49,9 +49,31 @@ pub enum TxRule {
         /// `packets_per_slave` (0: a random member per frame).
         packets_per_slave: u16,
     },
-    /// Decided per frame from state a table cannot hold (balance-tlb and balance-alb's load
-    /// assignment): only the bond itself can choose.
-    PerFrame,
+    /// balance-tlb and balance-alb: a balanced frame (balance-tlb: unicast IPv4, unicast IPv6
+    /// other than neighbour discovery, by the policy's hash; balance-alb: see `alb`) goes to
+    /// the member its hash picks, through the 256 buckets with
+    /// `seed` (`tlb_dynamic_lb=1`: the load assignment the rebalancer keeps) or modulo the
+    /// usable members (`tlb_dynamic_lb=0`), and to [`DistributionTable::active`] where that
+    /// names none; every other frame goes on the active member. A frame leaving on another
+    /// member than the active one with the bond's MAC as source carries that member's MAC
+    /// ([`Bond::wire_mac`]), and a unicast frame received for a member's MAC reaches the host
+    /// with the bond's MAC as destination. ARP stays with the bond itself (balance-alb's
+    /// receive balancing: replies crafted per client, learning from the members' ARP).
+    ///
+    /// [`Bond::wire_mac`]: super::Bond::wire_mac
+    Tlb {
+        /// The hash policy (balance-tlb's; balance-alb's hash is its own).
+        policy: HashPolicy,
+        /// balance-alb: IPv4 that is not IGMP nor to the broadcast address and IPv6 that is not
+        /// to all nodes nor from `::` are balanced, by the byte-XOR of the destination address
+        /// (`lagd_proto`'s alb hash); frames to the broadcast MAC are not.
+        alb: bool,
+        /// The bucket seed (`hash_seed`).
+        seed: u32,
+        /// Bucket -> member, 256 entries (`None` without members); `None` with
+        /// `tlb_dynamic_lb=0`.
+        buckets: Option<Vec<Option<PortId>>>,
+    },
 }
 
 /// Whether frames received on a member reach the host.
@@ -112,7 +134,15 @@ impl DistributionTable {
             ModeState::RoundRobin(rr) => TxRule::RoundRobin {
                 packets_per_slave: rr.packets_per_slave(),
             },
-            ModeState::Tlb(_) => TxRule::PerFrame,
+            ModeState::Tlb(t) => TxRule::Tlb {
+                policy: t.policy,
+                alb: t.rlb.is_some(),
+                seed: opts.hash_seed,
+                buckets: t
+                    .buckets
+                    .as_ref()
+                    .map(|b| (0..=255u8).map(|k| b.member_of_bucket(k)).collect()),
+            },
         };
         Self {
             generation,
@@ -132,24 +162,17 @@ impl DistributionTable {
         }
     }
 
-    /// Why a kernel fast path cannot forward as this table decides (`None`: it can): the rule
-    /// must be one the kernel programs hold (not balance-tlb/alb's per-frame decision), and the
-    /// members at most `max_members`. The programs compute every hash policy.
+    /// Why a kernel fast path cannot forward as this table decides (`None`: it can): the
+    /// members must be at most `max_members`; the programs hold every rule (tlb/alb's load
+    /// assignment included) and compute every hash policy.
     pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
-        match &self.tx {
-            TxRule::PerFrame => Some(
-                "the mode decides per frame from state a table cannot hold (balance-tlb/alb's \
-                 load assignment)",
-            ),
-            _ if self.rx.len() > max_members => Some("more members than the kernel table holds"),
-            _ => None,
-        }
+        (self.rx.len() > max_members).then_some("more members than the kernel table holds")
     }
 
     /// The member a data frame whose policy hash is `hash` goes to, where the table alone
-    /// decides ([`TxRule::Modulo`], [`TxRule::Buckets`], [`TxRule::Active`]); `None` where no
-    /// member is usable or the rule is another. A kernel program reading the same table makes
-    /// the same choice.
+    /// decides ([`TxRule::Modulo`], [`TxRule::Buckets`], [`TxRule::Active`]; a balanced frame
+    /// of [`TxRule::Tlb`]); `None` where no member is usable or the rule is another. A kernel
+    /// program reading the same table makes the same choice.
     pub fn member_for_hash(&self, hash: u32) -> Option<PortId> {
         match &self.tx {
             TxRule::Modulo(_) => {
@@ -158,9 +181,17 @@ impl DistributionTable {
             }
             TxRule::Buckets { seed, table, .. } => table[usize::from(bucket(*seed, hash))],
             TxRule::Active => self.active,
-            TxRule::All | TxRule::Stripe { .. } | TxRule::RoundRobin { .. } | TxRule::PerFrame => {
-                None
+            TxRule::Tlb { seed, buckets, .. } => {
+                let by_hash = match buckets {
+                    Some(table) => table[usize::from(bucket(*seed, hash))],
+                    None => u32::try_from(self.usable.len())
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .map(|n| self.usable[(hash % n) as usize]),
+                };
+                by_hash.or(self.active)
             }
+            TxRule::All | TxRule::Stripe { .. } | TxRule::RoundRobin { .. } => None,
         }
     }
 

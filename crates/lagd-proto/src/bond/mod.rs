@@ -316,6 +316,13 @@ impl Bond {
         self.arp.is_some()
     }
 
+    /// Whether the bond must see the ARP frames its members receive: the ARP monitor's, and
+    /// balance-alb's receive balancing (it learns the clients from them). A fast path passes
+    /// them to the bond.
+    pub fn wants_member_arp(&self) -> bool {
+        self.arp_monitoring() || self.opts.mode == Mode::BalanceAlb
+    }
+
     /// Frames arrived on `port` that a forwarder outside the bond (the kernel fast path)
     /// delivered or dropped without showing them to [`Bond::receive`]: for the ARP monitor with
     /// `arp_validate=none`, where any frame received is a sign of life (the ARP frames it
@@ -468,10 +475,11 @@ impl Bond {
     /// [`Bond::absorb_bucket_loads`]: half the idle gap (a planned move waits at most that long
     /// past its bucket's pause), within 10 to 100 ms; `None` when no table of buckets decides.
     pub fn bucket_sample_interval(&self) -> Option<Duration> {
-        let ModeState::Hashed(h) = &self.mode else {
-            return None;
+        let gap = match &self.mode {
+            ModeState::Hashed(h) => h.buckets.as_ref()?.config().idle_gap,
+            ModeState::Tlb(t) => t.buckets.as_ref()?.config().idle_gap,
+            _ => return None,
         };
-        let gap = h.buckets.as_ref()?.config().idle_gap;
         Some((gap / 2).clamp(Duration::from_millis(10), Duration::from_millis(100)))
     }
 

@@ -444,6 +444,7 @@ mod props {
                 "mode=broadcast",
                 "mode=balance-rr",
                 "mode=balance-tlb",
+                "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer3+4",
                 "mode=balance-alb",
             ]),
         ) {
@@ -464,12 +465,19 @@ mod props {
                     let v = b.host_tx(at(now), &f);
                     let table = b.distribution();
                     let policy = match &table.tx {
-                        TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. } => Some(*p),
+                        TxRule::Modulo(p) | TxRule::Buckets { policy: p, .. } | TxRule::Tlb { policy: p, alb: false, .. } => Some(*p),
                         _ => None,
                     };
+                    // balance-alb hashes these unicast TCP frames by their destination.
+                    let alb = matches!(table.tx, TxRule::Tlb { alb: true, .. });
                     match (&table.tx, v) {
-                        (TxRule::Modulo(_) | TxRule::Buckets { .. } | TxRule::Active, TxVerdict::Port(p)) => {
-                            let hash = policy.map_or(0, |p| xmit_hash(p, &f));
+                        // balance-tlb: these unicast TCP frames are balanced.
+                        (TxRule::Modulo(_) | TxRule::Buckets { .. } | TxRule::Active | TxRule::Tlb { .. }, TxVerdict::Port(p)) => {
+                            let hash = if alb {
+                                mode::alb::alb_hash(&f).unwrap()
+                            } else {
+                                policy.map_or(0, |p| xmit_hash(p, &f))
+                            };
                             prop_assert_eq!(table.member_for_hash(hash), Some(p));
                         }
                         // Without a stripe peer the frame goes on the active member; with one,
@@ -480,7 +488,7 @@ mod props {
                         (TxRule::RoundRobin { .. }, TxVerdict::Port(p)) => {
                             prop_assert!(table.usable.contains(&p));
                         }
-                        (TxRule::All, TxVerdict::All) | (TxRule::PerFrame, _) => {}
+                        (TxRule::All, TxVerdict::All) => {}
                         (_, TxVerdict::Drop(TxDrop::NoMember)) => {
                             prop_assert!(table.usable.is_empty() || table.active.is_none());
                         }
@@ -1114,6 +1122,76 @@ fn sent_at(b: &mut Bond, now: Instant) -> Vec<(PortId, Vec<u8>)> {
             .map(|tx| (tx.port, buf[..tx.len].to_vec()))
     })
     .collect()
+}
+
+#[test]
+fn balance_tlb_and_balance_alb_are_tables_the_kernel_path_holds() {
+    for (opts, dynamic) in [
+        ("mode=balance-tlb xmit_hash_policy=layer3+4", true),
+        (
+            "mode=balance-tlb tlb_dynamic_lb=0 xmit_hash_policy=layer3+4",
+            false,
+        ),
+    ] {
+        let mut b = bond(opts, 2);
+        let d = b.distribution();
+        assert_eq!(d.kernel_refusal(16), None, "{opts}");
+        assert_eq!(b.kernel_refusal(16), None, "{opts}");
+        let TxRule::Tlb {
+            policy, buckets, ..
+        } = &d.tx
+        else {
+            panic!("{opts}: {:?}", d.tx)
+        };
+        assert_eq!(*policy, HashPolicy::Layer34);
+        assert_eq!(buckets.is_some(), dynamic, "{opts}");
+        assert_eq!(b.bucket_sample_interval().is_some(), dynamic, "{opts}");
+        let mut seen = [0; 2];
+        for sport in 1000..1100 {
+            let f = tcp(sport);
+            let TxVerdict::Port(p) = b.host_tx(at(0), &f) else {
+                panic!("{opts}: frame {sport}")
+            };
+            assert_eq!(
+                d.member_for_hash(xmit_hash(HashPolicy::Layer34, &f)),
+                Some(p),
+                "{opts}: frame {sport}"
+            );
+            seen[p.index()] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 0), "{opts}: {seen:?}");
+    }
+    // balance-alb: the destination's byte-XOR, through the buckets.
+    let mut alb = bond("mode=balance-alb", 2);
+    let d = alb.distribution();
+    assert!(
+        matches!(
+            d.tx,
+            TxRule::Tlb {
+                alb: true,
+                buckets: Some(_),
+                ..
+            }
+        ),
+        "{:?}",
+        d.tx
+    );
+    assert_eq!(alb.kernel_refusal(16), None);
+    assert!(alb.wants_member_arp());
+    assert!(!bond("mode=balance-tlb", 2).wants_member_arp());
+    let f = tcp(1000);
+    let TxVerdict::Port(p) = alb.host_tx(at(0), &f) else {
+        panic!("alb sends")
+    };
+    let hash = mode::alb::alb_hash(&f).unwrap();
+    assert_eq!(d.member_for_hash(hash), Some(p));
+    // What alb does not balance (here a broadcast) goes on the active member, not dropped.
+    let mut bcast = tcp(1000);
+    bcast[..6].copy_from_slice(&[0xff; 6]);
+    assert_eq!(
+        alb.host_tx(at(0), &bcast),
+        TxVerdict::Port(alb.active().unwrap())
+    );
 }
 
 #[test]

@@ -45,10 +45,14 @@ pub const POLICY_VLAN_SRCMAC: u32 = 5;
 pub const POLICY_OVS_SLB: u32 = 16;
 /// Open vSwitch balance-tcp: its userspace datapath's 5-tuple hash
 pub const POLICY_OVS_TCP: u32 = 17;
+/// balance-alb (with FLAG_TLB): byte-XOR of the IP destination
+pub const POLICY_ALB: u32 = 18;
 
 // enum table_flags: Bits of `table.flags`.
 /// the members' untagged ARP goes to lagd (the ARP monitor's socket)
 pub const FLAG_ARP_TO_LAGD: u32 = 1;
+/// balance-tlb: hash only unicast IP (rest on the active member); MACs per member
+pub const FLAG_TLB: u32 = 2;
 
 /// `struct table`: The distribution, one value of the inner map (swapped whole through the outer map lagd_tables). Written by lagd only; read by both programs.
 #[repr(C)]
@@ -86,9 +90,13 @@ pub struct Table {
     pub rr_members: u32,
     /// balance-rr: position -> the first usable member from there on
     pub rr_next: [u8; 16],
+    /// FLAG_TLB: the bond's MAC
+    pub bond_mac: [u8; 6],
+    /// FLAG_TLB: the member's MAC as the network sees it
+    pub wire_mac: [[u8; 6]; 16],
 }
 
-const _: () = assert!(size_of::<Table>() == 516);
+const _: () = assert!(size_of::<Table>() == 620);
 const _: () = assert!(core::mem::offset_of!(Table, rule) == 0);
 const _: () = assert!(core::mem::offset_of!(Table, policy) == 4);
 const _: () = assert!(core::mem::offset_of!(Table, seed) == 8);
@@ -105,10 +113,12 @@ const _: () = assert!(core::mem::offset_of!(Table, slow_partner) == 396);
 const _: () = assert!(core::mem::offset_of!(Table, rr_packets) == 492);
 const _: () = assert!(core::mem::offset_of!(Table, rr_members) == 496);
 const _: () = assert!(core::mem::offset_of!(Table, rr_next) == 500);
+const _: () = assert!(core::mem::offset_of!(Table, bond_mac) == 516);
+const _: () = assert!(core::mem::offset_of!(Table, wire_mac) == 522);
 
 impl Table {
     /// `sizeof(struct table)`.
-    pub const SIZE: usize = 516;
+    pub const SIZE: usize = 620;
 
     /// Every field 0.
     pub const ZERO: Self = Self {
@@ -128,11 +138,13 @@ impl Table {
         rr_packets: 0,
         rr_members: 0,
         rr_next: [0; 16],
+        bond_mac: [0; 6],
+        wire_mac: [[0; 6]; 16],
     };
 
     /// The bytes of `struct table`, in this machine's byte order (padding 0).
-    pub fn to_ne_bytes(&self) -> [u8; 516] {
-        let mut b = [0u8; 516];
+    pub fn to_ne_bytes(&self) -> [u8; 620] {
+        let mut b = [0u8; 620];
         b[0..4].copy_from_slice(&self.rule.to_ne_bytes());
         b[4..8].copy_from_slice(&self.policy.to_ne_bytes());
         b[8..12].copy_from_slice(&self.seed.to_ne_bytes());
@@ -155,11 +167,16 @@ impl Table {
         b[492..496].copy_from_slice(&self.rr_packets.to_ne_bytes());
         b[496..500].copy_from_slice(&self.rr_members.to_ne_bytes());
         b[500..516].copy_from_slice(&self.rr_next);
+        b[516..522].copy_from_slice(&self.bond_mac);
+        for (i0, v0) in self.wire_mac.iter().enumerate() {
+            let at0 = 522 + 6 * i0;
+            b[at0..at0 + 6].copy_from_slice(v0);
+        }
         b
     }
 
     /// The `struct table` in `b`, in this machine's byte order.
-    pub fn from_ne_bytes(b: &[u8; 516]) -> Self {
+    pub fn from_ne_bytes(b: &[u8; 620]) -> Self {
         Self {
             rule: u32::from_ne_bytes(take(b, 0)),
             policy: u32::from_ne_bytes(take(b, 4)),
@@ -177,6 +194,8 @@ impl Table {
             rr_packets: u32::from_ne_bytes(take(b, 492)),
             rr_members: u32::from_ne_bytes(take(b, 496)),
             rr_next: take(b, 500),
+            bond_mac: take(b, 516),
+            wire_mac: core::array::from_fn(|i0| take(b, 522 + 6 * i0)),
         }
     }
 }

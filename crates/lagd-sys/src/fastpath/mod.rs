@@ -149,6 +149,21 @@ pub struct Table {
     /// enslave order and round (the kernel's walk from a failed member's turn; [`NO_PORT`]:
     /// none).
     pub rr_next: [u8; MAX_MEMBERS],
+    /// balance-tlb (with [`Rule::Modulo`] or [`Rule::Buckets`]): only unicast IPv4 and IPv6
+    /// frames are balanced, the rest go on [`Table::active`]; a frame sent on another member
+    /// than the active one with the bond's MAC as source carries the member's MAC, and a
+    /// member's unicast frame for a member's MAC reaches the host with the bond's MAC (`None`:
+    /// another mode).
+    pub tlb: Option<TlbMacs>,
+}
+
+/// The MACs balance-tlb's programs rewrite with ([`Table::tlb`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlbMacs {
+    /// The bond's MAC.
+    pub bond: [u8; 6],
+    /// Per member position: its MAC as the network sees it.
+    pub wire: [[u8; 6]; MAX_MEMBERS],
 }
 
 impl Table {
@@ -170,6 +185,7 @@ impl Table {
             rr_packets: 0,
             rr_members: 0,
             rr_next: [NO_PORT; MAX_MEMBERS],
+            tlb: None,
         }
     }
 
@@ -196,13 +212,17 @@ impl Table {
                 abi::FLAG_ARP_TO_LAGD
             } else {
                 0
-            },
+            } | if self.tlb.is_some() { abi::FLAG_TLB } else { 0 },
             slow_partner: self.slow_partner.map(Option::unwrap_or_default),
             rr_packets: self.rr_packets,
             rr_members: self.rr_members,
             rr_next: self.rr_next,
             ..abi::Table::ZERO
         };
+        if let Some(m) = &self.tlb {
+            t.bond_mac = m.bond;
+            t.wire_mac = m.wire;
+        }
         t.usable[..self.usable.len()].copy_from_slice(&self.usable);
         Ok(t)
     }
@@ -1242,6 +1262,14 @@ mod test {
         for (i, b) in t.buckets.iter_mut().enumerate() {
             *b = (i * 7) as u8;
         }
+        let mut wire = [[0; 6]; MAX_MEMBERS];
+        for (i, m) in wire.iter_mut().enumerate() {
+            *m = [2, 0xbb, 0, 0, 0, i as u8];
+        }
+        t.tlb = Some(TlbMacs {
+            bond: [2, 0xbb, 1, 2, 3, 4],
+            wire,
+        });
         t
     }
 
@@ -1258,7 +1286,12 @@ mod test {
         assert_eq!(u32_at(offset_of!(abi::Table, n_usable)), 5);
         assert_eq!(u32_at(offset_of!(abi::Table, tap_ifindex)), 0x0102_0304);
         assert_eq!(u32_at(offset_of!(abi::Table, active)), 7);
-        assert_eq!(u32_at(offset_of!(abi::Table, flags)), abi::FLAG_ARP_TO_LAGD);
+        assert_eq!(
+            u32_at(offset_of!(abi::Table, flags)),
+            abi::FLAG_ARP_TO_LAGD | abi::FLAG_TLB
+        );
+        let bond_mac = offset_of!(abi::Table, bond_mac);
+        assert_eq!(b[bond_mac..bond_mac + 6], [2, 0xbb, 1, 2, 3, 4]);
         for i in 0..MAX_MEMBERS {
             assert_eq!(
                 u32_at(offset_of!(abi::Table, ifindex) + 4 * i),
@@ -1276,6 +1309,8 @@ mod test {
                 t.slow_partner[i].unwrap_or_default(),
                 "member {i}"
             );
+            let at = offset_of!(abi::Table, wire_mac) + 6 * i;
+            assert_eq!(b[at..at + 6], [2, 0xbb, 0, 0, 0, i as u8], "member {i}");
         }
         let usable = offset_of!(abi::Table, usable);
         assert_eq!(

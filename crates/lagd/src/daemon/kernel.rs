@@ -17,7 +17,7 @@ use lagd_proto::time::Instant;
 use lagd_sys::clsact::Attach;
 use lagd_sys::fastpath::{
     Attachment, FastPath, MAX_MEMBERS, NO_PORT, PortCounters, Rule, STRIPE_RX_SLOTS, StripeRxTable,
-    Table, abi, monotonic_ns,
+    Table, TlbMacs, abi, monotonic_ns,
 };
 use lagd_sys::isolate::TcxUnavailable;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -95,12 +95,15 @@ pub(crate) struct Kernel {
     slow_partners: [Option<[u8; 6]>; MAX_MEMBERS],
     /// `slow_partners` changed since the table was last written.
     partners_changed: bool,
+    /// The bond's and the members' MACs the table was last written with (balance-tlb's
+    /// rewrites; they can change without the distribution's generation).
+    macs: Option<TlbMacs>,
     /// The programs' bucket byte counters at the last sample (they only grow).
     bucket_bytes: Vec<u64>,
     /// When the bucket loads are next read, where buckets decide.
     next_sample: Option<Instant>,
-    /// The ARP monitor runs: the members' ARP frames go to lagd, and every frame the programs
-    /// see on a member counts as heard.
+    /// The members' ARP frames go to lagd (the ARP monitor runs, and every frame the programs
+    /// see on a member counts as heard; or balance-alb learns its clients from them).
     arp: bool,
     /// Per member position: frames the members' program saw (delivered or dropped) when last
     /// read, for the ARP monitor.
@@ -251,7 +254,7 @@ impl Choice {
             Some(r) => Err(r),
             None => Kernel::start(
                 tap_ifindex,
-                bond.arp_monitoring(),
+                bond.wants_member_arp(),
                 bond.options().mode == lagd_proto::bond::Mode::Stripe,
                 bond.options().fastpath_attach,
             )
@@ -291,6 +294,7 @@ impl Kernel {
             generation: None,
             slow_partners: [None; MAX_MEMBERS],
             partners_changed: false,
+            macs: None,
             bucket_bytes: vec![0; 256],
             next_sample: None,
             arp,
@@ -479,18 +483,39 @@ impl Kernel {
     /// either changed since the last call.
     pub(crate) fn sync(&mut self, bond: &Bond) -> io::Result<bool> {
         let generation = bond.distribution_generation();
-        if self.generation == Some(generation) && !self.partners_changed {
+        let macs = self.macs_of(bond);
+        if self.generation == Some(generation)
+            && !self.partners_changed
+            && self.macs.as_ref() == Some(&macs)
+        {
             return Ok(false);
         }
         let mut table = self.table(&bond.distribution());
         table.slow_partner = self.slow_partners;
+        if table.tlb.is_some() {
+            table.tlb = Some(macs.clone());
+        }
         self.fp.set_table(&table)?;
         self.generation = Some(generation);
         self.partners_changed = false;
+        self.macs = Some(macs);
         Ok(true)
     }
 
-    /// The programs' table for `d`.
+    /// The bond's MAC and each member's as the network sees it (balance-tlb's rewrites).
+    fn macs_of(&self, bond: &Bond) -> TlbMacs {
+        let mut wire = [[0; 6]; MAX_MEMBERS];
+        for (i, m) in wire.iter_mut().enumerate().take(self.ifindexes.len()) {
+            *m = bond.wire_mac(PortId(i as u16)).0;
+        }
+        TlbMacs {
+            bond: bond.mac().0,
+            wire,
+        }
+    }
+
+    /// The programs' table for `d` (balance-tlb's MACs left zero: [`sync`](Self::sync) writes
+    /// them).
     fn table(&self, d: &DistributionTable) -> Table {
         let mut t = Table::lagd_only(self.tap_ifindex);
         t.arp_to_lagd = self.arp;
@@ -529,8 +554,32 @@ impl Kernel {
                     *next = d.rr_member(i as u32).map_or(NO_PORT, port);
                 }
             }
-            // Refused before the programs were loaded (Bond::kernel_refusal); lagd decides.
-            TxRule::PerFrame => t.rule = Rule::Lagd,
+            TxRule::Tlb {
+                policy,
+                alb,
+                seed,
+                buckets,
+            } => {
+                t.policy = if *alb {
+                    abi::POLICY_ALB
+                } else {
+                    policy_number(*policy)
+                };
+                t.seed = *seed;
+                t.rule = match buckets {
+                    Some(table) => {
+                        for (slot, member) in t.buckets.iter_mut().zip(table) {
+                            *slot = member.map_or(NO_PORT, port);
+                        }
+                        Rule::Buckets
+                    }
+                    None => Rule::Modulo,
+                };
+                t.tlb = Some(TlbMacs {
+                    bond: [0; 6],
+                    wire: [[0; 6]; MAX_MEMBERS],
+                });
+            }
         }
         t.active = d.active.map(port);
         t.usable = d.usable.iter().map(|&p| port(p)).collect();

@@ -1187,9 +1187,9 @@ impl Daemon {
     fn take_options(&mut self, trial: Bond) -> Result<(), String> {
         if let Some(k) = &self.kernel {
             let why = trial.kernel_refusal(MAX_MEMBERS).or_else(|| {
-                (trial.arp_monitoring() != k.arp_to_lagd()).then_some(
-                    "the members' ARP frames reach lagd only when the ARP monitor ran from the \
-                     start",
+                (trial.wants_member_arp() != k.arp_to_lagd()).then_some(
+                    "the members' ARP frames reach lagd only when the ARP monitor or \
+                     balance-alb ran from the start",
                 )
             });
             if let Some(why) = why {

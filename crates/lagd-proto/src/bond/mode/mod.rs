@@ -222,11 +222,12 @@ impl ModeState {
         }
     }
 
-    /// The bucket table of a hashing mode, where a table alone decides (not balance-tlb's,
-    /// which its own per-frame logic drives).
+    /// The bucket table of a hashing mode, where a table decides (balance-tlb's and
+    /// balance-alb's too).
     pub(crate) fn hashed_buckets_mut(&mut self) -> Option<&mut Buckets> {
         match self {
             Self::Hashed(h) => h.buckets.as_mut(),
+            Self::Tlb(t) => t.buckets.as_mut(),
             _ => None,
         }
     }

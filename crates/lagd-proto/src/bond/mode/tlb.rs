@@ -18,6 +18,8 @@ use crate::wire::ip::Ipv4Address;
 /// balance-tlb/alb state.
 #[derive(Debug, Clone)]
 pub(crate) struct Tlb {
+    /// The transmit hash policy (balance-tlb's; balance-alb hashes its own way).
+    pub(crate) policy: HashPolicy,
     hash: fn(&[u8]) -> u32,
     pub(crate) buckets: Option<Buckets>,
     /// balance-alb: receive load balancing.
@@ -48,6 +50,7 @@ impl Tlb {
         lp_interval_s: u32,
     ) -> Self {
         Self {
+            policy,
             hash: hasher(policy),
             buckets,
             rlb: alb.then(Rlb::default),
@@ -72,7 +75,11 @@ impl Tlb {
                     let port = rlb.host_arp(now, &arp, &sel.usable, sel.active);
                     return Some(port.unwrap_or(active));
                 }
-                alb::alb_hash(frame)?
+                // What alb does not balance goes on the active member, as the driver sends it.
+                match alb::alb_hash(frame) {
+                    Some(hash) => hash,
+                    None => return Some(active),
+                }
             }
         };
         let port = match &mut self.buckets {
