@@ -168,9 +168,13 @@ impl Imported {
     }
 
     /// `count` pings from host A to host B, 50 ms apart; true when every one was answered.
+    /// Pinned to CPU 0: balance-rr on the kernel path counts its turns per CPU (the kernel's
+    /// own counter is per CPU too on recent kernels), so only one CPU's frames show the
+    /// `packets_per_slave` pattern exactly.
     fn ping(&self, count: u32) -> bool {
         Command::new("ip")
-            .args(["netns", "exec", self.topo.ns(Side::A), "ping", "-q", "-c"])
+            .args(["netns", "exec", self.topo.ns(Side::A), "taskset", "-c", "0"])
+            .args(["ping", "-q", "-c"])
             .arg(count.to_string())
             .args(["-i", "0.05", "-W", "2", &self.addrs[1].to_string()])
             .output()
