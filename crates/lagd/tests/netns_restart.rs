@@ -5,6 +5,7 @@
 //! carrier, the host keeps its neighbour entries, and traffic goes on.
 
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::lab::topology::{Side, Topology, is_root};
+use lagd::lab::topology::{ProcessId, Side, Topology, is_root};
 
 mod common;
 
@@ -249,13 +250,7 @@ fn a_crash_under_the_supervisor_keeps_the_carrier_and_the_neighbours() {
 /// Returns (sent, received). The receiver's buffer holds every datagram of the span, so a
 /// receiving thread the one-CPU guests do not schedule in time loses none (a sender behind its
 /// schedule catches up in a burst); the namespace's UDP buffer overflows, if any, are printed.
-fn probe(
-    from_ns: String,
-    to_ns: String,
-    to: std::net::Ipv4Addr,
-    port: u16,
-    span: Duration,
-) -> thread::JoinHandle<(u64, u64)> {
+fn probe(from_ns: String, to_ns: String, to: Ipv4Addr, port: u16, span: Duration) -> ProbeHandle {
     use std::net::UdpSocket;
     // The sender starts once the receiver's socket is bound: a one-CPU guest may not run the
     // receiver's thread for longer than any fixed pause, and datagrams to an unbound port are
@@ -337,6 +332,137 @@ fn udp_receive_buffer_errors() -> i64 {
         .unwrap_or(0)
 }
 
+/// Two hosts over two links with the kernel path at both ends (`opts`): lagd B started
+/// directly, lagd A under the [`Supervisor`]; the bonds addressed, 802.3ad distributing, the
+/// neighbours resolved (so the probes measure lagd's absence alone) and what lagd A stores in
+/// the store.
+struct Pair {
+    topo: Topology,
+    bonds: [String; 2],
+    control: PathBuf,
+    control_b: PathBuf,
+    lagd_b: ProcessId,
+    args: Vec<String>,
+    sup: Supervisor,
+    addrs: [Ipv4Addr; 2],
+    /// How lagd A attached its programs (`tcx` or `tc`).
+    attached: String,
+}
+
+impl Pair {
+    fn new(opts: &str) -> Self {
+        let mut topo = Topology::create(2).expect("topology");
+        let bonds = [format!("{}a", topo.tag()), format!("{}b", topo.tag())];
+        let (lagd_b, control_b) = start_lagd(&mut topo, Side::B, &bonds[1], opts);
+        let control = topo.dir().join("a.sock");
+        let args = [
+            "--bond",
+            &bonds[0],
+            "--members",
+            &topo.member_list(),
+            "--opts",
+            opts,
+            "--control",
+            &control.to_string_lossy(),
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let sup = Supervisor::new(topo.dir());
+        let mut pair = Self {
+            addrs: [Ipv4Addr::UNSPECIFIED; 2],
+            topo,
+            bonds,
+            control,
+            control_b,
+            lagd_b,
+            args,
+            sup,
+            attached: String::new(),
+        };
+        pair.start_a();
+        pair.addrs = address_bonds(&pair.topo, &pair.bonds);
+        if opts.contains("802.3ad") {
+            wait_for("LACP distributing", Duration::from_secs(15), || {
+                lagd::daemon::query_status(&pair.control).is_ok_and(|s| {
+                    s.members
+                        .iter()
+                        .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
+                })
+            });
+        }
+        let _ = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                pair.ns(Side::A),
+                "ping",
+                "-c",
+                "2",
+                "-i",
+                "0.2",
+            ])
+            .arg(pair.addrs[1].to_string())
+            .output();
+        pair.attached = lagd::daemon::query_status(&pair.control)
+            .unwrap()
+            .dataplane
+            .attach
+            .unwrap_or_default();
+        let mut want = vec!["tap".to_owned()];
+        if pair.attached == "tcx" {
+            want.push("tcx".to_owned());
+        }
+        wait_for(
+            "the TAP (and tcx links) stored",
+            Duration::from_secs(5),
+            || {
+                let stored = pair.sup.stored();
+                want.iter().all(|w| stored.contains(w))
+            },
+        );
+        pair
+    }
+
+    fn ns(&self, side: Side) -> &str {
+        self.topo.ns(side)
+    }
+
+    /// Starts lagd A under the supervisor (again), and waits for it to answer.
+    fn start_a(&mut self) {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let ns = self.topo.ns(Side::A).to_owned();
+        self.sup.start(&ns, &args);
+        wait_for("lagd A answers", Duration::from_secs(10), || {
+            lagd::daemon::query_status(&self.control).is_ok()
+        });
+    }
+
+    /// [`probe`]s both ways at once for `span` (A->B to `port`, B->A to `port + 1`); returns
+    /// their (sent, received) when both are done.
+    fn probes(&self, port: u16, span: Duration) -> ((u64, u64), (u64, u64)) {
+        let (ab, ba) = self.start_probes(port, span);
+        (ab.join().unwrap(), ba.join().unwrap())
+    }
+
+    /// [`Pair::probes`], started and left running.
+    fn start_probes(&self, port: u16, span: Duration) -> (ProbeHandle, ProbeHandle) {
+        let (a, b) = (self.ns(Side::A).to_owned(), self.ns(Side::B).to_owned());
+        (
+            probe(a.clone(), b.clone(), self.addrs[1], port, span),
+            probe(b, a, self.addrs[0], port + 1, span),
+        )
+    }
+
+    fn teardown(self) {
+        let Self { topo, sup, .. } = self;
+        drop(sup);
+        topo.teardown().expect("teardown");
+    }
+}
+
+/// A running [`probe`].
+type ProbeHandle = thread::JoinHandle<(u64, u64)>;
+
 /// The kernel path through kill -9 and a restart under the supervisor, in each covered mode
 /// and both attachments (`auto`: tcx where the kernel has it; on a kernel without tcx the
 /// rows run with clsact filters, and say so): while no lagd runs the programs forward both
@@ -360,75 +486,18 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
         ("mode=active-backup", "auto", true),
         (xor, "auto", false),
     ] {
-        let mut topo = Topology::create(2).expect("topology");
-        let bonds = [format!("{}a", topo.tag()), format!("{}b", topo.tag())];
-        let opts = format!("{mode} miimon=50 fastpath=on fastpath_attach={attach}");
-        let (lagd_b, control_b) = start_lagd(&mut topo, Side::B, &bonds[1], &opts);
-        let control = topo.dir().join("a.sock");
-        let control_s = control.to_string_lossy().into_owned();
-        let members = topo.member_list();
-        let args = [
-            "--bond",
-            &bonds[0],
-            "--members",
-            &members,
-            "--opts",
-            &opts,
-            "--control",
-            &control_s,
-        ];
-        let mut sup = Supervisor::new(topo.dir());
-        let ns_a = topo.ns(Side::A).to_owned();
-        let ns_b = topo.ns(Side::B).to_owned();
-        sup.start(&ns_a, &args);
-        wait_for("lagd A answers", Duration::from_secs(10), || {
-            lagd::daemon::query_status(&control).is_ok()
-        });
-        let addrs = address_bonds(&topo, &bonds);
-        if mode.contains("802.3ad") {
-            wait_for("LACP distributing", Duration::from_secs(15), || {
-                lagd::daemon::query_status(&control).is_ok_and(|s| {
-                    s.members
-                        .iter()
-                        .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
-                })
-            });
-        }
-        // Neighbours first, so the probes measure the restart alone.
-        let _ = Command::new("ip")
-            .args(["netns", "exec", &ns_a, "ping", "-c", "2", "-i", "0.2"])
-            .arg(addrs[1].to_string())
-            .output();
-        wait_for("the TAP stored", Duration::from_secs(5), || {
-            sup.stored().contains(&"tap".to_owned())
-        });
-        let attached = lagd::daemon::query_status(&control)
-            .unwrap()
-            .dataplane
-            .attach
-            .unwrap_or_default();
+        let mut pair = Pair::new(&format!(
+            "{mode} miimon=50 fastpath=on fastpath_attach={attach}"
+        ));
+        let attached = pair.attached.clone();
         eprintln!("{mode}: fastpath_attach={attach} runs as {attached}");
         if !store {
-            sup.store.lock().unwrap().fds.remove("tcx");
+            pair.sup.store.lock().unwrap().fds.remove("tcx");
         }
         // While no lagd runs.
         let killed = Instant::now();
-        sup.kill();
-        let away_ab = probe(
-            ns_a.clone(),
-            ns_b.clone(),
-            addrs[1],
-            40005,
-            Duration::from_millis(300),
-        );
-        let away_ba = probe(
-            ns_b.clone(),
-            ns_a.clone(),
-            addrs[0],
-            40006,
-            Duration::from_millis(300),
-        );
-        let (away_ab, away_ba) = (away_ab.join().unwrap(), away_ba.join().unwrap());
+        pair.sup.kill();
+        let (away_ab, away_ba) = pair.probes(40005, Duration::from_millis(300));
         let away = killed.elapsed();
         eprintln!(
             "{mode} ({attach}, store {store}): while away ({away:?}) A->B {away_ab:?}, B->A {away_ba:?}"
@@ -437,7 +506,7 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
         // timeout and sent every second while it ran): past that B stops distributing to A, as
         // it must. A one-CPU guest that does not run the probes in time stretches the window
         // that far; B's status says whether it did, and the losses then prove nothing.
-        let b_expired = lagd::daemon::query_status(&control_b).is_ok_and(|s| {
+        let b_expired = lagd::daemon::query_status(&pair.control_b).is_ok_and(|s| {
             s.members
                 .iter()
                 .any(|m| m.lacp.as_ref().is_some_and(|l| !l.distributing))
@@ -445,11 +514,12 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
         // The programs themselves stop 3 s after lagd's last heartbeat (renewed every 200 ms;
         // the next test checks that bound): a window that long is past what this checks.
         let past_bound = away > Duration::from_millis(2_800);
+        let b_log = || pair.topo.log_tail(pair.lagd_b, 10);
         if b_expired || past_bound {
             eprintln!(
                 "{mode}: away {away:?} (past the programs' bound: {past_bound}), B's LACP let \
                  A go: {b_expired}; B's log:\n{}",
-                topo.log_tail(lagd_b, 10)
+                b_log()
             );
         } else if store || attached == "tc" {
             // clsact filters stay on their hooks without any store.
@@ -460,7 +530,7 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
             assert!(
                 away_ba.1 * 10 >= away_ba.0 * 9,
                 "B->A while away ({away:?}): {away_ba:?}; B's log:\n{}",
-                topo.log_tail(lagd_b, 10)
+                b_log()
             );
         } else {
             // The TAP's program went with the killed lagd's tcx link: what the host sends
@@ -473,22 +543,16 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
                 "A->B while away without the store: {away_ab:?}"
             );
         }
-        sup.start(&ns_a, &args);
-        wait_for("lagd A answers again", Duration::from_secs(10), || {
-            lagd::daemon::query_status(&control).is_ok()
-        });
+        pair.start_a();
         if !store {
-            drop(sup);
-            topo.teardown().expect("teardown");
+            pair.teardown();
             continue;
         }
         // Through a kill and a restart.
-        let span = Duration::from_secs(3);
-        let ab = probe(ns_a.clone(), ns_b.clone(), addrs[1], 40001, span);
-        let ba = probe(ns_b.clone(), ns_a.clone(), addrs[0], 40002, span);
+        let (ab, ba) = pair.start_probes(40001, Duration::from_secs(3));
         thread::sleep(Duration::from_millis(1000));
-        sup.kill();
-        sup.start(&ns_a, &args);
+        pair.sup.kill();
+        pair.start_a();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         eprintln!(
             "{mode} ({attach}): kill -9 and restart: A->B lost {} of {}, B->A lost {} of {}",
@@ -497,31 +561,19 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
             ba.0 - ba.1,
             ba.0
         );
-        wait_for("lagd A answers again", Duration::from_secs(10), || {
-            lagd::daemon::query_status(&control).is_ok()
-        });
         // Afterwards nothing is lost either way.
-        let ab = probe(
-            ns_a.clone(),
-            ns_b.clone(),
-            addrs[1],
-            40003,
-            Duration::from_millis(500),
-        );
-        let ba = probe(ns_b, ns_a, addrs[0], 40004, Duration::from_millis(500));
-        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        let (ab, ba) = pair.probes(40003, Duration::from_millis(500));
         assert!(
             ab.1 * 10 >= ab.0 * 9,
             "A->B after the restart: {ab:?}\n{}",
-            sup.log()
+            pair.sup.log()
         );
         assert!(
             ba.1 * 10 >= ba.0 * 9,
             "B->A after the restart: {ba:?}\n{}",
-            sup.log()
+            pair.sup.log()
         );
-        drop(sup);
-        topo.teardown().expect("teardown");
+        pair.teardown();
     }
 }
 
@@ -537,73 +589,19 @@ fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
     assert!(is_root(), "network namespace tests need root");
     const BOUND: Duration = Duration::from_secs(3);
     for attach in ["auto", "tc"] {
-        let mut topo = Topology::create(2).expect("topology");
-        let bonds = [format!("{}a", topo.tag()), format!("{}b", topo.tag())];
-        let opts = format!(
+        let mut pair = Pair::new(&format!(
             "mode=balance-xor xmit_hash_policy=layer3+4 miimon=50 fastpath=on fastpath_attach={attach}"
-        );
-        let (_lagd_b, _) = start_lagd(&mut topo, Side::B, &bonds[1], &opts);
-        let control = topo.dir().join("a.sock");
-        let control_s = control.to_string_lossy().into_owned();
-        let members = topo.member_list();
-        let args = [
-            "--bond",
-            &bonds[0],
-            "--members",
-            &members,
-            "--opts",
-            &opts,
-            "--control",
-            &control_s,
-        ];
-        let mut sup = Supervisor::new(topo.dir());
-        let ns_a = topo.ns(Side::A).to_owned();
-        let ns_b = topo.ns(Side::B).to_owned();
-        sup.start(&ns_a, &args);
-        wait_for("lagd A answers", Duration::from_secs(10), || {
-            lagd::daemon::query_status(&control).is_ok()
-        });
-        let addrs = address_bonds(&topo, &bonds);
-        let _ = Command::new("ip")
-            .args(["netns", "exec", &ns_a, "ping", "-c", "2", "-i", "0.2"])
-            .arg(addrs[1].to_string())
-            .output();
-        wait_for("the TAP stored", Duration::from_secs(5), || {
-            sup.stored().contains(&"tap".to_owned())
-        });
-        let attached = lagd::daemon::query_status(&control)
-            .unwrap()
-            .dataplane
-            .attach
-            .unwrap_or_default();
-        if attached == "tcx" {
-            wait_for("the tcx links stored", Duration::from_secs(5), || {
-                sup.stored().contains(&"tcx".to_owned())
-            });
-        }
+        ));
+        let attached = pair.attached.clone();
         let killed = Instant::now();
-        sup.kill();
+        pair.sup.kill();
         // Within the bound: the last table, both ways.
-        let ab = probe(
-            ns_a.clone(),
-            ns_b.clone(),
-            addrs[1],
-            40011,
-            Duration::from_millis(300),
-        );
-        let ba = probe(
-            ns_b.clone(),
-            ns_a.clone(),
-            addrs[0],
-            40012,
-            Duration::from_millis(300),
-        );
-        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        let (ab, ba) = pair.probes(40011, Duration::from_millis(300));
         let sent_by = killed.elapsed();
         eprintln!(
             "{attach} ({attached}): within the bound ({sent_by:?}): A->B {ab:?}, B->A {ba:?}"
         );
-        // The receivers wait a second past the senders: every datagram left within the bound.
+        // The receivers stop 300 ms after the senders: every datagram left within the bound.
         assert!(
             sent_by < BOUND,
             "the probes took {sent_by:?}: the guest is too slow to tell"
@@ -613,21 +611,7 @@ fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
         // Past the bound: nothing either way.
         let wait = (BOUND + Duration::from_millis(500)).saturating_sub(killed.elapsed());
         thread::sleep(wait);
-        let ab = probe(
-            ns_a.clone(),
-            ns_b.clone(),
-            addrs[1],
-            40013,
-            Duration::from_millis(300),
-        );
-        let ba = probe(
-            ns_b.clone(),
-            ns_a.clone(),
-            addrs[0],
-            40014,
-            Duration::from_millis(300),
-        );
-        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        let (ab, ba) = pair.probes(40013, Duration::from_millis(300));
         eprintln!("{attach} ({attached}): past the bound: A->B {ab:?}, B->A {ba:?}");
         // Enough sent for "none came" to mean something (a one-CPU guest may send far fewer
         // than 300 in the span).
@@ -635,11 +619,11 @@ fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
         assert_eq!(ab.1, 0, "A->B past the bound: {ab:?}");
         assert_eq!(ba.1, 0, "B->A past the bound: {ba:?}");
         assert!(
-            has_carrier(&topo, Side::A, &bonds[0]),
+            has_carrier(&pair.topo, Side::A, &pair.bonds[0]),
             "the TAP kept its carrier (the store holds it)"
         );
         if attached == "tcx" {
-            let store = sup.store.lock().unwrap();
+            let store = pair.sup.store.lock().unwrap();
             let drops = store.fds["tcx"]
                 .iter()
                 .find_map(|l| {
@@ -660,37 +644,25 @@ fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
         }
         // A lagd started late takes the programs over and the bond carries traffic again; it
         // says what the last lagd's programs dropped (read through the links it adopts).
-        sup.start(&ns_a, &args);
-        wait_for("lagd A answers again", Duration::from_secs(10), || {
-            lagd::daemon::query_status(&control).is_ok()
-        });
-        let ab = probe(
-            ns_a.clone(),
-            ns_b.clone(),
-            addrs[1],
-            40015,
-            Duration::from_millis(500),
-        );
-        let ba = probe(ns_b, ns_a, addrs[0], 40016, Duration::from_millis(500));
-        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        pair.start_a();
+        let (ab, ba) = pair.probes(40015, Duration::from_millis(500));
         assert!(
             ab.1 * 10 >= ab.0 * 9,
             "A->B after a late start: {ab:?}\n{}",
-            sup.log()
+            pair.sup.log()
         );
         assert!(
             ba.1 * 10 >= ba.0 * 9,
             "B->A after a late start: {ba:?}\n{}",
-            sup.log()
+            pair.sup.log()
         );
         if attached == "tcx" {
             assert!(
-                sup.log().contains("its programs dropped frames"),
+                pair.sup.log().contains("its programs dropped frames"),
                 "the late lagd did not report the drops:\n{}",
-                sup.log()
+                pair.sup.log()
             );
         }
-        drop(sup);
-        topo.teardown().expect("teardown");
+        pair.teardown();
     }
 }
