@@ -529,7 +529,7 @@ struct LinkUpdateAttr {
 /// The `info` member of `union bpf_attr` (`BPF_OBJ_GET_INFO_BY_FD`).
 #[repr(C, align(8))]
 #[derive(Default)]
-struct InfoAttr {
+pub(crate) struct InfoAttr {
     bpf_fd: u32,
     info_len: u32,
     info: u64,
@@ -539,13 +539,13 @@ struct InfoAttr {
 /// whose tcx member is {ifindex, attach_type}; the rest is room the kernel may fill.
 #[repr(C, align(8))]
 #[derive(Default)]
-struct LinkInfo {
-    link_type: u32,
-    id: u32,
-    prog_id: u32,
+pub(crate) struct LinkInfo {
+    pub(crate) link_type: u32,
+    pub(crate) id: u32,
+    pub(crate) prog_id: u32,
     _pad: u32,
-    ifindex: u32,
-    attach_type: u32,
+    pub(crate) ifindex: u32,
+    pub(crate) attach_type: u32,
     rest: [u64; 6],
 }
 
@@ -555,16 +555,35 @@ const _: () = assert!(std::mem::offset_of!(LinkInfo, ifindex) == 16);
 /// a link of another type.
 fn tcx_target(link: &OwnedFd) -> io::Result<Option<(u32, u32)>> {
     let mut info = LinkInfo::default();
-    let mut attr = InfoAttr {
-        bpf_fd: u32::try_from(link.as_raw_fd()).map_err(|_| io::Error::other("negative fd"))?,
-        info_len: size_of::<LinkInfo>() as u32,
-        info: addr(&raw mut info),
-    };
-    // SAFETY: `attr.info` points at `info`, writable for `info_len` bytes for the call; the
-    // kernel writes at most that many. `bpf_fd` is open (`link` is borrowed).
-    unsafe { sys_bpf_int(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }
-        .map_err(|os| error::annotate(os, "bpf(BPF_OBJ_GET_INFO_BY_FD)", None))?;
+    object_info(link.as_fd(), &mut info)?;
     Ok((info.link_type == BPF_LINK_TYPE_TCX).then_some((info.ifindex, info.attach_type)))
+}
+
+/// A `struct bpf_*_info` of the kernel's that [`object_info`] may fill: plain integers, every
+/// bit pattern valid, an address field only where the caller points it at its own buffer.
+///
+/// # Safety
+/// The type must be `#[repr(C)]` with integer fields only, laid out as the kernel's struct
+/// (a prefix of it), and any address it carries must point at memory writable for the length
+/// its count field says.
+pub(crate) unsafe trait BpfInfo: Default {}
+
+// SAFETY: integer fields only, `struct bpf_link_info`'s prefix (offset of `ifindex` asserted).
+unsafe impl BpfInfo for LinkInfo {}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on `fd` (a program, map or link) into `info`.
+pub(crate) fn object_info<T: BpfInfo>(fd: BorrowedFd<'_>, info: &mut T) -> io::Result<()> {
+    let mut attr = InfoAttr {
+        bpf_fd: u32::try_from(fd.as_raw_fd()).map_err(|_| io::Error::other("negative fd"))?,
+        info_len: u32::try_from(size_of::<T>()).map_err(|_| io::Error::other("info too long"))?,
+        info: addr(ptr::from_mut(info)),
+    };
+    // SAFETY: `attr.info` points at `info`, writable for `info_len` bytes (its size) for the
+    // call, and the kernel writes at most that many; `T: BpfInfo` holds plain integers and
+    // only addresses its caller pointed at its own buffers. `bpf_fd` is open (borrowed).
+    unsafe { sys_bpf_int(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }
+        .map(drop)
+        .map_err(|os| error::annotate(os, "bpf(BPF_OBJ_GET_INFO_BY_FD)", None))
 }
 
 /// Puts `prog` in place of the program `link` runs, in one step (the hook is never without a

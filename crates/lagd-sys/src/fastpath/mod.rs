@@ -42,8 +42,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use crate::clsact::{Attach, Hook};
 
 use crate::isolate::{
-    BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfInsn, Hold, addr, attach_at, load_program, sys_bpf,
-    sys_bpf_int,
+    BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfInfo, BpfInsn, Hold, LinkInfo, addr, attach_at,
+    load_program, object_info, sys_bpf, sys_bpf_int,
 };
 
 /// Members the table holds (the kernel bond has no such limit; lagd's fast path does):
@@ -300,11 +300,9 @@ fn orphan_drops_of(map: &OwnedFd) -> io::Result<OrphanDrops> {
     })
 }
 
-/// `BPF_PROG_GET_FD_BY_ID`, `BPF_MAP_GET_FD_BY_ID` and `BPF_OBJ_GET_INFO_BY_FD` in
-/// `enum bpf_cmd`.
+/// `BPF_PROG_GET_FD_BY_ID` and `BPF_MAP_GET_FD_BY_ID` in `enum bpf_cmd`.
 const BPF_PROG_GET_FD_BY_ID: libc::c_int = 13;
 const BPF_MAP_GET_FD_BY_ID: libc::c_int = 14;
-const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
 
 /// The `*_GET_FD_BY_ID` member of `union bpf_attr` (the kernel refuses nonzero bytes past
 /// the fields it knows: `pad` keeps the tail written).
@@ -315,25 +313,6 @@ struct GetFdByIdAttr {
     next_id: u32,
     open_flags: u32,
     pad: u32,
-}
-
-/// The `info` member of `union bpf_attr` (`BPF_OBJ_GET_INFO_BY_FD`).
-#[repr(C, align(8))]
-#[derive(Default)]
-struct InfoAttr {
-    bpf_fd: u32,
-    info_len: u32,
-    info: u64,
-}
-
-/// The start of `struct bpf_link_info` (type, id, prog_id) and room for the rest.
-#[repr(C, align(8))]
-#[derive(Default)]
-struct LinkInfo {
-    link_type: u32,
-    id: u32,
-    prog_id: u32,
-    rest: [u32; 15],
 }
 
 /// `struct bpf_prog_info` up to `map_ids` (what the kernel fills beyond a shorter `info_len`
@@ -357,6 +336,11 @@ struct ProgInfo {
 const _: () = assert!(offset_of!(ProgInfo, nr_map_ids) == 52);
 const _: () = assert!(offset_of!(ProgInfo, map_ids) == 56);
 
+// SAFETY: integer fields only, `struct bpf_prog_info`'s prefix (offsets asserted); its one
+// address, `map_ids`, is zero or pointed by `orphan_drops_of_link` at a buffer of
+// `nr_map_ids` ids.
+unsafe impl BpfInfo for ProgInfo {}
+
 /// `struct bpf_map_info` up to its name.
 #[repr(C, align(8))]
 #[derive(Default)]
@@ -370,21 +354,8 @@ struct MapInfo {
     name: [u8; 16],
 }
 
-/// `BPF_OBJ_GET_INFO_BY_FD` on `fd` into `info`.
-fn object_info<T>(fd: BorrowedFd<'_>, info: &mut T) -> io::Result<()> {
-    let mut attr = InfoAttr {
-        bpf_fd: u32::try_from(fd.as_raw_fd()).map_err(|_| io::Error::other("negative fd"))?,
-        info_len: u32::try_from(size_of::<T>()).map_err(|_| io::Error::other("info too long"))?,
-        info: addr(std::ptr::from_mut(info)),
-    };
-    // SAFETY: `attr.info` points at `info`, writable for `info_len` bytes (its size) for the
-    // call, and the kernel writes at most that many; the callers pass plain integer structs
-    // whose only address (`ProgInfo::map_ids`) they point at a buffer of `nr_map_ids` ids.
-    // `bpf_fd` is open (borrowed).
-    unsafe { sys_bpf_int(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }
-        .map(drop)
-        .map_err(|os| crate::error::annotate(os, "bpf(BPF_OBJ_GET_INFO_BY_FD)", None))
-}
+// SAFETY: integer fields only, `struct bpf_map_info`'s prefix.
+unsafe impl BpfInfo for MapInfo {}
 
 /// A new descriptor for the program or map (`cmd`) with `id`.
 fn fd_by_id(cmd: libc::c_int, id: u32, what: &'static str) -> io::Result<OwnedFd> {
