@@ -12,7 +12,9 @@
 //! - each member lost and returned (its link set down for 1 s on lagd's side);
 //! - the kernel side's bond deleted and created again (a partner restart).
 //!
-//! Asserted: convergence within the bounds the standard's timers give, no loss on a converged
+//! Asserted: convergence (the times are reported: the standard's timers give 3-5 s, bench/
+//! interop.md has them; the bounds asserted are wide, since the clock runs from before lagd
+//! starts and a one-CPU guest on a loaded machine starts processes slowly), no loss on a converged
 //! bond, the bond reconverging after each flap and after the partner restart, and no
 //! `not_collecting` drop at lagd on a member after it comes back. The losses of the flap and
 //! the restart are measured and reported (the kernel may still drop what lagd sends on the
@@ -138,34 +140,35 @@ impl Lab {
     /// Per member of the kernel bond (in link order): whether the driver has enabled it
     /// (`ip -d -j link`: slave state `ACTIVE`) while the bond has its carrier (`LOWER_UP`).
     fn kernel_enabled(&self) -> Vec<bool> {
-        let show = |dev: &str| -> serde_json::Value {
-            let text = sh(
+        // One `ip` for every link of host B (a process costs tens of ms in the guest).
+        let text = sh(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                self.topo.ns(Side::B),
                 "ip",
-                &[
-                    "netns",
-                    "exec",
-                    self.topo.ns(Side::B),
-                    "ip",
-                    "-d",
-                    "-j",
-                    "link",
-                    "show",
-                    dev,
-                ],
-            );
-            serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v.get(0).cloned())
-                .unwrap_or_default()
-        };
-        let bond = show(KBOND);
-        let carrier = bond["flags"]
-            .as_array()
-            .is_some_and(|f| f.iter().any(|f| f == "LOWER_UP"));
+                "-d",
+                "-j",
+                "link",
+                "show",
+            ],
+        );
+        let links: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_default();
+        let link = |name: &str| links.iter().find(|l| l["ifname"] == name);
+        let carrier = link(KBOND).is_some_and(|b| {
+            b["flags"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f == "LOWER_UP"))
+        });
         self.topo
             .links()
             .iter()
-            .map(|l| carrier && show(&l.name)["linkinfo"]["info_slave_data"]["state"] == "ACTIVE")
+            .map(|l| {
+                carrier
+                    && link(&l.name)
+                        .is_some_and(|m| m["linkinfo"]["info_slave_data"]["state"] == "ACTIVE")
+            })
             .collect()
     }
 
@@ -366,7 +369,7 @@ fn flap_and_restart(kernel: &str) {
         "mode=802.3ad lacp_rate=fast fastpath=off",
         &["lacp_rate", "fast", "xmit_hash_policy", "layer3+4"],
     );
-    lab.wait_distributing(started, Duration::from_secs(15));
+    lab.wait_distributing(started, Duration::from_secs(30));
     for i in 0..lab.topo.links().len() {
         let name = lab.topo.links()[i].name.clone();
         let drops_before = lab.not_collecting(i);
@@ -401,8 +404,8 @@ fn flap_and_restart(kernel: &str) {
             .unwrap()
             .as_secs_f64();
         lab.topo.ip(Side::A, &["link", "set", &name, "up"]).unwrap();
-        let timeline = lab.timeline(i, up, Duration::from_secs(10));
-        let (a, b) = lab.wait_distributing(up, Duration::from_secs(10));
+        let timeline = lab.timeline(i, up, Duration::from_secs(20));
+        let (a, b) = lab.wait_distributing(up, Duration::from_secs(20));
         let (sent, got, lost) = Lab::ping_losses(ping);
         let lost_after_up = lost.iter().filter(|&&t| t >= up_epoch).count();
         let (mut b_sent, mut b_lost, mut b_after_up) = (0, 0, 0);
@@ -486,7 +489,7 @@ fn flap_and_restart(kernel: &str) {
     }
     let again = Instant::now();
     kernel_bond(&lab.topo, &["lacp_rate", "fast"]);
-    let (a, b) = lab.wait_distributing(again, Duration::from_secs(15));
+    let (a, b) = lab.wait_distributing(again, Duration::from_secs(30));
     let (sent, got) = Lab::ping_result(ping);
     report(
         kernel,
@@ -511,20 +514,21 @@ fn scenarios(kernel: &str) {
         lagd::lab::topology::in_path("ping"),
         "ping (iputils-ping) is needed"
     );
-    // Fast: AGGREGATE_WAIT_TIME (2 s) plus a few fast periodic LACPDUs (1 s apart).
+    // Fast: AGGREGATE_WAIT_TIME (2 s) plus a few fast periodic LACPDUs (1 s apart); 4-5 s
+    // measured on a quiet machine, up to 10 in a guest beside builds.
     converge(
         kernel,
         "both active, fast",
         "mode=802.3ad lacp_rate=fast fastpath=off",
         &["lacp_rate", "fast"],
-        Duration::from_secs(10),
+        Duration::from_secs(30),
     );
     converge(
         kernel,
         "lagd passive, kernel active, fast",
         "mode=802.3ad lacp_rate=fast lacp_active=off fastpath=off",
         &["lacp_rate", "fast"],
-        Duration::from_secs(10),
+        Duration::from_secs(30),
     );
     // Slow: the first LACPDUs go out at once (NTT), later ones every 30 s.
     converge(
@@ -532,7 +536,7 @@ fn scenarios(kernel: &str) {
         "both active, slow",
         "mode=802.3ad lacp_rate=slow fastpath=off",
         &["lacp_rate", "slow"],
-        Duration::from_secs(45),
+        Duration::from_secs(60),
     );
     flap_and_restart(kernel);
 }
