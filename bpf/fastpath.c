@@ -1279,6 +1279,14 @@ INLINE void tlb_destination(struct __sk_buff *skb, const struct table *t, const 
     }
 }
 
+// An untagged IPv6 frame at offset 14 is a neighbour solicitation or advertisement (ICMPv6
+// types 135 and 136 right after the fixed header, as neighbour discovery sends them).
+INLINE int is_ndisc(struct __sk_buff *skb) {
+    __u8 next, type;
+    return bpf_skb_load_bytes(skb, 14 + 6, &next, 1) == 0 && next == 58 &&
+           bpf_skb_load_bytes(skb, 14 + 40, &type, 1) == 0 && (type == 135 || type == 136);
+}
+
 // Both member programs; `receiver` is a constant, so each keeps only its own stripe branch.
 INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     struct table *t = current_table();
@@ -1307,6 +1315,11 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     // With the ARP monitor, ARP goes to lagd's socket too (the member's own stack ignores it:
     // arp_ignore=8).
     if ((t->flags & FLAG_ARP_TO_LAGD) && be16(&eth[12]) == ETH_P_ARP && !skb->vlan_present)
+        return TC_ACT_OK;
+    // With ns_ip6_target, neighbour solicitations and advertisements go there too (the
+    // monitor validates them; the member's IPv6 is off, so its stack drops them).
+    if ((t->flags & FLAG_NDISC_TO_LAGD) && be16(&eth[12]) == ETH_P_IPV6 && !skb->vlan_present &&
+        is_ndisc(skb))
         return TC_ACT_OK;
     __u32 port = member_port(skb, t);
     if (port >= MAX_MEMBERS)

@@ -56,6 +56,8 @@ enum policy {
 enum table_flags {
     FLAG_ARP_TO_LAGD = 1, // the members' untagged ARP goes to lagd (the ARP monitor's socket)
     FLAG_TLB = 2,         // balance-tlb: hash only unicast IP (rest on the active member); MACs per member
+    FLAG_NDISC_TO_LAGD = 4, // the members' untagged neighbour solicitations and advertisements go to
+                            // lagd (the IPv6 half of the ARP monitor, ns_ip6_target)
 };
 
 // The distribution, one value of the inner map (swapped whole through the outer map

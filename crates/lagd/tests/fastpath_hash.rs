@@ -390,6 +390,67 @@ fn member_program_delivers_drops_and_passes_as_the_table_says() {
     assert_eq!((c[1].rx_dropped, c[2].rx_dropped), (1, 1));
 }
 
+/// The ARP monitor's frames on the members: untagged ARP goes to lagd's sockets (passed on)
+/// with `arp_to_lagd`, and neighbour solicitations and advertisements with `ndisc_to_lagd`
+/// (`ns_ip6_target` with validation); other ICMPv6 and IPv6 are forwarded as before, and
+/// without the flags all of them are.
+#[test]
+fn member_program_passes_the_monitors_frames_to_lagd_as_the_flags_say() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    // Before 5.16 a test run comes from no member: what is forwarded is dropped instead (the
+    // frames for lagd are passed before the member is looked up).
+    let (member, r) = if ingress_ifindex_settable(&fp, "member program") {
+        (1000, REDIRECT)
+    } else {
+        (0, DROP)
+    };
+    let icmp6 = |ty: u8| {
+        let mut body = vec![ty, 0, 0, 0];
+        body.resize(24, 0);
+        cat(&[&eth(0x86dd), &ipv6(58, body.len(), 1), &body])
+    };
+    let solicitation = icmp6(135);
+    let advertisement = icmp6(136);
+    let echo = icmp6(128);
+    let router_advertisement = icmp6(134);
+    let udp6 = cat(&[&eth(0x86dd), &ipv6(17, 8, 1), &udp(5000, 53, 0)]);
+    let mut arp = eth(0x0806);
+    arp.resize(42, 0);
+    // A tagged solicitation: the monitor's targets are untagged, it is forwarded.
+    let mut tagged = solicitation.clone();
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    let verdicts = |arp_to_lagd: bool, ndisc_to_lagd: bool| {
+        let mut t = table(Rule::Modulo, 1, 0);
+        t.rx_unicast = [true; MAX_MEMBERS];
+        t.rx_multicast = [true; MAX_MEMBERS];
+        t.arp_to_lagd = arp_to_lagd;
+        t.ndisc_to_lagd = ndisc_to_lagd;
+        fp.set_table(&t).unwrap();
+        [
+            &solicitation,
+            &advertisement,
+            &echo,
+            &router_advertisement,
+            &udp6,
+            &arp,
+            &tagged,
+        ]
+        .map(|f| fp.test_ingress(f, member).unwrap().verdict)
+    };
+    assert_eq!(verdicts(false, false), [r, r, r, r, r, r, r]);
+    assert_eq!(verdicts(true, false), [r, r, r, r, r, PASS, r]);
+    assert_eq!(verdicts(true, true), [PASS, PASS, r, r, r, PASS, r]);
+    // Truncated before the ICMPv6 type: forwarded (the host's stack judges it).
+    let short = &solicitation[..14 + 40];
+    let mut t = table(Rule::Modulo, 1, 0);
+    t.rx_unicast = [true; MAX_MEMBERS];
+    t.rx_multicast = [true; MAX_MEMBERS];
+    t.ndisc_to_lagd = true;
+    fp.set_table(&t).unwrap();
+    assert_eq!(fp.test_ingress(short, member).unwrap().verdict, r);
+}
+
 /// lagd's heartbeat (`lagd_alive`): both programs forward while its deadline lies ahead (and
 /// before lagd set one), and drop and count every frame once it passed, whatever the table
 /// says and whoever the frame is for; a renewed heartbeat forwards again.

@@ -645,9 +645,8 @@ fn failover_under_tcp_load_moves_the_kernel_path_in_one_update_tc() {
 fn a_mode_the_kernel_cannot_take_falls_back_or_refuses_as_asked() {
     // auto: the userspace path, with the reason in the status. More members than the
     // programs' table holds (17 against MAX_MEMBERS 16) is the refusal no planned kernel-path
-    // work removes: balance-tlb/alb, the encap hashes and ns_ip6_target with arp_validate are
-    // (or are being) moved into the programs, so a test built on one of them would stop
-    // testing the fallback the day that lands.
+    // work removes: balance-tlb/alb, the encap hashes and ns_ip6_target with arp_validate
+    // went into the programs one after the other, each taking a fallback test with it.
     let lab = Lab::new(17, "mode=balance-xor xmit_hash_policy=layer3+4 miimon=100");
     lab.wait_carrier();
     assert!(lab.ping(Side::A));

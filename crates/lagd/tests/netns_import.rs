@@ -607,15 +607,23 @@ fn check_changes_nothing_and_names_what_fails() {
         "{out}"
     );
 
+    // More members than the programs' table holds: the refusal no mode or monitor removes.
+    let many: Vec<String> = [m0.clone(), m1.clone()]
+        .into_iter()
+        .chain((2..17).map(|i| format!("nosuch{i}")))
+        .map(|m| format!("\"{m}\""))
+        .collect();
     let forced = config(
         "forced",
-        &format!("\"{m0}\", \"{m1}\""),
-        "mode = \"active-backup\"\narp_interval = 100\nns_ip6_target = [\"fd00::1\"]\narp_validate = \"all\"\nfastpath = \"on\"",
+        &many.join(", "),
+        "mode = \"active-backup\"\nmiimon = 100\nfastpath = \"on\"",
     );
     let (code, out, _) = in_a(&topo, &[LAGD, "--check", "--config", &forced]);
     assert_eq!(code, Some(1), "{out}");
     assert!(
-        out.contains("error: fastpath=on, but the kernel path cannot"),
+        out.contains(
+            "error: fastpath=on, but the kernel path cannot carry this bond: more than 16 members"
+        ),
         "{out}"
     );
 

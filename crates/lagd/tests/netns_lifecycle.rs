@@ -209,7 +209,8 @@ fn sysctl(topo: &Topology, key: &str) -> String {
 
 #[test]
 fn refused_starts_change_nothing() {
-    let mut topo = lab(2);
+    // 17 links: one more than the kernel path's table holds, for the late refusal.
+    let mut topo = lab(17);
     let dir = topo.dir().to_path_buf();
     let [m0, m1] = [0, 1].map(|i| topo.links()[i].name.clone());
     let before = snapshot(&topo, &dir);
@@ -250,14 +251,20 @@ fn refused_starts_change_nothing() {
     assert_eq!(snapshot(&topo, &dir), before, "bad control path");
 
     // Refused after the TAP was created and the members' settings recorded (the kernel path
-    // cannot carry the IPv6 monitor's validation): the TAP and the state file go again.
+    // cannot carry more members than its table holds): the TAP and the state file go again.
+    let all = topo
+        .links()
+        .iter()
+        .map(|l| l.name.clone())
+        .collect::<Vec<_>>()
+        .join(",");
     let late = [
         "--members",
-        &members,
+        &all,
         "--mtu",
         "9000",
         "--opts",
-        "mode=active-backup arp_interval=100 ns_ip6_target=fd00::1 arp_validate=all fastpath=on",
+        "mode=active-backup miimon=100 fastpath=on",
     ];
     let (code, log) = refused(&mut topo, "late", "lcb0", &late);
     assert_eq!(code, 2, "{log}");

@@ -323,6 +323,17 @@ impl Bond {
         self.arp_monitoring() || self.opts.mode == Mode::BalanceAlb
     }
 
+    /// Whether the bond must see the neighbour solicitations and advertisements its members
+    /// receive: the ARP monitor's IPv6 targets (`ns_ip6_target`) with `arp_validate`, which
+    /// counts only the targets' advertisements (and, on backups, the probes) as signs of life.
+    /// Without validation any frame counts, and a fast path reports them with
+    /// [`Bond::note_received_elsewhere`].
+    pub fn wants_member_ndisc(&self) -> bool {
+        self.arp.is_some()
+            && !self.opts.ns_ip6_target.is_empty()
+            && self.opts.arp_validate != options::ArpValidate::None
+    }
+
     /// Frames arrived on `port` that a forwarder outside the bond (the kernel fast path)
     /// delivered or dropped without showing them to [`Bond::receive`]: for the ARP monitor with
     /// `arp_validate=none`, where any frame received is a sign of life (the ARP frames it
@@ -437,22 +448,11 @@ impl Bond {
     }
 
     /// Why a kernel fast path cannot carry this bond's data frames (`None`: it can): what the
-    /// distribution table cannot express ([`DistributionTable::kernel_refusal`]), or an
-    /// `ns_ip6_target` with `arp_validate` (the monitor would need the neighbour advertisements
-    /// the fast path forwards). With the ARP monitor the fast path must give lagd the members'
-    /// ARP frames and report other frames with [`Bond::note_received_elsewhere`].
+    /// distribution table cannot express ([`DistributionTable::kernel_refusal`]). With the ARP
+    /// monitor the fast path must give lagd the members' ARP frames (and, where
+    /// [`Bond::wants_member_ndisc`], their neighbour discovery) and report other frames with
+    /// [`Bond::note_received_elsewhere`].
     pub fn kernel_refusal(&self, max_members: usize) -> Option<&'static str> {
-        if self.arp.is_some()
-            && !self.opts.ns_ip6_target.is_empty()
-            && self.opts.arp_validate != options::ArpValidate::None
-        {
-            // With validation the monitor must read the targets' neighbour advertisements, and
-            // the members' program hands lagd only slow-protocol and ARP frames.
-            return Some(
-                "ns_ip6_target with arp_validate: the kernel path does not pass neighbour \
-                 advertisements to lagd",
-            );
-        }
         // What the mode needs once it has carrier (the daemon asks before any member is up).
         self.distribution_with(true).kernel_refusal(max_members)
     }

@@ -928,23 +928,25 @@ fn ns_ip6_target_options_and_the_kernel_path() {
         o.to_opts()
     );
     assert!(!o.to_opts().contains("arp_ip_target"));
-    // The kernel path gives lagd no advertisements: refused with validation only.
+    // The kernel path takes both; a fast path hands lagd the members' neighbour discovery
+    // with validation only (without it, any frame counts).
     let quiet = bond(
         "mode=active-backup arp_interval=100 ns_ip6_target=fe80::9",
         2,
     );
     assert_eq!(quiet.kernel_refusal(32), None);
+    assert!(!quiet.wants_member_ndisc());
     let validating = bond(
         "mode=active-backup arp_interval=100 ns_ip6_target=fe80::9 arp_validate=active",
         2,
     );
-    assert!(
-        validating
-            .kernel_refusal(32)
-            .is_some_and(|r| r.contains("ns_ip6_target")),
-        "{:?}",
-        validating.kernel_refusal(32)
+    assert_eq!(validating.kernel_refusal(32), None);
+    assert!(validating.wants_member_ndisc());
+    let v4_only = bond(
+        "mode=active-backup arp_interval=100 arp_ip_target=10.0.0.1 arp_validate=all",
+        2,
     );
+    assert!(!v4_only.wants_member_ndisc());
     // A live change of the targets restarts the monitor with the new ones.
     let mut b = bond("mode=balance-xor arp_interval=100 ns_ip6_target=fe80::9", 1);
     b.change_options(at(10), &[("ns_ip6_target".into(), "fe80::a".into())])

@@ -53,6 +53,8 @@ pub const POLICY_ALB: u32 = 18;
 pub const FLAG_ARP_TO_LAGD: u32 = 1;
 /// balance-tlb: hash only unicast IP (rest on the active member); MACs per member
 pub const FLAG_TLB: u32 = 2;
+/// the members' untagged neighbour solicitations and advertisements go to
+pub const FLAG_NDISC_TO_LAGD: u32 = 4;
 
 /// `struct table`: The distribution, one value of the inner map (swapped whole through the outer map lagd_tables). Written by lagd only; read by both programs.
 #[repr(C)]

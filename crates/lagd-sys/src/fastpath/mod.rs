@@ -138,6 +138,9 @@ pub struct Table {
     /// Untagged ARP frames from the members go to lagd's socket instead of the host (the ARP
     /// monitor reads them, and lagd hands them on).
     pub arp_to_lagd: bool,
+    /// Untagged neighbour solicitations and advertisements from the members go to lagd's
+    /// socket instead of the host (the ARP monitor's IPv6 targets, `ns_ip6_target`).
+    pub ndisc_to_lagd: bool,
     /// Per member: its confirmed LACP partner's MAC, whose slow-protocol frames pass the
     /// program's policer unlimited (`None`: every source is policed).
     pub slow_partner: [Option<[u8; 6]>; MAX_MEMBERS],
@@ -181,6 +184,7 @@ impl Table {
             rx_unicast: [false; MAX_MEMBERS],
             rx_multicast: [false; MAX_MEMBERS],
             arp_to_lagd: false,
+            ndisc_to_lagd: false,
             slow_partner: [None; MAX_MEMBERS],
             rr_packets: 0,
             rr_members: 0,
@@ -208,11 +212,14 @@ impl Table {
             bucket: self.buckets,
             rx_unicast: self.rx_unicast.map(u8::from),
             rx_multicast: self.rx_multicast.map(u8::from),
-            flags: if self.arp_to_lagd {
-                abi::FLAG_ARP_TO_LAGD
-            } else {
-                0
-            } | if self.tlb.is_some() { abi::FLAG_TLB } else { 0 },
+            flags: [
+                (self.arp_to_lagd, abi::FLAG_ARP_TO_LAGD),
+                (self.ndisc_to_lagd, abi::FLAG_NDISC_TO_LAGD),
+                (self.tlb.is_some(), abi::FLAG_TLB),
+            ]
+            .iter()
+            .filter(|(on, _)| *on)
+            .fold(0, |flags, (_, flag)| flags | flag),
             slow_partner: self.slow_partner.map(Option::unwrap_or_default),
             rr_packets: self.rr_packets,
             rr_members: self.rr_members,
@@ -1223,6 +1230,7 @@ mod test {
         t.seed = 0xdead_beef;
         t.active = Some(7);
         t.arp_to_lagd = true;
+        t.ndisc_to_lagd = true;
         for i in 0..MAX_MEMBERS {
             t.ifindex[i] = 100 + i as u32;
             t.rx_unicast[i] = i % 2 == 0;
@@ -1259,7 +1267,7 @@ mod test {
         assert_eq!(u32_at(offset_of!(abi::Table, active)), 7);
         assert_eq!(
             u32_at(offset_of!(abi::Table, flags)),
-            abi::FLAG_ARP_TO_LAGD | abi::FLAG_TLB
+            abi::FLAG_ARP_TO_LAGD | abi::FLAG_NDISC_TO_LAGD | abi::FLAG_TLB
         );
         let bond_mac = offset_of!(abi::Table, bond_mac);
         assert_eq!(b[bond_mac..bond_mac + 6], [2, 0xbb, 1, 2, 3, 4]);

@@ -105,6 +105,9 @@ pub(crate) struct Kernel {
     /// The members' ARP frames go to lagd (the ARP monitor runs, and every frame the programs
     /// see on a member counts as heard; or balance-alb learns its clients from them).
     arp: bool,
+    /// The table last written sends the members' neighbour solicitations and advertisements
+    /// to lagd ([`Bond::wants_member_ndisc`]; they follow the options, live).
+    ndisc: bool,
     /// Per member position: frames the members' program saw (delivered or dropped) when last
     /// read, for the ARP monitor.
     rx_seen: Vec<u64>,
@@ -298,6 +301,7 @@ impl Kernel {
             bucket_bytes: vec![0; 256],
             next_sample: None,
             arp,
+            ndisc: false,
             rx_seen: Vec::new(),
             stripe,
             next_beat: None,
@@ -443,8 +447,9 @@ impl Kernel {
         }))
     }
 
-    /// Whether the members' ARP frames come to lagd (bound to `ETH_P_ARP`, the members' data
-    /// sockets then receive them: the program passes them on instead of redirecting them).
+    /// Whether the members' ARP frames come to lagd (the program passes them on instead of
+    /// redirecting them, to sockets bound to `ETH_P_ARP`; and, with `ns_ip6_target`, their
+    /// neighbour discovery to sockets bound to `ETH_P_IPV6`).
     pub(crate) fn arp_to_lagd(&self) -> bool {
         self.arp
     }
@@ -484,14 +489,17 @@ impl Kernel {
     pub(crate) fn sync(&mut self, bond: &Bond) -> io::Result<bool> {
         let generation = bond.distribution_generation();
         let macs = self.macs_of(bond);
+        let ndisc = self.arp && bond.wants_member_ndisc();
         if self.generation == Some(generation)
             && !self.partners_changed
             && self.macs.as_ref() == Some(&macs)
+            && self.ndisc == ndisc
         {
             return Ok(false);
         }
         let mut table = self.table(&bond.distribution());
         table.slow_partner = self.slow_partners;
+        table.ndisc_to_lagd = ndisc;
         if table.tlb.is_some() {
             table.tlb = Some(macs.clone());
         }
@@ -499,6 +507,7 @@ impl Kernel {
         self.generation = Some(generation);
         self.partners_changed = false;
         self.macs = Some(macs);
+        self.ndisc = ndisc;
         Ok(true)
     }
 

@@ -73,6 +73,9 @@ const STRIPE_RX_PROTOCOLS: [u16; 4] = [
     lagd_sys::packet::ETH_P_ARP,
     0x88b5, // lagd_proto::stripe::header::ETHERTYPE (checked in the tests)
 ];
+/// The ARP monitor or balance-alb on the kernel path: the protocols lagd reads on the members
+/// (ARP; neighbour discovery when the program passes it, [`Bond::wants_member_ndisc`]).
+const MONITOR_RX_PROTOCOLS: [u16; 2] = [lagd_sys::packet::ETH_P_ARP, lagd_sys::packet::ETH_P_IPV6];
 /// Member control sockets (slow protocols), serviced before anything else.
 const TOKEN_CONTROL_SOCKET: u64 = 10_000;
 /// The largest MTU a TAP takes (65535 less its Ethernet header).
@@ -475,21 +478,19 @@ impl Daemon {
             Some(k) => {
                 k.attach_member(ifindex)
                     .with_context(|| format!("fast path program on member {name}"))?;
-                // With the ARP monitor it receives the members' ARP frames, which the program
-                // passes on for it.
                 let send_only = PacketOptions {
-                    protocol: if k.arp_to_lagd() && !k.stripe() {
-                        lagd_sys::packet::ETH_P_ARP
-                    } else {
-                        0
-                    },
+                    protocol: 0,
                     ..member_data_socket()
                 };
-                // Stripe: what the program passes on (TCP behind a hole, numbered stripe
-                // frames, ARP) is read on sockets bound to those protocols, which see a frame
-                // only if the program did not redirect it (an ETH_P_ALL socket sees all).
+                // What the program passes on is read on sockets bound to those protocols,
+                // which see a frame only if the program did not redirect it (an ETH_P_ALL
+                // socket sees all). Stripe: TCP behind a hole, numbered stripe frames, ARP.
+                // The ARP monitor (and balance-alb): ARP, and with `ns_ip6_target` the
+                // neighbour discovery (IPv6: the program passes no other IPv6 frame).
                 let rx: &[u16] = if k.stripe() {
                     &STRIPE_RX_PROTOCOLS
+                } else if k.arp_to_lagd() {
+                    &MONITOR_RX_PROTOCOLS
                 } else {
                     &[]
                 };
