@@ -43,6 +43,10 @@ enum Command {
     Events(cli::control::EventsArgs),
     /// Make lagd read its --config file again and apply what changed (as SIGHUP does).
     Reload(cli::control::ReloadArgs),
+    /// Upgrade a running lagd without losing a frame on the kernel path: start the new binary
+    /// (`--binary`, default the running one's file as it is on disk now) with the running
+    /// one's arguments; it takes the bond over and the old one exits (root only).
+    Upgrade(cli::upgrade::UpgradeArgs),
     /// Read a bond defined for ifcfg, NetworkManager, systemd-networkd, netplan, nmstate,
     /// teamd or ifupdown (/etc/network/interfaces) and write lagd's TOML (with what does not
     /// carry over, and why; exit code 4 when that changes the bond's behaviour).
@@ -75,6 +79,7 @@ fn main() -> ExitCode {
         Command::Active(args) => cli::control::active(args),
         Command::Events(args) => cli::control::events(args),
         Command::Reload(args) => cli::control::reload(args),
+        Command::Upgrade(args) => cli::upgrade::main(args),
         Command::Import(args) => cli::import::main(args),
         Command::Export(args) => cli::export::main(args),
         Command::Metrics(args) => cli::metrics::main(args),
