@@ -8,7 +8,7 @@ use lagd::cli;
 
 /// lagd's control and analysis tool.
 ///
-/// show, set, member, active, reload, events and lacp talk to a running lagd over its control socket: by
+/// show, set, member, active, reload, events, lacp and upgrade talk to a running lagd over its control socket: by
 /// default the abstract Unix socket @lagd/BOND of the current network namespace (lagd
 /// --control PATH: give lagctl --control PATH too). One JSON request line, one JSON reply line:
 /// {"cmd":"status"}, {"cmd":"set","options":[["miimon","50"]]},
