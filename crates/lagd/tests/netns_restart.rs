@@ -723,7 +723,7 @@ fn upgraded_pids(stdout: &str) -> (u32, u32) {
 }
 
 /// `lagctl upgrade` during a datagram every millisecond each way, on the kernel path, in each
-/// covered mode: the new lagd takes the TAP and the programs' links over the control socket
+/// covered mode (and through lagd, where the loss is only printed): the new lagd takes the TAP and the programs' links over the control socket
 /// and the old one exits without undoing anything, so no datagram is lost either way (the
 /// figures are printed; bench/restart.md quotes them). The old lagd exits with 0, the new one
 /// answers on the control socket (its pid is the one lagctl printed), keeps LACP with the
@@ -731,12 +731,18 @@ fn upgraded_pids(stdout: &str) -> (u32, u32) {
 #[test]
 fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
     assert!(is_root(), "network namespace tests need root");
-    for mode in [
-        "mode=balance-xor xmit_hash_policy=layer3+4",
-        "mode=active-backup",
-        "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4",
+    for (mode, fastpath) in [
+        ("mode=balance-xor xmit_hash_policy=layer3+4", "on"),
+        ("mode=active-backup", "on"),
+        (
+            "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4",
+            "on",
+        ),
+        // Through lagd the frames wait while the old lagd hands over and the new one starts:
+        // the loss is printed (the figure), not held to zero.
+        ("mode=balance-xor xmit_hash_policy=layer3+4", "off"),
     ] {
-        let mut pair = Pair::new(&format!("{mode} miimon=50 fastpath=on"));
+        let mut pair = Pair::new(&format!("{mode} miimon=50 fastpath={fastpath}"));
         let old = server_pid(&pair.control);
         let (ab, ba) = pair.start_probes(40021, Duration::from_secs(3));
         thread::sleep(Duration::from_millis(1000));
@@ -754,7 +760,8 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         let (was, new) = upgraded_pids(&stdout);
         let _new = Upgraded(new);
         eprintln!(
-            "{mode} ({}): lagctl upgrade ({took:?}): A->B lost {} of {}, B->A lost {} of {}",
+            "{mode} fastpath={fastpath} ({}): lagctl upgrade ({took:?}): A->B lost {} of {}, \
+             B->A lost {} of {}",
             pair.attached,
             ab.0 - ab.1,
             ab.0,
@@ -772,8 +779,10 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
             .wait()
             .expect("the old lagd ends");
         assert!(status.success(), "the old lagd: {status}");
-        assert_eq!(ab.1, ab.0, "{mode}: A->B through the upgrade: {ab:?}");
-        assert_eq!(ba.1, ba.0, "{mode}: B->A through the upgrade: {ba:?}");
+        if fastpath == "on" {
+            assert_eq!(ab.1, ab.0, "{mode}: A->B through the upgrade: {ab:?}");
+            assert_eq!(ba.1, ba.0, "{mode}: B->A through the upgrade: {ba:?}");
+        }
         assert!(
             has_carrier(&pair.topo, Side::A, &pair.bonds[0]),
             "the TAP kept its carrier"

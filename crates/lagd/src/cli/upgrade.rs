@@ -73,8 +73,12 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
         None => started_from(&proc_dir.join("exe"))
             .map_err(|e| anyhow!("the running lagd's binary (pid {old}): {e}"))?,
     };
+    // Relative paths in the arguments (`--config lagd.toml`) mean what they meant to it.
+    let cwd = std::fs::read_link(proc_dir.join("cwd"))
+        .map_err(|e| anyhow!("the running lagd's directory (pid {old}): {e}"))?;
     let mut command = Command::new(&binary);
     command
+        .current_dir(&cwd)
         .args(&arguments)
         .arg("--take-over")
         .stdin(Stdio::null())
