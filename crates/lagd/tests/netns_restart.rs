@@ -723,7 +723,8 @@ fn upgraded_pids(stdout: &str) -> (u32, u32) {
 }
 
 /// `lagctl upgrade` during a datagram every millisecond each way, on the kernel path, in each
-/// covered mode (and through lagd, where the loss is only printed): the new lagd takes the TAP and the programs' links over the control socket
+/// covered mode (and with clsact filters and through lagd, where the loss is only printed):
+/// the new lagd takes the TAP and the programs' links over the control socket
 /// and the old one exits without undoing anything, so no datagram is lost either way (the
 /// figures are printed; bench/restart.md quotes them). The old lagd exits with 0, the new one
 /// answers on the control socket (its pid is the one lagctl printed), keeps LACP with the
@@ -741,6 +742,12 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         // Through lagd the frames wait while the old lagd hands over and the new one starts:
         // the loss is printed (the figure), not held to zero.
         ("mode=balance-xor xmit_hash_policy=layer3+4", "off"),
+        // clsact filters (what kernels without tcx get): replaced in place by the new lagd;
+        // the loss is printed.
+        (
+            "mode=balance-xor xmit_hash_policy=layer3+4",
+            "on fastpath_attach=tc",
+        ),
     ] {
         let mut pair = Pair::new(&format!("{mode} miimon=50 fastpath={fastpath}"));
         let old = server_pid(&pair.control);
@@ -779,7 +786,9 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
             .wait()
             .expect("the old lagd ends");
         assert!(status.success(), "the old lagd: {status}");
-        if fastpath == "on" {
+        // clsact rows are printed, not held to zero: a new lagd's member program runs with
+        // an empty table from its attach to the first table write (bench/restart.md).
+        if fastpath.starts_with("on") && pair.attached == "tcx" {
             assert_eq!(ab.1, ab.0, "{mode}: A->B through the upgrade: {ab:?}");
             assert_eq!(ba.1, ba.0, "{mode}: B->A through the upgrade: {ba:?}");
         }
