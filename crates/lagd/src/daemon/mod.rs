@@ -775,6 +775,9 @@ impl Daemon {
                 match (&mut reader).take(64).read_line(&mut line) {
                     Ok(0) => return Err("the new lagd ended before it adopted the bond".into()),
                     Ok(_) if line.ends_with('\n') => break,
+                    Ok(_) if line.len() > 64 => {
+                        return Err("the new lagd sent a line longer than 64 bytes".into());
+                    }
                     Ok(_) => {}
                     Err(e)
                         if matches!(
