@@ -214,6 +214,33 @@ pub fn pass_fds(command: &mut Command, fds: Vec<OwnedFd>) -> &mut Command {
     }
 }
 
+/// Makes `command`'s child the leader of a session of its own (`setsid`): it has no controlling
+/// terminal and outlives the session of whoever started it (a planned upgrade's new lagd).
+pub fn new_session(command: &mut Command) -> &mut Command {
+    // SAFETY: the closure runs in the child between fork and exec and calls only setsid, which
+    // is async-signal-safe; it touches no allocator and no lock.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Points this process's standard output and standard error at `fd` (`dup2` onto 1 and 2):
+/// what it logs from now on goes there, and whatever they were open on before is let go.
+pub fn redirect_stdout_stderr(fd: BorrowedFd<'_>) -> io::Result<()> {
+    for target in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
+        // SAFETY: dup2 onto 1 and 2 replaces those descriptors atomically; `fd` is open (it
+        // is borrowed), and no Rust object owns 1 or 2 (std's handles only write to them).
+        let ret = unsafe { libc::dup2(fd.as_raw_fd(), target) };
+        error::check(ret, "dup2 onto the standard output", None)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod test {
     use super::*;

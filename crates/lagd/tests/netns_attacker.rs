@@ -702,3 +702,76 @@ fn planted_links_and_foreign_files_are_refused() {
     let _ = lagd_once(&topo, Side::A, &["--remove", &bond]);
     topo.teardown().expect("teardown");
 }
+
+/// Connects to the control socket `argv[1]`, asks for a handover and prints the reply and how
+/// many descriptors came with it (`connect-refused` when the socket's mode keeps it out).
+const HANDOVER_ASKER: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+except PermissionError:
+    print("connect-refused", flush=True)
+    sys.exit(0)
+s.sendall(b'{"cmd":"handover"}\n')
+s.settimeout(10)
+msg, anc, flags, addr = s.recvmsg(4096, socket.CMSG_SPACE(64 * 4))
+fds = sum(len(d) // 4 for (level, kind, d) in anc if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS)
+print(f"fds={fds} reply={msg.decode(errors='replace').strip()}", flush=True)
+"#;
+
+/// The pid serving the control socket `path`.
+fn server_pid(path: &Path) -> u32 {
+    let s = std::os::unix::net::UnixStream::connect(path).expect("connect as root");
+    lagd_sys::peer::peer_credentials(&s).expect("peer").pid
+}
+
+/// Users other than root ask the running lagd to hand its bond over (the planned upgrade's
+/// request, which passes the TAP and the programs' links): a reader of the status
+/// (`control_group`) is refused with no descriptor and lagd logs the refusal, naming the uid;
+/// a user outside the group cannot open the socket; their `lagctl upgrade` is refused. The
+/// same lagd still serves root on the same socket afterwards.
+#[test]
+fn only_root_may_take_a_bond_over() {
+    need_tools();
+    let mut topo = Topology::create(1).expect("topology");
+    let id = start_bond0(&mut topo, Side::A, &["--control-group", READERS]);
+    let socket = run_dir(&topo, Side::A).join("bond0.sock");
+    let before = server_pid(&socket);
+    for (group, expect) in [
+        (Some(READERS), "fds=0 reply={\"error\":\"permission denied"),
+        (None, "connect-refused"),
+    ] {
+        let out = Command::new("ip")
+            .args(["netns", "exec", topo.ns(Side::A), "setpriv"])
+            .args(as_nobody(group))
+            .args([PYTHON, "-c", HANDOVER_ASKER])
+            .arg(&socket)
+            .output()
+            .expect("run the asker");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            said.starts_with(expect),
+            "{group:?}: {said} {}",
+            stderr(&out)
+        );
+        let upgrade = lagctl(&topo, Side::A, Some(group), &["upgrade", "bond0"]);
+        assert!(
+            !ok(&upgrade),
+            "{group:?}: lagctl upgrade as uid {NOBODY} succeeded"
+        );
+        assert!(
+            stderr(&upgrade).contains("only root may upgrade"),
+            "{}",
+            stderr(&upgrade)
+        );
+    }
+    let log = topo.log_tail(id, 40);
+    assert!(
+        log.contains("a handover request refused") && log.contains(&format!("uid={NOBODY}")),
+        "lagd did not log the refused handover:\n{log}"
+    );
+    assert!(ok(&lagctl(&topo, Side::A, None, &["show", "bond0"])));
+    assert_eq!(server_pid(&socket), before, "the same lagd serves");
+    topo.teardown().expect("teardown");
+}

@@ -666,3 +666,241 @@ fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
         pair.teardown();
     }
 }
+
+const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
+
+/// The process serving the control socket `control` (its peer credentials).
+fn server_pid(control: &Path) -> u32 {
+    let s = std::os::unix::net::UnixStream::connect(control).expect("connect to lagd A");
+    lagd_sys::peer::peer_credentials(&s).expect("peer").pid
+}
+
+/// A lagd a planned upgrade started (not the test's child): stopped with SIGTERM by its pid
+/// when dropped, and waited for, so that the bond's clean stop runs before the namespaces go.
+struct Upgraded(u32);
+
+impl Drop for Upgraded {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.to_string()).status();
+        let proc = PathBuf::from(format!("/proc/{}", self.0));
+        let t = Instant::now();
+        while proc.exists() && t.elapsed() < Duration::from_secs(10) {
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Pair {
+    /// `lagctl upgrade` for lagd A, in A's namespace, with `extra` arguments.
+    fn upgrade(&self, extra: &[&str]) -> std::process::Output {
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                self.ns(Side::A),
+                LAGCTL,
+                "upgrade",
+                "--control",
+            ])
+            .arg(&self.control)
+            .args(extra)
+            .output()
+            .expect("run lagctl upgrade")
+    }
+}
+
+/// The pids `lagctl upgrade` printed ("upgraded: lagd OLD handed over to lagd NEW").
+fn upgraded_pids(stdout: &str) -> (u32, u32) {
+    let words: Vec<&str> = stdout.split_whitespace().collect();
+    let pid = |after: &str, skip: usize| -> u32 {
+        let k = words
+            .iter()
+            .position(|w| *w == after)
+            .unwrap_or_else(|| panic!("no '{after}' in {stdout:?}"));
+        words[k + skip].parse().expect("a pid")
+    };
+    (pid("upgraded:", 2), pid("to", 2))
+}
+
+/// `lagctl upgrade` during a datagram every millisecond each way, on the kernel path, in each
+/// covered mode (and with clsact filters and through lagd, where the loss is only printed):
+/// the new lagd takes the TAP and the programs' links over the control socket
+/// and the old one exits without undoing anything, so no datagram is lost either way (the
+/// figures are printed; bench/restart.md quotes them). The old lagd exits with 0, the new one
+/// answers on the control socket (its pid is the one lagctl printed), keeps LACP with the
+/// partner (802.3ad: still distributing, B never let A go) and carries traffic afterwards.
+#[test]
+fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
+    assert!(is_root(), "network namespace tests need root");
+    for (mode, fastpath) in [
+        ("mode=balance-xor xmit_hash_policy=layer3+4", "on"),
+        ("mode=active-backup", "on"),
+        (
+            "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4",
+            "on",
+        ),
+        // Through lagd the frames wait while the old lagd hands over and the new one starts:
+        // the loss is printed (the figure), not held to zero.
+        ("mode=balance-xor xmit_hash_policy=layer3+4", "off"),
+        // clsact filters (what kernels without tcx get): replaced in place by the new lagd;
+        // the loss is printed.
+        (
+            "mode=balance-xor xmit_hash_policy=layer3+4",
+            "on fastpath_attach=tc",
+        ),
+    ] {
+        let mut pair = Pair::new(&format!("{mode} miimon=50 fastpath={fastpath}"));
+        let old = server_pid(&pair.control);
+        let (ab, ba) = pair.start_probes(40021, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        let started = Instant::now();
+        let out = pair.upgrade(&[]);
+        let took = started.elapsed();
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{mode}: lagctl upgrade failed: {}\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            pair.sup.log()
+        );
+        let (was, new) = upgraded_pids(&stdout);
+        let _new = Upgraded(new);
+        eprintln!(
+            "{mode} fastpath={fastpath} ({}): lagctl upgrade ({took:?}): A->B lost {} of {}, \
+             B->A lost {} of {}",
+            pair.attached,
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert_eq!(was, old, "{stdout}");
+        assert_ne!(new, old);
+        assert_eq!(server_pid(&pair.control), new, "the new lagd answers");
+        let status = pair
+            .sup
+            .child
+            .as_mut()
+            .unwrap()
+            .wait()
+            .expect("the old lagd ends");
+        assert!(status.success(), "the old lagd: {status}");
+        // clsact rows are printed, not held to zero: a new lagd's member program runs with
+        // an empty table from its attach to the first table write (bench/restart.md).
+        if fastpath.starts_with("on") && pair.attached == "tcx" {
+            assert_eq!(ab.1, ab.0, "{mode}: A->B through the upgrade: {ab:?}");
+            assert_eq!(ba.1, ba.0, "{mode}: B->A through the upgrade: {ba:?}");
+        }
+        assert!(
+            has_carrier(&pair.topo, Side::A, &pair.bonds[0]),
+            "the TAP kept its carrier"
+        );
+        if mode.contains("802.3ad") {
+            let distributing = |c: &Path| {
+                lagd::daemon::query_status(c).is_ok_and(|s| {
+                    s.members
+                        .iter()
+                        .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
+                })
+            };
+            assert!(distributing(&pair.control), "A's new lagd distributes");
+            assert!(distributing(&pair.control_b), "B never let A go");
+        }
+        // The new lagd logs where the old one did.
+        assert!(
+            pair.sup.log().contains("took over from the old lagd"),
+            "{}",
+            pair.sup.log()
+        );
+        let (ab, ba) = pair.probes(40023, Duration::from_millis(500));
+        assert!(ab.1 * 10 >= ab.0 * 9, "A->B after the upgrade: {ab:?}");
+        assert!(ba.1 * 10 >= ba.0 * 9, "B->A after the upgrade: {ba:?}");
+        drop(_new);
+        pair.teardown();
+    }
+}
+
+/// Upgrades that fail leave the running lagd serving, unchanged: a binary that does not exist,
+/// one that exits at once (`/bin/false`), and a lagd that refuses its start after the running
+/// one handed it the bond (a wrapper adding a member that does not exist): lagctl exits 1
+/// saying why,
+/// the same lagd answers on the same control socket, traffic passes both ways, and (it took
+/// its claims and its socket back) a real upgrade afterwards succeeds.
+#[test]
+fn a_failed_upgrade_leaves_the_running_lagd_serving() {
+    assert!(is_root(), "network namespace tests need root");
+    let mut pair = Pair::new("mode=balance-xor xmit_hash_policy=layer3+4 miimon=50 fastpath=on");
+    let old = server_pid(&pair.control);
+    let wrapper = pair.topo.dir().join("refusing-lagd");
+    std::fs::write(
+        &wrapper,
+        // The running lagd's arguments, with a member that does not exist: refused by
+        // Daemon::start, after the handover began.
+        format!(
+            "#!/bin/sh\nprev=\nfor a do\n  shift\n  if [ \"$prev\" = --members ]; then a=\"$a,lgnosuch0\"; fi\n  \
+             set -- \"$@\" \"$a\"\n  prev=$a\ndone\nexec {LAGD} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let wrapper_s = wrapper.to_string_lossy().into_owned();
+    for (binary, says) in [
+        ("/nonexistent/lagd", "starting /nonexistent/lagd"),
+        ("/bin/false", "exited (exit status: 1) before taking over"),
+        (&wrapper_s, "interface 'lgnosuch0' does not exist"),
+    ] {
+        let (ab, ba) = pair.start_probes(40031, Duration::from_millis(1500));
+        thread::sleep(Duration::from_millis(300));
+        let out = pair.upgrade(&["--binary", binary]);
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        eprintln!("{binary}: {err}");
+        assert_eq!(out.status.code(), Some(1), "{binary}: {err}");
+        assert!(err.contains(says), "{binary}: {err}");
+        assert!(err.contains(&format!("lagd {old} keeps the bond")), "{err}");
+        assert_eq!(server_pid(&pair.control), old, "{binary}: the same lagd");
+        assert!(
+            pair.sup
+                .child
+                .as_mut()
+                .unwrap()
+                .try_wait()
+                .unwrap()
+                .is_none(),
+            "the old lagd still runs"
+        );
+        eprintln!(
+            "{binary}: A->B lost {} of {}, B->A lost {} of {}",
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert!(ab.1 * 10 >= ab.0 * 9, "{binary}: A->B: {ab:?}");
+        assert!(ba.1 * 10 >= ba.0 * 9, "{binary}: B->A: {ba:?}");
+    }
+    assert!(
+        pair.sup.log().contains("this lagd keeps the bond"),
+        "the handover that began and failed is logged:\n{}",
+        pair.sup.log()
+    );
+    let out = pair.upgrade(&[]);
+    assert!(
+        out.status.success(),
+        "an upgrade after the failed ones: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        pair.sup.log()
+    );
+    let (_, new) = upgraded_pids(&String::from_utf8_lossy(&out.stdout));
+    let new = Upgraded(new);
+    let (ab, ba) = pair.probes(40033, Duration::from_millis(500));
+    assert!(ab.1 * 10 >= ab.0 * 9, "A->B after the upgrade: {ab:?}");
+    assert!(ba.1 * 10 >= ba.0 * 9, "B->A after the upgrade: {ba:?}");
+    drop(new);
+    pair.teardown();
+}

@@ -8,7 +8,7 @@ use lagd::cli;
 
 /// lagd's control and analysis tool.
 ///
-/// show, set, member, active, reload, events and lacp talk to a running lagd over its control socket: by
+/// show, set, member, active, reload, events, lacp and upgrade talk to a running lagd over its control socket: by
 /// default the abstract Unix socket @lagd/BOND of the current network namespace (lagd
 /// --control PATH: give lagctl --control PATH too). One JSON request line, one JSON reply line:
 /// {"cmd":"status"}, {"cmd":"set","options":[["miimon","50"]]},
@@ -43,6 +43,10 @@ enum Command {
     Events(cli::control::EventsArgs),
     /// Make lagd read its --config file again and apply what changed (as SIGHUP does).
     Reload(cli::control::ReloadArgs),
+    /// Upgrade a running lagd without losing a frame on the kernel path: start the new binary
+    /// (`--binary`, default the running one's file as it is on disk now) with the running
+    /// one's arguments; it takes the bond over and the old one exits (root only).
+    Upgrade(cli::upgrade::UpgradeArgs),
     /// Read a bond defined for ifcfg, NetworkManager, systemd-networkd, netplan, nmstate,
     /// teamd or ifupdown (/etc/network/interfaces) and write lagd's TOML (with what does not
     /// carry over, and why; exit code 4 when that changes the bond's behaviour).
@@ -75,6 +79,7 @@ fn main() -> ExitCode {
         Command::Active(args) => cli::control::active(args),
         Command::Events(args) => cli::control::events(args),
         Command::Reload(args) => cli::control::reload(args),
+        Command::Upgrade(args) => cli::upgrade::main(args),
         Command::Import(args) => cli::import::main(args),
         Command::Export(args) => cli::export::main(args),
         Command::Metrics(args) => cli::metrics::main(args),

@@ -75,6 +75,11 @@ struct Args {
     /// a line; exit code 0, or 1 when a finding is an error (a bad configuration included).
     #[arg(long, conflicts_with_all = ["remove", "generate_into"])]
     check: bool,
+    /// Take the bond over from the lagd running it (a planned upgrade; `lagctl upgrade` starts
+    /// the new lagd so): the running one hands over its TAP, programs and members over the
+    /// control socket and exits without undoing anything, so the kernel path forwards on.
+    #[arg(long, conflicts_with_all = ["remove", "generate_into", "check"])]
+    take_over: bool,
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     log_level: tracing::Level,
@@ -157,7 +162,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let daemon = match Daemon::start(config) {
+    let (passed, take_over) = if args.take_over {
+        match lagd::daemon::handover::Passed::take_over(&config.control) {
+            Ok((p, t)) => (p, Some(t)),
+            Err(e) => {
+                eprintln!("lagd: taking over: {e:#}");
+                return ExitCode::from(1);
+            }
+        }
+    } else {
+        (lagd::daemon::handover::Passed::from_env(), None)
+    };
+    let daemon = match Daemon::start(config, passed) {
         Ok(d) => d,
         Err(StartError::Config(m)) => {
             eprintln!("lagd: {m}");
@@ -168,6 +184,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Some(t) = take_over {
+        if let Err(e) = t.adopted() {
+            eprintln!("lagd: taking over: {e:#}");
+            // Undoing nothing: what it would undo is the old lagd's again.
+            std::process::exit(1);
+        }
+    }
     // The bond is up: from here on lagd parses frames from the wire, with only what it needs.
     match lagd::daemon::keep_needed_capabilities() {
         Ok(kept) => tracing::info!(kept = kept.join(","), "capabilities dropped"),

@@ -12,5 +12,6 @@ pub mod lacp;
 pub mod metrics;
 pub mod plan;
 pub mod show;
+pub mod upgrade;
 
 pub use error::{CliError, EXIT_FAILURE, EXIT_LOSSY, EXIT_UNHEALTHY, EXIT_USAGE};

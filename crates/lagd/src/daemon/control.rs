@@ -230,6 +230,11 @@ pub enum Request {
     Events,
     /// Read the configuration file again (lagd started with `--config`) and apply what changed.
     Reload,
+    /// Hand the bond over to the lagd asking (a planned upgrade, `lagd --take-over`): the
+    /// answer carries the descriptors that keep the kernel path forwarding (see
+    /// [`handover`](super::handover)), and this lagd exits without undoing anything once the
+    /// asker says it has adopted them.
+    Handover,
 }
 
 /// What `lagctl member` does to a member.
@@ -264,7 +269,11 @@ impl Request {
     pub fn read_only(&self) -> bool {
         match self {
             Self::Status | Self::Events => true,
-            Self::Set { .. } | Self::Member { .. } | Self::Active { .. } | Self::Reload => false,
+            Self::Set { .. }
+            | Self::Member { .. }
+            | Self::Active { .. }
+            | Self::Reload
+            | Self::Handover => false,
         }
     }
 
@@ -296,7 +305,7 @@ impl Request {
                     ));
                 }
             }
-            Self::Status | Self::Events | Self::Reload => {}
+            Self::Status | Self::Events | Self::Reload | Self::Handover => {}
         }
         Ok(request)
     }
@@ -377,6 +386,9 @@ pub(crate) struct Pending {
     /// What the client asks.
     pub(crate) request: Request,
     reply: mpsc::Sender<String>,
+    /// For `handover`: the client's connection, which the loop answers on itself (the
+    /// descriptors go with the answer).
+    pub(crate) stream: Option<UnixStream>,
 }
 
 impl Pending {
@@ -499,6 +511,33 @@ impl Server {
             requests,
             file,
         })
+    }
+
+    /// Takes the socket file out of the way for a planned upgrade (renamed beside itself, so
+    /// that the new lagd binds the endpoint while this one's listener still exists); returns
+    /// the hidden name, to put back with [`Server::unhide`]. Abstract endpoints cannot be.
+    pub(crate) fn hide(&self) -> Result<PathBuf, String> {
+        let Some((path, ..)) = &self.file else {
+            return Err(
+                "a planned upgrade needs a control socket file (an abstract socket's name \
+                 cannot be passed on while its listener lives)"
+                    .into(),
+            );
+        };
+        let mut hidden = path.clone().into_os_string();
+        hidden.push(".handover");
+        let hidden = PathBuf::from(hidden);
+        std::fs::rename(path, &hidden).map_err(|e| format!("renaming {}: {e}", path.display()))?;
+        Ok(hidden)
+    }
+
+    /// Puts the socket file hidden by [`Server::hide`] back (the upgrade failed).
+    pub(crate) fn unhide(&self, hidden: &Path) {
+        if let Some((path, ..)) = &self.file {
+            if let Err(e) = std::fs::rename(hidden, path) {
+                warn!("putting the control socket {} back: {e}", path.display());
+            }
+        }
     }
 
     /// The descriptor the loop polls: readable when requests wait.
@@ -821,7 +860,30 @@ fn serve(
         Ok(Some(line)) => match Request::parse(&line) {
             Err(e) => error_reply(&e),
             Ok(request) => match access.check(peer, &request) {
+                Err(e) if request == Request::Handover => {
+                    warn!(
+                        uid = peer.uid,
+                        pid = peer.pid,
+                        "control: a handover request refused: {e}"
+                    );
+                    error_reply(&e)
+                }
                 Err(e) => error_reply(&e),
+                Ok(()) if request == Request::Handover => {
+                    // The loop answers on the connection itself; a reply left for this thread
+                    // is an error said before anything was handed over.
+                    let reply = ask_loop_with(
+                        request,
+                        Some(stream.try_clone()?),
+                        LOOP_TIME + super::handover::ADOPT_TIME,
+                        tx,
+                        wake,
+                    );
+                    if reply.is_empty() {
+                        return Ok(());
+                    }
+                    reply
+                }
                 Ok(()) if request == Request::Events => match slot.into_events() {
                     Ok(slot) => return stream_events(stream, tx, wake, slot),
                     Err(e) => error_reply(&e),
@@ -855,6 +917,7 @@ fn stream_events(
         .send(Pending {
             request: Request::Events,
             reply: reply_tx,
+            stream: None,
         })
         .is_err()
     {
@@ -889,11 +952,24 @@ fn peer_closed(stream: &UnixStream) -> io::Result<bool> {
 }
 
 fn ask_loop(request: Request, tx: &mpsc::Sender<Pending>, wake: &UnixStream) -> String {
+    ask_loop_with(request, None, LOOP_TIME, tx, wake)
+}
+
+/// Queues `request` (with the client's connection `stream`, for a request the loop answers on
+/// it) and waits up to `wait` for the loop's reply.
+fn ask_loop_with(
+    request: Request,
+    stream: Option<UnixStream>,
+    wait: Duration,
+    tx: &mpsc::Sender<Pending>,
+    wake: &UnixStream,
+) -> String {
     let (reply_tx, reply_rx) = mpsc::channel();
     if tx
         .send(Pending {
             request,
             reply: reply_tx,
+            stream,
         })
         .is_err()
     {
@@ -902,7 +978,7 @@ fn ask_loop(request: Request, tx: &mpsc::Sender<Pending>, wake: &UnixStream) -> 
     // A full pair means the loop has a wake pending already.
     let _ = (&*wake).write(&[1]);
     reply_rx
-        .recv_timeout(LOOP_TIME)
+        .recv_timeout(wait)
         .unwrap_or_else(|_| error_reply("the daemon did not answer in time"))
 }
 

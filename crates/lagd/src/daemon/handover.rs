@@ -10,15 +10,41 @@
 //!   lagd puts its own programs into them in one step (`BPF_LINK_UPDATE`, see
 //!   `lagd_sys::isolate::offer_tcx_links`) and closes those it does not need. clsact filters
 //!   need no descriptor: they stay on their hooks, and the next lagd replaces them in place.
+//! - `log` (a planned upgrade only): the old lagd's standard error, where the new one's log
+//!   goes once it has taken over.
+//!
+//! **A planned upgrade** (`lagctl upgrade`, which starts the new lagd with `--take-over`)
+//! passes the same descriptors over the control socket instead of through a service manager:
+//! the new lagd asks the running one for a `handover`; the running one lets go of its claims
+//! and its control socket's name, answers with the descriptors (`SCM_RIGHTS`) and waits, still
+//! renewing the programs' heartbeat, until the new one says `adopted` (within
+//! [`ADOPT_TIME`]). It then answers `bye` and exits without undoing anything: the TAP, the
+//! programs and the members stay as they are, now the new lagd's. When the new lagd closes the
+//! connection first, or does not adopt in time, the running one takes its claims and its
+//! control socket back and goes on. The state file carries the LACP partners over, as after a
+//! crash.
 
-use std::os::fd::OwnedFd;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
+use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
+
+use super::control::{Endpoint, Request};
 
 /// The name of the TAP's descriptor in the store.
 pub const TAP: &str = "tap";
 /// The name of the tcx links in the store.
 pub const TCX: &str = "tcx";
+/// The name of the old lagd's standard error in a planned upgrade.
+pub const LOG: &str = "log";
+/// How long a running lagd waits for the one it hands over to to say it has adopted what it
+/// was given (and the new one for the old one's `bye`). The programs forward meanwhile.
+pub const ADOPT_TIME: Duration = Duration::from_secs(5);
+/// How long the new lagd waits for the running one's descriptors.
+const HANDOVER_REPLY_TIME: Duration = Duration::from_secs(5);
 
 /// Descriptors a service manager passed at start, by name; those left untaken are closed when
 /// this is dropped.
@@ -44,6 +70,38 @@ impl Passed {
                 Self::default()
             }
         }
+    }
+
+    /// Asks the lagd answering at `endpoint` to hand its bond over (a planned upgrade): the
+    /// descriptors it passes, by name, and the connection to tell it when they are adopted.
+    pub fn take_over(endpoint: &Endpoint) -> Result<(Self, TakeOver)> {
+        let stream = endpoint
+            .connect()
+            .with_context(|| format!("no lagd to take over from answers on {endpoint}"))?;
+        let old = lagd_sys::peer::peer_credentials(&stream)?.pid;
+        stream.set_write_timeout(Some(HANDOVER_REPLY_TIME))?;
+        stream.set_read_timeout(Some(HANDOVER_REPLY_TIME + ADOPT_TIME))?;
+        let mut line = serde_json::to_string(&Request::Handover)?;
+        line.push('\n');
+        (&stream)
+            .write_all(line.as_bytes())
+            .with_context(|| format!("asking {endpoint} for a handover"))?;
+        let mut buf = vec![0u8; 4096];
+        let (n, fds) = lagd_sys::fdpass::recv_with_fds(&stream, &mut buf, 64)
+            .with_context(|| format!("waiting for {endpoint} to hand over"))?;
+        let names = parse_handover_reply(&buf[..n], fds.len())
+            .with_context(|| format!("the handover from {endpoint}"))?;
+        let mut passed = Self {
+            fds: names.into_iter().zip(fds).collect(),
+        };
+        let log = passed.take(LOG);
+        let names: Vec<&str> = passed.fds.iter().map(|(n, _)| n.as_str()).collect();
+        info!(
+            pid = old,
+            ?names,
+            "descriptors handed over by the running lagd"
+        );
+        Ok((passed, TakeOver { stream, log, old }))
     }
 
     /// Takes the first descriptor named `name`.
@@ -73,6 +131,105 @@ impl Drop for Passed {
             info!(name, "a passed descriptor lagd does not use is closed");
         }
     }
+}
+
+/// The connection to the lagd a planned upgrade takes over from, until it has gone.
+#[derive(Debug)]
+pub struct TakeOver {
+    stream: UnixStream,
+    log: Option<OwnedFd>,
+    old: u32,
+}
+
+impl TakeOver {
+    /// The process id of the lagd being taken over from.
+    pub fn old_pid(&self) -> u32 {
+        self.old
+    }
+
+    /// Tells the old lagd that everything is adopted and waits for it to go (its `bye`, then
+    /// its end of the connection closing as it exits); then this lagd's standard output and
+    /// error go where the old one's went. An error: the old lagd gave up first (it goes on
+    /// running the bond), and this one must not.
+    pub fn adopted(self) -> Result<()> {
+        let deadline = Instant::now() + ADOPT_TIME;
+        self.stream.set_read_timeout(Some(ADOPT_TIME))?;
+        (&self.stream)
+            .write_all(b"adopted\n")
+            .context("telling the old lagd the bond is adopted")?;
+        let mut reader = BufReader::new(&self.stream);
+        let mut line = String::new();
+        (&mut reader)
+            .take(64)
+            .read_line(&mut line)
+            .context("waiting for the old lagd to let go")?;
+        if line.trim() != "bye" {
+            bail!(
+                "the old lagd (pid {}) did not let go (it gave up waiting, or ended): it keeps \
+                 the bond",
+                self.old
+            );
+        }
+        // Its end closes when it has exited.
+        let mut rest = Vec::new();
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.stream
+            .set_read_timeout(Some(left.max(Duration::from_millis(100))))?;
+        if let Err(e) = reader.read_to_end(&mut rest) {
+            warn!(
+                pid = self.old,
+                "the old lagd has not closed its end yet: {e}"
+            );
+        }
+        // What this lagd logged so far went to `lagctl upgrade`; from here on, where the old
+        // one logged.
+        if let Some(log) = &self.log {
+            if let Err(e) = lagd_sys::fdpass::redirect_stdout_stderr(log.as_fd()) {
+                warn!("logging where the old lagd logged: {e}");
+            }
+        }
+        info!(pid = self.old, "took over from the old lagd");
+        Ok(())
+    }
+}
+
+/// The names of the `count` descriptors that came with a handover reply `bytes` (one JSON
+/// line: `{"handover":{"pid":N,"names":[..]}}`, or `{"error":".."}`).
+fn parse_handover_reply(bytes: &[u8], count: usize) -> Result<Vec<String>> {
+    let text = std::str::from_utf8(bytes).context("not UTF-8")?;
+    let line = text.lines().next().unwrap_or_default();
+    if line.is_empty() {
+        bail!("the connection was closed without a reply");
+    }
+    let value: serde_json::Value = serde_json::from_str(line).context("a malformed reply")?;
+    if let Some(e) = value.get("error").and_then(|e| e.as_str()) {
+        bail!("refused: {e}");
+    }
+    let names: Vec<String> = value["handover"]["names"]
+        .as_array()
+        .context("a reply without names")?
+        .iter()
+        .map(|n| {
+            n.as_str()
+                .map(str::to_owned)
+                .context("a name that is not a string")
+        })
+        .collect::<Result<_>>()?;
+    if names.len() != count {
+        bail!("{} names for {count} descriptors", names.len());
+    }
+    Ok(names)
+}
+
+/// The reply line a running lagd hands its descriptors over with (see
+/// [`Passed::take_over`]).
+pub fn handover_reply(names: &[&str]) -> String {
+    let mut line = serde_json::json!({
+        "handover": { "pid": std::process::id(), "names": names }
+    })
+    .to_string();
+    line.push('\n');
+    line
 }
 
 /// Logs what the last lagd's programs dropped because no lagd renewed their heartbeat in
@@ -106,7 +263,7 @@ mod test {
 
     #[test]
     fn descriptors_are_taken_by_name_once() {
-        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
         let mut p = Passed {
             fds: vec![
                 ("tap".into(), OwnedFd::from(a)),
@@ -117,5 +274,22 @@ mod test {
         assert!(p.take_tap().is_none());
         assert!(p.take("x").is_some());
         assert!(p.fds.is_empty());
+    }
+
+    #[test]
+    fn handover_replies_name_each_descriptor() {
+        let line = handover_reply(&["tap", "tcx", "log"]);
+        assert_eq!(
+            parse_handover_reply(line.as_bytes(), 3).unwrap(),
+            ["tap", "tcx", "log"]
+        );
+        assert!(parse_handover_reply(line.as_bytes(), 2).is_err());
+        let refused = parse_handover_reply(br#"{"error":"permission denied"}"#, 0).unwrap_err();
+        assert!(
+            refused.to_string().contains("permission denied"),
+            "{refused}"
+        );
+        assert!(parse_handover_reply(b"", 0).is_err());
+        assert!(parse_handover_reply(b"{\"handover\":{\"names\":[1]}}", 1).is_err());
     }
 }

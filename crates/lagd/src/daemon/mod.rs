@@ -155,7 +155,10 @@ impl Daemon {
     /// free); a later failure undoes, in reverse, everything this start did, so a refused
     /// start leaves the host as it found it. See [`restore`] for what is put back when lagd
     /// stops.
-    pub fn start(config: Config) -> Result<Self, StartError> {
+    ///
+    /// `passed` holds what the last lagd left running ([`handover::Passed::from_env`] from a
+    /// service manager, or [`handover::Passed::take_over`] in a planned upgrade).
+    pub fn start(config: Config, passed: handover::Passed) -> Result<Self, StartError> {
         let link = LinkControl::new().context("netlink/ioctl sockets")?;
         let mut found = Vec::new();
         for name in &config.members {
@@ -232,7 +235,6 @@ impl Daemon {
         // The control endpoint before any change: a second lagd on the same endpoint is refused
         // here (one for the same bond or a member already was, by its claims).
         let control = control::Server::start(&config.control, config.control_group)?;
-        let passed = handover::Passed::from_env();
         Self::set_up(
             undo, config, link, control, signals, passed, &found, mac, mtu,
         )
@@ -705,16 +707,10 @@ impl Daemon {
         }
     }
 
-    /// Hands the service manager the tcx links that keep the programs attached (the set it
-    /// held before is replaced: a link lagd let go of must not stay attached through the
-    /// store). After a crash the next lagd adopts them, and the programs go on forwarding with
-    /// the last table until it does (within `kernel::ORPHAN_TIMEOUT`; past it they drop).
-    fn store_links(&self) {
-        let Some(n) = &self.notify else {
-            return;
-        };
-        let links: Vec<std::os::fd::BorrowedFd<'_>> = self
-            .kernel
+    /// The tcx links that keep lagd's programs attached (the fast path's and the members'
+    /// ingress drops).
+    fn tcx_links(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        self.kernel
             .iter()
             .flat_map(|k| k.tcx_links())
             .chain(
@@ -724,7 +720,104 @@ impl Daemon {
                     .iter()
                     .filter_map(|m| m.isolation.as_ref()?.tcx_link()),
             )
-            .collect();
+            .collect()
+    }
+
+    /// A planned upgrade (see [`handover`]): lets go of the claims and the control socket's
+    /// name, passes the TAP, the tcx links and the log on `stream`, and waits for the new lagd
+    /// to adopt them. `Ok`: it has, and this lagd must exit without undoing anything. An
+    /// error: nothing was handed over for good; the claims and the socket are back.
+    fn hand_over(&mut self, stream: &std::os::unix::net::UnixStream) -> Result<u32, String> {
+        use std::io::{BufRead, Read, Write};
+        use std::os::fd::AsFd;
+        let new = lagd_sys::peer::peer_credentials(stream)
+            .map(|p| p.pid)
+            .unwrap_or(0);
+        let hidden = self.control.hide()?;
+        let released = self.restore.release_claims();
+        let mut names = vec![handover::TAP];
+        let mut fds = vec![self.dp.io.tap.as_fd()];
+        for l in self.tcx_links() {
+            names.push(handover::TCX);
+            fds.push(l);
+        }
+        let stderr = io::stderr();
+        names.push(handover::LOG);
+        fds.push(stderr.as_fd());
+        info!(pid = new, ?names, "handing the bond over to a new lagd");
+        let sent = lagd_sys::fdpass::send_with_fds(
+            stream,
+            handover::handover_reply(&names).as_bytes(),
+            &fds,
+        )
+        .map_err(|e| format!("passing the descriptors: {e}"));
+        drop(fds);
+        // Until the new lagd has put its programs into the links, the programs forward with
+        // this one's table: their heartbeat is renewed while waiting.
+        let deadline = StdInstant::now() + handover::ADOPT_TIME;
+        let mut line = String::new();
+        let adopted = sent.and_then(|_| {
+            let mut reader = io::BufReader::new(stream);
+            loop {
+                let now = self.now();
+                if let Some(k) = &mut self.kernel {
+                    if let Err(e) = k.beat(now) {
+                        warn!("fast path heartbeat: {e}");
+                    }
+                }
+                let left = deadline.saturating_duration_since(StdInstant::now());
+                if left.is_zero() {
+                    return Err(format!(
+                        "the new lagd did not adopt the bond within {} s",
+                        handover::ADOPT_TIME.as_secs()
+                    ));
+                }
+                let _ = stream.set_read_timeout(Some(left.min(Duration::from_millis(100))));
+                match (&mut reader).take(64).read_line(&mut line) {
+                    Ok(0) => return Err("the new lagd ended before it adopted the bond".into()),
+                    Ok(_) if line.ends_with('\n') => break,
+                    Ok(_) if line.len() > 64 => {
+                        return Err("the new lagd sent a line longer than 64 bytes".into());
+                    }
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(e) => return Err(format!("the new lagd's connection: {e}")),
+                }
+            }
+            if line.trim() != "adopted" {
+                return Err(format!("the new lagd said '{}'", line.trim()));
+            }
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            (&*stream)
+                .write_all(b"bye\n")
+                .map_err(|e| format!("the new lagd's connection: {e}"))
+        });
+        match adopted {
+            Ok(()) => {
+                let _ = std::fs::remove_file(&hidden);
+                Ok(new)
+            }
+            Err(e) => {
+                self.control.unhide(&hidden);
+                self.restore.reclaim(&released, Duration::from_secs(2));
+                Err(e)
+            }
+        }
+    }
+
+    /// Hands the service manager the tcx links that keep the programs attached (the set it
+    /// held before is replaced: a link lagd let go of must not stay attached through the
+    /// store). After a crash the next lagd adopts them, and the programs go on forwarding with
+    /// the last table until it does (within `kernel::ORPHAN_TIMEOUT`; past it they drop).
+    fn store_links(&self) {
+        let Some(n) = &self.notify else {
+            return;
+        };
+        let links = self.tcx_links();
         n.remove_fds(handover::TCX);
         if !links.is_empty() {
             n.store_fds(handover::TCX, &links);
@@ -1089,9 +1182,26 @@ impl Daemon {
     /// Answers the requests the control threads queued. Never blocks: the clients' reading and
     /// writing happen on their threads.
     fn service_control(&mut self, now: Instant) {
-        while let Some(pending) = self.control.next() {
+        while let Some(mut pending) = self.control.next() {
             if pending.request == control::Request::Events {
                 self.subscribers.push(pending.subscribe());
+                continue;
+            }
+            if let Some(stream) = pending.stream.take() {
+                match self.hand_over(&stream) {
+                    Ok(new) => {
+                        // The new lagd owns the TAP, the programs and the members now: this
+                        // one ends as if killed, undoing nothing (no member restored, no
+                        // carrier off, no program detached).
+                        info!(pid = new, "handed the bond over; exiting");
+                        std::process::exit(0);
+                    }
+                    Err(e) => {
+                        warn!("planned upgrade: {e}; this lagd keeps the bond");
+                        self.record(now, format!("upgrade failed: {e}"));
+                        pending.answer(control::error_reply(&e));
+                    }
+                }
                 continue;
             }
             let reply = match self.handle_request(now, &pending.request) {
@@ -1118,6 +1228,7 @@ impl Daemon {
         match request {
             // Taken in service_control.
             Request::Events => Err("events: not a single request".into()),
+            Request::Handover => Err("handover: not a single request".into()),
             Request::Status => serde_json::to_value(self.status_at(now)).map_err(|e| e.to_string()),
             Request::Set { options } => {
                 let mut trial = self.bond.clone();

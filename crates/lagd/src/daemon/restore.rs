@@ -437,6 +437,50 @@ impl Restore {
             .retain(|c| c.path().file_name().is_none_or(|n| *n != *claim));
     }
 
+    /// Lets go of the claims on the bond and its members (a planned upgrade: the new lagd takes
+    /// them); returns where they were, for [`Restore::reclaim`] should the upgrade fail.
+    pub(crate) fn release_claims(&mut self) -> Vec<(PathBuf, String)> {
+        let held = self
+            .claims
+            .iter()
+            .filter_map(|c| {
+                let dir = c.path().parent()?.to_path_buf();
+                let name = c.path().file_stem()?.to_string_lossy().into_owned();
+                Some((dir, name))
+            })
+            .collect();
+        self.claims.clear();
+        held
+    }
+
+    /// Takes the claims [`Restore::release_claims`] let go of again (the upgrade failed),
+    /// waiting up to `wait` for a new lagd that failed to let go of them; a claim still held
+    /// by another is logged and left.
+    pub(crate) fn reclaim(&mut self, released: &[(PathBuf, String)], wait: std::time::Duration) {
+        let deadline = std::time::Instant::now() + wait;
+        for (dir, name) in released {
+            loop {
+                match Lock::try_take(dir, name) {
+                    Ok(Some(lock)) => {
+                        self.claims.push(lock);
+                        break;
+                    }
+                    Ok(None) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    Ok(None) => {
+                        warn!("{name}: held by another process after a failed upgrade");
+                        break;
+                    }
+                    Err(e) => {
+                        warn!("{name}: claiming again after a failed upgrade: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
     /// The start succeeded: from now on a drop is a clean stop.
     pub(crate) fn started(&mut self) {
         self.started = true;
