@@ -12,8 +12,8 @@
 use lagd_proto::balance::bucket;
 use lagd_proto::hash::{HashPolicy, xmit_hash};
 use lagd_sys::fastpath::{
-    FastPath, MAX_MEMBERS, NO_PORT, OrphanDrops, POLICY_OVS_SLB, POLICY_OVS_TCP, Rule, Table,
-    monotonic_ns,
+    FastPath, MAX_MEMBERS, NO_PORT, OrphanDrops, POLICY_OVS_SLB, POLICY_OVS_TCP, Rule, RxState,
+    RxWord, Table, monotonic_ns,
 };
 
 const GOLDEN: &str = include_str!("../../lagd-proto/src/hash/testdata/real-frames.txt");
@@ -740,11 +740,106 @@ fn random_segment(rng: &mut Rng, v4: bool, payload: usize) -> Vec<u8> {
     f
 }
 
+/// Stripe's receive protocol as lagd-sys runs it on the real map, with the members' program
+/// on the other side: `hand_back` claims a free slot for a flow (the program then delivers it
+/// from `next`), `take_over` takes it back with the next sequence number the program reached
+/// (then the program passes the flow to lagd), a slot held by another flow that moved
+/// recently is not taken, an idle one is, and a flow in no slot is nobody's.
+#[test]
+fn stripe_receive_protocol_take_over_and_hand_back_agree_with_the_program() {
+    use lagd_proto::stripe::tcp::parse_segment;
+    use lagd_sys::fastpath::RX_IDLE_NS;
+    use std::sync::atomic::Ordering::SeqCst;
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let member = if fp.stripe_receiver_refused().is_none()
+        && ingress_ifindex_settable(&fp, "stripe receiver")
+    {
+        Some(1000)
+    } else {
+        // The protocol on the map is lagd's alone then; the program's side is checked where
+        // the kernel runs the receiver (5.16+ for test runs from a member).
+        eprintln!(
+            "kernel {:?}: the protocol without the program",
+            kernel_version()
+        );
+        None
+    };
+    let mut t = table(Rule::Stripe, 0, 0);
+    t.rx_unicast = [true; MAX_MEMBERS];
+    fp.set_table(&t).unwrap();
+    let rx = fp.stripe_rx().expect("map lagd_stripe_rx");
+    let f = tcp_segment(true, false, 1000);
+    let seg = parse_segment(&f).unwrap();
+    let (slot, words) = (seg.key.kernel_slot(), seg.key.kernel_words());
+    rx.word(slot).store(0, SeqCst);
+    assert_eq!(
+        rx.take_over(slot, &words),
+        None,
+        "a free slot holds no flow"
+    );
+    assert!(
+        rx.hand_back(slot, &words, seg.seq),
+        "a free slot is claimed"
+    );
+    let w = RxWord::decode(rx.word(slot).load(SeqCst));
+    assert_eq!((w.state, w.next), (RxState::Kernel, seg.seq));
+    assert_eq!(rx.key(slot), words);
+    let mut next = seg.seq;
+    if let Some(m) = member {
+        assert_eq!(fp.test_ingress(&f, m).unwrap().verdict, REDIRECT);
+        next = seg.seq.wrapping_add(1000);
+    }
+    assert_eq!(
+        rx.take_over(slot, &words),
+        Some(next),
+        "where the program got to"
+    );
+    assert_eq!(
+        RxWord::decode(rx.word(slot).load(SeqCst)).state,
+        RxState::Lagd
+    );
+    assert_eq!(rx.take_over(slot, &words), Some(next), "lagd's already");
+    if let Some(m) = member {
+        assert_eq!(fp.test_ingress(&f, m).unwrap().verdict, PASS, "lagd's flow");
+    }
+    // Another flow in the same slot: not while this one moved within RX_IDLE_NS.
+    let mut other = words;
+    other[8] ^= 0x0101_0000;
+    assert_eq!(rx.take_over(slot, &other), None, "not its slot");
+    assert!(rx.hand_back(slot, &words, next), "back to the program");
+    assert!(
+        !rx.hand_back(slot, &other, 5),
+        "the slot's flow moved just now"
+    );
+    rx.last_ns(slot)
+        .store(monotonic_ns().saturating_sub(RX_IDLE_NS + 1), SeqCst);
+    assert!(rx.hand_back(slot, &other, 5), "an idle slot is taken");
+    assert_eq!(rx.key(slot), other);
+    assert_eq!(
+        rx.take_over(slot, &words),
+        None,
+        "the first flow lost its slot"
+    );
+    if let Some(m) = member {
+        assert_eq!(
+            fp.test_ingress(&f, m).unwrap().verdict,
+            PASS,
+            "nobody's flow"
+        );
+    }
+    rx.word(slot).store(0, SeqCst);
+}
+
 /// A stripe_rx word: state, generation, next sequence number (`enum stripe_rx_word` in
 /// bpf/lagd_shared.h).
-fn rx_word(state: u64, generation: u64, next: u32) -> u64 {
-    use lagd_sys::fastpath::abi::{STRIPE_RX_GEN_SHIFT, STRIPE_RX_STATE_SHIFT};
-    state << STRIPE_RX_STATE_SHIFT | generation << STRIPE_RX_GEN_SHIFT | u64::from(next)
+fn rx_word(state: RxState, generation: u16, next: u32) -> u64 {
+    RxWord {
+        state,
+        generation,
+        next,
+    }
+    .encode()
 }
 
 /// Whether this kernel's test runs can say on which interface a frame arrived (Linux 5.16+,
@@ -808,7 +903,8 @@ fn stripe_receiver_loads_from_5_12_and_without_it_lagd_gets_every_stripe_frame()
     let seg = parse_segment(&f).unwrap();
     let slot = seg.key.kernel_slot();
     rx.set_key(slot, &seg.key.kernel_words());
-    rx.word(slot).store(rx_word(1, 9, seg.seq), SeqCst);
+    rx.word(slot)
+        .store(rx_word(RxState::Kernel, 9, seg.seq), SeqCst);
     if !ingress_ifindex_settable(&fp, "stripe receiver") {
         assert_eq!(
             fp.test_ingress(&f, 0).unwrap().verdict,
@@ -817,7 +913,7 @@ fn stripe_receiver_loads_from_5_12_and_without_it_lagd_gets_every_stripe_frame()
         );
         assert_eq!(
             rx.word(slot).load(SeqCst),
-            rx_word(1, 9, seg.seq),
+            rx_word(RxState::Kernel, 9, seg.seq),
             "flow unchanged"
         );
         return;
@@ -833,7 +929,7 @@ fn stripe_receiver_loads_from_5_12_and_without_it_lagd_gets_every_stripe_frame()
         assert_eq!(next_in_sequence, PASS, "without the receiver: to lagd");
         assert_eq!(
             rx.word(slot).load(SeqCst),
-            rx_word(1, 9, seg.seq),
+            rx_word(RxState::Kernel, 9, seg.seq),
             "nothing moved the flow"
         );
         assert_eq!(rx.delivered(slot).0, 0, "nothing delivered");
@@ -841,7 +937,7 @@ fn stripe_receiver_loads_from_5_12_and_without_it_lagd_gets_every_stripe_frame()
         assert_eq!(next_in_sequence, REDIRECT, "the receiver delivers it");
         assert_eq!(
             rx.word(slot).load(SeqCst),
-            rx_word(1, 9, seg.seq.wrapping_add(1000)),
+            rx_word(RxState::Kernel, 9, seg.seq.wrapping_add(1000)),
             "and advances next"
         );
     }
@@ -881,7 +977,8 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
         let seg = parse_segment(&f).unwrap();
         let slot = seg.key.kernel_slot();
         rx.set_key(slot, &seg.key.kernel_words());
-        rx.word(slot).store(rx_word(1, 2, seg.seq), SeqCst);
+        rx.word(slot)
+            .store(rx_word(RxState::Kernel, 2, seg.seq), SeqCst);
         assert_eq!(
             fp.test_ingress(&f, 0).unwrap().verdict,
             PASS,
@@ -889,7 +986,7 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
         );
         assert_eq!(
             rx.word(slot).load(SeqCst),
-            rx_word(1, 2, seg.seq),
+            rx_word(RxState::Kernel, 2, seg.seq),
             "flow unchanged"
         );
         return;
@@ -908,11 +1005,13 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
         // One slot off: the program must not find the flow there.
         let wrong = slot ^ 1;
         rx.set_key(wrong, &words);
-        rx.word(wrong).store(rx_word(1, 0, seg.seq), SeqCst);
+        rx.word(wrong)
+            .store(rx_word(RxState::Kernel, 0, seg.seq), SeqCst);
         assert_eq!(verdict(&f), PASS, "flow {n}: found in the wrong slot");
         rx.word(wrong).store(0, SeqCst);
         rx.set_key(slot, &words);
-        rx.word(slot).store(rx_word(1, 7, seg.seq), SeqCst);
+        rx.word(slot)
+            .store(rx_word(RxState::Kernel, 7, seg.seq), SeqCst);
         assert_eq!(
             verdict(&f),
             REDIRECT,
@@ -920,10 +1019,18 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
         );
         delivered += 1;
         let end = seg.seq.wrapping_add(payload as u32);
-        assert_eq!(rx.word(slot).load(SeqCst), rx_word(1, 7, end), "flow {n}");
+        assert_eq!(
+            rx.word(slot).load(SeqCst),
+            rx_word(RxState::Kernel, 7, end),
+            "flow {n}"
+        );
         assert_eq!(verdict(&f), REDIRECT, "flow {n}: behind next, to the host");
         delivered += 1;
-        assert_eq!(rx.word(slot).load(SeqCst), rx_word(1, 7, end), "flow {n}");
+        assert_eq!(
+            rx.word(slot).load(SeqCst),
+            rx_word(RxState::Kernel, 7, end),
+            "flow {n}"
+        );
         rx.word(slot).store(0, SeqCst);
     }
     let total: u64 = (0..lagd_sys::fastpath::STRIPE_RX_SLOTS)
@@ -943,8 +1050,10 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
     let held = rx.held(slot);
     let mut rounds = Vec::new();
     for _ in 0..20 {
-        rx.word(slot)
-            .store(rx_word(1, 3, seg.seq.wrapping_sub(500)), SeqCst);
+        rx.word(slot).store(
+            rx_word(RxState::Kernel, 3, seg.seq.wrapping_sub(500)),
+            SeqCst,
+        );
         rx.last_ns(slot).store(monotonic_ns(), SeqCst);
         let v = verdict(&f);
         rounds.push((v, rx.word(slot).load(SeqCst)));
@@ -954,25 +1063,32 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
     }
     assert_eq!(
         rounds.last(),
-        Some(&(REDIRECT, rx_word(1, 3, seg.seq.wrapping_sub(500)))),
+        Some(&(
+            REDIRECT,
+            rx_word(RxState::Kernel, 3, seg.seq.wrapping_sub(500))
+        )),
         "ahead of next of a moving flow: round again, nothing changed ({rounds:x?})"
     );
     assert_eq!(rx.held(slot), held + 1, "the round is counted");
     // Nothing delivered for longer than that: a hole that lasts, lagd's.
-    rx.word(slot)
-        .store(rx_word(1, 3, seg.seq.wrapping_sub(500)), SeqCst);
+    rx.word(slot).store(
+        rx_word(RxState::Kernel, 3, seg.seq.wrapping_sub(500)),
+        SeqCst,
+    );
     rx.last_ns(slot)
         .store(monotonic_ns().saturating_sub(100_000), SeqCst);
     assert_eq!(verdict(&f), PASS, "ahead of a hole that lasted: to lagd");
     assert_eq!(rx.held(slot), held + 1, "no round");
     assert_eq!(
         rx.word(slot).load(SeqCst),
-        rx_word(2, 4, seg.seq.wrapping_sub(500)),
+        rx_word(RxState::Lagd, 4, seg.seq.wrapping_sub(500)),
         "the flow is lagd's from the hole on, next kept"
     );
-    rx.word(slot).store(rx_word(2, 4, seg.seq), SeqCst);
+    rx.word(slot)
+        .store(rx_word(RxState::Lagd, 4, seg.seq), SeqCst);
     assert_eq!(verdict(&f), PASS, "lagd's flow, even in sequence");
-    rx.word(slot).store(rx_word(1, 5, seg.seq), SeqCst);
+    rx.word(slot)
+        .store(rx_word(RxState::Kernel, 5, seg.seq), SeqCst);
     let mut key = seg.key.kernel_words();
     key[9] ^= 1;
     rx.set_key(slot, &key);
@@ -989,7 +1105,7 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
     assert_eq!(verdict(&tcp_segment(true, true, 1000)), PASS, "tagged");
     assert_eq!(
         rx.word(slot).load(SeqCst),
-        rx_word(1, 5, seg.seq),
+        rx_word(RxState::Kernel, 5, seg.seq),
         "nothing above moved the flow"
     );
     assert_eq!(verdict(&f), REDIRECT);

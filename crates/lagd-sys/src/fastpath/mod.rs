@@ -30,10 +30,12 @@
 #[rustfmt::skip]
 pub mod abi;
 mod program;
+mod stripe_rx;
 #[rustfmt::skip]
 mod programs;
 
 use program::{MapDef, MapId, Program};
+pub use stripe_rx::{RX_IDLE_NS, RxState, RxWord, STRIPE_RX_SLOTS, StripeRxTable};
 
 use std::io;
 use std::mem::offset_of;
@@ -1042,144 +1044,6 @@ impl FastPath {
     /// and the kernel's test runs cannot set it (before Linux 5.16).
     pub fn test_ingress(&self, frame: &[u8], ingress_ifindex: u32) -> io::Result<TestRun> {
         self.test_run(&self.ingress, frame, ingress_ifindex)
-    }
-}
-
-/// Flow slots in stripe's receive table ([`abi::STRIPE_RX_SLOTS`]).
-pub const STRIPE_RX_SLOTS: usize = abi::STRIPE_RX_SLOTS as usize;
-/// Bytes per entry of stripe's receive table (`struct stripe_rx`).
-const STRIPE_RX_ENTRY: usize = abi::StripeRx::SIZE;
-const _: () = assert!(programs::STRIPE_RX_DEF.value_size as usize == STRIPE_RX_ENTRY);
-// The key words [`StripeRxTable::key`] reads and writes are `struct stripe_rx`'s.
-const _: fn(abi::StripeRx) -> [u32; 10] = |e| e.key;
-const _: () = assert!(programs::STRIPE_RX_DEF.max_entries as usize == STRIPE_RX_SLOTS);
-
-/// Stripe's receive table as lagd sees it: the array map `lagd_stripe_rx` mapped into memory,
-/// shared with the members' program (which changes an entry's word only by compare-and-swap,
-/// so lagd does the same). Every access goes through atomics: the program may write any entry
-/// at any time.
-pub struct StripeRxTable {
-    base: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-impl std::fmt::Debug for StripeRxTable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StripeRxTable")
-            .field("len", &self.len)
-            .finish()
-    }
-}
-
-impl StripeRxTable {
-    fn map(fd: &OwnedFd) -> io::Result<Self> {
-        // SAFETY: sysconf has no memory effects.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        let page = usize::try_from(page).unwrap_or(4096).max(1);
-        let len = (STRIPE_RX_SLOTS * STRIPE_RX_ENTRY).div_ceil(page) * page;
-        // SAFETY: a new shared mapping of `len` bytes of the map's values (the kernel checks
-        // that the map is mmapable and that `len` fits); no existing memory is touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(crate::error::annotate(
-                io::Error::last_os_error(),
-                "mmap",
-                Some("lagd_stripe_rx"),
-            ));
-        }
-        let base =
-            std::ptr::NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap"))?;
-        Ok(Self { base, len })
-    }
-
-    fn u64_at(&self, slot: usize, off: usize) -> &std::sync::atomic::AtomicU64 {
-        let at = (slot % STRIPE_RX_SLOTS) * STRIPE_RX_ENTRY + off;
-        assert!(at + 8 <= self.len && at % 8 == 0);
-        // SAFETY: `at` is inside the mapping and 8-aligned (both asserted), and the mapping
-        // lives as long as `self`; the memory is shared with the kernel program, which is why
-        // it is only ever accessed atomically.
-        unsafe {
-            &*self
-                .base
-                .as_ptr()
-                .add(at)
-                .cast::<std::sync::atomic::AtomicU64>()
-        }
-    }
-
-    fn u32_at(&self, slot: usize, off: usize) -> &std::sync::atomic::AtomicU32 {
-        let at = (slot % STRIPE_RX_SLOTS) * STRIPE_RX_ENTRY + off;
-        assert!(at + 4 <= self.len && at % 4 == 0);
-        // SAFETY: as in `u64_at`, for 4 aligned bytes.
-        unsafe {
-            &*self
-                .base
-                .as_ptr()
-                .add(at)
-                .cast::<std::sync::atomic::AtomicU32>()
-        }
-    }
-
-    /// Slot `slot`'s word: next sequence number (bits 0-31), generation (32-47), state (48-55).
-    pub fn word(&self, slot: usize) -> &std::sync::atomic::AtomicU64 {
-        self.u64_at(slot, offset_of!(abi::StripeRx, word))
-    }
-
-    /// When the slot's flow was last delivered or handed over (`CLOCK_MONOTONIC` ns).
-    pub fn last_ns(&self, slot: usize) -> &std::sync::atomic::AtomicU64 {
-        self.u64_at(slot, offset_of!(abi::StripeRx, last_ns))
-    }
-
-    /// The slot's flow key words.
-    pub fn key(&self, slot: usize) -> [u32; 10] {
-        std::array::from_fn(|i| {
-            self.u32_at(slot, offset_of!(abi::StripeRx, key) + 4 * i)
-                .load(std::sync::atomic::Ordering::Acquire)
-        })
-    }
-
-    /// Writes the slot's flow key words (only while the slot's state keeps the program off it).
-    pub fn set_key(&self, slot: usize, key: &[u32; 10]) {
-        for (i, k) in key.iter().enumerate() {
-            self.u32_at(slot, offset_of!(abi::StripeRx, key) + 4 * i)
-                .store(*k, std::sync::atomic::Ordering::Release);
-        }
-    }
-
-    /// Segments and payload bytes the program delivered through the slot.
-    pub fn delivered(&self, slot: usize) -> (u64, u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        (
-            self.u64_at(slot, offset_of!(abi::StripeRx, delivered))
-                .load(Relaxed),
-            self.u64_at(slot, offset_of!(abi::StripeRx, bytes))
-                .load(Relaxed),
-        )
-    }
-
-    /// Rounds the program sent segments of the slot's flow that were ahead of the next in
-    /// sequence, while the flow was moving, back through their member's queue (each time it
-    /// saw one again counts).
-    pub fn held(&self, slot: usize) -> u64 {
-        self.u64_at(slot, offset_of!(abi::StripeRx, held))
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-impl Drop for StripeRxTable {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, of `len` bytes, unmapped once; no reference into
-        // it outlives `self` (they borrow it).
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 

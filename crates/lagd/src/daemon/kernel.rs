@@ -20,7 +20,6 @@ use lagd_sys::fastpath::{
     Table, TlbMacs, abi, monotonic_ns,
 };
 use lagd_sys::isolate::TcxUnavailable;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 /// The failed call and its errno of a [`TcxUnavailable`] error (for the status line).
 pub(crate) fn tcx_errno(e: &io::Error) -> String {
@@ -118,116 +117,34 @@ pub(crate) struct Kernel {
     next_beat: Option<Instant>,
 }
 
-// The states of a stripe_rx word (`enum stripe_rx_state` in bpf/lagd_shared.h).
-const RX_FREE: u64 = abi::STRIPE_RX_FREE as u64;
-const RX_KERNEL: u64 = abi::STRIPE_RX_KERNEL as u64;
-const RX_LAGD: u64 = abi::STRIPE_RX_LAGD as u64;
-const RX_CLAIM: u64 = abi::STRIPE_RX_CLAIM as u64;
-/// A slot whose flow nobody delivered or handed over for this long may take another flow.
-const RX_IDLE_NS: u64 = 1_000_000_000;
-
-fn rx_state(w: u64) -> u64 {
-    (w >> abi::STRIPE_RX_STATE_SHIFT) & u64::from(abi::STRIPE_RX_STATE_MASK)
-}
-
-/// A word in `state`, one generation after `w`, expecting `next` (`enum stripe_rx_word`).
-fn rx_word(w: u64, state: u64, next: u32) -> u64 {
-    let generation = ((w >> abi::STRIPE_RX_GEN_SHIFT) + 1) & u64::from(abi::STRIPE_RX_GEN_MASK);
-    state << abi::STRIPE_RX_STATE_SHIFT | generation << abi::STRIPE_RX_GEN_SHIFT | u64::from(next)
-}
-
-/// Stripe's receive table shared with the members' program: per TCP flow slot, whether the
-/// program delivers the flow (segments in sequence go straight to the host) or lagd does (the
-/// program passes everything of it on, since lagd holds segments behind a hole), and the next
-/// sequence number the host expects. The program only ever advances `next` of a flow it
-/// delivers, or hands it to lagd; lagd hands flows back when it holds nothing of them and
-/// claims free or idle slots for the flows it sees. Every change is a compare-and-swap of the
-/// slot's word with a new generation, so neither side acts on a word the other changed.
+/// Stripe's receive table shared with the members' program, by flow: the protocol on its
+/// slots is lagd-sys's ([`StripeRxTable`]); this names the slot and key words of a flow.
 pub(crate) struct StripeRx {
     table: StripeRxTable,
 }
 
 impl StripeRx {
-    /// The slot of `key`, its key words and its word; `None` for a flow the program never
-    /// delivers (it takes untagged frames only).
-    fn slot(&self, key: &FlowKey) -> Option<(usize, [u32; 10], &std::sync::atomic::AtomicU64)> {
-        if key.tag & 0x0fff != 0 {
-            return None;
-        }
-        let slot = key.kernel_slot();
-        Some((slot, key.kernel_words(), self.table.word(slot)))
+    /// The slot of `key` and its key words; `None` for a flow the program never delivers (it
+    /// takes untagged frames only).
+    fn slot(key: &FlowKey) -> Option<(usize, [u32; 10])> {
+        (key.tag & 0x0fff == 0).then(|| (key.kernel_slot(), key.kernel_words()))
     }
 
     /// The program stops delivering `key`; the next sequence number if it was delivering it.
     pub(crate) fn take_over(&self, key: &FlowKey) -> Option<u32> {
-        let (slot, words, word) = self.slot(key)?;
-        loop {
-            let w = word.load(Acquire);
-            let state = rx_state(w);
-            if !(state == RX_KERNEL || state == RX_LAGD) || self.table.key(slot) != words {
-                return None;
-            }
-            if state == RX_LAGD {
-                return Some(w as u32);
-            }
-            if word
-                .compare_exchange(w, rx_word(w, RX_LAGD, w as u32), AcqRel, Acquire)
-                .is_ok()
-            {
-                self.table.last_ns(slot).store(monotonic_ns(), Relaxed);
-                return Some(w as u32);
-            }
-        }
+        let (slot, words) = Self::slot(key)?;
+        self.table.take_over(slot, &words)
     }
 
     /// The program delivers `key` from `next` on, if its slot is the flow's, free, or idle.
     pub(crate) fn hand_back(&self, key: &FlowKey, next: u32) -> bool {
-        let Some((slot, words, word)) = self.slot(key) else {
-            return false;
-        };
-        loop {
-            let w = word.load(Acquire);
-            let state = rx_state(w);
-            let now = monotonic_ns();
-            if state != RX_FREE && self.table.key(slot) == words {
-                if state != RX_LAGD {
-                    return false;
-                }
-                if word
-                    .compare_exchange(w, rx_word(w, RX_KERNEL, next), AcqRel, Acquire)
-                    .is_ok()
-                {
-                    self.table.last_ns(slot).store(now, Relaxed);
-                    return true;
-                }
-                continue;
-            }
-            let last = self.table.last_ns(slot).load(Relaxed);
-            if state != RX_FREE && now.saturating_sub(last) < RX_IDLE_NS {
-                return false;
-            }
-            // Claim the slot: the program leaves a slot alone unless it is KERNEL, so the key
-            // can be written before the flow is handed over.
-            let claim = rx_word(w, RX_CLAIM, 0);
-            if word.compare_exchange(w, claim, AcqRel, Acquire).is_err() {
-                continue;
-            }
-            self.table.set_key(slot, &words);
-            self.table.last_ns(slot).store(now, Relaxed);
-            word.store(rx_word(claim, RX_KERNEL, next), Release);
-            return true;
-        }
+        Self::slot(key).is_some_and(|(slot, words)| self.table.hand_back(slot, &words, next))
     }
 
     /// Segments the program delivered, and rounds it sent segments ahead of a hole back
     /// through their member's queue, through every slot.
     pub(crate) fn totals(&self) -> (u64, u64) {
-        (0..STRIPE_RX_SLOTS).fold((0, 0), |(delivered, held), s| {
-            (
-                delivered + self.table.delivered(s).0,
-                held + self.table.held(s),
-            )
-        })
+        self.table.totals()
     }
 }
 
