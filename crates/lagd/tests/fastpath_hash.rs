@@ -765,10 +765,7 @@ fn stripe_receive_protocol_take_over_and_hand_back_agree_with_the_program() {
         );
         None
     };
-    let mut t = table(Rule::Stripe, 0, 0);
-    t.rx_unicast = [true; MAX_MEMBERS];
-    fp.set_table(&t).unwrap();
-    let rx = fp.stripe_rx().expect("map lagd_stripe_rx");
+    let rx = stripe_receiver(&fp);
     let f = tcp_segment(true, false, 1000);
     let seg = parse_segment(&f).unwrap();
     let (slot, words) = (seg.key.kernel_slot(), seg.key.kernel_words());
@@ -829,6 +826,14 @@ fn stripe_receive_protocol_take_over_and_hand_back_agree_with_the_program() {
         );
     }
     rx.word(slot).store(0, SeqCst);
+}
+
+/// A stripe table that takes every member's unicast, set, and the receive table mapped.
+fn stripe_receiver(fp: &FastPath) -> lagd_sys::fastpath::StripeRxTable {
+    let mut t = table(Rule::Stripe, 0, 0);
+    t.rx_unicast = [true; MAX_MEMBERS];
+    fp.set_table(&t).unwrap();
+    fp.stripe_rx().expect("map lagd_stripe_rx")
 }
 
 /// A stripe_rx word: state, generation, next sequence number (`enum stripe_rx_word` in
@@ -895,10 +900,7 @@ fn stripe_receiver_loads_from_5_12_and_without_it_lagd_gets_every_stripe_frame()
             );
         }
     }
-    let mut t = table(Rule::Stripe, 0, 0);
-    t.rx_unicast = [true; MAX_MEMBERS];
-    fp.set_table(&t).unwrap();
-    let rx = fp.stripe_rx().expect("map lagd_stripe_rx");
+    let rx = stripe_receiver(&fp);
     let f = tcp_segment(true, false, 1000);
     let seg = parse_segment(&f).unwrap();
     let slot = seg.key.kernel_slot();
@@ -968,10 +970,7 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
         );
         return;
     }
-    let mut t = table(Rule::Stripe, 0, 0);
-    t.rx_unicast = [true; MAX_MEMBERS];
-    fp.set_table(&t).unwrap();
-    let rx = fp.stripe_rx().expect("map lagd_stripe_rx");
+    let rx = stripe_receiver(&fp);
     if !ingress_ifindex_settable(&fp, "stripe receiver") {
         let f = tcp_segment(true, false, 1000);
         let seg = parse_segment(&f).unwrap();
