@@ -10,7 +10,7 @@
 //! were, an accepted one prints options that parse again.
 #![no_main]
 
-use lagd::daemon::control::{
+use lagd::control::{
     MAX_REQUEST, Request, RequestLine, TooLong, error_reply, parse_request,
 };
 use lagd_proto::bond::{Bond, BondOptions, PortInfo};

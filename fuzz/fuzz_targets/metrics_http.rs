@@ -10,7 +10,7 @@
 
 use std::io::{self, Read, Write};
 
-use lagd::daemon::Endpoint;
+use lagd::control::Endpoint;
 use lagd::metrics::{MAX_REQUEST, answer};
 use libfuzzer_sys::fuzz_target;
 

@@ -150,7 +150,7 @@ pub fn check(config: &Config) -> Vec<Finding> {
             );
         }
     }
-    let held = crate::daemon::files::netns_dir()
+    let held = crate::files::netns_dir()
         .and_then(|dir| crate::daemon::restore::held_elsewhere(&dir, &config.bond, &found));
     match held {
         Ok(held) => {

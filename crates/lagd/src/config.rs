@@ -30,7 +30,7 @@ use lagd_proto::wire::EthernetAddress;
 use serde::Deserialize;
 use toml::Spanned;
 
-pub use crate::daemon::control::Endpoint;
+pub use crate::control::Endpoint;
 
 /// Where `lagd` listens for `lagctl` by default: the abstract socket `@lagd/<bond>`, which
 /// belongs to the network namespace.

@@ -7,7 +7,9 @@
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod daemon;
+pub mod files;
 pub mod generate;
 pub mod lab;
 pub mod metrics;

@@ -39,7 +39,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tracing::{debug, info, warn};
 
-use crate::daemon::control::{Endpoint, status_at};
+use crate::control::{Endpoint, status_at};
 use crate::status::Status;
 
 /// The largest HTTP request head the listener reads; longer requests get 431.

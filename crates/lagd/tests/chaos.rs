@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::daemon::query_status;
+use lagd::control::query_status;
 use lagd::lab::dataplane::{OVS_BALANCE_TCP_FAST_LACP, OvsInstance, address_bond, start_ovs_bond};
 use lagd::lab::topology::{
     ProcessId, Side, Topology, in_named_ns, is_root, random_u64, require_program,

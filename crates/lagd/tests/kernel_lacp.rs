@@ -32,7 +32,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use guest::{in_guest, sh};
-use lagd::daemon::query_status;
+use lagd::control::query_status;
 use lagd::lab::dataplane::address_bond;
 use lagd::lab::topology::{ProcessId, Side, Topology};
 use lagd::status::Status;

@@ -24,7 +24,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use guest::{in_guest, sh};
-use lagd::daemon::query_status;
+use lagd::control::query_status;
 use lagd::lab::topology::{Side, Topology};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");

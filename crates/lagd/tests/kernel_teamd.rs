@@ -31,7 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use guest::{in_guest, sh, try_sh};
-use lagd::daemon::query_status;
+use lagd::control::query_status;
 use lagd::lab::dataplane::address_bond;
 use lagd::lab::topology::{ProcessId, Side, Topology, in_path};
 use lagd::status::Status;

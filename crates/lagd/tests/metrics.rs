@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::daemon::query_status;
+use lagd::control::query_status;
 use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");

@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::daemon::files::netns_dir;
+use lagd::files::netns_dir;
 use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");

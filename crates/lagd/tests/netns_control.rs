@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::daemon::control::{Endpoint, MAX_REQUEST, REQUEST_TIME};
-use lagd::daemon::{query_status, status_at};
+use lagd::control::{Endpoint, MAX_REQUEST, REQUEST_TIME};
+use lagd::control::{query_status, status_at};
 use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
 use lagd::lab::traffic::checked_transfer;
 

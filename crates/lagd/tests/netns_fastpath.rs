@@ -9,7 +9,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::daemon::query_status;
+use lagd::control::query_status;
 use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
 use lagd::lab::traffic::checked_transfer;
 use lagd::status::Status;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::daemon::query_status;
+use lagd::control::query_status;
 use lagd::lab::topology::{ProcessId, Side, Topology};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");

@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::daemon::query_status;
+use lagd::control::query_status;
 use lagd::lab::topology::{
     LacpduExpectation, Side, SlowCapture, Topology, check_lacpdus_with_tshark, in_named_ns,
     is_root, require_program, run,

@@ -185,7 +185,7 @@ fn a_crash_under_the_supervisor_keeps_the_carrier_and_the_neighbours() {
         let ns = topo.ns(Side::A).to_owned();
         sup.start(&ns, &args);
         wait_for("lagd A answers", Duration::from_secs(10), || {
-            lagd::daemon::query_status(&control).is_ok()
+            lagd::control::query_status(&control).is_ok()
         });
         let addrs = address_bonds(&topo, &bonds);
         let peer = addrs[1].to_string();
@@ -223,7 +223,7 @@ fn a_crash_under_the_supervisor_keeps_the_carrier_and_the_neighbours() {
         let during = neighbour(&topo, &bonds[0], &peer);
         sup.start(&ns, &args);
         wait_for("lagd A answers again", Duration::from_secs(10), || {
-            lagd::daemon::query_status(&control).is_ok()
+            lagd::control::query_status(&control).is_ok()
         });
         assert!(ping(&topo), "no ping after the restart:\n{}", sup.log());
         if store {
@@ -383,7 +383,7 @@ impl Pair {
         pair.addrs = address_bonds(&pair.topo, &pair.bonds);
         if opts.contains("802.3ad") {
             wait_for("LACP distributing", Duration::from_secs(15), || {
-                lagd::daemon::query_status(&pair.control).is_ok_and(|s| {
+                lagd::control::query_status(&pair.control).is_ok_and(|s| {
                     s.members
                         .iter()
                         .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
@@ -403,7 +403,7 @@ impl Pair {
             ])
             .arg(pair.addrs[1].to_string())
             .output();
-        pair.attached = lagd::daemon::query_status(&pair.control)
+        pair.attached = lagd::control::query_status(&pair.control)
             .unwrap()
             .dataplane
             .attach
@@ -433,7 +433,7 @@ impl Pair {
         let ns = self.topo.ns(Side::A).to_owned();
         self.sup.start(&ns, &args);
         wait_for("lagd A answers", Duration::from_secs(10), || {
-            lagd::daemon::query_status(&self.control).is_ok()
+            lagd::control::query_status(&self.control).is_ok()
         });
     }
 
@@ -506,7 +506,7 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
         // timeout and sent every second while it ran): past that B stops distributing to A, as
         // it must. A one-CPU guest that does not run the probes in time stretches the window
         // that far; B's status says whether it did, and the losses then prove nothing.
-        let b_expired = lagd::daemon::query_status(&pair.control_b).is_ok_and(|s| {
+        let b_expired = lagd::control::query_status(&pair.control_b).is_ok_and(|s| {
             s.members
                 .iter()
                 .any(|m| m.lacp.as_ref().is_some_and(|l| !l.distributing))
@@ -798,7 +798,7 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         );
         if mode.contains("802.3ad") {
             let distributing = |c: &Path| {
-                lagd::daemon::query_status(c).is_ok_and(|s| {
+                lagd::control::query_status(c).is_ok_and(|s| {
                     s.members
                         .iter()
                         .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
-use lagd::daemon::query_status;
+use lagd::control::query_status;
 use lagd::lab::dataplane::address_bond;
 use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program, run};
 use lagd::lab::traffic::checked_transfer;

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::daemon::query_status;
+use lagd::control::query_status;
 use lagd::lab::dataplane::{OvsInstance, address_bond, start_ovs, start_ovs_bond};
 use lagd::lab::topology::{
     LacpduExpectation, ProcessId, Side, SlowCapture, Topology, check_lacpdus_with_tshark, is_root,

@@ -1,12 +1,12 @@
 //! `lagctl set`, `lagctl member`, `lagctl active` and `lagctl reload`: run-time changes to a running bond, sent
-//! over its control socket (root only; see `lagd::daemon::control` for the protocol).
+//! over its control socket (root only; see `lagd::control` for the protocol).
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use super::CliError;
 use super::show::{ShowArgs, socket_path_for};
-use crate::daemon::control::{MemberAction, Request, request};
+use crate::control::{MemberAction, Request, request};
 
 /// Arguments of `lagctl set`.
 #[derive(Debug, Clone, clap::Args)]
@@ -131,7 +131,7 @@ pub fn events(args: EventsArgs) -> Result<(), CliError> {
     })?;
     let mut out = io::stdout();
     let mut failed = None;
-    crate::daemon::control::events(&endpoint, |v| {
+    crate::control::events(&endpoint, |v| {
         let line = if args.json {
             v.to_string()
         } else {

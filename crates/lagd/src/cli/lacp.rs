@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::CliError;
 use super::show::{ShowArgs, socket_path_for};
-use crate::daemon::status_at;
+use crate::control::status_at;
 use crate::status::{MemberStatus, Status};
 
 /// `lagctl lacp ...`.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::CliError;
 use super::show::{ShowArgs, socket_path_for};
-use crate::daemon::control::status_at;
+use crate::control::status_at;
 
 /// Arguments of `lagctl metrics`.
 #[derive(Debug, Clone, clap::Args)]

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 
 use super::CliError;
 use crate::config::default_control;
-use crate::daemon::control::local_bonds;
-use crate::daemon::{Endpoint, status_at};
+use crate::control::{Endpoint, local_bonds, status_at};
 
 /// Arguments of `lagctl show`.
 #[derive(Debug, Clone, clap::Args)]

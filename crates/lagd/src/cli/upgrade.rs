@@ -18,7 +18,7 @@ use anyhow::anyhow;
 
 use super::CliError;
 use super::show::{ShowArgs, socket_path_for};
-use crate::daemon::handover::ADOPT_TIME;
+use crate::control::ADOPT_TIME;
 
 /// How long the new lagd may take to start and check its configuration before it asks.
 const START_TIME: Duration = Duration::from_secs(10);

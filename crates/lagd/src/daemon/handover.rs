@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 
-use super::control::{Endpoint, Request};
+use crate::control::{ADOPT_TIME, Endpoint, Request};
 
 /// The name of the TAP's descriptor in the store.
 pub const TAP: &str = "tap";
@@ -40,9 +40,6 @@ pub const TAP: &str = "tap";
 pub const TCX: &str = "tcx";
 /// The name of the old lagd's standard error in a planned upgrade.
 pub const LOG: &str = "log";
-/// How long a running lagd waits for the one it hands over to to say it has adopted what it
-/// was given (and the new one for the old one's `bye`). The programs forward meanwhile.
-pub const ADOPT_TIME: Duration = Duration::from_secs(5);
 /// How long the new lagd waits for the running one's descriptors.
 const HANDOVER_REPLY_TIME: Duration = Duration::from_secs(5);
 

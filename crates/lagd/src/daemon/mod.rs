@@ -27,7 +27,6 @@
 
 pub mod control;
 pub mod dataplane;
-pub mod files;
 pub mod handover;
 mod kernel;
 pub mod notify;
@@ -50,9 +49,9 @@ use lagd_sys::tap::{Tap, TapOptions};
 use tracing::{info, warn};
 
 use crate::config::Config;
+use crate::files;
 use crate::metrics;
 use crate::status::{BondContext, DataplaneStatus, Status};
-pub use control::{Endpoint, query_status, status_at};
 pub use dataplane::member_data_socket;
 use dataplane::{Dataplane, Member};
 use kernel::{Choice, Kernel};
@@ -754,7 +753,7 @@ impl Daemon {
         drop(fds);
         // Until the new lagd has put its programs into the links, the programs forward with
         // this one's table: their heartbeat is renewed while waiting.
-        let deadline = StdInstant::now() + handover::ADOPT_TIME;
+        let deadline = StdInstant::now() + crate::control::ADOPT_TIME;
         let mut line = String::new();
         let adopted = sent.and_then(|_| {
             let mut reader = io::BufReader::new(stream);
@@ -769,7 +768,7 @@ impl Daemon {
                 if left.is_zero() {
                     return Err(format!(
                         "the new lagd did not adopt the bond within {} s",
-                        handover::ADOPT_TIME.as_secs()
+                        crate::control::ADOPT_TIME.as_secs()
                     ));
                 }
                 let _ = stream.set_read_timeout(Some(left.min(Duration::from_millis(100))));
@@ -1183,7 +1182,7 @@ impl Daemon {
     /// writing happen on their threads.
     fn service_control(&mut self, now: Instant) {
         while let Some(mut pending) = self.control.next() {
-            if pending.request == control::Request::Events {
+            if pending.request == crate::control::Request::Events {
                 self.subscribers.push(pending.subscribe());
                 continue;
             }
@@ -1199,19 +1198,19 @@ impl Daemon {
                     Err(e) => {
                         warn!("planned upgrade: {e}; this lagd keeps the bond");
                         self.record(now, format!("upgrade failed: {e}"));
-                        pending.answer(control::error_reply(&e));
+                        pending.answer(crate::control::error_reply(&e));
                     }
                 }
                 continue;
             }
             let reply = match self.handle_request(now, &pending.request) {
                 Ok(v) => v.to_string(),
-                Err(e) => control::error_reply(&e),
+                Err(e) => crate::control::error_reply(&e),
             };
             // Members added or removed (also by a reload): their links in the store follow.
             if matches!(
                 pending.request,
-                control::Request::Member { .. } | control::Request::Reload
+                crate::control::Request::Member { .. } | crate::control::Request::Reload
             ) {
                 self.store_links();
             }
@@ -1222,9 +1221,9 @@ impl Daemon {
     fn handle_request(
         &mut self,
         now: Instant,
-        request: &control::Request,
+        request: &crate::control::Request,
     ) -> Result<serde_json::Value, String> {
-        use control::{MemberAction, Request};
+        use crate::control::{MemberAction, Request};
         match request {
             // Taken in service_control.
             Request::Events => Err("events: not a single request".into()),

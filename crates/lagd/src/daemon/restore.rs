@@ -37,7 +37,7 @@ use lagd_sys::tap::{Tap, TapOptions};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use super::files::{self, Lock, write_atomically};
+use crate::files::{self, Lock, write_atomically};
 
 /// One member's settings that lagd changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
