@@ -1395,7 +1395,7 @@ impl Daemon {
     }
 
     fn status_at(&mut self, now: Instant) -> Status {
-        let snap = self.bond.snapshot();
+        let snap = self.bond.snapshot(now);
         let ctx = BondContext {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             bond: self.config.bond.clone(),
