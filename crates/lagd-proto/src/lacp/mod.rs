@@ -129,7 +129,7 @@ use std::collections::VecDeque;
 use config::PARTNER_ADMIN;
 use port::{Actor, Port};
 
-use crate::time::Instant;
+use crate::time::{Instant, earliest};
 use crate::wire::EthernetAddress;
 use crate::wire::slow::{
     LacpInfo, LacpRepr, MarkerKind, PortState, SlowPdu, is_slow_protocols_frame,
@@ -816,27 +816,21 @@ impl Lacp {
         if !self.farewells.is_empty() || self.ports.iter().any(|p| !p.markers.is_empty()) {
             return Some(self.now);
         }
-        let mut t: Option<Instant> = None;
-        let mut note = |d: Option<Instant>| {
-            if let Some(d) = d {
-                t = Some(t.map_or(d, |t| t.min(d)));
-            }
-        };
-        for p in &self.ports {
-            note(p.rx.current_while.deadline());
-            note(p.periodic.periodic_timer.deadline());
-            note(p.mux.wait_while.deadline());
-            note(p.actor_churn.deadline());
-            note(p.partner_churn.deadline());
-            if tx::wants(p) {
-                note(Some(match tx::decide(p, &self.actor, self.now) {
-                    tx::Decision::Wait(t) => t,
-                    tx::Decision::Send(_) | tx::Decision::Suppress => self.now,
-                }));
-            }
-        }
-        note(self.fallback.deadline());
-        t
+        let per_port = self.ports.iter().flat_map(|p| {
+            let tx = tx::wants(p).then(|| match tx::decide(p, &self.actor, self.now) {
+                tx::Decision::Wait(t) => t,
+                tx::Decision::Send(_) | tx::Decision::Suppress => self.now,
+            });
+            [
+                p.rx.current_while.deadline(),
+                p.periodic.periodic_timer.deadline(),
+                p.mux.wait_while.deadline(),
+                p.actor_churn.deadline(),
+                p.partner_churn.deadline(),
+                tx,
+            ]
+        });
+        earliest(per_port.chain([self.fallback.deadline()]))
     }
 
     /// The next event, oldest first. Events of one kind (per port) are coalesced.

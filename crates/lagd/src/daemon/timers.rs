@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use lagd_proto::time::Instant;
+use lagd_proto::time::{Instant, earliest};
 
 /// What the loop wakes for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,7 +103,7 @@ impl Timers {
 
     /// The earliest deadline of all (`None`: nothing scheduled, wait for events only).
     pub(crate) fn next_wake(&self) -> Option<Instant> {
-        self.at.iter().flatten().min().copied()
+        earliest(self.at)
     }
 }
 
