@@ -501,7 +501,10 @@ pub struct Lacp {
     next_port_number: u16,
     next_aggregator_id: u16,
     fallback: fallback::Fallback,
-    now: Instant,
+    /// The time the machines have run up to: real state, not a cache of the last call's
+    /// argument (time never goes backwards here: an earlier `now` is taken as this one, and
+    /// what is queued to send is due at it).
+    machines_at: Instant,
     events: VecDeque<LacpEvent>,
     /// Farewell LACPDUs of removed ports: (port, source MAC, PDU).
     farewells: VecDeque<(PortId, EthernetAddress, LacpRepr)>,
@@ -530,7 +533,7 @@ impl Lacp {
             active: None,
             next_port_number: 1,
             next_aggregator_id: 1,
-            now: Instant::ZERO,
+            machines_at: Instant::ZERO,
             events: VecDeque::new(),
             farewells: VecDeque::new(),
             tx_cursor: 0,
@@ -811,15 +814,16 @@ impl Lacp {
     }
 
     /// When the engine next needs [`Lacp::handle_timeout`] (or [`Lacp::poll_transmit`]): the
-    /// earliest timer deadline, or the last `now` seen if frames are waiting to be sent.
+    /// earliest timer deadline, or the time the machines have run up to if frames are waiting
+    /// to be sent.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if !self.farewells.is_empty() || self.ports.iter().any(|p| !p.markers.is_empty()) {
-            return Some(self.now);
+            return Some(self.machines_at);
         }
         let per_port = self.ports.iter().flat_map(|p| {
-            let tx = tx::wants(p).then(|| match tx::decide(p, &self.actor, self.now) {
+            let tx = tx::wants(p).then(|| match tx::decide(p, &self.actor, self.machines_at) {
                 tx::Decision::Wait(t) => t,
-                tx::Decision::Send(_) | tx::Decision::Suppress => self.now,
+                tx::Decision::Send(_) | tx::Decision::Suppress => self.machines_at,
             });
             [
                 p.rx.current_while.deadline(),
@@ -1041,8 +1045,8 @@ impl Lacp {
 
     /// Moves the clock to `now` (never backwards) and returns the time to use.
     fn advance(&mut self, now: Instant) -> Instant {
-        self.now = self.now.max(now);
-        self.now
+        self.machines_at = self.machines_at.max(now);
+        self.machines_at
     }
 
     /// Runs every machine of every port to a fixed point at `now`.
