@@ -47,6 +47,12 @@ impl Instant {
     }
 }
 
+/// The earliest of some deadlines, `None` where none is set: how each layer folds the
+/// `poll_timeout`s of its parts, in one list (a new timer is one more entry).
+pub fn earliest(deadlines: impl IntoIterator<Item = Option<Instant>>) -> Option<Instant> {
+    deadlines.into_iter().flatten().min()
+}
+
 impl Add<Duration> for Instant {
     type Output = Self;
     fn add(self, d: Duration) -> Self {
@@ -93,5 +99,13 @@ mod test {
             Instant::from_micros(u64::MAX)
         );
         assert_eq!(t.to_string(), "1.500000s");
+    }
+
+    #[test]
+    fn earliest_skips_unset_deadlines() {
+        assert_eq!(earliest([None, None]), None);
+        let (a, b) = (Instant::from_millis(7), Instant::from_millis(3));
+        assert_eq!(earliest([Some(a), None, Some(b)]), Some(b));
+        assert_eq!(earliest([Some(a)]), Some(a));
     }
 }

@@ -155,7 +155,6 @@ impl Bond {
             failovers: 0,
             member_macs: Vec::new(),
             weighted: Vec::new(),
-            last_now: Instant::ZERO,
             generation: 0,
             ports: Vec::new(),
             opts,
@@ -170,7 +169,6 @@ impl Bond {
     /// Adds a member with its current carrier. A member with carrier starts `up` (the driver
     /// does not apply `updelay` at enslave time).
     pub fn add_port(&mut self, now: Instant, info: PortInfo, carrier: bool) -> PortId {
-        self.last_now = self.last_now.max(now);
         let id = PortId(self.ports.len() as u16);
         let port = member::Port::new(now, info, carrier);
         self.events.push_back(BondEvent::Link {
@@ -190,7 +188,6 @@ impl Bond {
     /// Gives the bond a slow-protocols frame (LACPDU, Marker) received on `port`. In modes
     /// without LACP it is ignored (the data path drops such frames: [`DropReason::SlowProtocols`]).
     pub fn handle_frame(&mut self, now: Instant, port: PortId, frame: &[u8]) {
-        self.last_now = self.last_now.max(now);
         if let Some(l) = &mut self.lacp {
             l.handle_frame(now, port, frame);
             self.sync_lacp(now);
@@ -205,7 +202,6 @@ impl Bond {
         speed_mbps: Option<u32>,
         full_duplex: Option<bool>,
     ) {
-        self.last_now = self.last_now.max(now);
         let info = &mut self.ports[port.index()].info;
         if info.speed_mbps == speed_mbps && info.full_duplex == full_duplex {
             return;
@@ -224,7 +220,6 @@ impl Bond {
     /// Collecting, Distributing and Aggregation cleared) is queued; send them from
     /// [`Bond::poll_transmit`] so the partner stops using the links at once.
     pub fn shutdown(&mut self, now: Instant) {
-        self.last_now = self.last_now.max(now);
         if let Some(l) = &mut self.lacp {
             for i in 0..self.ports.len() {
                 let p = PortId(i as u16);
@@ -251,13 +246,11 @@ impl Bond {
     /// Stripe mode: starts the engine afresh with `epoch` (random per start of the daemon, so
     /// the peer can tell a restart). Call once, before the first frame. Other modes: nothing.
     pub fn set_stripe_epoch(&mut self, now: Instant, epoch: u32) {
-        self.last_now = self.last_now.max(now);
         self.mode.set_epoch(now, epoch, &self.weighted);
     }
 
     /// Marks a member as gone (its interface was deleted): it stays in the table, `down`.
     pub fn remove_port(&mut self, now: Instant, port: PortId) {
-        self.last_now = self.last_now.max(now);
         let p = &mut self.ports[port.index()];
         p.carrier = false;
         if p.mii != MiiStatus::Down {
@@ -292,7 +285,6 @@ impl Bond {
 
     /// Records a carrier reading of `port` (each poll, or a link event).
     pub fn handle_carrier(&mut self, now: Instant, port: PortId, carrier: bool) {
-        self.last_now = self.last_now.max(now);
         monitor::carrier_changed(
             &mut self.ports,
             &self.opts,
@@ -307,7 +299,6 @@ impl Bond {
     /// Runs everything that is due at `now` (see [`Bond::poll_timeout`]). What a stripe
     /// reorder buffer gives up waiting for is delivered through `dp`.
     pub fn handle_timeout(&mut self, now: Instant, dp: &mut dyn Dataplane) {
-        self.last_now = self.last_now.max(now);
         self.run_timers(now, dp);
     }
 
@@ -408,9 +399,10 @@ impl Bond {
     /// neighbour advertisements after a failover, receive-balancing ARP, learning packets,
     /// replayed IGMP/MLD reports, stripe hellos), written into `buf` (at least 1514 bytes: a
     /// replayed report is as long as the host's). A pure drain of what the `handle_*` calls
-    /// queued: call after each of them (or once per wake) until `None`.
-    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        self.next_own_frame(buf)
+    /// queued: call after each of them (or once per wake) until `None`. `now` is the time of
+    /// the latest of those calls (what is due by then is sent).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.next_own_frame(now, buf)
     }
 
     /// The next event, oldest first.
@@ -425,9 +417,9 @@ impl Bond {
         self.macs().wire_mac(port)
     }
 
-    /// Plain-data state for status output.
-    pub fn snapshot(&self) -> BondSnapshot {
-        self.build_snapshot()
+    /// Plain-data state for status output, as of `now` (stripe's peer ages).
+    pub fn snapshot(&self, now: Instant) -> BondSnapshot {
+        self.build_snapshot(now)
     }
 
     /// The distribution as plain data (see [`DistributionTable`]).
@@ -530,7 +522,6 @@ impl Bond {
         now: Instant,
         changes: &[(String, String)],
     ) -> Result<OptionChange, OptionError> {
-        self.last_now = self.last_now.max(now);
         self.apply_changes(now, changes)
     }
 
@@ -542,7 +533,6 @@ impl Bond {
         now: Instant,
         target: &BondOptions,
     ) -> Result<OptionChange, OptionError> {
-        self.last_now = self.last_now.max(now);
         self.apply_target(now, target)
     }
 
@@ -551,7 +541,6 @@ impl Bond {
     /// would take over again at once (`primary_reselect=always`): change `primary` instead.
     /// Returns whether the active member changed.
     pub fn set_active(&mut self, now: Instant, name: &str) -> Result<bool, String> {
-        self.last_now = self.last_now.max(now);
         self.make_active(now, name)
     }
 }

@@ -14,7 +14,6 @@ use super::select::{Macs, Selection};
 use super::verdict::RxRule;
 use crate::lacp::Lacp;
 use crate::port::PortId;
-use crate::time::Instant;
 use crate::wire::EthernetAddress;
 
 /// A bond's decision state.
@@ -48,8 +47,6 @@ pub struct Bond {
     /// The members with their weights (speed in Mb/s, or `member_speed`), as last given to
     /// the mode.
     pub(super) weighted: Vec<(PortId, u32)>,
-    /// The latest time a call brought.
-    pub(super) last_now: Instant,
     /// Counts changes of the distribution (see [`Bond::distribution`]).
     pub(super) generation: u64,
 }

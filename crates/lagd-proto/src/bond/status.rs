@@ -7,10 +7,11 @@ use super::snapshot::{ArpMonitorSnapshot, BondSnapshot, PortSnapshot, TablesSnap
 use super::state::Bond;
 use crate::lacp::Lacp;
 use crate::port::PortId;
+use crate::time::Instant;
 
 impl Bond {
     /// Plain-data state for status output.
-    pub(super) fn build_snapshot(&self) -> BondSnapshot {
+    pub(super) fn build_snapshot(&self, now: Instant) -> BondSnapshot {
         let uses_primary = self.opts.mode.uses_primary();
         let active = self.sel.active;
         BondSnapshot {
@@ -49,7 +50,7 @@ impl Bond {
                 igmp_groups_max: igmp::MAX_GROUPS,
                 igmp_groups_evicted: self.igmp.evicted,
             },
-            stripe: self.mode.stripe().map(|s| s.snapshot(self.last_now)),
+            stripe: self.mode.stripe().map(|s| s.snapshot(now)),
             ports: self
                 .ports
                 .iter()

@@ -54,7 +54,7 @@ trait Drive {
     /// A host frame through [`Bond::transmit`], fixed up in place.
     fn host_tx_fixed(&mut self, now: Instant, frame: &mut Vec<u8>) -> TxVerdict;
     /// A member's frame through [`Bond::receive`] (fix-ups discarded).
-    fn member_rx(&mut self, port: PortId, frame: &[u8]) -> RxVerdict;
+    fn member_rx(&mut self, now: Instant, port: PortId, frame: &[u8]) -> RxVerdict;
     /// A member's frame through [`Bond::receive`], fixed up in place.
     fn member_rx_fixed(&mut self, now: Instant, port: PortId, frame: &mut [u8]) -> RxVerdict;
     /// A member's frame through [`Bond::receive`] at `now`, for what the bond hears in it.
@@ -80,8 +80,7 @@ impl Drive for Bond {
         v
     }
 
-    fn member_rx(&mut self, port: PortId, frame: &[u8]) -> RxVerdict {
-        let now = self.last_now;
+    fn member_rx(&mut self, now: Instant, port: PortId, frame: &[u8]) -> RxVerdict {
         self.member_rx_fixed(now, port, &mut frame.to_vec())
     }
 
@@ -99,7 +98,7 @@ impl Drive for Bond {
 
     fn poll_at(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.handle_timeout(now, &mut NoDataplane);
-        self.poll_transmit(buf)
+        self.poll_transmit(now, buf)
     }
 }
 
@@ -125,7 +124,7 @@ fn balance_xor_follows_the_hash_over_usable_members() {
         );
     }
     // All receive paths deliver.
-    assert_eq!(b.member_rx(PortId(2), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(at(5), PortId(2), &tcp(1)), RxVerdict::Deliver);
 }
 
 #[test]
@@ -239,9 +238,9 @@ fn active_backup_failover_and_inactive_receive() {
         b.host_tx(Instant::ZERO, &tcp(1)),
         TxVerdict::Port(PortId(0))
     );
-    assert_eq!(b.member_rx(PortId(0), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(at(0), PortId(0), &tcp(1)), RxVerdict::Deliver);
     assert_eq!(
-        b.member_rx(PortId(1), &tcp(1)),
+        b.member_rx(at(0), PortId(1), &tcp(1)),
         RxVerdict::Drop(DropReason::InactiveMember)
     );
     b.handle_carrier(at(10), PortId(0), false);
@@ -263,15 +262,15 @@ fn active_backup_failover_and_inactive_receive() {
     // Without a primary the new active member stays when the old one returns.
     b.handle_carrier(at(20), PortId(0), true);
     assert_eq!(b.active(), Some(PortId(1)));
-    let snap = b.snapshot();
+    let snap = b.snapshot(at(20));
     assert_eq!(snap.ports[0].link_failures, 1);
     assert_eq!(snap.active.as_deref(), Some("eth1"));
     assert_eq!(snap.failovers, 1, "the first choice is no failover");
     b.handle_carrier(at(30), PortId(1), false);
     assert_eq!(b.active(), Some(PortId(0)));
-    assert_eq!(b.snapshot().failovers, 2);
+    assert_eq!(b.snapshot(at(30)).failovers, 2);
     let mut all = bond("mode=active-backup all_slaves_active=1", 2);
-    assert_eq!(all.member_rx(PortId(1), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(all.member_rx(at(0), PortId(1), &tcp(1)), RxVerdict::Deliver);
 }
 
 #[test]
@@ -322,7 +321,7 @@ fn primary_reselect_policies() {
 fn downdelay_and_updelay() {
     let mut b = bond("mode=balance-xor miimon=100 downdelay=200 updelay=500", 2);
     b.handle_carrier(at(1000), PortId(0), false);
-    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::GoingDown);
+    assert_eq!(b.snapshot(at(1000)).ports[0].mii, MiiStatus::GoingDown);
     assert_eq!(
         b.usable(),
         &[PortId(0), PortId(1)],
@@ -330,14 +329,14 @@ fn downdelay_and_updelay() {
     );
     assert_eq!(b.poll_timeout(), Some(at(1200)));
     b.tick(at(1199));
-    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::GoingDown);
+    assert_eq!(b.snapshot(at(1199)).ports[0].mii, MiiStatus::GoingDown);
     b.tick(at(1200));
-    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::Down);
+    assert_eq!(b.snapshot(at(1200)).ports[0].mii, MiiStatus::Down);
     assert_eq!(b.usable(), &[PortId(1)]);
-    assert_eq!(b.snapshot().ports[0].link_failures, 1);
+    assert_eq!(b.snapshot(at(1200)).ports[0].link_failures, 1);
     // Back: going back for updelay, not used meanwhile.
     b.handle_carrier(at(2000), PortId(0), true);
-    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::GoingBack);
+    assert_eq!(b.snapshot(at(2000)).ports[0].mii, MiiStatus::GoingBack);
     assert_eq!(b.usable(), &[PortId(1)]);
     assert_eq!(b.poll_timeout(), Some(at(2500)));
     b.tick(at(2500));
@@ -346,8 +345,8 @@ fn downdelay_and_updelay() {
     b.handle_carrier(at(3000), PortId(1), false);
     b.handle_carrier(at(3100), PortId(1), true);
     b.tick(at(3300));
-    assert_eq!(b.snapshot().ports[1].mii, MiiStatus::Up);
-    assert_eq!(b.snapshot().ports[1].link_failures, 0);
+    assert_eq!(b.snapshot(at(3300)).ports[1].mii, MiiStatus::Up);
+    assert_eq!(b.snapshot(at(3300)).ports[1].link_failures, 0);
 }
 
 #[test]
@@ -363,7 +362,7 @@ fn updelay_ignored_when_nothing_is_up() {
         assert_eq!(b.usable(), &[PortId(1)]);
         // A second member returning now must wait its updelay.
         b.handle_carrier(at(200), PortId(0), true);
-        assert_eq!(b.snapshot().ports[0].mii, MiiStatus::GoingBack);
+        assert_eq!(b.snapshot(at(200)).ports[0].mii, MiiStatus::GoingBack);
     }
 }
 
@@ -375,11 +374,11 @@ fn slow_protocols_and_runts_never_reach_the_host() {
     ];
     lacpdu.resize(124, 0);
     assert_eq!(
-        b.member_rx(PortId(0), &lacpdu),
+        b.member_rx(at(0), PortId(0), &lacpdu),
         RxVerdict::Drop(DropReason::SlowProtocols)
     );
     assert_eq!(
-        b.member_rx(PortId(0), &[0; 13]),
+        b.member_rx(at(0), PortId(0), &[0; 13]),
         RxVerdict::Drop(DropReason::Runt)
     );
 }
@@ -389,8 +388,8 @@ fn removed_member_goes_down_and_counts() {
     let mut b = bond("mode=active-backup miimon=100", 2);
     b.remove_port(at(5), PortId(0));
     assert_eq!(b.active(), Some(PortId(1)));
-    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::Down);
-    assert_eq!(b.snapshot().ports[0].link_failures, 1);
+    assert_eq!(b.snapshot(at(5)).ports[0].mii, MiiStatus::Down);
+    assert_eq!(b.snapshot(at(5)).ports[0].link_failures, 1);
 }
 
 #[test]
@@ -415,11 +414,14 @@ fn member_without_carrier_at_start() {
 #[test]
 fn snapshot_shows_policy_only_for_hash_modes() {
     let b = bond("mode=balance-xor xmit_hash_policy=layer2+3", 2);
-    assert_eq!(b.snapshot().xmit_hash_policy, Some(HashPolicy::Layer23));
-    assert_eq!(b.snapshot().active, None);
+    assert_eq!(
+        b.snapshot(at(0)).xmit_hash_policy,
+        Some(HashPolicy::Layer23)
+    );
+    assert_eq!(b.snapshot(at(0)).active, None);
     let b = bond("mode=active-backup", 2);
-    assert_eq!(b.snapshot().xmit_hash_policy, None);
-    assert_eq!(b.snapshot().active.as_deref(), Some("eth0"));
+    assert_eq!(b.snapshot(at(0)).xmit_hash_policy, None);
+    assert_eq!(b.snapshot(at(0)).active.as_deref(), Some("eth0"));
 }
 
 mod props {
@@ -499,8 +501,8 @@ mod props {
                 for rx in &table.rx {
                     let mut bcast = tcp(1);
                     bcast[..6].copy_from_slice(&[0xff; 6]);
-                    let uni = b.member_rx(rx.port, &tcp(1)) == RxVerdict::Deliver;
-                    let multi = b.member_rx(rx.port, &bcast) == RxVerdict::Deliver;
+                    let uni = b.member_rx(at(now), rx.port, &tcp(1)) == RxVerdict::Deliver;
+                    let multi = b.member_rx(at(now), rx.port, &bcast) == RxVerdict::Deliver;
                     prop_assert_eq!((uni, multi), (rx.unicast, rx.multicast), "{:?}", rx.port);
                 }
             }
@@ -519,7 +521,7 @@ mod props {
                 b.tick(at(now));
                 let f = tcp(now as u16);
                 match b.host_tx(Instant::ZERO, &f) {
-                    TxVerdict::Port(p) => prop_assert!(b.snapshot().ports[p.index()].mii.usable()),
+                    TxVerdict::Port(p) => prop_assert!(b.snapshot(at(now)).ports[p.index()].mii.usable()),
                     TxVerdict::All => prop_assert!(!b.usable().is_empty()),
                     TxVerdict::Drop(TxDrop::NoMember) => prop_assert!(b.usable().is_empty()),
                     other => prop_assert!(false, "{other:?} in {mode}"),
@@ -643,7 +645,7 @@ fn arp_monitor_probes_and_takes_out_a_silent_member() {
         // Only member 0 hears anything (member 1's traffic is dropped on the wire).
         b.heard(at(t), PortId(0), &tcp(1));
     }
-    let s = b.snapshot();
+    let s = b.snapshot(at(1000));
     assert_eq!(s.ports[0].mii, MiiStatus::Up);
     assert_eq!(
         s.ports[1].mii,
@@ -677,7 +679,7 @@ fn arp_validate_counts_only_arp_from_targets() {
     // Member 0 heard no ARP from a target: taken out; member 1 heard target 2 (any target
     // suffices with arp_all_targets=any).
     assert_eq!(b.active(), Some(PortId(1)));
-    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::Down);
+    assert_eq!(b.snapshot(at(600)).ports[0].mii, MiiStatus::Down);
 
     let mut all = bond(
         "mode=balance-xor arp_interval=100 arp_ip_target=10.0.0.9,10.0.0.10 arp_validate=all arp_all_targets=all",
@@ -814,7 +816,7 @@ fn ns_monitor_takes_out_a_member_whose_targets_fall_silent() {
         b.heard(at(t), PortId(0), &tcp(1));
     }
     assert_eq!(b.usable(), &[PortId(0)]);
-    let s = b.snapshot();
+    let s = b.snapshot(at(1000));
     assert_eq!(s.ports[1].mii, MiiStatus::Down);
     assert_eq!(s.ports[1].link_failures, 1);
     let m = s.arp_monitor.expect("the monitor runs");
@@ -866,7 +868,7 @@ fn ns_validate_counts_only_neighbour_discovery_from_targets() {
         );
     }
     assert_eq!(b.active(), Some(PortId(1)));
-    assert_eq!(b.snapshot().ports[0].mii, MiiStatus::Down);
+    assert_eq!(b.snapshot(at(600)).ports[0].mii, MiiStatus::Down);
 
     // arp_all_targets=all over IPv4 and IPv6 targets together: the silent IPv6 target takes
     // the member out although the IPv4 one answers.
@@ -1003,7 +1005,7 @@ fn ieee8023ad_distributes_over_lacp_members_only() {
     );
     assert!(!a.carrier());
     assert_eq!(
-        a.member_rx(PortId(0), &tcp(1)),
+        a.member_rx(at(0), PortId(0), &tcp(1)),
         RxVerdict::Drop(DropReason::NotCollecting)
     );
     run_pair(&mut a, &mut b, 0, 3000, &[false, false]);
@@ -1017,14 +1019,17 @@ fn ieee8023ad_distributes_over_lacp_members_only() {
             TxVerdict::Port(PortId(want as u16))
         );
     }
-    assert_eq!(a.member_rx(PortId(1), &tcp(1)), RxVerdict::Deliver);
-    let snap = a.snapshot().lacp.unwrap();
+    assert_eq!(
+        a.member_rx(at(3000), PortId(1), &tcp(1)),
+        RxVerdict::Deliver
+    );
+    let snap = a.snapshot(at(3000)).lacp.unwrap();
     assert_eq!(snap.active_aggregator_info().unwrap().enabled_ports, 2);
     // LACPDUs lost on link 1 (fast rate): that member leaves after 3 s, the other stays.
     run_pair(&mut a, &mut b, 3010, 7000, &[false, true]);
     assert_eq!(a.usable(), &[PortId(0)]);
     assert_eq!(
-        a.member_rx(PortId(1), &tcp(1)),
+        a.member_rx(at(7000), PortId(1), &tcp(1)),
         RxVerdict::Drop(DropReason::NotCollecting)
     );
     assert!(a.carrier());
@@ -1041,7 +1046,7 @@ fn ieee8023ad_distributes_over_lacp_members_only() {
 #[test]
 fn actor_port_prio_reaches_the_lacpdus() {
     let mut b = bond("mode=802.3ad lacp_rate=fast actor_port_prio=eth1:7", 2);
-    let snap = b.snapshot().lacp.unwrap();
+    let snap = b.snapshot(at(0)).lacp.unwrap();
     assert_eq!(snap.ports[0].actor.port_priority, 255);
     assert_eq!(snap.ports[1].actor.port_priority, 7);
     // And on the wire.
@@ -1237,13 +1242,13 @@ fn balance_tlb_balances_unicast_ip_and_rewrites_the_source_off_the_active_member
     assert_eq!(b.host_tx(at(0), &bcast), TxVerdict::Port(PortId(0)));
     // Unicast is taken on every member (a peer tlb bond sends to the bond's MAC over whichever
     // member its hash picks); broadcast only on the active member.
-    assert_eq!(b.member_rx(PortId(0), &tcp(1)), RxVerdict::Deliver);
-    assert_eq!(b.member_rx(PortId(1), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(at(0), PortId(0), &tcp(1)), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(at(0), PortId(1), &tcp(1)), RxVerdict::Deliver);
     let mut bcast_in = tcp(1);
     bcast_in[..6].copy_from_slice(&[0xff; 6]);
-    assert_eq!(b.member_rx(PortId(0), &bcast_in), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(at(0), PortId(0), &bcast_in), RxVerdict::Deliver);
     assert_eq!(
-        b.member_rx(PortId(1), &bcast_in),
+        b.member_rx(at(0), PortId(1), &bcast_in),
         RxVerdict::Drop(DropReason::InactiveMember)
     );
     // Failover: everything on the survivor, with the bond's MAC.
@@ -1259,7 +1264,7 @@ fn balance_tlb_balances_unicast_ip_and_rewrites_the_source_off_the_active_member
         TxVerdict::Port(PortId(1))
     );
     assert_eq!(out[6..12], BOND_MAC.0);
-    let snap = b.snapshot();
+    let snap = b.snapshot(at(10));
     assert_eq!(snap.active.as_deref(), Some("eth1"));
     assert_eq!(snap.xmit_hash_policy, Some(HashPolicy::Layer34));
 }
@@ -1364,10 +1369,10 @@ fn balance_alb_teaches_each_client_a_member_and_receives_on_all() {
     let mut bcast = tcp(1);
     bcast[..6].copy_from_slice(&[0xff; 6]);
     assert_eq!(
-        b.member_rx(PortId(1), &bcast),
+        b.member_rx(at(0), PortId(1), &bcast),
         RxVerdict::Drop(DropReason::InactiveMember)
     );
-    assert_eq!(b.member_rx(PortId(0), &bcast), RxVerdict::Deliver);
+    assert_eq!(b.member_rx(at(0), PortId(0), &bcast), RxVerdict::Deliver);
     // The host broadcasts a request: clients on member 1 are taught again after a moment.
     assert_eq!(b.host_tx(at(1000), &host_arp()), TxVerdict::Port(PortId(0)));
     assert!(

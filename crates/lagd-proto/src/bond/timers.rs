@@ -7,7 +7,7 @@ use super::monitor;
 use super::state::Bond;
 use super::verdict::Dataplane;
 use crate::lacp::Lacp;
-use crate::time::Instant;
+use crate::time::{Instant, earliest};
 
 impl Bond {
     /// Runs every machine whose deadline is due at `now`, then selection.
@@ -32,16 +32,13 @@ impl Bond {
 
     /// The earliest deadline of every timer.
     pub(super) fn next_deadline(&self) -> Option<Instant> {
-        [
+        earliest([
             monitor::delays_timeout(&self.ports, &self.opts),
             self.notify.poll_timeout(),
             self.arp.as_ref().map(|a| a.next),
             self.lacp.as_ref().and_then(Lacp::poll_timeout),
             self.igmp_port.and_then(|_| self.igmp.poll_timeout()),
             self.mode.poll_timeout(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        ])
     }
 }

@@ -49,8 +49,7 @@ impl Bond {
 
     /// The next frame the bond itself wants sent, in order: LACPDUs, ARP monitor probes, the
     /// mode's own frames, replayed IGMP/MLD reports, failover announcements.
-    pub(super) fn next_own_frame(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        let now = self.last_now;
+    pub(super) fn next_own_frame(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         // The daemon drains after every wake, most of them for data frames: ask the LACP engine
         // (which runs its machines on every call) only when it has something to send by now.
         if let Some(l) = self

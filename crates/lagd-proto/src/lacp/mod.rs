@@ -129,7 +129,7 @@ use std::collections::VecDeque;
 use config::PARTNER_ADMIN;
 use port::{Actor, Port};
 
-use crate::time::Instant;
+use crate::time::{Instant, earliest};
 use crate::wire::EthernetAddress;
 use crate::wire::slow::{
     LacpInfo, LacpRepr, MarkerKind, PortState, SlowPdu, is_slow_protocols_frame,
@@ -501,7 +501,10 @@ pub struct Lacp {
     next_port_number: u16,
     next_aggregator_id: u16,
     fallback: fallback::Fallback,
-    now: Instant,
+    /// The time the machines have run up to: real state, not a cache of the last call's
+    /// argument (time never goes backwards here: an earlier `now` is taken as this one, and
+    /// what is queued to send is due at it).
+    machines_at: Instant,
     events: VecDeque<LacpEvent>,
     /// Farewell LACPDUs of removed ports: (port, source MAC, PDU).
     farewells: VecDeque<(PortId, EthernetAddress, LacpRepr)>,
@@ -530,7 +533,7 @@ impl Lacp {
             active: None,
             next_port_number: 1,
             next_aggregator_id: 1,
-            now: Instant::ZERO,
+            machines_at: Instant::ZERO,
             events: VecDeque::new(),
             farewells: VecDeque::new(),
             tx_cursor: 0,
@@ -811,32 +814,27 @@ impl Lacp {
     }
 
     /// When the engine next needs [`Lacp::handle_timeout`] (or [`Lacp::poll_transmit`]): the
-    /// earliest timer deadline, or the last `now` seen if frames are waiting to be sent.
+    /// earliest timer deadline, or the time the machines have run up to if frames are waiting
+    /// to be sent.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if !self.farewells.is_empty() || self.ports.iter().any(|p| !p.markers.is_empty()) {
-            return Some(self.now);
+            return Some(self.machines_at);
         }
-        let mut t: Option<Instant> = None;
-        let mut note = |d: Option<Instant>| {
-            if let Some(d) = d {
-                t = Some(t.map_or(d, |t| t.min(d)));
-            }
-        };
-        for p in &self.ports {
-            note(p.rx.current_while.deadline());
-            note(p.periodic.periodic_timer.deadline());
-            note(p.mux.wait_while.deadline());
-            note(p.actor_churn.deadline());
-            note(p.partner_churn.deadline());
-            if tx::wants(p) {
-                note(Some(match tx::decide(p, &self.actor, self.now) {
-                    tx::Decision::Wait(t) => t,
-                    tx::Decision::Send(_) | tx::Decision::Suppress => self.now,
-                }));
-            }
-        }
-        note(self.fallback.deadline());
-        t
+        let per_port = self.ports.iter().flat_map(|p| {
+            let tx = tx::wants(p).then(|| match tx::decide(p, &self.actor, self.machines_at) {
+                tx::Decision::Wait(t) => t,
+                tx::Decision::Send(_) | tx::Decision::Suppress => self.machines_at,
+            });
+            [
+                p.rx.current_while.deadline(),
+                p.periodic.periodic_timer.deadline(),
+                p.mux.wait_while.deadline(),
+                p.actor_churn.deadline(),
+                p.partner_churn.deadline(),
+                tx,
+            ]
+        });
+        earliest(per_port.chain([self.fallback.deadline()]))
     }
 
     /// The next event, oldest first. Events of one kind (per port) are coalesced.
@@ -1047,8 +1045,8 @@ impl Lacp {
 
     /// Moves the clock to `now` (never backwards) and returns the time to use.
     fn advance(&mut self, now: Instant) -> Instant {
-        self.now = self.now.max(now);
-        self.now
+        self.machines_at = self.machines_at.max(now);
+        self.machines_at
     }
 
     /// Runs every machine of every port to a fixed point at `now`.

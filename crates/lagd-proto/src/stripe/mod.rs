@@ -84,7 +84,7 @@ pub mod tx;
 use core::fmt;
 
 use crate::port::PortId;
-use crate::time::Instant;
+use crate::time::{Instant, earliest};
 use crate::wire::{self, EthernetAddress};
 
 pub use header::{DataHeader, EncapError, HelloRepr, StripeFrame};
@@ -296,14 +296,11 @@ impl Stripe {
 
     /// When [`poll`](Self::poll) or [`poll_transmit`](Self::poll_transmit) next has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [
+        earliest([
             self.rx.poll_timeout(),
             self.tcp.poll_timeout(),
             self.peers.poll_timeout(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        ])
     }
 
     /// The peer's state for logs and `lagctl` (see [`PeersStatus`]).

@@ -22,7 +22,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::port::PortId;
-use crate::time::Instant;
+use crate::time::{Instant, earliest};
 use crate::wire::EthernetAddress;
 
 use super::header::{Echo, HelloRepr};
@@ -250,14 +250,10 @@ impl Peers {
     /// The next time something is due: a hello to send ([`poll_transmit`](Self::poll_transmit)),
     /// or a peer to declare dead ([`handle_timeout`](Self::handle_timeout)).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.members
-            .iter()
-            .flat_map(|m| {
-                let dead = m.heard.map(|h| h.at + self.dead_time(&h.hello));
-                [Some(m.next_hello), dead]
-            })
-            .flatten()
-            .min()
+        earliest(self.members.iter().flat_map(|m| {
+            let dead = m.heard.map(|h| h.at + self.dead_time(&h.hello));
+            [Some(m.next_hello), dead]
+        }))
     }
 
     /// The state of member `port` at `now` (`NotHeard` if it is not a member).

@@ -772,7 +772,7 @@ mod test {
                     let mut frames = Vec::new();
                     for (i, b) in self.bonds.iter_mut().enumerate() {
                         // As the daemon: drain what the bond queued after each call.
-                        while let Some(tx) = b.poll_transmit(&mut buf) {
+                        while let Some(tx) = b.poll_transmit(t, &mut buf) {
                             frames.push((i, tx.port, buf[..tx.len].to_vec()));
                         }
                     }
@@ -820,7 +820,7 @@ mod test {
                     lacp_fallback_ms: b.options().lacp_fallback,
                     now: Instant::from_millis(self.now),
                 };
-                Status::from_snapshot(&b.snapshot(), ctx, |_, p, lacp| {
+                Status::from_snapshot(&b.snapshot(ctx.now), ctx, |_, p, lacp| {
                     MemberStatus::from_snapshot(p, lacp, 0)
                 })
             }

@@ -331,7 +331,7 @@ impl Dataplane {
     /// announcements, hellos) on the members' control sockets.
     pub(crate) fn send_own(&mut self, bond: &mut Bond, now: Instant) {
         let mut frame = [0u8; 1600];
-        while let Some(Transmit { port, len }) = bond.poll_transmit(&mut frame) {
+        while let Some(Transmit { port, len }) = bond.poll_transmit(now, &mut frame) {
             let m = &mut self.io.members[port.index()];
             let sent = match &m.control {
                 Some(c) => c.send(&frame[..len]).map(drop),

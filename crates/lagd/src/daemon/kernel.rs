@@ -77,7 +77,7 @@ const _: () = assert!(lagd_proto::stripe::tcp::KERNEL_SLOTS == STRIPE_RX_SLOTS);
 pub(crate) const ORPHAN_TIMEOUT: Duration = Duration::from_secs(3);
 /// How often lagd renews the heartbeat (the loop wakes for it): well inside
 /// [`ORPHAN_TIMEOUT`], so that only a lagd that stopped running misses it.
-const BEAT_EVERY: Duration = Duration::from_millis(200);
+pub(crate) const BEAT_EVERY: Duration = Duration::from_millis(200);
 
 /// The programs, loaded and attached, and the generation of the table they read.
 pub(crate) struct Kernel {
@@ -99,8 +99,6 @@ pub(crate) struct Kernel {
     macs: Option<TlbMacs>,
     /// The programs' bucket byte counters at the last sample (they only grow).
     bucket_bytes: Vec<u64>,
-    /// When the bucket loads are next read, where buckets decide.
-    next_sample: Option<Instant>,
     /// The members' ARP frames go to lagd (the ARP monitor runs, and every frame the programs
     /// see on a member counts as heard; or balance-alb learns its clients from them).
     arp: bool,
@@ -113,8 +111,6 @@ pub(crate) struct Kernel {
     /// Stripe mode: the TAP's program sends TCP, the members' program delivers what is in
     /// order and passes the rest to lagd ([`StripeRx`]).
     stripe: bool,
-    /// When the heartbeat is next renewed (`None`: at the next wake).
-    next_beat: Option<Instant>,
 }
 
 /// Stripe's receive table shared with the members' program, by flow: the protocol on its
@@ -216,28 +212,17 @@ impl Kernel {
             partners_changed: false,
             macs: None,
             bucket_bytes: vec![0; 256],
-            next_sample: None,
             arp,
             ndisc: false,
             rx_seen: Vec::new(),
             stripe,
-            next_beat: None,
         })
     }
 
-    /// Renews the heartbeat when due (every [`BEAT_EVERY`]): the programs forward until
-    /// [`ORPHAN_TIMEOUT`] from now.
-    pub(crate) fn beat(&mut self, now: Instant) -> io::Result<()> {
-        if self.next_beat.is_some_and(|t| now < t) {
-            return Ok(());
-        }
-        self.next_beat = Some(now + BEAT_EVERY);
+    /// Renews the heartbeat (the loop does, every [`BEAT_EVERY`]: `Timer::Heartbeat`): the
+    /// programs forward until [`ORPHAN_TIMEOUT`] from now.
+    pub(crate) fn beat(&mut self) -> io::Result<()> {
         self.fp.set_alive_until(alive_until())
-    }
-
-    /// When the loop must wake next to renew the heartbeat.
-    pub(crate) fn next_beat(&self, now: Instant) -> Instant {
-        self.next_beat.unwrap_or(now)
     }
 
     /// The tcx links of the TAP's and the members' programs (for the service manager's store).
@@ -314,18 +299,11 @@ impl Kernel {
         self.generation = None;
     }
 
-    /// Where a table of buckets decides, reads what the programs counted per bucket every
-    /// [`Bond::bucket_sample_interval`] and gives it to the bond, which rebalances on it and
-    /// moves buckets that went idle (then [`Kernel::sync`] swaps the moved table in).
+    /// Where a table of buckets decides, reads what the programs counted per bucket (the loop
+    /// does, every [`Bond::bucket_sample_interval`]: `Timer::BucketSample`) and gives it to the
+    /// bond, which rebalances on it and moves buckets that went idle (then [`Kernel::sync`]
+    /// swaps the moved table in).
     pub(crate) fn sample_buckets(&mut self, now: Instant, bond: &mut Bond) -> io::Result<()> {
-        let Some(interval) = bond.bucket_sample_interval() else {
-            self.next_sample = None;
-            return Ok(());
-        };
-        if self.next_sample.is_some_and(|t| now < t) {
-            return Ok(());
-        }
-        self.next_sample = Some(now + interval);
         let loads = self.fp.bucket_loads()?;
         let mono_now = monotonic_ns();
         let mut samples = [BucketSample::default(); 256];

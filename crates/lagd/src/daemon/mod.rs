@@ -31,6 +31,7 @@ pub mod handover;
 mod kernel;
 pub mod notify;
 pub mod restore;
+mod timers;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
@@ -58,6 +59,7 @@ use kernel::{Choice, Kernel};
 use lagd_sys::fastpath::MAX_MEMBERS;
 use notify::Notifier;
 use restore::{LacpRecord, Restore};
+use timers::{Timer, Timers};
 
 const TOKEN_TAP: u64 = 0;
 const TOKEN_SIGNAL: u64 = 1;
@@ -116,6 +118,8 @@ pub struct Daemon {
     metrics: Option<metrics::Listener>,
     epoch: StdInstant,
     carrier_poll: Duration,
+    /// Every deadline the loop wakes for.
+    timers: Timers,
     /// The ready descriptors of one wake, reused so the loop does not allocate.
     tokens: Vec<u64>,
     /// The kernel fast path, when it carries the data frames.
@@ -428,6 +432,7 @@ impl Daemon {
             metrics,
             epoch,
             carrier_poll,
+            timers: Timers::default(),
             tokens: Vec::with_capacity(16),
             kernel,
             dataplane_reason,
@@ -588,14 +593,15 @@ impl Daemon {
     }
 
     /// Runs until SIGTERM or SIGINT. The clock is read once per wake, right after it; the
-    /// next wake is the bond's earliest deadline or the next carrier poll.
+    /// next wake is the earliest deadline in the timer table (`timers`): the bond's, the
+    /// next carrier poll, the watchdog's, the kernel path's heartbeat and bucket sample.
     pub fn run(mut self) -> Result<()> {
         if let Some(l) = self.metrics.take() {
             metrics::spawn(l, self.config.control.clone()).context("metrics thread")?;
         }
         let mut ready = Events::with_capacity(16);
         let mut now = self.now();
-        let mut next_poll = now;
+        self.timers.set(Timer::Carrier, Some(now));
         self.notify_ready();
         if let Some(n) = &self.notify {
             // Kept by the service manager: after a crash, the next lagd takes it over and the
@@ -604,20 +610,12 @@ impl Daemon {
         }
         self.store_links();
         let watchdog = self.notify.as_ref().and_then(Notifier::watchdog);
-        let mut next_watchdog = watchdog.map(|_| now);
+        self.timers.set(Timer::Watchdog, watchdog.map(|_| now));
         loop {
-            let wake = self
-                .bond
-                .poll_timeout()
-                .map_or(next_poll, |t| t.min(next_poll));
-            let wake = next_watchdog.map_or(wake, |t| t.min(wake));
-            // The programs' heartbeat (kernel::ORPHAN_TIMEOUT).
-            let wake = self
-                .kernel
-                .as_ref()
-                .map_or(wake, |k| k.next_beat(now).min(wake));
+            self.timers.set(Timer::Bond, self.bond.poll_timeout());
+            let wake = self.timers.next_wake();
             self.poller
-                .wait(&mut ready, Some(wake.saturating_since(now)))
+                .wait(&mut ready, wake.map(|t| t.saturating_since(now)))
                 .context("epoll_wait")?;
             now = self.now();
             let mut tokens = std::mem::take(&mut self.tokens);
@@ -670,19 +668,20 @@ impl Daemon {
                 }
             }
             self.tokens = tokens;
-            if let (Some(t), Some(every)) = (next_watchdog, watchdog) {
-                if now >= t {
+            if let Some(every) = watchdog {
+                if self.timers.is_due(Timer::Watchdog, now) {
                     if let Some(n) = &self.notify {
                         n.send("WATCHDOG=1");
                     }
-                    next_watchdog = Some(now + every);
+                    self.timers.set(Timer::Watchdog, Some(now + every));
                 }
             }
-            if now >= next_poll {
+            if self.timers.fire(Timer::Carrier, now, self.carrier_poll) {
                 self.poll_carrier(now);
-                next_poll = now + self.carrier_poll;
             }
-            if self.bond.poll_timeout().is_some_and(|t| t <= now) {
+            // Events above may have moved the bond's deadline.
+            self.timers.set(Timer::Bond, self.bond.poll_timeout());
+            if self.timers.is_due(Timer::Bond, now) {
                 self.bond.handle_timeout(now, &mut self.dp.io);
             }
             self.after_wake(now);
@@ -1103,11 +1102,18 @@ impl Daemon {
         self.dp.send_own(&mut self.bond, now);
         // The kernel programs read the distribution as it now is (one map update).
         if let Some(k) = &mut self.kernel {
-            if let Err(e) = k.beat(now) {
-                warn!("fast path heartbeat: {e}");
+            let due =
+                self.timers
+                    .kernel_due(now, kernel::BEAT_EVERY, self.bond.bucket_sample_interval());
+            if due.beat {
+                if let Err(e) = k.beat() {
+                    warn!("fast path heartbeat: {e}");
+                }
             }
-            if let Err(e) = k.sample_buckets(now, &mut self.bond) {
-                warn!("fast path bucket loads: {e}");
+            if due.sample {
+                if let Err(e) = k.sample_buckets(now, &mut self.bond) {
+                    warn!("fast path bucket loads: {e}");
+                }
             }
             if let Err(e) = k.sync(&self.bond) {
                 warn!("fast path table: {e}");
@@ -1500,7 +1506,7 @@ impl Daemon {
     }
 
     fn status_at(&mut self, now: Instant) -> Status {
-        let snap = self.bond.snapshot();
+        let snap = self.bond.snapshot(now);
         let ctx = BondContext {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             bond: self.config.bond.clone(),

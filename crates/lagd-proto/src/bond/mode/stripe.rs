@@ -11,7 +11,7 @@ use crate::stripe::header::{HEADER_LEN, is_stripe_frame};
 use crate::stripe::segment::{complete_checksum, segment};
 use crate::stripe::tcp::parse_segment;
 use crate::stripe::{Stripe, StripeConfig};
-use crate::time::Instant;
+use crate::time::{Instant, earliest};
 use crate::wire::EthernetAddress;
 
 /// A 64 KB super-frame's segments are built here, one at a time, behind the same headroom as a
@@ -177,10 +177,7 @@ impl StripeMode {
 
     /// Hellos, reorder gaps and peer liveness.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        match (self.engine.poll_timeout(), self.engine.transmit_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest([self.engine.poll_timeout(), self.engine.transmit_timeout()])
     }
 
     /// Gaps whose timeout passed (once every member was read dry), silent peers.

@@ -10,7 +10,7 @@ use crate::balance::Buckets;
 use crate::bond::select::{Macs, Selection};
 use crate::hash::{HashPolicy, hasher};
 use crate::port::{PortId, Transmit};
-use crate::time::Instant;
+use crate::time::{Instant, earliest};
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use crate::wire::ethernet::{EtherType, EthernetFrame};
 use crate::wire::ip::Ipv4Address;
@@ -170,14 +170,11 @@ impl Tlb {
 
     /// The earliest deadline: learning packets, client updates, the bucket table.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        [
+        earliest([
             Some(self.lp_next),
             self.rlb.as_ref().and_then(Rlb::poll_timeout),
             self.buckets.as_ref().and_then(Buckets::poll_timeout),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        ])
     }
 
     /// Runs what is due: the bucket table; a round of learning packets.
