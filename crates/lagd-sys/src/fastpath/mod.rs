@@ -29,11 +29,13 @@
 
 #[rustfmt::skip]
 pub mod abi;
+mod clock;
 mod program;
 mod stripe_rx;
 #[rustfmt::skip]
 mod programs;
 
+pub use clock::monotonic_ns;
 use program::{MapDef, MapId, Program};
 pub use stripe_rx::{RX_IDLE_NS, RxState, RxWord, STRIPE_RX_SLOTS, StripeRxTable};
 
@@ -267,18 +269,6 @@ pub struct BucketLoad {
     pub bytes: u64,
     /// When the bucket last sent, in `CLOCK_MONOTONIC` nanoseconds (0: never).
     pub last_ns: u64,
-}
-
-/// The clock of [`BucketLoad::last_ns`] (`CLOCK_MONOTONIC`, as `bpf_ktime_get_ns`), now.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable `timespec` for the call; CLOCK_MONOTONIC always exists.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    debug_assert_eq!(rc, 0);
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
 /// Frames lagd's programs dropped because lagd's heartbeat ran out (`lagd_alive`).

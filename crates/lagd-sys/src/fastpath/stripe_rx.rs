@@ -14,7 +14,8 @@ use std::mem::offset_of;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
-use super::{abi, monotonic_ns, programs};
+use super::clock::monotonic_ns;
+use super::{abi, programs};
 
 /// A slot whose flow nobody delivered or handed over for this long may take another flow.
 pub const RX_IDLE_NS: u64 = 1_000_000_000;
