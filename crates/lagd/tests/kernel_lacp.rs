@@ -783,7 +783,7 @@ fn priorities_and_keys(kernel: &str) {
     lab.stop();
 }
 
-/// The LACPDUs on member 0 for 3 s, captured and decoded by tshark in host B (`-Y lacp`), each
+/// The LACPDUs on member 0 for 4 s, captured and decoded by tshark in host B (`-Y lacp`), each
 /// end's last one checked against what that end's status says it sends and holds: lagd's
 /// actor and partner information, and the kernel's (`/proc/net/bonding`).
 fn lacpdus_decoded(lab: &Lab, kernel: &str) {
@@ -814,7 +814,7 @@ fn lacpdus_decoded(lab: &Lab, kernel: &str) {
         "-i",
         link,
         "-a",
-        "duration:3",
+        "duration:4",
         "-f",
         "ether proto 0x8809",
         "-Y",
@@ -889,7 +889,7 @@ fn lacpdus_decoded(lab: &Lab, kernel: &str) {
         from_lagd.len() >= 2
             && from_kernel.len() >= 2
             && pdus.len() == from_lagd.len() + from_kernel.len(),
-        "kernel {kernel}: LACPDUs in 3 s at the fast rate: {} from lagd, {} from the kernel, {} in all:\n{context}",
+        "kernel {kernel}: LACPDUs in 4 s at the fast rate: {} from lagd, {} from the kernel, {} in all:\n{context}",
         from_lagd.len(),
         from_kernel.len(),
         pdus.len()
@@ -925,7 +925,7 @@ fn lacpdus_decoded(lab: &Lab, kernel: &str) {
     );
     report(
         kernel,
-        "LACPDUs on member 0 decoded by tshark (3 s, fast)",
+        "LACPDUs on member 0 decoded by tshark (4 s, fast)",
         &format!(
             "{} from lagd, {} from the kernel; actor and partner (priority, system, key, port, \
              state) of each end's last one equal to that end's status and to the other's partner \
