@@ -24,7 +24,8 @@
 #
 # Usage, as root from anywhere:  bash bench/modes.sh
 # Environment: RUNS (4), DURATION (seconds per measurement, 8), OUT (bench/modes.md),
-# SETUPS (space-separated, default all of the above).
+# SETUPS (space-separated, default all of the above), KEEP (a directory to keep the
+# measurements in; bench/tools/modes_report.py writes the report from them again).
 # Needs: iproute2, iperf3, jq, python3, cargo.
 set -euo pipefail
 
@@ -58,6 +59,7 @@ setup_args() { # setup
 
 measure() { # setup test run
     local base="$work/$1.$2.$3" watcher=
+    cut -d' ' -f1 /proc/loadavg >"$base.load"
     if [ "$1" != direct ]; then
         python3 bench/tools/lagd_watch.py "$LAGD" "$LAGCTL" "$base.watch" "$DURATION" &
         watcher=$!
@@ -87,6 +89,11 @@ for run in $(seq 1 "$RUNS"); do
     done
 done
 echo "measured in $((($(date +%s) - started) / 60)) min"
+if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP"
+    cp "$work"/*.json "$work"/*.watch "$work"/*.err "$work"/*.load "$KEEP/" 2>/dev/null || true
+    echo "measurements kept in $KEEP"
+fi
 
 python3 bench/tools/modes_report.py "$work" "$RUNS" "$DURATION" "$OUT" "$(machine_line)" \
     "$(git rev-parse --short HEAD)" "$(iperf3 --version | head -1 | cut -d' ' -f1-2)" "${SETUPS[@]}"
