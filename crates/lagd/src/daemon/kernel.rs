@@ -79,13 +79,23 @@ pub(crate) const ORPHAN_TIMEOUT: Duration = Duration::from_secs(3);
 /// [`ORPHAN_TIMEOUT`], so that only a lagd that stopped running misses it.
 pub(crate) const BEAT_EVERY: Duration = Duration::from_millis(200);
 
-/// The programs, loaded and attached, and the generation of the table they read.
+/// The programs, loaded, and (once [`Kernel::go_live`] ran) attached, and the generation of
+/// the table they read.
+///
+/// Start-up keeps one order: [`Choice::decide`] loads the programs (nothing attached), each
+/// member opened is recorded ([`Kernel::attach_member`]), then [`Kernel::go_live`] writes the
+/// first real table and only then attaches the TAP's program and the members'. A hook thus
+/// never runs these programs with an empty table: on a restart or an upgrade the earlier
+/// lagd's program (in the tcx link this one updates, or the clsact filter it replaces) keeps
+/// forwarding with the earlier table until the new program takes its place.
 pub(crate) struct Kernel {
     fp: FastPath,
     tap: Option<Attachment>,
-    /// How the programs are attached, and why.
-    attach: Attach,
-    attach_why: String,
+    /// How the programs are to be attached (`fastpath_attach`).
+    how: FastPathAttach,
+    /// How the programs are attached, and why (`None` until [`Kernel::go_live`]).
+    attach: Option<(Attach, String)>,
+    /// Per member position, its program (`None`: not attached yet, or the member is gone).
     members: Vec<Option<Attachment>>,
     tap_ifindex: u32,
     ifindexes: Vec<u32>,
@@ -190,20 +200,14 @@ impl Kernel {
         // The heartbeat before anything is attached: programs put into an earlier lagd's links
         // (or filters) forward at once, and must not find their deadline passed.
         fp.set_alive_until(alive_until())?;
-        // Until the first table every frame goes to lagd.
+        // Every frame to lagd until the first real table ([`Kernel::go_live`] writes it before
+        // anything is attached; this one is only what a map never written would read).
         fp.set_table(&Table::lagd_only(tap_ifindex))?;
-        let (tap, attach_why) = attach_as(how, |a| fp.attach_tap(tap_ifindex, a))?;
-        if tap.replaced() > 0 {
-            tracing::info!(
-                "the TAP's egress had {} filter(s) of an earlier lagd: replaced",
-                tap.replaced()
-            );
-        }
         Ok(Self {
             fp,
-            attach: tap.how(),
-            attach_why,
-            tap: Some(tap),
+            how,
+            attach: None,
+            tap: None,
             members: Vec::new(),
             tap_ifindex,
             ifindexes: Vec::new(),
@@ -233,9 +237,63 @@ impl Kernel {
             .filter_map(Attachment::tcx_link)
     }
 
-    /// How the programs are attached, and why.
-    pub(crate) fn attachment(&self) -> (Attach, &str) {
-        (self.attach, &self.attach_why)
+    /// How the programs are attached, and why (`None` before [`Kernel::go_live`]).
+    pub(crate) fn attachment(&self) -> Option<(Attach, &str)> {
+        self.attach.as_ref().map(|(a, why)| (*a, why.as_str()))
+    }
+
+    /// Writes `bond`'s table (every configured member recorded by [`Kernel::attach_member`],
+    /// its port in the bond, LACP resumed), then attaches the TAP's program and each member's,
+    /// in that order. Until then the hooks run what they had: nothing on a fresh start (the
+    /// host's frames queue on the TAP for lagd, the members' go to their stacks, as the table
+    /// that sent every frame to lagd did before), the earlier lagd's programs with its table on
+    /// a restart or an upgrade. An error fails the start (what was attached is in `self`, and
+    /// detached when it is dropped with the rest of the failed start).
+    pub(crate) fn go_live(&mut self, bond: &Bond) -> io::Result<()> {
+        self.generation = None;
+        self.sync(bond)?;
+        let tap_ifindex = self.tap_ifindex;
+        let (tap, why) = attach_as(self.how, |a| self.fp.attach_tap(tap_ifindex, a))?;
+        if tap.replaced() > 0 {
+            tracing::info!(
+                "the TAP's egress had {} filter(s) of an earlier lagd: replaced",
+                tap.replaced()
+            );
+        }
+        let how = tap.how();
+        self.attach = Some((how, why));
+        self.tap = Some(tap);
+        for i in 0..self.ifindexes.len() {
+            let ifindex = self.ifindexes[i];
+            if ifindex != 0 && self.members[i].is_none() {
+                self.members[i] = Some(self.attach_one(ifindex, how)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether attaching the TAP's program added its clsact qdisc, and the member positions
+    /// where attaching added theirs.
+    pub(crate) fn added_qdiscs(&self) -> (bool, Vec<usize>) {
+        let members = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.as_ref().is_some_and(Attachment::added_qdisc))
+            .map(|(i, _)| i)
+            .collect();
+        (self.tap_added_qdisc(), members)
+    }
+
+    fn attach_one(&self, ifindex: u32, how: Attach) -> io::Result<Attachment> {
+        let a = self.fp.attach_member(ifindex, how)?;
+        if a.replaced() > 0 {
+            tracing::info!(
+                ifindex,
+                "replaced a filter of an earlier lagd on the member's ingress"
+            );
+        }
+        Ok(a)
     }
 
     /// Whether attaching the TAP's program added the TAP's clsact qdisc.
@@ -263,16 +321,19 @@ impl Kernel {
         failed
     }
 
-    /// Attaches the members' program to the member at position `ifindexes.len()`.
+    /// The member at position `ifindexes.len()`: before [`Kernel::go_live`] it is recorded,
+    /// and go_live attaches its program after writing the table; after it (a member added at
+    /// run time) the program is attached now, and the table that names the member is written
+    /// right after, by the next [`Kernel::sync`] (the loop's, at once): the member's port joins
+    /// the bond only once its sockets are open, after this, so no earlier table could name it.
+    /// Until then the program drops the member's data frames (it finds no position for them)
+    /// and passes its LACPDUs to lagd: nothing is lost there that the partner meant to
+    /// deliver, since no hook had a program (or an earlier lagd's table) for a new member.
     pub(crate) fn attach_member(&mut self, ifindex: u32) -> io::Result<()> {
-        let a = self.fp.attach_member(ifindex, self.attach)?;
-        if a.replaced() > 0 {
-            tracing::info!(
-                ifindex,
-                "replaced a filter of an earlier lagd on the member's ingress"
-            );
-        }
-        let a = Some(a);
+        let a = match &self.attach {
+            Some((how, _)) => Some(self.attach_one(ifindex, *how)?),
+            None => None,
+        };
         self.members.push(a);
         self.ifindexes.push(ifindex);
         // The table names the members' interfaces: write it again.

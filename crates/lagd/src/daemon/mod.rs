@@ -331,19 +331,6 @@ impl Daemon {
                 Ok(Choice::Lagd(why)) => (None, Some(why)),
                 Err(e) => return Err(StartError::Config(e)),
             };
-        match (&dataplane_reason, &kernel) {
-            (None, Some(k)) => {
-                let (how, why) = k.attachment();
-                info!("dataplane: kernel (fast path attached with {how}: {why}; lagd decides)")
-            }
-            (_, _) => info!(
-                "dataplane: lagd ({})",
-                dataplane_reason.as_deref().unwrap_or("")
-            ),
-        }
-        if kernel.as_ref().is_some_and(|k| k.tap_added_qdisc()) {
-            undo.record_clsact(&config.bond, tap_ifindex)?;
-        }
         let mut members = Vec::new();
         for (name, &ifindex) in config.members.iter().zip(found) {
             let m = Self::open_member(
@@ -355,11 +342,8 @@ impl Daemon {
                 member_mtu,
                 kernel.as_deref_mut(),
             )?;
-            let added = m.isolation.as_ref().is_some_and(IngressDrop::added_qdisc)
-                || kernel
-                    .as_ref()
-                    .is_some_and(|k| k.member_added_qdisc(members.len()));
-            if added {
+            // The kernel path's programs are attached later (Kernel::go_live).
+            if m.isolation.as_ref().is_some_and(IngressDrop::added_qdisc) {
                 undo.record_clsact(name, ifindex)?;
             }
             members.push(m);
@@ -446,6 +430,7 @@ impl Daemon {
             notify: Notifier::from_env(),
             restore: undo,
         };
+        d.go_live(found)?;
         d.restore.started();
         let unused = lagd_sys::isolate::close_unadopted();
         if unused > 0 {
@@ -461,6 +446,50 @@ impl Daemon {
             }
         }
         Ok(d)
+    }
+
+    /// The last step of a start: the kernel path goes live, with every member open, its port
+    /// in the bond and LACP resumed. The bond's machines run once (a member whose LACP partner
+    /// the last lagd recorded is back in the aggregate), the first table is written, and only
+    /// then are the programs attached ([`Kernel::go_live`]): on a restart or an upgrade the
+    /// earlier lagd's programs forward until these take their hooks. An error fails the start
+    /// (rolled back as any other: the programs attached so far are detached when the kernel
+    /// path is dropped, and a clsact qdisc an attach added is recorded first).
+    fn go_live(&mut self, found: &[u32]) -> Result<(), StartError> {
+        if self.kernel.is_some() {
+            let now = self.now();
+            if self.bond.poll_timeout().is_some_and(|t| t <= now) {
+                self.bond.handle_timeout(now, &mut self.dp.io);
+            }
+            self.after_wake(now);
+        }
+        if let Some(k) = self.kernel.as_deref_mut() {
+            let live = k.go_live(&self.bond);
+            let (tap_qdisc, member_qdiscs) = k.added_qdiscs();
+            if tap_qdisc {
+                self.restore
+                    .record_clsact(&self.config.bond, self.tap_ifindex)?;
+            }
+            for i in member_qdiscs {
+                self.restore
+                    .record_clsact(&self.config.members[i], found[i])?;
+            }
+            live.context("attaching the fast path programs")?;
+            let usable = self.bond.distribution().usable.len();
+            if let Some((how, why)) = k.attachment() {
+                info!(
+                    "dataplane: kernel (fast path attached with {how}: {why}; lagd decides; \
+                     the first table distributes to {usable} of {} members)",
+                    self.config.members.len()
+                );
+            }
+        } else {
+            info!(
+                "dataplane: lagd ({})",
+                self.dataplane_reason.as_deref().unwrap_or("")
+            );
+        }
+        Ok(())
     }
 
     fn open_member(
@@ -1530,8 +1559,13 @@ impl Daemon {
             attach: self
                 .kernel
                 .as_ref()
-                .map(|k| k.attachment().0.name().to_owned()),
-            attach_reason: self.kernel.as_ref().map(|k| k.attachment().1.to_owned()),
+                .and_then(|k| k.attachment())
+                .map(|(a, _)| a.name().to_owned()),
+            attach_reason: self
+                .kernel
+                .as_ref()
+                .and_then(|k| k.attachment())
+                .map(|(_, why)| why.to_owned()),
             isolation: self
                 .dp
                 .io
