@@ -114,6 +114,20 @@ pub use snapshot::{
     ArpMonitorSnapshot, BondSnapshot, PortSnapshot, StripeSnapshot, TablesSnapshot,
 };
 pub use state::Bond;
+
+/// What a kernel fast path must hand the bond from its members ([`Bond::fast_path_reads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastPathReads {
+    /// The EtherTypes the bond reads on its members: what the programs pass on rather than
+    /// forward (the members' ARP, and neighbour discovery when the programs pass it, for the
+    /// ARP monitor and balance-alb; every frame a receiver that orders TCP does not deliver).
+    pub protocols: &'static [u16],
+    /// The members' untagged ARP frames go to the bond (the ARP monitor, balance-alb).
+    pub member_arp: bool,
+    /// The members' program delivers TCP in sequence itself and hands the bond the rest
+    /// (stripe's receiver, where the kernel has it).
+    pub ordered_tcp: bool,
+}
 pub use verdict::{
     DRIVER_HEADROOM, Dataplane, DropReason, HostFrame, RxVerdict, TX_HEADROOM, TxDrop, TxVerdict,
 };
@@ -305,6 +319,36 @@ impl Bond {
     /// Whether the ARP monitor runs.
     pub fn arp_monitoring(&self) -> bool {
         self.arp.is_some()
+    }
+
+    /// What a kernel fast path forwarding this bond's data frames must hand it from the
+    /// members instead (beside slow-protocol frames, always), fixed when the fast path starts:
+    /// the daemon opens its member sockets for [`FastPathReads::protocols`] and asks the
+    /// programs for what the bond needs without naming its mode.
+    pub fn fast_path_reads(&self) -> FastPathReads {
+        // IPv4, IPv6, ARP and stripe's own (`wire::EtherType`, `stripe::header::ETHERTYPE`:
+        // the test of this function checks the numbers).
+        const ORDERED: [u16; 4] = [0x0800, 0x86dd, 0x0806, 0x88b5];
+        const MONITOR: [u16; 2] = [0x0806, 0x86dd];
+        if self.opts.mode == Mode::Stripe {
+            FastPathReads {
+                protocols: &ORDERED,
+                member_arp: self.wants_member_arp(),
+                ordered_tcp: true,
+            }
+        } else if self.wants_member_arp() {
+            FastPathReads {
+                protocols: &MONITOR,
+                member_arp: true,
+                ordered_tcp: false,
+            }
+        } else {
+            FastPathReads {
+                protocols: &[],
+                member_arp: false,
+                ordered_tcp: false,
+            }
+        }
     }
 
     /// Whether the bond must see the ARP frames its members receive: the ARP monitor's, and

@@ -1613,3 +1613,35 @@ fn stripe_bond_wakes_for_a_reorder_hole_and_gives_it_up_when_drained() {
     b.handle_timeout(hole, &mut host);
     assert_eq!(host.up, vec![0, 2], "the hole given up, frame 2 delivered");
 }
+
+#[test]
+fn a_fast_path_hands_the_bond_what_its_mode_and_monitors_read() {
+    use crate::wire::EtherType;
+    let n = |t: EtherType| u16::from(t);
+    let plain = bond("mode=balance-xor miimon=100", 2).fast_path_reads();
+    assert_eq!(plain.protocols, &[] as &[u16]);
+    assert!(!plain.member_arp && !plain.ordered_tcp);
+    for opts in [
+        "mode=active-backup arp_interval=100 arp_ip_target=10.0.0.1",
+        "mode=balance-alb miimon=100",
+    ] {
+        let r = bond(opts, 2).fast_path_reads();
+        assert_eq!(
+            r.protocols,
+            [n(EtherType::Arp), n(EtherType::Ipv6)],
+            "{opts}"
+        );
+        assert!(r.member_arp && !r.ordered_tcp, "{opts}");
+    }
+    let stripe = bond("mode=stripe miimon=100", 2).fast_path_reads();
+    assert_eq!(
+        stripe.protocols,
+        [
+            n(EtherType::Ipv4),
+            n(EtherType::Ipv6),
+            n(EtherType::Arp),
+            n(crate::stripe::header::ETHERTYPE)
+        ]
+    );
+    assert!(stripe.ordered_tcp && !stripe.member_arp);
+}

@@ -10,7 +10,9 @@ use std::io;
 use std::time::Duration;
 
 use lagd_proto::balance::BucketSample;
-use lagd_proto::bond::{Bond, DistributionTable, FastPathAttach, FastPathMode, PortId, TxRule};
+use lagd_proto::bond::{
+    Bond, DistributionTable, FastPathAttach, FastPathMode, FastPathReads, PortId, TxRule,
+};
 use lagd_proto::hash::HashPolicy;
 use lagd_proto::stripe::FlowKey;
 use lagd_proto::time::Instant;
@@ -109,18 +111,17 @@ pub(crate) struct Kernel {
     macs: Option<TlbMacs>,
     /// The programs' bucket byte counters at the last sample (they only grow).
     bucket_bytes: Vec<u64>,
-    /// The members' ARP frames go to lagd (the ARP monitor runs, and every frame the programs
-    /// see on a member counts as heard; or balance-alb learns its clients from them).
-    arp: bool,
+    /// What the members' program hands lagd instead of forwarding it, fixed at start
+    /// ([`Bond::fast_path_reads`]): the members' ARP (the ARP monitor runs, and every frame
+    /// the programs see on a member counts as heard; or balance-alb learns its clients from
+    /// them), and with a receiver that orders TCP ([`StripeRx`]) what it does not deliver.
+    reads: FastPathReads,
     /// The table last written sends the members' neighbour solicitations and advertisements
     /// to lagd ([`Bond::wants_member_ndisc`]; they follow the options, live).
     ndisc: bool,
     /// Per member position: frames the members' program saw (delivered or dropped) when last
     /// read, for the ARP monitor.
     rx_seen: Vec<u64>,
-    /// Stripe mode: the TAP's program sends TCP, the members' program delivers what is in
-    /// order and passes the rest to lagd ([`StripeRx`]).
-    stripe: bool,
 }
 
 /// Stripe's receive table shared with the members' program, by flow: the protocol on its
@@ -180,8 +181,7 @@ impl Choice {
             Some(r) => Err(r),
             None => Kernel::start(
                 tap_ifindex,
-                bond.wants_member_arp(),
-                bond.options().mode == lagd_proto::bond::Mode::Stripe,
+                bond.fast_path_reads(),
                 bond.options().fastpath_attach,
             )
             .map_err(|e| format!("the kernel programs could not be loaded or attached: {e}")),
@@ -195,7 +195,7 @@ impl Choice {
 }
 
 impl Kernel {
-    fn start(tap_ifindex: u32, arp: bool, stripe: bool, how: FastPathAttach) -> io::Result<Self> {
+    fn start(tap_ifindex: u32, reads: FastPathReads, how: FastPathAttach) -> io::Result<Self> {
         let fp = FastPath::load()?;
         // The heartbeat before anything is attached: programs put into an earlier lagd's links
         // (or filters) forward at once, and must not find their deadline passed.
@@ -216,10 +216,9 @@ impl Kernel {
             partners_changed: false,
             macs: None,
             bucket_bytes: vec![0; 256],
-            arp,
+            reads,
             ndisc: false,
             rx_seen: Vec::new(),
-            stripe,
         })
     }
 
@@ -380,15 +379,15 @@ impl Kernel {
         Ok(())
     }
 
-    /// Stripe mode: the members' program passes lagd what it does not deliver (see
-    /// [`StripeRx`]), and lagd reads it on sockets bound to the protocols it orders.
-    pub(crate) fn stripe(&self) -> bool {
-        self.stripe
+    /// What the members' program hands lagd: the protocols lagd reads on the members, and
+    /// whether the program orders TCP ([`Kernel::stripe_rx`]).
+    pub(crate) fn reads(&self) -> FastPathReads {
+        self.reads
     }
 
-    /// Stripe mode: the receive table shared with the members' program.
+    /// With a receiver that orders TCP: the receive table shared with the members' program.
     pub(crate) fn stripe_rx(&self) -> io::Result<Option<StripeRx>> {
-        if !self.stripe {
+        if !self.reads.ordered_tcp {
             return Ok(None);
         }
         if let Some(why) = self.fp.stripe_receiver_refused() {
@@ -403,17 +402,10 @@ impl Kernel {
         }))
     }
 
-    /// Whether the members' ARP frames come to lagd (the program passes them on instead of
-    /// redirecting them, to sockets bound to `ETH_P_ARP`; and, with `ns_ip6_target`, their
-    /// neighbour discovery to sockets bound to `ETH_P_IPV6`).
-    pub(crate) fn arp_to_lagd(&self) -> bool {
-        self.arp
-    }
-
     /// With the ARP monitor: tells the bond which members received frames since the last call
     /// (any frame counts with `arp_validate=none`).
     pub(crate) fn note_received(&mut self, now: Instant, bond: &mut Bond) -> io::Result<()> {
-        if !self.arp {
+        if !self.reads.member_arp {
             return Ok(());
         }
         let counters = self.fp.port_counters()?;
@@ -445,7 +437,7 @@ impl Kernel {
     pub(crate) fn sync(&mut self, bond: &Bond) -> io::Result<bool> {
         let generation = bond.distribution_generation();
         let macs = self.macs_of(bond);
-        let ndisc = self.arp && bond.wants_member_ndisc();
+        let ndisc = self.reads.member_arp && bond.wants_member_ndisc();
         if self.generation == Some(generation)
             && !self.partners_changed
             && self.macs.as_ref() == Some(&macs)
@@ -483,7 +475,7 @@ impl Kernel {
     /// them).
     fn table(&self, d: &DistributionTable) -> Table {
         let mut t = Table::lagd_only(self.tap_ifindex);
-        t.arp_to_lagd = self.arp;
+        t.arp_to_lagd = self.reads.member_arp;
         let port = |p: PortId| u8::try_from(p.0).unwrap_or(NO_PORT);
         match &d.tx {
             TxRule::Modulo(policy) => {

@@ -66,17 +66,6 @@ const TOKEN_SIGNAL: u64 = 1;
 const TOKEN_CONTROL: u64 = 2;
 const TOKEN_LINK: u64 = 3;
 const TOKEN_MEMBER: u64 = 100;
-/// Stripe on the kernel path: the protocols lagd reads on the members (TCP behind a hole,
-/// numbered stripe frames, ARP); the program delivers the rest itself.
-const STRIPE_RX_PROTOCOLS: [u16; 4] = [
-    lagd_sys::packet::ETH_P_IP,
-    lagd_sys::packet::ETH_P_IPV6,
-    lagd_sys::packet::ETH_P_ARP,
-    0x88b5, // lagd_proto::stripe::header::ETHERTYPE (checked in the tests)
-];
-/// The ARP monitor or balance-alb on the kernel path: the protocols lagd reads on the members
-/// (ARP; neighbour discovery when the program passes it, [`Bond::wants_member_ndisc`]).
-const MONITOR_RX_PROTOCOLS: [u16; 2] = [lagd_sys::packet::ETH_P_ARP, lagd_sys::packet::ETH_P_IPV6];
 /// Member control sockets (slow protocols), serviced before anything else.
 const TOKEN_CONTROL_SOCKET: u64 = 10_000;
 /// The largest MTU a TAP takes (65535 less its Ethernet header).
@@ -517,18 +506,10 @@ impl Daemon {
                     protocol: 0,
                     ..member_data_socket()
                 };
-                // What the program passes on is read on sockets bound to those protocols,
-                // which see a frame only if the program did not redirect it (an ETH_P_ALL
-                // socket sees all). Stripe: TCP behind a hole, numbered stripe frames, ARP.
-                // The ARP monitor (and balance-alb): ARP, and with `ns_ip6_target` the
-                // neighbour discovery (IPv6: the program passes no other IPv6 frame).
-                let rx: &[u16] = if k.stripe() {
-                    &STRIPE_RX_PROTOCOLS
-                } else if k.arp_to_lagd() {
-                    &MONITOR_RX_PROTOCOLS
-                } else {
-                    &[]
-                };
+                // What the program passes on is read on sockets bound to those protocols
+                // (Bond::fast_path_reads), which see a frame only if the program did not
+                // redirect it (an ETH_P_ALL socket sees all).
+                let rx: &[u16] = k.reads().protocols;
                 (None, send_only, rx)
             }
             None => {
@@ -1333,9 +1314,10 @@ impl Daemon {
     fn take_options(&mut self, trial: Bond) -> Result<(), String> {
         if let Some(k) = &self.kernel {
             let why = trial.kernel_refusal(MAX_MEMBERS).or_else(|| {
-                (trial.wants_member_arp() != k.arp_to_lagd()).then_some(
-                    "the members' ARP frames reach lagd only when the ARP monitor or \
-                     balance-alb ran from the start",
+                (trial.fast_path_reads() != k.reads()).then_some(
+                    "what the members' program hands lagd is set when it starts: the members' \
+                     ARP frames reach lagd only when the ARP monitor or balance-alb ran from \
+                     the start",
                 )
             });
             if let Some(why) = why {
@@ -1695,13 +1677,4 @@ fn random_u32() -> u32 {
         h.write_u128(t.as_nanos());
     }
     h.finish() as u32
-}
-
-#[cfg(test)]
-mod test {
-    #[test]
-    fn stripe_members_are_read_for_the_stripe_ethertype() {
-        let stripe = u16::from(lagd_proto::stripe::header::ETHERTYPE);
-        assert!(super::STRIPE_RX_PROTOCOLS.contains(&stripe));
-    }
 }
