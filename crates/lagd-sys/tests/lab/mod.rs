@@ -78,6 +78,28 @@ impl Lab {
         );
         self.ip(a, &["link", "set", a_name, "up"]);
         self.ip(b, &["link", "set", b_name, "up"]);
+        // Until the kernel's link watcher has seen the carrier (it may wait up to a second when
+        // busy), a device's transmit queue is the no-op qdisc, which drops what is sent: a
+        // frame sent at once could vanish without an error.
+        self.wait_running(a, a_name);
+        self.wait_running(b, b_name);
+    }
+
+    /// Waits (up to 10 s) until interface `name` in namespace `i` is operationally up.
+    pub fn wait_running(&self, i: usize, name: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let shown = self.ip(i, &["-o", "link", "show", "dev", name]);
+            if shown.contains("state UP") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} in {} not up after 10 s: {shown}",
+                self.ns(i)
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Runs `f` inside namespace `i` on a fresh thread; panics on any error.
