@@ -1044,31 +1044,56 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
     rx.set_key(slot, &seg.key.kernel_words());
     // The flow delivered a moment ago: a segment ahead of next overtook one still on its way
     // and goes round its member's queue again (REDIRECT), the flow and its next unchanged.
-    // "A moment" is under 30 us (STRIPE_HOLD_NS): a few tries, in case this thread was
-    // preempted in between.
+    // "A moment" is under 30 us (STRIPE_HOLD_NS) on the program's clock: a try can only be
+    // judged when the test run came back within 30 us of the time stored (a one-CPU guest
+    // without a JIT often takes longer for the system call alone). Tries until one rounds;
+    // a try that came back in time without a round fails the test.
+    const HOLD_NS: u64 = 30_000;
     let held = rx.held(slot);
     let mut rounds = Vec::new();
-    for _ in 0..20 {
+    let mut quickest = u64::MAX;
+    let mut rounded = false;
+    for _ in 0..200 {
         rx.word(slot).store(
             rx_word(RxState::Kernel, 3, seg.seq.wrapping_sub(500)),
             SeqCst,
         );
-        rx.last_ns(slot).store(monotonic_ns(), SeqCst);
+        let stored = monotonic_ns();
+        rx.last_ns(slot).store(stored, SeqCst);
         let v = verdict(&f);
-        rounds.push((v, rx.word(slot).load(SeqCst)));
+        let took = monotonic_ns() - stored;
+        quickest = quickest.min(took);
+        let word = rx.word(slot).load(SeqCst);
         if v == REDIRECT {
+            assert_eq!(
+                word,
+                rx_word(RxState::Kernel, 3, seg.seq.wrapping_sub(500)),
+                "a round leaves the flow and its next as they were"
+            );
+            rounded = true;
             break;
         }
+        assert!(
+            took >= HOLD_NS,
+            "ahead of next of a flow that delivered {took} ns before the run ended: no round \
+             ({rounds:x?})"
+        );
+        rounds.push((v, word, took));
     }
-    assert_eq!(
-        rounds.last(),
-        Some(&(
-            REDIRECT,
-            rx_word(RxState::Kernel, 3, seg.seq.wrapping_sub(500))
-        )),
-        "ahead of next of a moving flow: round again, nothing changed ({rounds:x?})"
-    );
-    assert_eq!(rx.held(slot), held + 1, "the round is counted");
+    if rounded {
+        assert_eq!(rx.held(slot), held + 1, "the round is counted");
+    } else {
+        // Every try took longer than the hold: the program rightly saw a hole that lasted
+        // (checked just below on purpose); the round itself is checked where runs are quick
+        // (this machine's own kernel, in CI's test stage).
+        eprintln!(
+            "kernel {:?}: no test run came back within {HOLD_NS} ns of the stored time \
+             (quickest {quickest} ns); the round is not exercised here",
+            kernel_version()
+        );
+        assert_eq!(rx.held(slot), held, "no round counted without one");
+    }
+    let held = rx.held(slot);
     // Nothing delivered for longer than that: a hole that lasts, lagd's.
     rx.word(slot).store(
         rx_word(RxState::Kernel, 3, seg.seq.wrapping_sub(500)),
@@ -1077,7 +1102,7 @@ fn member_program_delivers_stripe_tcp_in_sequence_and_hands_lagd_the_rest() {
     rx.last_ns(slot)
         .store(monotonic_ns().saturating_sub(100_000), SeqCst);
     assert_eq!(verdict(&f), PASS, "ahead of a hole that lasted: to lagd");
-    assert_eq!(rx.held(slot), held + 1, "no round");
+    assert_eq!(rx.held(slot), held, "no round");
     assert_eq!(
         rx.word(slot).load(SeqCst),
         rx_word(RxState::Lagd, 4, seg.seq.wrapping_sub(500)),
