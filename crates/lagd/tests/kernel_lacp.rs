@@ -121,20 +121,8 @@ impl KernelView {
                 if !enabled {
                     return false;
                 }
-                let Some(at) = text.find(&format!("Slave Interface: {l}\n")) else {
-                    return false;
-                };
-                let part = &text[at..];
-                let part = &part[..part[1..]
-                    .find("Slave Interface:")
-                    .map_or(part.len(), |e| e + 1)];
-                let Some(actor) = part.find("details actor lacp pdu:") else {
-                    return false;
-                };
-                part[actor..]
-                    .lines()
-                    .find_map(|l| l.trim().strip_prefix("port state: "))
-                    .and_then(|s| s.trim().parse::<u8>().ok())
+                slave_field(&text, l, ACTOR, "port state")
+                    .and_then(|s| s.parse::<u8>().ok())
                     .is_some_and(|s| s & 0x20 != 0)
             })
             .collect()
@@ -168,45 +156,18 @@ impl KernelView {
     /// The kernel's actor and partner port state bytes of member `i`.
     fn kernel_states(&self, i: usize) -> (u8, u8) {
         let text = self.proc_bonding();
-        let name = &self.links[i];
-        let Some(at) = text.find(&format!("Slave Interface: {name}\n")) else {
-            return (0, 0);
-        };
-        let part = &text[at..];
-        let part = &part[..part[1..]
-            .find("Slave Interface:")
-            .map_or(part.len(), |e| e + 1)];
         let state = |section: &str| {
-            part.find(section).map_or(0, |at| {
-                part[at..]
-                    .lines()
-                    .find_map(|l| l.trim().strip_prefix("port state: "))
-                    .and_then(|s| s.trim().parse::<u8>().ok())
-                    .unwrap_or(0)
-            })
+            slave_field(&text, &self.links[i], section, "port state")
+                .and_then(|s| s.parse::<u8>().ok())
+                .unwrap_or(0)
         };
-        (
-            state("details actor lacp pdu:"),
-            state("details partner lacp pdu:"),
-        )
+        (state(ACTOR), state(PARTNER))
     }
 
     /// A field of member `i`'s actor or partner section in `/proc/net/bonding` (`section`:
-    /// `details actor lacp pdu:` or `details partner lacp pdu:`, `key` e.g. `system
-    /// priority`).
+    /// [`ACTOR`] or [`PARTNER`], `key` e.g. `system priority`).
     fn slave_field(&self, i: usize, section: &str, key: &str) -> Option<String> {
-        let text = self.proc_bonding();
-        let at = text.find(&format!("Slave Interface: {}\n", self.links[i]))?;
-        let part = &text[at..];
-        let part = &part[..part[1..]
-            .find("Slave Interface:")
-            .map_or(part.len(), |e| e + 1)];
-        let at = part.find(section)?;
-        let prefix = format!("{key}: ");
-        part[at..]
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
-            .map(|v| v.trim().to_owned())
+        slave_field(&self.proc_bonding(), &self.links[i], section, key).map(str::to_owned)
     }
 
     /// Whether the kernel bond has its carrier (`LOWER_UP`).
@@ -376,6 +337,26 @@ impl Lab {
     fn stop(mut self) {
         self.topo.stop(self.lagd);
     }
+}
+
+/// The actor's section of a slave in `/proc/net/bonding`.
+const ACTOR: &str = "details actor lacp pdu:";
+/// The partner's section of a slave in `/proc/net/bonding`.
+const PARTNER: &str = "details partner lacp pdu:";
+
+/// The value of `key` in `section` of slave `slave` in the `/proc/net/bonding` text `text`.
+fn slave_field<'a>(text: &'a str, slave: &str, section: &str, key: &str) -> Option<&'a str> {
+    let at = text.find(&format!("Slave Interface: {slave}\n"))?;
+    let part = &text[at..];
+    let part = &part[..part[1..]
+        .find("Slave Interface:")
+        .map_or(part.len(), |e| e + 1)];
+    let at = part.find(section)?;
+    let prefix = format!("{key}: ");
+    part[at..]
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
+        .map(str::trim)
 }
 
 /// Prints one result line (collected by the host side into the report).
@@ -748,7 +729,7 @@ fn priorities_and_keys(kernel: &str) {
     );
     lab.wait_distributing(started, Duration::from_secs(15));
     let status = lab.status();
-    let (actor, partner) = ("details actor lacp pdu:", "details partner lacp pdu:");
+    let (actor, partner) = (ACTOR, PARTNER);
     let mut seen = Vec::new();
     for (i, m) in status.members.iter().enumerate() {
         let l = m.lacp.as_ref().expect("member LACP status");
@@ -882,8 +863,8 @@ fn lacpdus_decoded(lab: &Lab, kernel: &str) {
             number(&field(section, "port state")),
         )
     };
-    let kernel_actor = kernel_info("details actor lacp pdu:", "port key");
-    let kernel_partner = kernel_info("details partner lacp pdu:", "oper key");
+    let kernel_actor = kernel_info(ACTOR, "port key");
+    let kernel_partner = kernel_info(PARTNER, "oper key");
     let from_lagd: Vec<_> = pdus.iter().filter(|p| p.0.0 == 200).collect();
     let from_kernel: Vec<_> = pdus.iter().filter(|p| p.0.0 == 100).collect();
     let context = format!("{text}\n{}\n{}", status.render(), lab.proc_bonding());
