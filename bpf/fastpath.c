@@ -148,6 +148,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define ETH_P_8021AD 0x88a8
 #define ETH_P_IPV6 0x86dd
 #define ETH_P_SLOW 0x8809
+#define ETH_P_STRIPE 0x88b5 // lagd_proto::stripe::header::ETHERTYPE
 
 // Keeps the compiler from dropping a mask the verifier needs (it cannot bound `a % b` itself).
 #define BOUND(x, mask) ({ __u32 _v = (x); asm volatile("" : "+r"(_v)); _v & (mask); })
@@ -1012,10 +1013,17 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     if (for_lagd(skb, &v))
         return TC_ACT_OK;
     if (t->rule == RULE_STRIPE) {
-        // TCP goes whole on its slot's member; everything else is numbered by lagd.
-        if (!stripe_tcp(skb, &v))
-            return TC_ACT_OK;
-        __u32 port = stripe_port(skb, t);
+        // TCP goes whole on its slot's member, the slots in turn; every other frame stays on
+        // the slot its flow's layer3+4 hash names (lagd_proto::stripe::tx::flow_slot): one
+        // member per flow, so that no flow is reordered and none needs lagd's numbering.
+        __u32 port;
+        if (stripe_tcp(skb, &v)) {
+            port = stripe_port(skb, t);
+        } else {
+            __u32 hash = xmit_hash(skb, &v, POLICY_LAYER34);
+            skb->cb[0] = hash;
+            port = t->bucket[hash & 0xff];
+        }
         skb->cb[1] = port;
         if (port >= MAX_MEMBERS || t->ifindex[port & (MAX_MEMBERS - 1)] == 0)
             return TC_ACT_OK;
@@ -1287,6 +1295,58 @@ INLINE int is_ndisc(struct __sk_buff *skb) {
            bpf_skb_load_bytes(skb, 14 + 40, &type, 1) == 0 && (type == 135 || type == 136);
 }
 
+// Stripe: whether a frame from a member goes straight to the host as in the other modes (0),
+// or is lagd's or the stripe receiver's (1): stripe's own frames (numbered, hellos), ARP,
+// neighbour discovery with ns_ip6_target (untagged, as in the other modes), and TCP (IPv4,
+// fragments too, and IPv6 whose next header is TCP), which the sender striped. Every other
+// frame (UDP, ICMP, IPv6 behind extension headers, other EtherTypes) came on its flow's one
+// member (the sender's flow_slot) and needs no ordering. A tag the driver took out of the
+// frame leaves the inner EtherType at 12; one left in the frame is looked behind (a second
+// one is not: the sender stripes TCP behind one tag at most).
+INLINE int stripe_ordered(struct __sk_buff *skb, const struct table *t, const __u8 *eth) {
+    __u16 proto = be16(&eth[12]);
+    __u32 l3 = 14;
+    if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
+        __u8 inner[2];
+        if (bpf_skb_load_bytes(skb, 16, inner, 2) < 0)
+            return 0;
+        proto = be16(inner);
+        l3 = 18;
+    }
+    if (proto == ETH_P_STRIPE || proto == ETH_P_ARP)
+        return 1;
+    __u8 next;
+    if (proto == ETH_P_IP)
+        return bpf_skb_load_bytes(skb, l3 + 9, &next, 1) < 0 || next == 6;
+    if (proto == ETH_P_IPV6) {
+        if (bpf_skb_load_bytes(skb, l3 + 6, &next, 1) < 0 || next == 6)
+            return 1;
+        return l3 == 14 && !skb->vlan_present && (t->flags & FLAG_NDISC_TO_LAGD) && is_ndisc(skb);
+    }
+    return 0;
+}
+
+// A frame a member may deliver goes to the TAP's ingress (the host stack), one it may not is
+// dropped; both counted.
+INLINE int member_deliver(struct __sk_buff *skb, const struct table *t, __u32 port,
+                          const __u8 *eth) {
+    struct port_counters *c = bpf_map_lookup_elem(&lagd_ports, &port);
+    __u8 ok = eth[0] & 1 ? t->rx_multicast[port & (MAX_MEMBERS - 1)]
+                         : t->rx_unicast[port & (MAX_MEMBERS - 1)];
+    if (!ok) {
+        if (c)
+            c->rx_dropped++;
+        return TC_ACT_SHOT;
+    }
+    if (c) {
+        c->rx_packets++;
+        c->rx_bytes += skb->len;
+    }
+    if (t->flags & FLAG_TLB)
+        tlb_destination(skb, t, eth);
+    return bpf_redirect(t->tap_ifindex, BPF_F_INGRESS);
+}
+
 // Both member programs; `receiver` is a constant, so each keeps only its own stripe branch.
 INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     struct table *t = current_table();
@@ -1296,14 +1356,18 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
         __u32 port = member_port(skb, t);
         if (port >= MAX_MEMBERS)
             return stripe_to_lagd(skb);
+        __u8 eth[14];
+        if (bpf_skb_load_bytes(skb, 0, eth, 14) < 0)
+            return stripe_to_lagd(skb);
+        // A slow-protocol frame passes as it is, to lagd's socket (the receiver passes it
+        // too).
+        if (!skb->vlan_present && be16(&eth[12]) == ETH_P_SLOW)
+            return TC_ACT_OK;
+        if (!stripe_ordered(skb, t, eth))
+            return member_deliver(skb, t, port, eth);
         if (receiver)
             return stripe_rx(skb, t, port);
-        // No receiver on this kernel: lagd orders the flows. A slow-protocol frame passes
-        // as it is, as the receiver passes it.
-        __u8 eth[14];
-        if (!skb->vlan_present && bpf_skb_load_bytes(skb, 0, eth, 14) == 0 &&
-            be16(&eth[12]) == ETH_P_SLOW)
-            return TC_ACT_OK;
+        // No receiver on this kernel: lagd orders the flows.
         return stripe_to_lagd(skb);
     }
     __u8 eth[14];
@@ -1324,21 +1388,7 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     __u32 port = member_port(skb, t);
     if (port >= MAX_MEMBERS)
         return TC_ACT_SHOT;
-    struct port_counters *c = bpf_map_lookup_elem(&lagd_ports, &port);
-    __u8 ok = eth[0] & 1 ? t->rx_multicast[port & (MAX_MEMBERS - 1)]
-                         : t->rx_unicast[port & (MAX_MEMBERS - 1)];
-    if (!ok) {
-        if (c)
-            c->rx_dropped++;
-        return TC_ACT_SHOT;
-    }
-    if (c) {
-        c->rx_packets++;
-        c->rx_bytes += skb->len;
-    }
-    if (t->flags & FLAG_TLB)
-        tlb_destination(skb, t, eth);
-    return bpf_redirect(t->tap_ifindex, BPF_F_INGRESS);
+    return member_deliver(skb, t, port, eth);
 }
 
 SEC("tcx/ingress")

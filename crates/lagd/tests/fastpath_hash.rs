@@ -631,14 +631,16 @@ fn balance_tcp_walks_extension_headers_and_leaves_endless_chains_to_lagd() {
 
 /// Stripe: the TAP's program sends exactly the frames lagd's stripe sends as TCP
 /// (`stripe::tcp::parse_segment`), each through the slot `stripe::tx::slot_of` gives for the
-/// bytes sent before it, on the member `stripe::tx::slot_table` puts there; everything else
-/// (and TCP while a slot names no member) goes to lagd. Real frames, all their prefixes, in a
+/// bytes sent before it, on the member `stripe::tx::slot_table` puts there; every other frame
+/// but lagd's own (ARP, IGMP, ICMPv6 130-143) on the member of its flow's slot
+/// (`stripe::tx::flow_member`, its layer3+4 hash bit-exact), whatever was sent before it; and
+/// everything while a slot names no member goes to lagd. Real frames, all their prefixes, in a
 /// sequence long enough to go round the 256 slots.
 #[test]
 fn stripe_rule_sends_tcp_through_the_slots_lagd_proto_computes() {
     use lagd_proto::port::PortId;
     use lagd_proto::stripe::tcp::parse_segment;
-    use lagd_proto::stripe::tx::{SLOT_BYTES, slot_of, slot_table};
+    use lagd_proto::stripe::tx::{FLOW_POLICY, SLOT_BYTES, flow_member, slot_of, slot_table};
     require_root();
     // The byte count is per CPU: stay on one.
     lagd_sys::fastpath::pin_thread_to_cpu(0).expect("pin to CPU 0");
@@ -651,7 +653,7 @@ fn stripe_rule_sends_tcp_through_the_slots_lagd_proto_computes() {
     fp.set_table(&t).unwrap();
     let frames = frames();
     let mut sent = 0u64;
-    let (mut tcp, mut other, mut errors) = (0usize, 0usize, Vec::new());
+    let (mut tcp, mut other, mut flows, mut errors) = (0usize, 0usize, 0usize, Vec::new());
     let mut used = [0u64; 3];
     // Every real frame and its prefixes, then made-up TCP segments of every size up to what
     // the test harness takes (IPv4 and IPv6, untagged and tagged) until the slots went round.
@@ -676,26 +678,39 @@ fn stripe_rule_sends_tcp_through_the_slots_lagd_proto_computes() {
             if (run.verdict, run.port) != (REDIRECT, u32::from(want.0)) {
                 errors.push(format!("{}: {run:?}, lagd-proto: {want:?}", hex(p)));
             }
-        } else {
+        } else if for_lagd(p) {
             other += 1;
             if run.verdict != PASS {
-                errors.push(format!("{}: {run:?}, lagd-proto: not TCP", hex(p)));
+                errors.push(format!("{}: {run:?}, lagd-proto: lagd's", hex(p)));
+            }
+        } else {
+            flows += 1;
+            let want = flow_member(&slots, p).unwrap();
+            let hash = xmit_hash(FLOW_POLICY, p);
+            if (run.verdict, run.port, run.hash) != (REDIRECT, u32::from(want.0), hash) {
+                errors.push(format!(
+                    "{}: {run:?}, lagd-proto: {want:?} hash {hash:#x}",
+                    hex(p)
+                ));
             }
         }
         if sent > 2 * 256 * SLOT_BYTES {
             break;
         }
     }
-    eprintln!("{tcp} TCP frames through the slots ({sent} bytes), {other} to lagd");
+    eprintln!(
+        "{tcp} TCP frames through the slots ({sent} bytes), {flows} others by flow, {other} to lagd"
+    );
     assert!(
         sent > 2 * 256 * SLOT_BYTES,
         "went round the slots twice: {sent}"
     );
-    assert!(other > 100, "frames that are not TCP were tried: {other}");
-    assert_same(&errors, tcp + other, 0);
+    assert!(other > 10, "lagd's own frames were tried: {other}");
+    assert!(flows > 100, "frames that are not TCP were tried: {flows}");
+    assert_same(&errors, tcp + flows + other, 0);
     // The member at 3 Gb/s carried three times the bytes of each 1 Gb/s one, within a slot.
     assert!(used[2].abs_diff(3 * used[0]) < 4 * SLOT_BYTES, "{used:?}");
-    // No stripe peer yet: every slot empty, TCP goes to lagd too.
+    // No stripe peer yet: every slot empty, TCP and the rest go to lagd too.
     t.buckets = [NO_PORT; 256];
     fp.set_table(&t).unwrap();
     let f = frames
@@ -703,6 +718,210 @@ fn stripe_rule_sends_tcp_through_the_slots_lagd_proto_computes() {
         .find(|f| parse_segment(f).is_some() && !for_lagd(f))
         .unwrap();
     assert_eq!(fp.test_egress(f).unwrap().verdict, PASS);
+    let f = udp_datagram(4000, 100);
+    assert_eq!(fp.test_egress(&f).unwrap().verdict, PASS);
+}
+
+/// Stripe: a UDP flow and a ping flow (IPv4 and IPv6) keep their member through hundreds of
+/// frames of every size, interleaved with TCP that goes round the slots (the TCP byte count
+/// moves no other flow), and many flows spread over every member.
+#[test]
+fn stripe_rule_keeps_each_udp_and_icmp_flow_on_one_member() {
+    use lagd_proto::port::PortId;
+    use lagd_proto::stripe::tx::{flow_member, slot_table};
+    require_root();
+    lagd_sys::fastpath::pin_thread_to_cpu(0).expect("pin to CPU 0");
+    let fp = FastPath::load().expect("load the fast path programs");
+    let slots = slot_table(&[(PortId(0), 1000), (PortId(1), 1000), (PortId(2), 1000)]);
+    let mut t = table(Rule::Stripe, 0, 0);
+    for (b, s) in t.buckets.iter_mut().zip(&slots) {
+        *b = s.map_or(NO_PORT, |p| p.0 as u8);
+    }
+    fp.set_table(&t).unwrap();
+    let flows: Vec<(&str, Box<dyn Fn(usize) -> Vec<u8>>)> = vec![
+        ("udp4", Box::new(|n| udp_datagram(5001, 18 + n % 1400))),
+        (
+            "ping4",
+            Box::new(|n| icmp_echo(false, n as u16, 56 + n % 1000)),
+        ),
+        (
+            "ping6",
+            Box::new(|n| icmp_echo(true, n as u16, 56 + n % 1000)),
+        ),
+    ];
+    let mut tcp_ports = std::collections::BTreeSet::new();
+    for (name, flow) in &flows {
+        let want = flow_member(&slots, &flow(0)).expect("a member");
+        for n in 0..300 {
+            let run = fp.test_egress(&flow(n)).unwrap();
+            assert_eq!(
+                (run.verdict, run.port),
+                (REDIRECT, u32::from(want.0)),
+                "{name} frame {n}"
+            );
+            // A full-size TCP segment between frames of the flow moves the TCP slots along.
+            let run = fp
+                .test_egress(&tcp_segment(n % 2 == 0, false, 1400))
+                .unwrap();
+            assert_eq!(run.verdict, REDIRECT);
+            tcp_ports.insert(run.port);
+        }
+    }
+    assert_eq!(
+        tcp_ports.len(),
+        3,
+        "TCP went round the members: {tcp_ports:?}"
+    );
+    let mut spread = [0usize; 3];
+    for sport in 0..300u16 {
+        let run = fp.test_egress(&udp_datagram(10_000 + sport, 64)).unwrap();
+        assert_eq!(run.verdict, REDIRECT);
+        spread[run.port as usize] += 1;
+    }
+    assert!(
+        spread.iter().all(|&n| n > 60),
+        "300 flows over 3 members: {spread:?}"
+    );
+}
+
+/// An IPv4 UDP datagram from port `sport` to 5201 with `payload` bytes.
+fn udp_datagram(sport: u16, payload: usize) -> Vec<u8> {
+    let mut f = vec![
+        0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0,
+    ];
+    f.extend_from_slice(&((28 + payload) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&5201u16.to_be_bytes());
+    f.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.resize(f.len() + payload, 0x5a);
+    f
+}
+
+/// An ICMP (IPv6: ICMPv6) echo request with sequence number `seq` and `payload` bytes.
+fn icmp_echo(v6: bool, seq: u16, payload: usize) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
+    if v6 {
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+        f.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+        f.extend_from_slice(&[58, 64]);
+        f.extend_from_slice(&[0xfd; 32]);
+        f.push(128);
+    } else {
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+        f.extend_from_slice(&((28 + payload) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0x40, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        f.push(8);
+    }
+    f.extend_from_slice(&[0, 0, 0, 0, 0x12, 0x34]);
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.resize(f.len() + payload, 0xa5);
+    f
+}
+
+/// Stripe's members' program, with or without the receiver: UDP, ICMP (both families),
+/// IPv6 behind an extension header and other EtherTypes go straight to the host, counted, as in
+/// the other modes (a member that may not deliver drops them); stripe frames, ARP, TCP
+/// (tagged or not, fragments too) and neighbour discovery under ns_ip6_target go to lagd or the
+/// receiver's sequence check.
+#[test]
+fn stripe_members_deliver_udp_and_icmp_and_keep_tcp_and_lagds_frames() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    fp.set_table(&stripe_table()).unwrap();
+    let member = if ingress_ifindex_settable(&fp, "stripe plain frames") {
+        1001
+    } else {
+        // From no member: nothing is delivered, everything goes to lagd (who takes no frame
+        // of a member it does not know).
+        for f in [udp_datagram(1, 10), icmp_echo(false, 1, 56)] {
+            assert_eq!(fp.test_ingress(&f, 0).unwrap().verdict, PASS);
+        }
+        return;
+    };
+    let ports_before = fp.port_counters().unwrap();
+    let mut ext6 = icmp_echo(true, 1, 56);
+    // ICMPv6 behind a hop-by-hop header (8 bytes): the sender hashed it per flow.
+    ext6[20] = 0;
+    ext6.splice(54..54, [58, 0, 1, 4, 0, 0, 0, 0]);
+    let len = u16::from_be_bytes([ext6[18], ext6[19]]) + 8;
+    ext6[18..20].copy_from_slice(&len.to_be_bytes());
+    let mut lldp = vec![0x01, 0x80, 0xc2, 0, 0, 0x0e, 2, 0, 0, 0, 0, 1, 0x88, 0xcc];
+    lldp.resize(60, 0);
+    let mut multicast_udp = udp_datagram(5353, 40);
+    multicast_udp[..6].copy_from_slice(&[0x01, 0, 0x5e, 0, 0, 0xfb]);
+    let mut tagged_udp = udp_datagram(7, 40);
+    tagged_udp.splice(12..12, [0x81, 0x00, 0x00, 0x07]);
+    let plain = [
+        ("udp", udp_datagram(5001, 100)),
+        ("ping4", icmp_echo(false, 3, 56)),
+        ("ping6", icmp_echo(true, 3, 56)),
+        ("icmpv6 behind a header", ext6),
+        ("lldp", lldp),
+        ("multicast udp", multicast_udp),
+        ("tagged udp", tagged_udp),
+    ];
+    for (name, f) in &plain {
+        assert_eq!(
+            fp.test_ingress(f, member).unwrap().verdict,
+            REDIRECT,
+            "{name}"
+        );
+    }
+    let ports_after = fp.port_counters().unwrap();
+    let port = (member - 1000) as usize;
+    assert_eq!(
+        ports_after[port].rx_packets - ports_before[port].rx_packets,
+        plain.len() as u64,
+        "counted as delivered"
+    );
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.resize(60, 0);
+    let mut stripe_frame = udp_datagram(1, 10);
+    stripe_frame[12..14].copy_from_slice(&[0x88, 0xb5]);
+    let mut fragment = tcp_segment(true, false, 100);
+    fragment[20] = 0x20; // more fragments
+    let tagged_tcp = tcp_segment(true, true, 100);
+    let syn = {
+        let mut f = tcp_segment(false, false, 0);
+        f[54 + 13] = 0x02;
+        f
+    };
+    let lagds = [
+        ("arp", arp),
+        ("stripe frame", stripe_frame),
+        ("tcp fragment", fragment),
+        ("tagged tcp", tagged_tcp),
+        ("syn", syn),
+    ];
+    for (name, f) in &lagds {
+        let run = fp.test_ingress(f, member).unwrap();
+        assert_eq!(run.verdict, PASS, "{name}: to lagd");
+    }
+    // Neighbour discovery: straight to the host, but lagd's with ns_ip6_target.
+    let mut ns = icmp_echo(true, 0, 24);
+    ns[54] = 135;
+    assert_eq!(fp.test_ingress(&ns, member).unwrap().verdict, REDIRECT);
+    let mut t = stripe_table();
+    t.ndisc_to_lagd = true;
+    fp.set_table(&t).unwrap();
+    assert_eq!(
+        fp.test_ingress(&ns, member).unwrap().verdict,
+        PASS,
+        "ns_ip6_target"
+    );
+    // A member that may not deliver drops what it would have delivered.
+    let mut t = stripe_table();
+    t.rx_unicast[port] = false;
+    fp.set_table(&t).unwrap();
+    assert_eq!(
+        fp.test_ingress(&udp_datagram(5001, 100), member)
+            .unwrap()
+            .verdict,
+        DROP
+    );
 }
 
 /// A TCP segment with `payload` bytes, IPv4 or IPv6, with or without an 802.1Q tag.
@@ -829,6 +1048,14 @@ fn stripe_receive_protocol_take_over_and_hand_back_agree_with_the_program() {
 }
 
 /// A stripe table that takes every member's unicast, set, and the receive table mapped.
+/// A stripe table whose members take all their frames.
+fn stripe_table() -> Table {
+    let mut t = table(Rule::Stripe, 0, 0);
+    t.rx_unicast = [true; MAX_MEMBERS];
+    t.rx_multicast = [true; MAX_MEMBERS];
+    t
+}
+
 fn stripe_receiver(fp: &FastPath) -> lagd_sys::fastpath::StripeRxTable {
     let mut t = table(Rule::Stripe, 0, 0);
     t.rx_unicast = [true; MAX_MEMBERS];

@@ -32,11 +32,16 @@ pub enum TxRule {
     /// Every frame on every usable member.
     All,
     /// Stripe: TCP frames go through 256 slots in turn, [`SLOT_BYTES`] per slot (a kernel
-    /// program keeps the byte count), each slot naming a member ([`slot_table`]); a `None`
-    /// slot (no stripe peer yet) and every other frame go to the bond itself.
+    /// program keeps the byte count), each slot naming a member ([`slot_table`]); every other
+    /// frame (UDP, ICMP, other EtherTypes) stays on the member of its flow's slot
+    /// ([`flow_member`]: one member per flow, unnumbered, so never reordered); a `None` slot
+    /// (no stripe peer yet) and the frames the bond must send itself (ARP, IGMP, neighbour
+    /// discovery and MLD) go to the bond, which numbers them. The bond itself, without a
+    /// kernel fast path, numbers every frame that is not TCP and stripes it.
     ///
     /// [`SLOT_BYTES`]: crate::stripe::tx::SLOT_BYTES
     /// [`slot_table`]: crate::stripe::tx::slot_table
+    /// [`flow_member`]: crate::stripe::tx::flow_member
     Stripe {
         /// Slot -> member, 256 entries.
         slots: Vec<Option<PortId>>,

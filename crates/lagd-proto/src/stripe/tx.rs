@@ -12,6 +12,7 @@
 //! goes to the others with the very next frame, and the members that stay keep their credit, so
 //! a change causes neither a stall nor a burst.
 
+use crate::hash::{HashPolicy, xmit_hash};
 use crate::port::PortId;
 
 /// One member as the sender sees it.
@@ -189,6 +190,27 @@ pub fn slot_of(sent: u64) -> usize {
     ((sent / SLOT_BYTES) % 256) as usize
 }
 
+/// The hash that keeps a frame the kernel fast path does not stripe (anything
+/// [`parse_segment`](super::tcp::parse_segment) does not take: UDP, ICMP, other EtherTypes)
+/// on one member per flow: the kernel's layer3+4 (addresses and ports, addresses only for
+/// fragments and ICMP, the MACs for what is not IP).
+pub const FLOW_POLICY: HashPolicy = HashPolicy::Layer34;
+
+/// The slot of [`slot_table`] that carries every frame of the flow whose [`FLOW_POLICY`] hash
+/// is `hash`, on a kernel fast path: its low byte. Flows are spread over the members by their
+/// share of the slots (their speed), and a flow's frames all take one member, in order, with
+/// no sequence header (the peer's kernel path delivers them as they come).
+pub fn flow_slot(hash: u32) -> usize {
+    (hash & 0xff) as usize
+}
+
+/// The member a kernel fast path sends the non-TCP `frame` on with the slots `slots`
+/// ([`slot_table`]): the one [`flow_slot`] names, `None` while it names none (the bond sends
+/// the frame itself then).
+pub fn flow_member(slots: &[Option<PortId>; 256], frame: &[u8]) -> Option<PortId> {
+    slots[flow_slot(xmit_hash(FLOW_POLICY, frame))]
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -215,6 +237,43 @@ mod test {
         assert_eq!(slot_of(0), 0);
         assert_eq!(slot_of(SLOT_BYTES - 1), 0);
         assert_eq!(slot_of(SLOT_BYTES * 257 + 5), 1);
+    }
+
+    /// A UDP datagram of `len` payload bytes from `sport` to port 53, IPv4.
+    fn udp(sport: u16, len: usize) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0];
+        f.extend_from_slice(&((28 + len) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&[0, 53]);
+        f.extend_from_slice(&((8 + len) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.resize(f.len() + len, 0x5a);
+        f
+    }
+
+    #[test]
+    fn a_flow_keeps_its_member_and_flows_spread_by_the_slots() {
+        let slots = slot_table(&[(PortId(0), 1000), (PortId(1), 1000)]);
+        let mut per_member = [0usize; 2];
+        for sport in 1000..1400u16 {
+            let first = flow_member(&slots, &udp(sport, 10)).unwrap();
+            for len in [0, 1, 100, 1400] {
+                assert_eq!(
+                    flow_member(&slots, &udp(sport, len)),
+                    Some(first),
+                    "{sport}"
+                );
+            }
+            assert_eq!(
+                Some(first),
+                slots[flow_slot(xmit_hash(HashPolicy::Layer34, &udp(sport, 7)))]
+            );
+            per_member[usize::from(first.0)] += 1;
+        }
+        // 400 flows over two equal members: both take a fair share.
+        assert!(per_member.iter().all(|&n| n > 150), "{per_member:?}");
+        assert_eq!(flow_member(&slot_table(&[]), &udp(1, 1)), None);
     }
 
     /// Sends `lens` and checks every member's bytes stay within one maximum frame of its ideal
