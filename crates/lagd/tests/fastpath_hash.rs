@@ -738,16 +738,10 @@ fn stripe_rule_keeps_each_udp_and_icmp_flow_on_one_member() {
         *b = s.map_or(NO_PORT, |p| p.0 as u8);
     }
     fp.set_table(&t).unwrap();
-    let flows: Vec<(&str, Box<dyn Fn(usize) -> Vec<u8>>)> = vec![
-        ("udp4", Box::new(|n| udp_datagram(5001, 18 + n % 1400))),
-        (
-            "ping4",
-            Box::new(|n| icmp_echo(false, n as u16, 56 + n % 1000)),
-        ),
-        (
-            "ping6",
-            Box::new(|n| icmp_echo(true, n as u16, 56 + n % 1000)),
-        ),
+    let flows: [(&str, MakeFrame); 3] = [
+        ("udp4", |n| udp_datagram(5001, 18 + n % 1400)),
+        ("ping4", |n| icmp_echo(false, n as u16, 56 + n % 1000)),
+        ("ping6", |n| icmp_echo(true, n as u16, 56 + n % 1000)),
     ];
     let mut tcp_ports = std::collections::BTreeSet::new();
     for (name, flow) in &flows {
@@ -783,6 +777,9 @@ fn stripe_rule_keeps_each_udp_and_icmp_flow_on_one_member() {
         "300 flows over 3 members: {spread:?}"
     );
 }
+
+/// The `n`-th frame of a flow.
+type MakeFrame = fn(usize) -> Vec<u8>;
 
 /// An IPv4 UDP datagram from port `sport` to 5201 with `payload` bytes.
 fn udp_datagram(sport: u16, payload: usize) -> Vec<u8> {

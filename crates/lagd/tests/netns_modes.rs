@@ -1790,3 +1790,174 @@ fn rebalancing_evens_out_two_elephants_on_one_member() {
         "lagctl show lists the moves"
     );
 }
+
+/// Per member: (frames the kernel sent, frames the kernel delivered, frames lagd read).
+fn kernel_and_lagd(s: &Status) -> Vec<(u64, u64, u64)> {
+    s.members
+        .iter()
+        .map(|m| {
+            (
+                m.kernel_tx_packets,
+                m.kernel_rx_packets,
+                m.rx_packets - m.kernel_rx_packets,
+            )
+        })
+        .collect()
+}
+
+/// What each member's counters grew by from `before` to `after`.
+fn grown(after: &[(u64, u64, u64)], before: &[(u64, u64, u64)]) -> Vec<(u64, u64, u64)> {
+    after
+        .iter()
+        .zip(before)
+        .map(|(a, b)| (a.0 - b.0, a.1 - b.1, a.2 - b.2))
+        .collect()
+}
+
+/// Stripe on the kernel path carries what is not TCP too, one member per flow: pings both ways
+/// and eight UDP flows (one after the other) leave host A by the TAP's program, each flow
+/// wholly on the member lagd-proto's `flow_member` names, and reach host B's host through the
+/// members' program, in the order sent (sequence numbers in the datagrams), while lagd's member
+/// sockets at B read nothing but stripe's hellos (and the odd ARP).
+#[test]
+fn stripe_kernel_carries_udp_and_icmp_one_member_per_flow_in_order() {
+    use lagd_proto::port::PortId;
+    use lagd_proto::stripe::tx::{flow_member, slot_table};
+    let lab = Lab::new(2, "mode=stripe miimon=100 fastpath=on");
+    wait_striping(&lab);
+    for side in [Side::A, Side::B] {
+        assert_eq!(lab.status(side).dataplane.path, "kernel");
+    }
+    // At most what stripe's hellos (every 100 ms per member) and ARP make lagd read in `t`.
+    let lagd_bound = |t: Duration| 2 * (t.as_millis() as u64 / 100 + 3) + 4;
+    // Pings both ways: the kernel sends and delivers them.
+    for (from, to) in [(Side::A, Side::B), (Side::B, Side::A)] {
+        let (f0, t0) = (
+            kernel_and_lagd(&lab.status(from)),
+            kernel_and_lagd(&lab.status(to)),
+        );
+        let start = Instant::now();
+        assert!(lab.ping(from, 20), "ping from {from:?}");
+        let (f1, t1) = (
+            kernel_and_lagd(&lab.status(from)),
+            kernel_and_lagd(&lab.status(to)),
+        );
+        let (sent, got) = (grown(&f1, &f0), grown(&t1, &t0));
+        let bound = lagd_bound(start.elapsed());
+        println!("ping from {from:?}: sender {sent:?}, receiver {got:?} (kernel tx, rx, lagd rx)");
+        // Requests one way, replies the other: 20 each way through the programs, requests on
+        // one member (one flow).
+        assert!(
+            sent.iter().any(|m| m.0 >= 20),
+            "{from:?}'s program sent the requests on one member: {sent:?}"
+        );
+        assert!(got.iter().map(|m| m.1).sum::<u64>() >= 20, "{got:?}");
+        assert!(
+            sent.iter().map(|m| m.1).sum::<u64>() >= 20,
+            "replies: {sent:?}"
+        );
+        let lagd: u64 = got.iter().map(|m| m.2).sum();
+        assert!(
+            lagd <= bound,
+            "{to:?}'s lagd read {lagd} frames (hellos: {bound})"
+        );
+    }
+    // Eight UDP flows of 300 numbered datagrams each, one flow at a time.
+    let (a, b) = (lab.addrs[0], lab.addrs[1]);
+    let receiver = lab
+        .topo
+        .in_ns(Side::B, || {
+            UdpSocket::bind(SocketAddrV4::new(b, 5600)).expect("bind")
+        })
+        .unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<(u16, u32)>();
+    let reader = thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = receiver.recv_from(&mut buf) {
+            if n >= 4 {
+                let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
+                if tx.send((from.port(), seq)).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let slots = slot_table(&[(PortId(0), 1), (PortId(1), 1)]);
+    let per_flow = 300u32;
+    let mut used = [0usize; 2];
+    for sport in 41_000..41_008u16 {
+        let socket = lab
+            .topo
+            .in_ns(Side::A, || {
+                UdpSocket::bind(SocketAddrV4::new(a, sport)).expect("bind")
+            })
+            .unwrap();
+        let want = flow_member(&slots, &udp_frame(a, b, sport, 5600)).expect("a member");
+        used[usize::from(want.0)] += 1;
+        let (a0, b0) = (
+            kernel_and_lagd(&lab.status(Side::A)),
+            kernel_and_lagd(&lab.status(Side::B)),
+        );
+        let start = Instant::now();
+        let mut payload = [0x5au8; 200];
+        for seq in 0..per_flow {
+            payload[..4].copy_from_slice(&seq.to_be_bytes());
+            socket
+                .send_to(&payload, SocketAddrV4::new(b, 5600))
+                .unwrap();
+            if seq % 50 == 49 {
+                // Room for the receiver: its socket buffer, not the bond, would drop.
+                thread::sleep(Duration::from_millis(2));
+            }
+        }
+        thread::sleep(Duration::from_millis(100));
+        let (a1, b1) = (
+            kernel_and_lagd(&lab.status(Side::A)),
+            kernel_and_lagd(&lab.status(Side::B)),
+        );
+        let (sent, got) = (grown(&a1, &a0), grown(&b1, &b0));
+        let w = usize::from(want.0);
+        println!("UDP flow {sport}: lagd-proto {want:?}, sender {sent:?}, receiver {got:?}");
+        assert!(
+            sent[w].0 >= u64::from(per_flow) && sent[1 - w].0 <= 3,
+            "flow {sport}: every datagram on member {w} by the kernel: {sent:?}"
+        );
+        assert!(
+            got.iter().map(|m| m.1).sum::<u64>() >= u64::from(per_flow),
+            "flow {sport}: the kernel delivered them: {got:?}"
+        );
+        let lagd: u64 = got.iter().map(|m| m.2).sum();
+        let bound = lagd_bound(start.elapsed());
+        assert!(
+            lagd <= bound,
+            "flow {sport}: lagd read {lagd} frames (hellos: {bound})"
+        );
+    }
+    assert!(
+        used.iter().all(|&n| n > 0),
+        "the flows were spread over both members: {used:?}"
+    );
+    let reader_done = reader.join();
+    assert!(reader_done.is_ok(), "reader thread");
+    let mut last = std::collections::HashMap::<u16, u32>::new();
+    let mut received = 0u32;
+    for (port, seq) in rx.try_iter() {
+        if let Some(&prev) = last.get(&port) {
+            assert!(
+                seq > prev,
+                "flow {port}: datagram {seq} after {prev}: reordered"
+            );
+        }
+        last.insert(port, seq);
+        received += 1;
+    }
+    println!("{received} datagrams received of {}", 8 * per_flow);
+    assert!(
+        received * 100 >= 8 * per_flow * 99,
+        "{received} of {} datagrams",
+        8 * per_flow
+    );
+}
