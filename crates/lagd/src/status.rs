@@ -944,6 +944,24 @@ impl Status {
             if let Some(e) = &st.error {
                 let _ = writeln!(s, "Stripe error: {e}");
             }
+            match self.dataplane.path.as_str() {
+                "kernel" => {
+                    let _ = writeln!(
+                        s,
+                        "Stripe in the kernel: TCP striped over the members; other frames \
+                         (UDP, ICMP, ...) on one member per flow (layer3+4 hash), not \
+                         numbered; lagd numbers ARP, IGMP, neighbour discovery and MLD"
+                    );
+                }
+                "lagd" => {
+                    let _ = writeln!(
+                        s,
+                        "Stripe through lagd: TCP striped and ordered; every other frame \
+                         numbered and striped"
+                    );
+                }
+                _ => {}
+            }
             let _ = writeln!(
                 s,
                 "Stripe reorder: delivered {}, reordered {}, lost {} (all members past) {} \
@@ -1413,9 +1431,22 @@ mod test {
                 handed_back: 27,
             },
         });
+        s.dataplane.path = "lagd".into();
+        assert!(
+            s.render().lines().any(|l| l
+                == "Stripe through lagd: TCP striped and ordered; every other frame numbered \
+                    and striped"),
+            "{}",
+            s.render()
+        );
+        s.dataplane.path = "kernel".into();
         let text = s.render();
+        assert!(!text.contains("Stripe through lagd"), "{text}");
         for line in [
             "Stripe peer: m0, m1",
+            "Stripe in the kernel: TCP striped over the members; other frames (UDP, ICMP, ...) \
+             on one member per flow (layer3+4 hash), not numbered; lagd numbers ARP, IGMP, \
+             neighbour discovery and MLD",
             "Stripe reorder: delivered 1, reordered 2, lost 3 (all members past) 4 (timeout 3000 \
              us) 5 (buffer full), late 6, dropped 7, resyncs 8, held 9 (max 10)",
             "Stripe TCP order: segments 11, in order 12, reordered 13, behind 14 (late 15), lost \
