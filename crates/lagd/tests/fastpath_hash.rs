@@ -826,8 +826,16 @@ fn icmp_echo(v6: bool, seq: u16, payload: usize) -> Vec<u8> {
 fn stripe_members_deliver_udp_and_icmp_and_keep_tcp_and_lagds_frames() {
     require_root();
     let fp = FastPath::load().expect("load the fast path programs");
+    stripe_members_split(&fp, "the members' program");
+    let fp = FastPath::load_without_stripe_receiver().expect("load the fast path programs");
+    assert!(fp.stripe_receiver_refused().is_some());
+    stripe_members_split(&fp, "the members' program without stripe's receiver");
+}
+
+/// The checks of the test above on `fp`'s members' program (`what`).
+fn stripe_members_split(fp: &FastPath, what: &str) {
     fp.set_table(&stripe_table()).unwrap();
-    let member = if ingress_ifindex_settable(&fp, "stripe plain frames") {
+    let member = if ingress_ifindex_settable(fp, what) {
         1001
     } else {
         // From no member: nothing is delivered, everything goes to lagd (who takes no frame
@@ -863,7 +871,7 @@ fn stripe_members_deliver_udp_and_icmp_and_keep_tcp_and_lagds_frames() {
         assert_eq!(
             fp.test_ingress(f, member).unwrap().verdict,
             REDIRECT,
-            "{name}"
+            "{what}: {name}"
         );
     }
     let ports_after = fp.port_counters().unwrap();
@@ -871,7 +879,7 @@ fn stripe_members_deliver_udp_and_icmp_and_keep_tcp_and_lagds_frames() {
     assert_eq!(
         ports_after[port].rx_packets - ports_before[port].rx_packets,
         plain.len() as u64,
-        "counted as delivered"
+        "{what}: counted as delivered"
     );
     let mut arp = vec![0xff; 6];
     arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
@@ -895,7 +903,7 @@ fn stripe_members_deliver_udp_and_icmp_and_keep_tcp_and_lagds_frames() {
     ];
     for (name, f) in &lagds {
         let run = fp.test_ingress(f, member).unwrap();
-        assert_eq!(run.verdict, PASS, "{name}: to lagd");
+        assert_eq!(run.verdict, PASS, "{what}: {name}: to lagd");
     }
     // Neighbour discovery: straight to the host, but lagd's with ns_ip6_target.
     let mut ns = icmp_echo(true, 0, 24);
@@ -907,7 +915,7 @@ fn stripe_members_deliver_udp_and_icmp_and_keep_tcp_and_lagds_frames() {
     assert_eq!(
         fp.test_ingress(&ns, member).unwrap().verdict,
         PASS,
-        "ns_ip6_target"
+        "{what}: ns_ip6_target"
     );
     // A member that may not deliver drops what it would have delivered.
     let mut t = stripe_table();
@@ -917,7 +925,8 @@ fn stripe_members_deliver_udp_and_icmp_and_keep_tcp_and_lagds_frames() {
         fp.test_ingress(&udp_datagram(5001, 100), member)
             .unwrap()
             .verdict,
-        DROP
+        DROP,
+        "{what}: a member that may not deliver"
     );
 }
 

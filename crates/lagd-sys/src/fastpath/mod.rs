@@ -772,6 +772,20 @@ impl FastPath {
     /// # Errors
     /// `bpf()` errors (`EPERM` without `CAP_BPF`, the verifier's log when a program is refused).
     pub fn load() -> io::Result<Self> {
+        Self::load_with(true)
+    }
+
+    /// Like [`FastPath::load`], with the members' program that kernels before 5.12 get (no
+    /// stripe receiver: it hands stripe's TCP to lagd) on any kernel, so that its behaviour can
+    /// be checked where a test run can say on which member a frame arrived (Linux 5.16+).
+    ///
+    /// # Errors
+    /// As [`FastPath::load`].
+    pub fn load_without_stripe_receiver() -> io::Result<Self> {
+        Self::load_with(false)
+    }
+
+    fn load_with(receiver: bool) -> io::Result<Self> {
         let Maps {
             tables,
             ports,
@@ -791,7 +805,12 @@ impl FastPath {
         let egress = load(&programs::TAP_EGRESS, &maps, BPF_TCX_EGRESS)?;
         // Stripe's receiver needs BPF compare-and-swap (Linux 5.12+). A kernel that refuses
         // the members' program with it gets the one without, which hands stripe frames to lagd.
-        let (ingress, no_receiver) = match load(&programs::MEMBER_INGRESS, &maps, BPF_TCX_INGRESS) {
+        let with_receiver = if receiver {
+            load(&programs::MEMBER_INGRESS, &maps, BPF_TCX_INGRESS)
+        } else {
+            Err(io::Error::other("stripe's receiver left out on request"))
+        };
+        let (ingress, no_receiver) = match with_receiver {
             Ok(fd) => (fd, None),
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Err(e),
             Err(full) => {
