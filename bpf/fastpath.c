@@ -6,7 +6,8 @@
 // `lagd_proto::hash` (tested frame by frame through BPF_PROG_TEST_RUN).
 //
 //   lagd_tap_egress      on the bond's TAP, egress: a frame from the host goes to the member the
-//                        table names (modulo, buckets, active, balance-rr's turn; balance-tlb
+//                        table names (modulo, buckets, active, balance-rr's turn; stripe's
+//                        slots, TCP's in turn, every other frame's by its flow; balance-tlb
 //                        and balance-alb: the balanced frames by modulo or buckets, the rest
 //                        on the active member, with the member's MAC as source off the active
 //                        member) or a
@@ -18,13 +19,14 @@
 //                        next in its flow's sequence goes to the TAP, one that overtook another
 //                        goes round its member's queue until that one passed, and a flow with
 //                        a hole that lasts goes to lagd, which puts it back in order (see
-//                        lagd_stripe_rx).
+//                        lagd_stripe_rx); UDP, ICMP and every other frame that is not TCP
+//                        came on its flow's one member and goes to the TAP.
 //   lagd_member_ingress_no_cas
 //                        the same without stripe's receiver, for kernels before 5.12: the
 //                        receiver needs compare-and-swap (BPF atomics), which 5.10's verifier
 //                        refuses ("BPF_STX uses reserved fields"). lagd-sys loads it where
-//                        the kernel refuses lagd_member_ingress; it hands every stripe frame
-//                        to lagd, which orders the flows itself. (Not a tail call into an
+//                        the kernel refuses lagd_member_ingress; it hands stripe's TCP to
+//                        lagd, which orders the flows itself. (Not a tail call into an
 //                        optional receiver: that panicked Debian's 6.12 kernel, interpreter
 //                        only, in a test run.)
 //

@@ -35,7 +35,7 @@ enum rule {
     RULE_BUCKETS = 2, // bucket[bucket(seed, hash)]
     RULE_ACTIVE = 3,  // the active member
     RULE_ALL = 4,     // a copy on every usable member (broadcast)
-    RULE_STRIPE = 5,  // TCP through bucket[] as slots (STRIPE_SLOT_SHIFT); the rest to lagd
+    RULE_STRIPE = 5,  // TCP through bucket[] as slots (STRIPE_SLOT_SHIFT); the rest by flow
     RULE_RR = 6,      // balance-rr: rr_next[turn % rr_members], a turn per rr_packets frames
 };
 

@@ -23,7 +23,7 @@ pub const RULE_BUCKETS: u32 = 2;
 pub const RULE_ACTIVE: u32 = 3;
 /// a copy on every usable member (broadcast)
 pub const RULE_ALL: u32 = 4;
-/// TCP through bucket\[\] as slots (STRIPE_SLOT_SHIFT); the rest to lagd
+/// TCP through bucket\[\] as slots (STRIPE_SLOT_SHIFT); the rest by flow
 pub const RULE_STRIPE: u32 = 5;
 /// balance-rr: rr_next\[turn % rr_members\], a turn per rr_packets frames
 pub const RULE_RR: u32 = 6;

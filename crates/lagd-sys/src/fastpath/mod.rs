@@ -93,8 +93,9 @@ pub enum Rule {
     /// A copy of every frame on each member of [`Table::usable`] (broadcast).
     All = abi::RULE_ALL,
     /// Stripe: TCP frames through [`Table::buckets`] as 256 slots of 64 KiB each
-    /// ([`abi::STRIPE_SLOT_SHIFT`]; the program counts bytes per CPU); a slot naming no member,
-    /// and every frame that is not TCP, go to lagd.
+    /// ([`abi::STRIPE_SLOT_SHIFT`]; the program counts bytes per CPU); every other frame but
+    /// lagd's own (ARP, IGMP, neighbour discovery, MLD) through the slot the low byte of its
+    /// layer3+4 hash names (one member per flow); where a slot names no member, to lagd.
     Stripe = abi::RULE_STRIPE,
     /// balance-rr: a turn per [`Table::rr_packets`] frames from a per-CPU frame count (a random
     /// turn with 0), the member [`Table::rr_next`] names at the turn modulo
@@ -834,7 +835,7 @@ impl FastPath {
 
     /// Why stripe's receiver does not run in the kernel (the kernel refused the members'
     /// program with it: Linux before 5.12 has no BPF compare-and-swap), or `None` when it
-    /// runs. Without it the members' program hands every stripe frame to lagd, which orders
+    /// runs. Without it the members' program hands all of stripe's TCP to lagd, which orders
     /// the flows itself.
     pub fn stripe_receiver_refused(&self) -> Option<&str> {
         self.no_receiver.as_deref()
