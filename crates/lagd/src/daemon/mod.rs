@@ -21,8 +21,9 @@
 //! - carrier is read every `min(miimon, 10)` ms with `ETHTOOL_GLINK` (immediate), and rtnetlink
 //!   link events trigger an extra read at once (they can arrive ~1 s late: the kernel's linkwatch);
 //! - a Unix control socket (`/run/lagd/netns-N/BOND.sock` by default, per network namespace) answers
-//!   `status` with the JSON [`Status`](crate::status::Status); its clients are served on threads of their own
-//!   ([`control`]), and the loop only answers the requests they queue, never blocking;
+//!   `status` with the JSON [`Status`](crate::status::Status); its clients are served on
+//!   threads of their own ([`control`]), and the loop only answers the requests they queue
+//!   (`requests`), never blocking;
 //! - SIGTERM/SIGINT end the loop cleanly: the TAP's carrier goes off and stays (the TAP is
 //!   persistent, so a restarted lagd finds the host's configuration intact), and [`restore`]
 //!   puts the members back as they were before lagd (also on an error, and, via its state
