@@ -88,17 +88,11 @@ pub trait Dataplane {
         true
     }
 
-    /// Stripe: a kernel fast path that delivers TCP flows' in-order segments itself stops
-    /// delivering the flow `key` and says the next sequence number the host expects, if it
-    /// delivered the flow (see [`TcpSink::take_over`](crate::stripe::TcpSink::take_over)).
-    fn tcp_take_over(&mut self, _key: &crate::stripe::FlowKey) -> Option<u32> {
+    /// The receive path that orders TCP flows itself, if the dataplane has one (a kernel fast
+    /// path's receive table, which stripe's TCP resequencer takes flows from and hands them
+    /// back to: see [`OrderedRx`](crate::stripe::OrderedRx)). By default none.
+    fn ordered_rx(&mut self) -> Option<&mut dyn crate::stripe::OrderedRx> {
         None
-    }
-
-    /// Stripe: offers the flow `key`, nothing of it held and `next` expected, to a kernel fast
-    /// path; true if it delivers the flow from now on.
-    fn tcp_hand_back(&mut self, _key: &crate::stripe::FlowKey, _next: u32) -> bool {
-        false
     }
 }
 

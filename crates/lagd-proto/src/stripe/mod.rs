@@ -91,7 +91,7 @@ pub use header::{DataHeader, EncapError, HelloRepr, StripeFrame};
 pub use peers::{HelloEvent, PeerState, Peers, PeersConfig, PeersStatus};
 pub use reorder::{Arrival, Reorder, ReorderConfig, ReorderCounters};
 pub use segment::{GsoInfo, GsoKind, SegmentError};
-pub use tcp::{FlowKey, TcpOrder, TcpOrderConfig, TcpOrderCounters, TcpSink};
+pub use tcp::{FlowKey, OrderedRx, TcpOrder, TcpOrderConfig, TcpOrderCounters, TcpSink};
 pub use tx::StripeTx;
 
 /// Configuration of a [`Stripe`].

@@ -202,6 +202,19 @@ pub trait TcpSink {
     }
 }
 
+/// A receive path that delivers TCP flows' in-order segments itself and hands the resequencer
+/// only what follows a hole (a kernel fast path's receive table): the other party a
+/// [`TcpSink`] takes flows from and hands them back to.
+pub trait OrderedRx {
+    /// Stops delivering the flow `key` (everything of it comes to the resequencer from now on)
+    /// and says the next sequence number the host expects, if it delivered the flow.
+    fn take_over(&mut self, key: &FlowKey) -> Option<u32>;
+
+    /// Offers the flow `key`, nothing of it held and `next` expected: true if it delivers the
+    /// flow from now on.
+    fn hand_back(&mut self, key: &FlowKey, next: u32) -> bool;
+}
+
 impl<F: FnMut(&[u8])> TcpSink for F {
     fn deliver(&mut self, buf: &[u8]) {
         self(buf)

@@ -126,14 +126,10 @@ impl BondDataplane for Io {
         self.drained
     }
 
-    fn tcp_take_over(&mut self, key: &lagd_proto::stripe::FlowKey) -> Option<u32> {
-        self.stripe_rx.as_ref()?.take_over(key)
-    }
-
-    fn tcp_hand_back(&mut self, key: &lagd_proto::stripe::FlowKey, next: u32) -> bool {
+    fn ordered_rx(&mut self) -> Option<&mut dyn lagd_proto::stripe::OrderedRx> {
         self.stripe_rx
-            .as_ref()
-            .is_some_and(|s| s.hand_back(key, next))
+            .as_mut()
+            .map(|rx| rx as &mut dyn lagd_proto::stripe::OrderedRx)
     }
 }
 

@@ -14,7 +14,7 @@ use lagd_proto::bond::{
     Bond, DistributionTable, FastPathAttach, FastPathMode, FastPathReads, PortId, TxRule,
 };
 use lagd_proto::hash::HashPolicy;
-use lagd_proto::stripe::FlowKey;
+use lagd_proto::stripe::{FlowKey, OrderedRx};
 use lagd_proto::time::Instant;
 use lagd_sys::clsact::Attach;
 use lagd_sys::fastpath::{
@@ -137,21 +137,25 @@ impl StripeRx {
         (key.tag & 0x0fff == 0).then(|| (key.kernel_slot(), key.kernel_words()))
     }
 
+    /// Segments the program delivered, and rounds it sent segments ahead of a hole back
+    /// through their member's queue, through every slot.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        self.table.totals()
+    }
+}
+
+/// The receive table is the bond's ordered receive path: stripe's TCP resequencer takes flows
+/// from the program and hands them back through it.
+impl OrderedRx for StripeRx {
     /// The program stops delivering `key`; the next sequence number if it was delivering it.
-    pub(crate) fn take_over(&self, key: &FlowKey) -> Option<u32> {
+    fn take_over(&mut self, key: &FlowKey) -> Option<u32> {
         let (slot, words) = Self::slot(key)?;
         self.table.take_over(slot, &words)
     }
 
     /// The program delivers `key` from `next` on, if its slot is the flow's, free, or idle.
-    pub(crate) fn hand_back(&self, key: &FlowKey, next: u32) -> bool {
+    fn hand_back(&mut self, key: &FlowKey, next: u32) -> bool {
         Self::slot(key).is_some_and(|(slot, words)| self.table.hand_back(slot, &words, next))
-    }
-
-    /// Segments the program delivered, and rounds it sent segments ahead of a hole back
-    /// through their member's queue, through every slot.
-    pub(crate) fn totals(&self) -> (u64, u64) {
-        self.table.totals()
     }
 }
 

@@ -216,10 +216,12 @@ impl crate::stripe::TcpSink for ToHost<'_> {
     }
 
     fn take_over(&mut self, key: &crate::stripe::FlowKey) -> Option<u32> {
-        self.dp.tcp_take_over(key)
+        self.dp.ordered_rx()?.take_over(key)
     }
 
     fn hand_back(&mut self, key: &crate::stripe::FlowKey, next: u32) -> bool {
-        self.dp.tcp_hand_back(key, next)
+        self.dp
+            .ordered_rx()
+            .is_some_and(|rx| rx.hand_back(key, next))
     }
 }
