@@ -928,3 +928,196 @@ fn a_failed_upgrade_leaves_the_running_lagd_serving() {
     drop(new);
     pair.teardown();
 }
+
+impl Pair {
+    /// Replaces the value after `flag` (`--opts`, `--members`) in lagd A's arguments: the
+    /// next [`Pair::start_a`] runs with it.
+    fn set_arg(&mut self, flag: &str, value: &str) {
+        let k = self
+            .args
+            .iter()
+            .position(|a| a == flag)
+            .unwrap_or_else(|| panic!("no {flag} in {:?}", self.args));
+        self.args[k + 1] = value.to_owned();
+    }
+}
+
+/// Host A's sysctl `net/ipv4/conf/IF/arp_ignore` (`IF` may be `default`).
+fn arp_ignore(topo: &Topology, dev: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", topo.ns(Side::A), "cat"])
+        .arg(format!("/proc/sys/net/ipv4/conf/{dev}/arp_ignore"))
+        .output()
+        .expect("read arp_ignore");
+    assert!(out.status.success(), "arp_ignore of {dev}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The filters on clsact hook `hook` of host A's `dev`, as `tc filter show` prints them.
+fn tc_filters(topo: &Topology, dev: &str, hook: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", topo.ns(Side::A), "tc", "filter", "show"])
+        .args(["dev", dev, hook])
+        .output()
+        .expect("run tc");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Host A's interface index of `dev`.
+fn ifindex(topo: &Topology, dev: &str) -> u64 {
+    let out = topo.ip(Side::A, &["-j", "link", "show", dev]).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["ifindex"].as_u64().expect("an ifindex")
+}
+
+/// The interfaces the tcx links in the supervisor's store are attached to.
+fn stored_tcx_ifindexes(sup: &Supervisor) -> Vec<u64> {
+    let store = sup.store.lock().unwrap();
+    store
+        .fds
+        .get("tcx")
+        .map(|links| {
+            links
+                .iter()
+                .filter_map(|l| {
+                    lagd_sys::isolate::tcx_link_ifindex(std::os::fd::AsFd::as_fd(l))
+                        .expect("a stored tcx link")
+                })
+                .map(u64::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A restart with changed options (kill -9 under the supervisor, then lagd with other
+/// arguments) keeps what the new options leave as it was and rebuilds the rest, on the kernel
+/// path with tcx links and with clsact filters:
+///
+/// 1. Another `xmit_hash_policy`: nothing that forwards is rebuilt (the TAP and the hooks are
+///    adopted, the new programs go into them with their first table, hashing as told): a
+///    datagram every millisecond each way through the kill and the restart loses none, and
+///    the new lagd reports the new policy.
+/// 2. A member left out of the new `--members`: the member the bond keeps forwards throughout,
+///    so A->B loses nothing; what B sends into the link A took out is lost from when A's new
+///    table is live (B still uses it: the figure is printed). The member left out gets its
+///    original settings back (arp_ignore as the namespace's default), keeps no program of the
+///    last lagd (no clsact filter; no tcx link in the store), and the new lagd lists one
+///    member; once B stops using that link too, traffic flows both ways.
+#[test]
+fn a_restart_with_changed_options_rebuilds_only_what_differs() {
+    assert!(is_root(), "network namespace tests need root");
+    for attach in ["auto", "tc"] {
+        let base = format!("mode=balance-xor miimon=50 fastpath=on fastpath_attach={attach}");
+        let mut pair = Pair::new(&format!("{base} xmit_hash_policy=layer3+4"));
+        let attached = pair.attached.clone();
+        let names: Vec<String> = pair.topo.links().iter().map(|l| l.name.clone()).collect();
+        let (kept, left) = (names[0].clone(), names[1].clone());
+
+        // 1. Another hash policy.
+        pair.set_arg("--opts", &format!("{base} xmit_hash_policy=layer2"));
+        let (ab, ba) = pair.start_probes(40041, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        pair.sup.kill();
+        pair.start_a();
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        eprintln!(
+            "{attach} ({attached}): kill -9, restart with xmit_hash_policy=layer2: A->B lost {} \
+             of {}, B->A lost {} of {}",
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
+        assert_eq!(ab.1, ab.0, "{attach}: A->B through the new policy: {ab:?}");
+        assert_eq!(ba.1, ba.0, "{attach}: B->A through the new policy: {ba:?}");
+        let s = lagd::control::query_status(&pair.control).unwrap();
+        assert_eq!(s.xmit_hash_policy.as_deref(), Some("layer2"));
+        assert_eq!(s.dataplane.path, "kernel", "{:?}", s.dataplane);
+        assert!(
+            sup_log_has(&pair, "took over the TAP"),
+            "the TAP was not adopted:\n{}",
+            pair.sup.log()
+        );
+
+        // 2. A member left out.
+        let default_arp_ignore = arp_ignore(&pair.topo, "default");
+        assert_eq!(
+            arp_ignore(&pair.topo, &left),
+            "8",
+            "lagd quiets its members' stack (else the check below proves nothing)"
+        );
+        let (kept_index, left_index) = (ifindex(&pair.topo, &kept), ifindex(&pair.topo, &left));
+        if attached == "tcx" {
+            assert!(stored_tcx_ifindexes(&pair.sup).contains(&left_index));
+        } else {
+            assert!(!tc_filters(&pair.topo, &left, "ingress").is_empty());
+        }
+        pair.set_arg("--members", &kept);
+        let (ab, ba) = pair.start_probes(40043, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        pair.sup.kill();
+        pair.start_a();
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        eprintln!(
+            "{attach} ({attached}): kill -9, restart without {left}: A->B lost {} of {}, B->A \
+             lost {} of {} (B still sends into the link A took out)",
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
+        assert_eq!(ab.1, ab.0, "{attach}: A->B without {left}: {ab:?}");
+        let s = lagd::control::query_status(&pair.control).unwrap();
+        let members: Vec<&str> = s.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(members, [kept.as_str()]);
+        assert_eq!(s.dataplane.path, "kernel", "{:?}", s.dataplane);
+        assert!(
+            has_carrier(&pair.topo, Side::A, &pair.bonds[0]),
+            "the TAP kept its carrier"
+        );
+        wait_for(
+            "the member left out has its settings back",
+            Duration::from_secs(5),
+            || arp_ignore(&pair.topo, &left) == default_arp_ignore,
+        );
+        assert_eq!(arp_ignore(&pair.topo, &kept), "8", "the member kept");
+        if attached == "tcx" {
+            wait_for(
+                "the store holds no link on the member left out",
+                Duration::from_secs(5),
+                || {
+                    let stored = stored_tcx_ifindexes(&pair.sup);
+                    !stored.contains(&left_index) && stored.contains(&kept_index)
+                },
+            );
+        } else {
+            for hook in ["ingress", "egress"] {
+                let f = tc_filters(&pair.topo, &left, hook);
+                assert!(
+                    f.is_empty(),
+                    "{left} {hook} kept the last lagd's filter: {f}"
+                );
+            }
+            assert!(!tc_filters(&pair.topo, &kept, "ingress").is_empty());
+        }
+        // B takes the link out of use too; then both ways flow.
+        lagd::control::request(
+            &lagd::control::Endpoint::File(pair.control_b.clone()),
+            &lagd::control::Request::Member {
+                member: left.clone(),
+                action: lagd::control::MemberAction::Disable,
+            },
+        )
+        .expect("disable the link on B");
+        let (ab, ba) = pair.probes(40045, Duration::from_millis(500));
+        assert!(ab.1 * 10 >= ab.0 * 9, "A->B after: {ab:?}");
+        assert!(ba.1 * 10 >= ba.0 * 9, "B->A after: {ba:?}");
+        pair.teardown();
+    }
+}
+
+fn sup_log_has(pair: &Pair, what: &str) -> bool {
+    pair.sup.log().contains(what)
+}
