@@ -1121,3 +1121,157 @@ fn a_restart_with_changed_options_rebuilds_only_what_differs() {
 fn sup_log_has(pair: &Pair, what: &str) -> bool {
     pair.sup.log().contains(what)
 }
+
+impl Pair {
+    /// `lagctl stop` in `side`'s namespace for the lagd on `control`, with `extra` arguments
+    /// and `bin` first in `PATH` (where the test's `systemctl` is).
+    fn stop(&self, side: Side, control: &Path, extra: &[&str], bin: &Path) -> std::process::Output {
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Command::new("ip")
+            .args(["netns", "exec", self.ns(side), LAGCTL, "stop", "--control"])
+            .arg(control)
+            .args(extra)
+            .env("PATH", path)
+            .output()
+            .expect("run lagctl stop")
+    }
+}
+
+/// `systemctl restart` (a stop, then a start) loses nothing on the kernel path: the unit's
+/// `ExecStop=lagctl stop --unit %n %i` asks the service manager for the unit's jobs (here a
+/// `systemctl` of the test's that prints what `systemctl list-jobs --no-legend --full` would:
+/// no systemd runs as PID 1 here). With a stop job lagctl does nothing (the SIGTERM that
+/// follows tears the bond down as always: lagd still runs after it); with a restart job lagd
+/// stores its descriptors, answers and exits 0 undoing nothing, the store keeps the TAP and
+/// the tcx links, and the supervisor's next lagd adopts them: a datagram every millisecond
+/// each way loses none, in balance-xor, 802.3ad and active-backup (tcx where the kernel has
+/// it) and with clsact filters; 802.3ad stays distributing at both ends. A lagd without a
+/// service manager refuses to leave and goes on.
+#[test]
+fn a_restart_by_the_service_manager_loses_nothing_on_the_kernel_path() {
+    assert!(is_root(), "network namespace tests need root");
+    let lacp = "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4";
+    let xor = "mode=balance-xor xmit_hash_policy=layer3+4";
+    for (k, (mode, attach)) in [
+        (xor, "auto"),
+        (lacp, "auto"),
+        ("mode=active-backup", "auto"),
+        (xor, "tc"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut pair = Pair::new(&format!(
+            "{mode} miimon=50 fastpath=on fastpath_attach={attach}"
+        ));
+        let unit = format!("lagd@{}.service", pair.bonds[0]);
+        let bin = pair.topo.dir().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let jobs = pair.topo.dir().join("jobs");
+        let systemctl = bin.join("systemctl");
+        std::fs::write(
+            &systemctl,
+            format!(
+                "#!/bin/sh\n[ \"$*\" = 'list-jobs --no-legend --full --no-pager' ] || exit 9\ncat {}\n",
+                jobs.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            &systemctl,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let control = pair.control.clone();
+        let old = server_pid(&control);
+
+        // A stop: nothing done here.
+        std::fs::write(&jobs, format!("  7 {unit} stop running\n")).unwrap();
+        let out = pair.stop(Side::A, &control, &["--unit", &unit], &bin);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{mode}: lagctl stop for a stop job: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("no restart job"), "{stdout}");
+        assert_eq!(server_pid(&control), old, "lagd still runs");
+
+        if k == 0 {
+            // lagd B runs without a service manager: it refuses and carries on.
+            let control_b = pair.control_b.clone();
+            let b = server_pid(&control_b);
+            let out = pair.stop(Side::B, &control_b, &["--leave"], &bin);
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(err.contains("no service manager"), "{err}");
+            assert_eq!(server_pid(&control_b), b, "lagd B still serves");
+        }
+
+        // A restart: lagd leaves, the supervisor starts the next one with the store.
+        std::fs::write(&jobs, format!("  8 {unit} restart running\n")).unwrap();
+        let (ab, ba) = pair.start_probes(40051, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        let out = pair.stop(Side::A, &control, &["--unit", &unit], &bin);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let status = pair.sup.child.take().unwrap().wait().expect("lagd A ends");
+        let stored = pair.sup.stored();
+        let carrier = has_carrier(&pair.topo, Side::A, &pair.bonds[0]);
+        pair.start_a();
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        eprintln!(
+            "{mode} ({attach}, {}): lagctl stop --unit with a restart job, then a start: A->B \
+             lost {} of {}, B->A lost {} of {}",
+            pair.attached,
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert!(
+            out.status.success(),
+            "{mode}: lagctl stop for a restart job: {stdout}{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            pair.sup.log()
+        );
+        assert!(
+            stdout.contains(&format!("left: lagd {old} exited")),
+            "{stdout}"
+        );
+        assert!(status.success(), "the leaving lagd: {status}");
+        assert!(carrier, "the TAP kept its carrier while no lagd ran");
+        assert!(stored.contains(&"tap".to_owned()), "{stored:?}");
+        if pair.attached == "tcx" {
+            assert!(stored.contains(&"tcx".to_owned()), "{stored:?}");
+        }
+        assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
+        assert_eq!(
+            ab.1, ab.0,
+            "{mode} ({attach}): A->B through the restart: {ab:?}"
+        );
+        assert_eq!(
+            ba.1, ba.0,
+            "{mode} ({attach}): B->A through the restart: {ba:?}"
+        );
+        assert_ne!(server_pid(&control), old, "a new lagd answers");
+        if mode.contains("802.3ad") {
+            let distributing = |c: &Path| {
+                lagd::control::query_status(c).is_ok_and(|s| {
+                    s.members
+                        .iter()
+                        .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
+                })
+            };
+            assert!(distributing(&pair.control), "A's new lagd distributes");
+            assert!(distributing(&pair.control_b), "B never let A go");
+        }
+        let (ab, ba) = pair.probes(40053, Duration::from_millis(500));
+        assert!(ab.1 * 10 >= ab.0 * 9, "A->B after the restart: {ab:?}");
+        assert!(ba.1 * 10 >= ba.0 * 9, "B->A after the restart: {ba:?}");
+        pair.teardown();
+    }
+}

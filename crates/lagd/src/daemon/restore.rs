@@ -809,7 +809,10 @@ mod test {
         // Given back once: a second call finds nothing to do.
         assert!(r.recovered.is_empty());
         r.finish();
-        assert!(!state_path(&control).exists(), "a clean stop removes the file");
+        assert!(
+            !state_path(&control).exists(),
+            "a clean stop removes the file"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 
