@@ -525,7 +525,12 @@ fn serve(
                     warn!(
                         uid = peer.uid,
                         pid = peer.pid,
-                        "control: a {request:?} request refused: {e}"
+                        "control: a {} request refused: {e}",
+                        if request == Request::Leave {
+                            "leave"
+                        } else {
+                            "handover"
+                        }
                     );
                     error_reply(&e)
                 }
