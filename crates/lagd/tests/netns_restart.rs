@@ -1275,3 +1275,87 @@ fn a_restart_by_the_service_manager_loses_nothing_on_the_kernel_path() {
         pair.teardown();
     }
 }
+
+/// lagd's configuration file for lagd A of `pair` with options `opts` (`key=value` words).
+fn config_file(pair: &Pair, opts: &str) -> String {
+    let members: Vec<String> = pair
+        .topo
+        .links()
+        .iter()
+        .map(|l| format!("\"{}\"", l.name))
+        .collect();
+    let mut text = format!(
+        "bond = \"{}\"\nmembers = [{}]\ncontrol = \"{}\"\n\n[options]\n",
+        pair.bonds[0],
+        members.join(", "),
+        pair.control.display()
+    );
+    for word in opts.split_whitespace() {
+        let (k, v) = word.split_once('=').unwrap();
+        match v.parse::<u64>() {
+            Ok(n) => text.push_str(&format!("{k} = {n}\n")),
+            Err(_) => text.push_str(&format!("{k} = \"{v}\"\n")),
+        }
+    }
+    text
+}
+
+/// `lagctl upgrade` of a lagd run from a configuration file that was edited meanwhile (another
+/// `xmit_hash_policy`): the new lagd starts from the file as it is now and adopts what forwards,
+/// so no datagram is lost either way at 1 ms, and it reports the new policy.
+#[test]
+fn an_upgrade_takes_the_edited_configuration_and_loses_nothing() {
+    assert!(is_root(), "network namespace tests need root");
+    for attach in ["auto", "tc"] {
+        let base = format!("mode=balance-xor miimon=50 fastpath=on fastpath_attach={attach}");
+        let mut pair = Pair::new(&format!("{base} xmit_hash_policy=layer3+4"));
+        let file = pair.topo.dir().join("a.toml");
+        std::fs::write(
+            &file,
+            config_file(&pair, &format!("{base} xmit_hash_policy=layer3+4")),
+        )
+        .unwrap();
+        // lagd A from the file (a restart under the supervisor).
+        pair.args = vec!["--config".into(), file.to_string_lossy().into_owned()];
+        pair.sup.kill();
+        pair.start_a();
+        let old = server_pid(&pair.control);
+        std::fs::write(
+            &file,
+            config_file(&pair, &format!("{base} xmit_hash_policy=layer2")),
+        )
+        .unwrap();
+        let (ab, ba) = pair.start_probes(40061, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        let out = pair.upgrade(&[]);
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{attach}: lagctl upgrade failed: {}\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            pair.sup.log()
+        );
+        let (was, new) = upgraded_pids(&stdout);
+        let _new = Upgraded(new);
+        assert_eq!(was, old, "{stdout}");
+        eprintln!(
+            "{attach} ({}): lagctl upgrade to xmit_hash_policy=layer2: A->B lost {} of {}, \
+             B->A lost {} of {}",
+            pair.attached,
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
+        assert_eq!(ab.1, ab.0, "{attach}: A->B through the upgrade: {ab:?}");
+        assert_eq!(ba.1, ba.0, "{attach}: B->A through the upgrade: {ba:?}");
+        let s = lagd::control::query_status(&pair.control).unwrap();
+        assert_eq!(s.xmit_hash_policy.as_deref(), Some("layer2"));
+        assert_eq!(s.dataplane.path, "kernel", "{:?}", s.dataplane);
+        assert_eq!(server_pid(&pair.control), new, "the new lagd answers");
+        drop(_new);
+        pair.teardown();
+    }
+}
