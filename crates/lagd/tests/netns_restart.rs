@@ -1003,6 +1003,8 @@ fn stored_tcx_ifindexes(sup: &Supervisor) -> Vec<u64> {
 ///    original settings back (arp_ignore as the namespace's default), keeps no program of the
 ///    last lagd (no clsact filter; no tcx link in the store), and the new lagd lists one
 ///    member; once B stops using that link too, traffic flows both ways.
+/// 3. The member added back: B->A (B still sends over the kept member alone) loses nothing,
+///    the new lagd drives both members again, and once B uses the link again both ways flow.
 #[test]
 fn a_restart_with_changed_options_rebuilds_only_what_differs() {
     assert!(is_root(), "network namespace tests need root");
@@ -1114,6 +1116,43 @@ fn a_restart_with_changed_options_rebuilds_only_what_differs() {
         let (ab, ba) = pair.probes(40045, Duration::from_millis(500));
         assert!(ab.1 * 10 >= ab.0 * 9, "A->B after: {ab:?}");
         assert!(ba.1 * 10 >= ba.0 * 9, "B->A after: {ba:?}");
+
+        // 3. The member added back: opened as on a fresh start, the rest adopted. What A
+        // sends into the link B has still disabled is B's to take or drop: printed.
+        pair.set_arg("--members", &format!("{kept},{left}"));
+        let (ab, ba) = pair.start_probes(40047, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        pair.sup.kill();
+        pair.start_a();
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        eprintln!(
+            "{attach} ({attached}): kill -9, restart with {left} again: A->B lost {} of {}, \
+             B->A lost {} of {}",
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert_eq!(ba.1, ba.0, "{attach}: B->A (over {kept} alone): {ba:?}");
+        lagd::control::request(
+            &lagd::control::Endpoint::File(pair.control_b.clone()),
+            &lagd::control::Request::Member {
+                member: left.clone(),
+                action: lagd::control::MemberAction::Enable,
+            },
+        )
+        .expect("enable the link on B");
+        let s = lagd::control::query_status(&pair.control).unwrap();
+        let members: Vec<&str> = s.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(members, [kept.as_str(), left.as_str()]);
+        assert_eq!(
+            arp_ignore(&pair.topo, &left),
+            "8",
+            "the member is lagd's again"
+        );
+        let (ab, ba) = pair.probes(40049, Duration::from_millis(500));
+        assert!(ab.1 * 10 >= ab.0 * 9, "A->B with both members: {ab:?}");
+        assert!(ba.1 * 10 >= ba.0 * 9, "B->A with both members: {ba:?}");
         pair.teardown();
     }
 }
