@@ -18,8 +18,10 @@
 # bench/restart.md.
 #
 # Usage, as root from anywhere:  bash bench/restart.sh
-# Environment: RUNS (5), OUT (bench/restart.md), PATHS (the rows, "kernel lagd lacp lacp-cold"), LAGD (a lagd binary to use instead of building
-# the release one), KEEP_PING (a path prefix: keep host A's lagd logs there).
+# The rows ending in -up are a planned upgrade instead: at the same moment `lagctl upgrade`
+# starts a new lagd beside host A's, which takes the bond over and the old one exits.
+# Environment: RUNS (5), OUT (bench/restart.md), PATHS (the rows, "kernel lagd lacp lacp-cold"), LAGD and LAGCTL (binaries to use instead of building
+# the release ones), KEEP_PING (a path prefix: keep host A's lagd logs there).
 # Needs: iproute2, iputils-ping, python3, jq, awk, cargo.
 set -euo pipefail
 
@@ -34,10 +36,22 @@ done
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 
-if [ -z "${LAGD:-}" ]; then
-    cargo build --release -q -p lagd --bin lagd
-    LAGD="${CARGO_TARGET_DIR:-target}/release/lagd"
+if [ -z "${LAGD:-}" ] || [ -z "${LAGCTL:-}" ]; then
+    cargo build --release -q -p lagd --bin lagd --bin lagctl
+    LAGD="${LAGD:-${CARGO_TARGET_DIR:-target}/release/lagd}"
+    LAGCTL="${LAGCTL:-${CARGO_TARGET_DIR:-target}/release/lagctl}"
 fi
+
+# stop_pid PID: SIGTERM, and waits until it has exited (also a lagd an upgrade started, which is
+# not this shell's child), so that its clean stop runs before the namespaces go.
+stop_pid() {
+    kill -TERM "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+    for _ in $(seq 500); do
+        kill -0 "$1" 2>/dev/null || return 0
+        sleep 0.02
+    done
+}
 
 TAG="rs$$"
 NS_A="lagdbench-$TAG-a"
@@ -47,10 +61,7 @@ PIDS=()
 
 cleanup() {
     for pid in "${PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
+        stop_pid "$pid"
     done
     ip netns del "$NS_A" 2>/dev/null || true
     ip netns del "$NS_B" 2>/dev/null || true
@@ -79,14 +90,17 @@ start_lagd() {
 one_run() {
     local path=$1 run=$2 opts a b kill_at
     case "$path" in
-        kernel | kernel-sup) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on" ;;
-        kernel-sup-tc) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on fastpath_attach=tc" ;;
+        kernel | kernel-sup | kernel-up) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on" ;;
+        kernel-sup-tc | kernel-up-tc) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on fastpath_attach=tc" ;;
         ab-sup) opts="mode=active-backup miimon=50 fastpath=on" ;;
         lagd | lagd-sup) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off" ;;
-        lacp | lacp-cold | lacp-sup) opts="mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 fastpath=on" ;;
+        lacp | lacp-cold | lacp-sup | lacp-up) opts="mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 fastpath=on" ;;
     esac
     local how=plain
-    case "$path" in *-sup | *-sup-tc) how=supervised ;; esac
+    case "$path" in
+        *-sup | *-sup-tc) how=supervised ;;
+        *-up | *-up-tc) how=upgrade ;;
+    esac
     ip netns add "$NS_A"
     ip netns add "$NS_B"
     for ns in "$NS_A" "$NS_B"; do
@@ -131,6 +145,13 @@ one_run() {
     if [ "$how" = supervised ]; then
         # The supervisor kills its lagd with SIGKILL and starts it again with the store.
         kill -USR1 "$a"
+    elif [ "$how" = upgrade ]; then
+        # "upgraded: lagd OLD handed over to lagd NEW"; the old one exits by itself.
+        local said
+        said=$(ip netns exec "$NS_A" "$LAGCTL" upgrade --control "$WORK/rsa0.sock")
+        wait "$a" 2>/dev/null || true
+        a=$(sed -n 's/.* to lagd \([0-9][0-9]*\).*/\1/p' <<<"$said")
+        [ -n "$a" ] || { echo "restart.sh: lagctl upgrade said: $said" >&2; exit 1; }
     else
         kill -KILL "$a"
         # Reaped before the next one starts, as a service manager does.
@@ -142,7 +163,7 @@ one_run() {
         python3 -c 'import json,sys; p=sys.argv[1]; d=json.load(open(p)); d["lacp"]=[]; json.dump(d,open(p,"w"))' \
             "$WORK/rsa0.state"
     fi
-    if [ "$how" != supervised ]; then
+    if [ "$how" = plain ]; then
         start_lagd "$NS_A" rsa0 "$opts"
         a=$STARTED
     fi
@@ -167,8 +188,7 @@ one_run() {
     cat "$WORK/$path-$run.json"
     [ -n "${KEEP_PING:-}" ] && cp "$WORK/rsa0.log" "$KEEP_PING-$path-$run.log"
     for pid in "${PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
+        stop_pid "$pid"
     done
     PIDS=()
     ip netns del "$NS_A"
@@ -176,7 +196,7 @@ one_run() {
     rm -f "$WORK"/*.sock "$WORK"/*.state "$WORK"/*.log "$WORK"/*.notify
 }
 
-read -r -a PATHS <<<"${PATHS:-kernel lagd lacp lacp-cold kernel-sup kernel-sup-tc ab-sup lacp-sup lagd-sup}"
+read -r -a PATHS <<<"${PATHS:-kernel lagd lacp lacp-cold kernel-sup kernel-sup-tc ab-sup lacp-sup lagd-sup kernel-up kernel-up-tc lacp-up}"
 for run in $(seq "$RUNS"); do
     for path in "${PATHS[@]}"; do
         one_run "$path" "$run"
@@ -202,7 +222,8 @@ row() {
     echo "the rows interleaved. The rows \"under a descriptor store\" run host A's lagd under"
     echo "bench/tools/supervise.py, which keeps what lagd stores (FDSTORE=1: the TAP's descriptor, the"
     echo "programs' tcx links) and starts the new lagd with them (LISTEN_FDS), as systemd's Restart= does"
-    echo "after a crash; the others restart it without a store, as before."
+    echo "after a crash; the rows \"lagctl upgrade\" hand the bond to a new lagd over the control"
+    echo "socket instead of killing the old one; the others restart it without a store, as before."
     echo
     echo "Machine: $(machine_line)."
     echo
@@ -217,6 +238,9 @@ row() {
     row ab-sup "active-backup, kernel path (tcx), under a descriptor store"
     row lacp-sup "802.3ad (fast rate), kernel path (tcx), under a descriptor store"
     row lagd-sup "balance-xor, through lagd (fastpath=off), under a descriptor store"
+    row kernel-up "balance-xor, kernel path (tcx), \`lagctl upgrade\` instead of the kill"
+    row kernel-up-tc "balance-xor, kernel path (clsact), \`lagctl upgrade\`"
+    row lacp-up "802.3ad (fast rate), kernel path (tcx), \`lagctl upgrade\`"
     echo
     echo "Per run (outage A → B / B → A, ms):"
     echo

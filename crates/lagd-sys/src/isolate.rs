@@ -551,6 +551,19 @@ pub(crate) struct LinkInfo {
 
 const _: () = assert!(std::mem::offset_of!(LinkInfo, ifindex) == 16);
 
+/// The index of the interface the tcx link `link` is attached to (0 once the interface is
+/// gone); `None` for a link of another type.
+///
+/// # Errors
+///
+/// `BPF_OBJ_GET_INFO_BY_FD`'s, for example `EBADF` or `EINVAL` for a descriptor that is not a
+/// BPF link.
+pub fn tcx_link_ifindex(link: BorrowedFd<'_>) -> io::Result<Option<u32>> {
+    let mut info = LinkInfo::default();
+    object_info(link, &mut info)?;
+    Ok((info.link_type == BPF_LINK_TYPE_TCX).then_some(info.ifindex))
+}
+
 /// The interface and hook (`BPF_TCX_INGRESS`/`EGRESS`) a tcx link is attached to; `None` for
 /// a link of another type.
 fn tcx_target(link: &OwnedFd) -> io::Result<Option<(u32, u32)>> {

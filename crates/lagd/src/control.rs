@@ -216,6 +216,12 @@ pub enum Request {
     /// [`handover`](crate::daemon::handover)), and this lagd exits without undoing anything once the
     /// asker says it has adopted them.
     Handover,
+    /// Exit leaving the kernel path as it is (a restart under a service manager that keeps
+    /// the descriptors: `lagctl stop --leave`, or `--unit` when a restart job runs): lagd
+    /// answers `{"left":{"pid":N}}` and exits without undoing anything, as after `kill -9`;
+    /// refused without a service manager's descriptor store (see
+    /// [`handover`](crate::daemon::handover)).
+    Leave,
 }
 
 /// What `lagctl member` does to a member.
@@ -254,7 +260,8 @@ impl Request {
             | Self::Member { .. }
             | Self::Active { .. }
             | Self::Reload
-            | Self::Handover => false,
+            | Self::Handover
+            | Self::Leave => false,
         }
     }
 
@@ -286,7 +293,7 @@ impl Request {
                     ));
                 }
             }
-            Self::Status | Self::Events | Self::Reload | Self::Handover => {}
+            Self::Status | Self::Events | Self::Reload | Self::Handover | Self::Leave => {}
         }
         Ok(request)
     }

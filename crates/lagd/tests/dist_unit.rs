@@ -9,6 +9,7 @@ use lagd::lab::topology::require_program;
 
 const UNIT: &str = include_str!("../../../dist/lagd@.service");
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
+const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
 
 fn setting(key: &str) -> Vec<String> {
     UNIT.lines()
@@ -31,6 +32,11 @@ fn the_unit_is_a_notify_service_with_a_watchdog_and_the_capabilities_lagd_keeps(
     }
     assert!(!caps.contains("CAP_SYS_MODULE") && !caps.contains("CAP_DAC_OVERRIDE"));
     assert_eq!(setting("RuntimeDirectory"), ["lagd"]);
+    // `systemctl restart` leaves the kernel path to the started lagd (lagctl stop).
+    assert_eq!(
+        setting("ExecStop"),
+        ["/usr/local/bin/lagctl stop --unit %n %i"]
+    );
 }
 
 #[test]
@@ -39,11 +45,12 @@ fn systemd_analyze_verifies_the_unit() {
     let dir = std::env::temp_dir().join(format!("lagd-unit-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
-    // The instance's configuration and the binary where the unit expects them, in a scratch
-    // directory: the unit's own paths with only these two replaced.
+    // The instance's configuration and the binaries where the unit expects them, in a scratch
+    // directory: the unit's own paths with only these replaced.
     let config = dir.join("bond0.toml");
     fs::write(&config, "bond = \"bond0\"\nmembers = [\"eth1\"]\n").unwrap();
     let unit = UNIT
+        .replace("/usr/local/bin/lagctl", LAGCTL)
         .replace("/usr/local/bin/lagd", LAGD)
         .replace("/etc/lagd/%i.toml", &config.to_string_lossy());
     let path = dir.join("lagd@bond0.service");

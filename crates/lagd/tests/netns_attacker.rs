@@ -729,7 +729,8 @@ fn server_pid(path: &Path) -> u32 {
 /// Users other than root ask the running lagd to hand its bond over (the planned upgrade's
 /// request, which passes the TAP and the programs' links): a reader of the status
 /// (`control_group`) is refused with no descriptor and lagd logs the refusal, naming the uid;
-/// a user outside the group cannot open the socket; their `lagctl upgrade` is refused. The
+/// a user outside the group cannot open the socket; their `lagctl upgrade` and `lagctl stop
+/// --leave` are refused. The
 /// same lagd still serves root on the same socket afterwards.
 #[test]
 fn only_root_may_take_a_bond_over() {
@@ -764,6 +765,17 @@ fn only_root_may_take_a_bond_over() {
             stderr(&upgrade).contains("only root may upgrade"),
             "{}",
             stderr(&upgrade)
+        );
+        // Nor may they make lagd exit leaving the kernel path (`{"cmd":"leave"}`).
+        let leave = lagctl(&topo, Side::A, Some(group), &["stop", "--leave", "bond0"]);
+        assert!(
+            !ok(&leave),
+            "{group:?}: lagctl stop --leave as uid {NOBODY} succeeded"
+        );
+        let said = stderr(&leave);
+        assert!(
+            said.contains("permission denied") || said.contains("Permission denied"),
+            "{group:?}: {said}"
         );
     }
     let log = topo.log_tail(id, 40);

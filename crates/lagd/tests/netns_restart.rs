@@ -928,3 +928,473 @@ fn a_failed_upgrade_leaves_the_running_lagd_serving() {
     drop(new);
     pair.teardown();
 }
+
+impl Pair {
+    /// Replaces the value after `flag` (`--opts`, `--members`) in lagd A's arguments: the
+    /// next [`Pair::start_a`] runs with it.
+    fn set_arg(&mut self, flag: &str, value: &str) {
+        let k = self
+            .args
+            .iter()
+            .position(|a| a == flag)
+            .unwrap_or_else(|| panic!("no {flag} in {:?}", self.args));
+        self.args[k + 1] = value.to_owned();
+    }
+}
+
+/// Host A's sysctl `net/ipv4/conf/IF/arp_ignore` (`IF` may be `default`).
+fn arp_ignore(topo: &Topology, dev: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", topo.ns(Side::A), "cat"])
+        .arg(format!("/proc/sys/net/ipv4/conf/{dev}/arp_ignore"))
+        .output()
+        .expect("read arp_ignore");
+    assert!(out.status.success(), "arp_ignore of {dev}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The filters on clsact hook `hook` of host A's `dev`, as `tc filter show` prints them.
+fn tc_filters(topo: &Topology, dev: &str, hook: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", topo.ns(Side::A), "tc", "filter", "show"])
+        .args(["dev", dev, hook])
+        .output()
+        .expect("run tc");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Host A's interface index of `dev`.
+fn ifindex(topo: &Topology, dev: &str) -> u64 {
+    let out = topo.ip(Side::A, &["-j", "link", "show", dev]).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["ifindex"].as_u64().expect("an ifindex")
+}
+
+/// The interfaces the tcx links in the supervisor's store are attached to.
+fn stored_tcx_ifindexes(sup: &Supervisor) -> Vec<u64> {
+    let store = sup.store.lock().unwrap();
+    store
+        .fds
+        .get("tcx")
+        .map(|links| {
+            links
+                .iter()
+                .filter_map(|l| {
+                    lagd_sys::isolate::tcx_link_ifindex(std::os::fd::AsFd::as_fd(l))
+                        .expect("a stored tcx link")
+                })
+                .map(u64::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A restart with changed options (kill -9 under the supervisor, then lagd with other
+/// arguments) keeps what the new options leave as it was and rebuilds the rest, on the kernel
+/// path with tcx links and with clsact filters:
+///
+/// 1. Another `xmit_hash_policy`: nothing that forwards is rebuilt (the TAP and the hooks are
+///    adopted, the new programs go into them with their first table, hashing as told): a
+///    datagram every millisecond each way through the kill and the restart loses none, and
+///    the new lagd reports the new policy.
+/// 2. A member left out of the new `--members`: the member the bond keeps forwards throughout,
+///    so A->B loses nothing; what B sends into the link A took out is lost from when A's new
+///    table is live (B still uses it: the figure is printed). The member left out gets its
+///    original settings back (arp_ignore as the namespace's default), keeps no program of the
+///    last lagd (no clsact filter; no tcx link in the store), and the new lagd lists one
+///    member; once B stops using that link too, traffic flows both ways.
+/// 3. The member added back: B->A (B still sends over the kept member alone) loses nothing,
+///    the new lagd drives both members again, and once B uses the link again both ways flow.
+#[test]
+fn a_restart_with_changed_options_rebuilds_only_what_differs() {
+    assert!(is_root(), "network namespace tests need root");
+    for attach in ["auto", "tc"] {
+        let base = format!("mode=balance-xor miimon=50 fastpath=on fastpath_attach={attach}");
+        let mut pair = Pair::new(&format!("{base} xmit_hash_policy=layer3+4"));
+        let attached = pair.attached.clone();
+        let names: Vec<String> = pair.topo.links().iter().map(|l| l.name.clone()).collect();
+        let (kept, left) = (names[0].clone(), names[1].clone());
+
+        // 1. Another hash policy.
+        pair.set_arg("--opts", &format!("{base} xmit_hash_policy=layer2"));
+        let (ab, ba) = pair.start_probes(40041, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        pair.sup.kill();
+        pair.start_a();
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        eprintln!(
+            "{attach} ({attached}): kill -9, restart with xmit_hash_policy=layer2: A->B lost {} \
+             of {}, B->A lost {} of {}",
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
+        assert_eq!(ab.1, ab.0, "{attach}: A->B through the new policy: {ab:?}");
+        assert_eq!(ba.1, ba.0, "{attach}: B->A through the new policy: {ba:?}");
+        let s = lagd::control::query_status(&pair.control).unwrap();
+        assert_eq!(s.xmit_hash_policy.as_deref(), Some("layer2"));
+        assert_eq!(s.dataplane.path, "kernel", "{:?}", s.dataplane);
+        assert!(
+            sup_log_has(&pair, "took over the TAP"),
+            "the TAP was not adopted:\n{}",
+            pair.sup.log()
+        );
+
+        // 2. A member left out.
+        let default_arp_ignore = arp_ignore(&pair.topo, "default");
+        assert_eq!(
+            arp_ignore(&pair.topo, &left),
+            "8",
+            "lagd quiets its members' stack (else the check below proves nothing)"
+        );
+        let (kept_index, left_index) = (ifindex(&pair.topo, &kept), ifindex(&pair.topo, &left));
+        if attached == "tcx" {
+            assert!(stored_tcx_ifindexes(&pair.sup).contains(&left_index));
+        } else {
+            assert!(!tc_filters(&pair.topo, &left, "ingress").is_empty());
+        }
+        pair.set_arg("--members", &kept);
+        let (ab, ba) = pair.start_probes(40043, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        pair.sup.kill();
+        pair.start_a();
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        eprintln!(
+            "{attach} ({attached}): kill -9, restart without {left}: A->B lost {} of {}, B->A \
+             lost {} of {} (B still sends into the link A took out)",
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
+        assert_eq!(ab.1, ab.0, "{attach}: A->B without {left}: {ab:?}");
+        let s = lagd::control::query_status(&pair.control).unwrap();
+        let members: Vec<&str> = s.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(members, [kept.as_str()]);
+        assert_eq!(s.dataplane.path, "kernel", "{:?}", s.dataplane);
+        assert!(
+            has_carrier(&pair.topo, Side::A, &pair.bonds[0]),
+            "the TAP kept its carrier"
+        );
+        wait_for(
+            "the member left out has its settings back",
+            Duration::from_secs(5),
+            || arp_ignore(&pair.topo, &left) == default_arp_ignore,
+        );
+        assert_eq!(arp_ignore(&pair.topo, &kept), "8", "the member kept");
+        if attached == "tcx" {
+            wait_for(
+                "the store holds no link on the member left out",
+                Duration::from_secs(5),
+                || {
+                    let stored = stored_tcx_ifindexes(&pair.sup);
+                    !stored.contains(&left_index) && stored.contains(&kept_index)
+                },
+            );
+        } else {
+            for hook in ["ingress", "egress"] {
+                let f = tc_filters(&pair.topo, &left, hook);
+                assert!(
+                    f.is_empty(),
+                    "{left} {hook} kept the last lagd's filter: {f}"
+                );
+            }
+            assert!(!tc_filters(&pair.topo, &kept, "ingress").is_empty());
+        }
+        // B takes the link out of use too; then both ways flow.
+        lagd::control::request(
+            &lagd::control::Endpoint::File(pair.control_b.clone()),
+            &lagd::control::Request::Member {
+                member: left.clone(),
+                action: lagd::control::MemberAction::Disable,
+            },
+        )
+        .expect("disable the link on B");
+        let (ab, ba) = pair.probes(40045, Duration::from_millis(500));
+        assert!(ab.1 * 10 >= ab.0 * 9, "A->B after: {ab:?}");
+        assert!(ba.1 * 10 >= ba.0 * 9, "B->A after: {ba:?}");
+
+        // 3. The member added back: opened as on a fresh start, the rest adopted. What A
+        // sends into the link B has still disabled is B's to take or drop: printed.
+        pair.set_arg("--members", &format!("{kept},{left}"));
+        let (ab, ba) = pair.start_probes(40047, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        pair.sup.kill();
+        pair.start_a();
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        eprintln!(
+            "{attach} ({attached}): kill -9, restart with {left} again: A->B lost {} of {}, \
+             B->A lost {} of {}",
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert_eq!(ba.1, ba.0, "{attach}: B->A (over {kept} alone): {ba:?}");
+        lagd::control::request(
+            &lagd::control::Endpoint::File(pair.control_b.clone()),
+            &lagd::control::Request::Member {
+                member: left.clone(),
+                action: lagd::control::MemberAction::Enable,
+            },
+        )
+        .expect("enable the link on B");
+        let s = lagd::control::query_status(&pair.control).unwrap();
+        let members: Vec<&str> = s.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(members, [kept.as_str(), left.as_str()]);
+        assert_eq!(
+            arp_ignore(&pair.topo, &left),
+            "8",
+            "the member is lagd's again"
+        );
+        let (ab, ba) = pair.probes(40049, Duration::from_millis(500));
+        assert!(ab.1 * 10 >= ab.0 * 9, "A->B with both members: {ab:?}");
+        assert!(ba.1 * 10 >= ba.0 * 9, "B->A with both members: {ba:?}");
+        pair.teardown();
+    }
+}
+
+fn sup_log_has(pair: &Pair, what: &str) -> bool {
+    pair.sup.log().contains(what)
+}
+
+impl Pair {
+    /// `lagctl stop` in `side`'s namespace for the lagd on `control`, with `extra` arguments
+    /// and `bin` first in `PATH` (where the test's `systemctl` is).
+    fn stop(&self, side: Side, control: &Path, extra: &[&str], bin: &Path) -> std::process::Output {
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Command::new("ip")
+            .args(["netns", "exec", self.ns(side), LAGCTL, "stop", "--control"])
+            .arg(control)
+            .args(extra)
+            .env("PATH", path)
+            .output()
+            .expect("run lagctl stop")
+    }
+}
+
+/// `systemctl restart` (a stop, then a start) loses nothing on the kernel path: the unit's
+/// `ExecStop=lagctl stop --unit %n %i` asks the service manager for the unit's jobs (here a
+/// `systemctl` of the test's that prints what `systemctl list-jobs --no-legend --full` would:
+/// no systemd runs as PID 1 here). With a stop job lagctl does nothing (the SIGTERM that
+/// follows tears the bond down as always: lagd still runs after it); with a restart job lagd
+/// stores its descriptors, answers and exits 0 undoing nothing, the store keeps the TAP and
+/// the tcx links, and the supervisor's next lagd adopts them: a datagram every millisecond
+/// each way loses none, in balance-xor, 802.3ad and active-backup (tcx where the kernel has
+/// it) and with clsact filters; 802.3ad stays distributing at both ends. A lagd without a
+/// service manager refuses to leave and goes on.
+#[test]
+fn a_restart_by_the_service_manager_loses_nothing_on_the_kernel_path() {
+    assert!(is_root(), "network namespace tests need root");
+    let lacp = "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4";
+    let xor = "mode=balance-xor xmit_hash_policy=layer3+4";
+    for (k, (mode, attach)) in [
+        (xor, "auto"),
+        (lacp, "auto"),
+        ("mode=active-backup", "auto"),
+        (xor, "tc"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut pair = Pair::new(&format!(
+            "{mode} miimon=50 fastpath=on fastpath_attach={attach}"
+        ));
+        let unit = format!("lagd@{}.service", pair.bonds[0]);
+        let bin = pair.topo.dir().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let jobs = pair.topo.dir().join("jobs");
+        let systemctl = bin.join("systemctl");
+        std::fs::write(
+            &systemctl,
+            format!(
+                "#!/bin/sh\n[ \"$*\" = 'list-jobs --no-legend --full --no-pager' ] || exit 9\ncat {}\n",
+                jobs.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            &systemctl,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let control = pair.control.clone();
+        let old = server_pid(&control);
+
+        // A stop: nothing done here.
+        std::fs::write(&jobs, format!("  7 {unit} stop running\n")).unwrap();
+        let out = pair.stop(Side::A, &control, &["--unit", &unit], &bin);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{mode}: lagctl stop for a stop job: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("no restart job"), "{stdout}");
+        assert_eq!(server_pid(&control), old, "lagd still runs");
+
+        if k == 0 {
+            // lagd B runs without a service manager: it refuses and carries on.
+            let control_b = pair.control_b.clone();
+            let b = server_pid(&control_b);
+            let out = pair.stop(Side::B, &control_b, &["--leave"], &bin);
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(err.contains("no service manager"), "{err}");
+            assert_eq!(server_pid(&control_b), b, "lagd B still serves");
+        }
+
+        // A restart: lagd leaves, the supervisor starts the next one with the store.
+        std::fs::write(&jobs, format!("  8 {unit} restart running\n")).unwrap();
+        let (ab, ba) = pair.start_probes(40051, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        let out = pair.stop(Side::A, &control, &["--unit", &unit], &bin);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let status = pair.sup.child.take().unwrap().wait().expect("lagd A ends");
+        let stored = pair.sup.stored();
+        let carrier = has_carrier(&pair.topo, Side::A, &pair.bonds[0]);
+        pair.start_a();
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        eprintln!(
+            "{mode} ({attach}, {}): lagctl stop --unit with a restart job, then a start: A->B \
+             lost {} of {}, B->A lost {} of {}",
+            pair.attached,
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert!(
+            out.status.success(),
+            "{mode}: lagctl stop for a restart job: {stdout}{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            pair.sup.log()
+        );
+        assert!(
+            stdout.contains(&format!("left: lagd {old} exited")),
+            "{stdout}"
+        );
+        assert!(status.success(), "the leaving lagd: {status}");
+        assert!(carrier, "the TAP kept its carrier while no lagd ran");
+        assert!(stored.contains(&"tap".to_owned()), "{stored:?}");
+        if pair.attached == "tcx" {
+            assert!(stored.contains(&"tcx".to_owned()), "{stored:?}");
+        }
+        assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
+        assert_eq!(
+            ab.1, ab.0,
+            "{mode} ({attach}): A->B through the restart: {ab:?}"
+        );
+        assert_eq!(
+            ba.1, ba.0,
+            "{mode} ({attach}): B->A through the restart: {ba:?}"
+        );
+        assert_ne!(server_pid(&control), old, "a new lagd answers");
+        if mode.contains("802.3ad") {
+            let distributing = |c: &Path| {
+                lagd::control::query_status(c).is_ok_and(|s| {
+                    s.members
+                        .iter()
+                        .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
+                })
+            };
+            assert!(distributing(&pair.control), "A's new lagd distributes");
+            assert!(distributing(&pair.control_b), "B never let A go");
+        }
+        let (ab, ba) = pair.probes(40053, Duration::from_millis(500));
+        assert!(ab.1 * 10 >= ab.0 * 9, "A->B after the restart: {ab:?}");
+        assert!(ba.1 * 10 >= ba.0 * 9, "B->A after the restart: {ba:?}");
+        pair.teardown();
+    }
+}
+
+/// lagd's configuration file for lagd A of `pair` with options `opts` (`key=value` words).
+fn config_file(pair: &Pair, opts: &str) -> String {
+    let members: Vec<String> = pair
+        .topo
+        .links()
+        .iter()
+        .map(|l| format!("\"{}\"", l.name))
+        .collect();
+    let mut text = format!(
+        "bond = \"{}\"\nmembers = [{}]\ncontrol = \"{}\"\n\n[options]\n",
+        pair.bonds[0],
+        members.join(", "),
+        pair.control.display()
+    );
+    for word in opts.split_whitespace() {
+        let (k, v) = word.split_once('=').unwrap();
+        match v.parse::<u64>() {
+            Ok(n) => text.push_str(&format!("{k} = {n}\n")),
+            Err(_) => text.push_str(&format!("{k} = \"{v}\"\n")),
+        }
+    }
+    text
+}
+
+/// `lagctl upgrade` of a lagd run from a configuration file that was edited meanwhile (another
+/// `xmit_hash_policy`): the new lagd starts from the file as it is now and adopts what forwards,
+/// so no datagram is lost either way at 1 ms, and it reports the new policy.
+#[test]
+fn an_upgrade_takes_the_edited_configuration_and_loses_nothing() {
+    assert!(is_root(), "network namespace tests need root");
+    for attach in ["auto", "tc"] {
+        let base = format!("mode=balance-xor miimon=50 fastpath=on fastpath_attach={attach}");
+        let mut pair = Pair::new(&format!("{base} xmit_hash_policy=layer3+4"));
+        let file = pair.topo.dir().join("a.toml");
+        std::fs::write(
+            &file,
+            config_file(&pair, &format!("{base} xmit_hash_policy=layer3+4")),
+        )
+        .unwrap();
+        // lagd A from the file (a restart under the supervisor).
+        pair.args = vec!["--config".into(), file.to_string_lossy().into_owned()];
+        pair.sup.kill();
+        pair.start_a();
+        let old = server_pid(&pair.control);
+        std::fs::write(
+            &file,
+            config_file(&pair, &format!("{base} xmit_hash_policy=layer2")),
+        )
+        .unwrap();
+        let (ab, ba) = pair.start_probes(40061, Duration::from_secs(3));
+        thread::sleep(Duration::from_millis(1000));
+        let out = pair.upgrade(&[]);
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{attach}: lagctl upgrade failed: {}\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            pair.sup.log()
+        );
+        let (was, new) = upgraded_pids(&stdout);
+        let _new = Upgraded(new);
+        assert_eq!(was, old, "{stdout}");
+        eprintln!(
+            "{attach} ({}): lagctl upgrade to xmit_hash_policy=layer2: A->B lost {} of {}, \
+             B->A lost {} of {}",
+            pair.attached,
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
+        assert_eq!(ab.1, ab.0, "{attach}: A->B through the upgrade: {ab:?}");
+        assert_eq!(ba.1, ba.0, "{attach}: B->A through the upgrade: {ba:?}");
+        let s = lagd::control::query_status(&pair.control).unwrap();
+        assert_eq!(s.xmit_hash_policy.as_deref(), Some("layer2"));
+        assert_eq!(s.dataplane.path, "kernel", "{:?}", s.dataplane);
+        assert_eq!(server_pid(&pair.control), new, "the new lagd answers");
+        drop(_new);
+        pair.teardown();
+    }
+}

@@ -47,6 +47,10 @@ enum Command {
     /// (`--binary`, default the running one's file as it is on disk now) with the running
     /// one's arguments; it takes the bond over and the old one exits (root only).
     Upgrade(cli::upgrade::UpgradeArgs),
+    /// Stop leaving the kernel path to the next lagd: `--unit UNIT` (systemd's `ExecStop=`)
+    /// when a restart job runs for the unit, `--leave` always (root only; refused unless a
+    /// service manager keeps lagd's descriptors).
+    Stop(cli::stop::StopArgs),
     /// Read a bond defined for ifcfg, NetworkManager, systemd-networkd, netplan, nmstate,
     /// teamd or ifupdown (/etc/network/interfaces) and write lagd's TOML (with what does not
     /// carry over, and why; exit code 4 when that changes the bond's behaviour).
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
         Command::Events(args) => cli::control::events(args),
         Command::Reload(args) => cli::control::reload(args),
         Command::Upgrade(args) => cli::upgrade::main(args),
+        Command::Stop(args) => cli::stop::main(args),
         Command::Import(args) => cli::import::main(args),
         Command::Export(args) => cli::export::main(args),
         Command::Metrics(args) => cli::metrics::main(args),

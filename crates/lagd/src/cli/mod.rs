@@ -12,6 +12,7 @@ pub mod lacp;
 pub mod metrics;
 pub mod plan;
 pub mod show;
+pub mod stop;
 pub mod upgrade;
 
 pub use error::{CliError, EXIT_FAILURE, EXIT_LOSSY, EXIT_UNHEALTHY, EXIT_USAGE};

@@ -521,16 +521,21 @@ fn serve(
         Ok(Some(line)) => match Request::parse(&line) {
             Err(e) => error_reply(&e),
             Ok(request) => match access.check(peer, &request) {
-                Err(e) if request == Request::Handover => {
+                Err(e) if matches!(request, Request::Handover | Request::Leave) => {
                     warn!(
                         uid = peer.uid,
                         pid = peer.pid,
-                        "control: a handover request refused: {e}"
+                        "control: a {} request refused: {e}",
+                        if request == Request::Leave {
+                            "leave"
+                        } else {
+                            "handover"
+                        }
                     );
                     error_reply(&e)
                 }
                 Err(e) => error_reply(&e),
-                Ok(()) if request == Request::Handover => {
+                Ok(()) if matches!(request, Request::Handover | Request::Leave) => {
                     // The loop answers on the connection itself; a reply left for this thread
                     // is an error said before anything was handed over.
                     let reply = ask_loop_with(

@@ -23,6 +23,15 @@
 //! connection first, or does not adopt in time, the running one takes its claims and its
 //! control socket back and goes on. The state file carries the LACP partners over, as after a
 //! crash.
+//!
+//! **Leaving** (`{"cmd":"leave"}`, `lagctl stop --leave`, or `lagctl stop --unit UNIT` when
+//! the service manager runs a restart job for the unit: `systemctl restart` is a stop and a
+//! start, and lagd cannot tell it from a stop by the signal): under a service manager's
+//! descriptor store, lagd stores the TAP and its tcx links once more, answers
+//! `{"left":{"pid":N}}` and exits without undoing anything, as after `kill -9`; the next lagd
+//! adopts what the store hands it. Without a store (no `NOTIFY_SOCKET`) leaving is refused:
+//! the TAP would lose its carrier and the tcx programs would go, with the members left as lagd
+//! set them.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -251,6 +260,38 @@ pub fn report_orphan_drops(links: &[OwnedFd]) {
             "no lagd ran for longer than the kernel path's bound: its programs dropped frames \
              until now"
         );
+    }
+}
+
+impl super::Daemon {
+    /// Leaves the kernel path to the next lagd (see the module documentation): `Ok`, the reply
+    /// is written on `stream` and this lagd must exit at once, undoing nothing; an error,
+    /// nothing changed.
+    pub(super) fn leave(&mut self, stream: &UnixStream) -> Result<(), String> {
+        let Some(n) = &self.notify else {
+            return Err(
+                "no service manager keeps this lagd's descriptors (no NOTIFY_SOCKET): \
+                 leaving would take the TAP's carrier and the programs along; stop it with \
+                 SIGTERM instead"
+                    .into(),
+            );
+        };
+        n.store_fds(TAP, &[self.dp.io.tap.as_fd()]);
+        self.store_links();
+        if let Some(n) = &self.notify {
+            n.send("STOPPING=1");
+        }
+        let mut line = serde_json::json!({ "left": { "pid": std::process::id() } }).to_string();
+        line.push('\n');
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+        if let Err(e) = (&*stream).write_all(line.as_bytes()) {
+            // The asker went away: it learns from the control socket that lagd is gone.
+            warn!("leave: the reply: {e}");
+        }
+        info!(
+            "leaving the kernel path to the next lagd (its descriptors are in the store); exiting"
+        );
+        Ok(())
     }
 }
 

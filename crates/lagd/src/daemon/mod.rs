@@ -78,6 +78,7 @@ impl Daemon {
             n.store_fds(handover::TAP, &[std::os::fd::AsFd::as_fd(&self.dp.io.tap)]);
         }
         self.store_links();
+        self.restore.give_back_left_out();
         let watchdog = self.notify.as_ref().and_then(Notifier::watchdog);
         self.timers.set(Timer::Watchdog, watchdog.map(|_| now));
         loop {

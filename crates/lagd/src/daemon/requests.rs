@@ -28,6 +28,13 @@ impl Daemon {
                 continue;
             }
             if let Some(stream) = pending.stream.take() {
+                if pending.request == crate::control::Request::Leave {
+                    match self.leave(&stream) {
+                        Ok(()) => std::process::exit(0),
+                        Err(e) => pending.answer(crate::control::error_reply(&e)),
+                    }
+                    continue;
+                }
                 match self.hand_over(&stream) {
                     Ok(new) => {
                         // The new lagd owns the TAP, the programs and the members now: this
@@ -154,7 +161,7 @@ impl Daemon {
         match request {
             // Taken in service_control.
             Request::Events => Err("events: not a single request".into()),
-            Request::Handover => Err("handover: not a single request".into()),
+            Request::Handover | Request::Leave => Err("not a single request".into()),
             Request::Status => serde_json::to_value(self.status_at(now)).map_err(|e| e.to_string()),
             Request::Set { options } => {
                 let mut trial = self.bond.clone();

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use lagd_proto::wire::EthernetAddress;
 use lagd_proto::wire::slow::{LacpInfo, PortState};
-use lagd_sys::clsact::QdiscRemoval;
+use lagd_sys::clsact::{Hook, QdiscRemoval};
 use lagd_sys::isolate::StackSettings;
 use lagd_sys::link::LinkControl;
 use lagd_sys::tap::{Tap, TapOptions};
@@ -486,6 +486,67 @@ impl Restore {
         self.started = true;
     }
 
+    /// The members the lagd before this one recorded in the state file (killed, or handing
+    /// over in a planned upgrade) that this one's configuration leaves out: each gets its
+    /// original settings back, loses the last lagd's clsact filters (they stay on their hooks
+    /// without any process: past the kernel path's bound they would drop all the member
+    /// receives) and the clsact qdisc lagd added, as a member removed at run time does. The
+    /// last lagd's tcx links on it are closed by the start itself (a link nobody adopts).
+    /// A member another lagd has claimed since is left to it; the records go from the state
+    /// file either way. Called once the bond is this lagd's (in a planned upgrade, after the
+    /// old lagd let go: until then a failed handover leaves the old one the members as they
+    /// were).
+    pub(crate) fn give_back_left_out(&mut self) {
+        let left_out: Vec<MemberRecord> = std::mem::take(&mut self.recovered)
+            .into_iter()
+            .filter(|r| !self.members.iter().any(|(now, _)| now.ifindex == r.ifindex))
+            .collect();
+        if left_out.is_empty() {
+            return;
+        }
+        let dir = self
+            .claims
+            .first()
+            .and_then(|c| c.path().parent())
+            .map(Path::to_path_buf);
+        for r in &left_out {
+            let Ok(name) = self.link.name_of(r.ifindex) else {
+                info!(member = %r.name, "left out of this configuration and gone: nothing to give back");
+                continue;
+            };
+            // Held only while its settings are written: a lagd starting for it waits no longer.
+            let claim = dir
+                .as_deref()
+                .map(|d| Lock::try_take(d, &member_claim(r.ifindex)));
+            if !matches!(claim, Some(Ok(Some(_)))) {
+                warn!(member = %name, "left out of this configuration, but claimed by another lagd: left to it");
+                continue;
+            }
+            for hook in [Hook::Ingress, Hook::Egress] {
+                match lagd_sys::clsact::remove_lagd_filters(r.ifindex, hook) {
+                    Ok(0) => {}
+                    Ok(n) => info!(member = %name, ?hook, "removed {n} filter(s) of the last lagd"),
+                    Err(e) => warn!(member = %name, ?hook, "removing the last lagd's filters: {e}"),
+                }
+            }
+            if let Some(k) = self.clsact.iter().position(|c| c.ifindex == r.ifindex) {
+                let c = self.clsact.remove(k);
+                if let Err(e) = lagd_sys::clsact::remove_qdisc_if_empty(c.ifindex) {
+                    warn!(member = %name, "removing the clsact qdisc lagd added: {e}");
+                }
+            }
+            r.apply(&self.link);
+            info!(
+                member = %name,
+                "the last lagd drove this member, this configuration leaves it out: its \
+                 original settings are back"
+            );
+        }
+        if let Err(e) = self.write_state() {
+            warn!("{e:#}");
+        }
+    }
+
     /// Undoes everything (once): the members' settings, the state file, the control socket
     /// file; on a failed start also the TAP and a directory this start created.
     pub(crate) fn finish(&mut self) {
@@ -721,6 +782,37 @@ mod test {
         let mut r = Restore::new(link(), "b0", &control, Vec::new()).expect("new");
         assert!(r.recovered_lacp().is_empty());
         r.finish();
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_member_left_out_leaves_the_state_file() {
+        let dir = scratch("left-out");
+        let control = dir.join("b0.sock");
+        // What a killed lagd recorded of a member this configuration leaves out (and that is
+        // gone by now: nothing to write back, but nothing to keep either).
+        fs::write(
+            state_path(&control),
+            br#"{"bond":"b0","members":[{"name":"lggone0","ifindex":4000000000,"mtu":1500,
+                "mac":[2,0,0,0,0,1],"up":true,"arp_ignore":"0","disable_ipv6":"0"}],
+                "clsact":[{"name":"lggone0","ifindex":4000000000}]}"#,
+        )
+        .unwrap();
+        let link = LinkControl::new().expect("netlink/ioctl sockets");
+        let mut r = Restore::new(link, "b0", &control, Vec::new()).expect("new");
+        assert_eq!(r.recovered.len(), 1);
+        r.started();
+        r.give_back_left_out();
+        let left: StateFile =
+            serde_json::from_slice(&fs::read(state_path(&control)).unwrap()).unwrap();
+        assert!(left.members.is_empty(), "{:?}", left.members);
+        // Given back once: a second call finds nothing to do.
+        assert!(r.recovered.is_empty());
+        r.finish();
+        assert!(
+            !state_path(&control).exists(),
+            "a clean stop removes the file"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 
