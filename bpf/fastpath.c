@@ -1297,12 +1297,15 @@ INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
 
 // The member the frame came in on (recorded in cb[1]), NO_PORT if none of the table's.
 INLINE __u32 member_port(struct __sk_buff *skb, const struct table *t) {
-    __u32 port = NO_PORT;
-    #pragma unroll
-    for (__u32 i = 0; i < MAX_MEMBERS; i++) {
-        if (t->ifindex[i] != 0 && t->ifindex[i] == skb->ingress_ifindex) {
-            port = i;
-            break;
+    __u32 port = NO_PORT, in = skb->ingress_ifindex;
+    // The table's unused entries are 0, which is no interface: one compare per entry.
+    if (in != 0) {
+        #pragma unroll
+        for (__u32 i = 0; i < MAX_MEMBERS; i++) {
+            if (t->ifindex[i] == in) {
+                port = i;
+                break;
+            }
         }
     }
     skb->cb[1] = port;
@@ -1375,24 +1378,27 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     }
     // The Ethernet header straight from the packet when its linear data holds it (it always
     // does at ingress, where the MAC header was pulled); a copy otherwise.
-    __u8 copy[14];
+    __u8 copy[14] __attribute__((aligned(4))); // aligned: the EtherType is read as a word
     const __u8 *eth = (const __u8 *)(long)skb->data;
     if (eth + 14 > (const __u8 *)(long)skb->data_end) {
         if (bpf_skb_load_bytes(skb, 0, copy, 14) < 0)
             return TC_ACT_SHOT;
         eth = copy;
     }
+    // The EtherType as it lies in the frame (network order), one load.
+    __u16 type = *(const __u16 *)(eth + 12);
     // LACPDUs and Markers go to lagd's slow-protocols socket, within the policer's rate.
-    if (be16(&eth[12]) == ETH_P_SLOW && !skb->vlan_present)
+    if (type == __builtin_bswap16(ETH_P_SLOW) && !skb->vlan_present)
         return slow_frame(skb, t, eth);
     // With the ARP monitor, ARP goes to lagd's socket too (the member's own stack ignores it:
     // arp_ignore=8).
-    if ((t->flags & FLAG_ARP_TO_LAGD) && be16(&eth[12]) == ETH_P_ARP && !skb->vlan_present)
+    if ((t->flags & FLAG_ARP_TO_LAGD) && type == __builtin_bswap16(ETH_P_ARP) &&
+        !skb->vlan_present)
         return TC_ACT_OK;
     // With ns_ip6_target, neighbour solicitations and advertisements go there too (the
     // monitor validates them; the member's IPv6 is off, so its stack drops them).
-    if ((t->flags & FLAG_NDISC_TO_LAGD) && be16(&eth[12]) == ETH_P_IPV6 && !skb->vlan_present &&
-        is_ndisc(skb))
+    if ((t->flags & FLAG_NDISC_TO_LAGD) && type == __builtin_bswap16(ETH_P_IPV6) &&
+        !skb->vlan_present && is_ndisc(skb))
         return TC_ACT_OK;
     __u32 port = member_port(skb, t);
     if (port >= MAX_MEMBERS)
