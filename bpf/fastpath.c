@@ -1003,6 +1003,69 @@ INLINE void tlb_source(struct __sk_buff *skb, const struct table *t, const struc
     bpf_skb_store_bytes(skb, 6, t->wire_mac[port & (MAX_MEMBERS - 1)], 6, 0);
 }
 
+// The common frame, read straight from the packet (no helper call): an untagged IPv4 frame
+// with a 20-byte header that is not a fragment, or an IPv6 frame without extension headers,
+// carrying TCP or UDP whose ports are in the frame's linear data. For it the general path
+// (view_of, for_lagd, xmit_hash under layer3+4) comes to this hash: none of lagd's frames
+// (ARP, IGMP, ICMPv6) is TCP or UDP, and the words read are the ones it loads. 0: any other
+// frame, or one whose bytes are not in the linear data, which the general path takes.
+// The loads are 4-byte aligned to the verifier's packet model (NET_IP_ALIGN 2).
+INLINE int plain_l34_hash(struct __sk_buff *skb, __u32 *out) {
+    if (skb->vlan_present)
+        return 0;
+    const __u8 *p = (const __u8 *)(long)skb->data;
+    const __u8 *end = (const __u8 *)(long)skb->data_end;
+    if (p + 14 + 20 + 4 > end)
+        return 0;
+    __u16 type = *(const __u16 *)(p + 12);
+    __u32 h;
+    if (type == __builtin_bswap16(ETH_P_IP)) {
+        // Version and IHL 0x45; flags and offset but DF zero (not a fragment).
+        if (p[14] != 0x45 || (*(const __u16 *)(p + 20) & __builtin_bswap16(0x3fff)) ||
+            (p[23] != 6 && p[23] != 17))
+            return 0;
+        h = *(const __u32 *)(p + 34) ^ *(const __u32 *)(p + 26) ^ *(const __u32 *)(p + 30);
+    } else if (type == __builtin_bswap16(ETH_P_IPV6)) {
+        if (p + 14 + 40 + 4 > end || (p[20] != 6 && p[20] != 17))
+            return 0;
+        const __u32 *a = (const __u32 *)(p + 22);
+        h = *(const __u32 *)(p + 54) ^ a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
+    } else {
+        return 0;
+    }
+    h ^= h >> 16;
+    h ^= h >> 8;
+    *out = h >> 1;
+    return 1;
+}
+
+// Modulo and buckets without balance-tlb, from the hash on: the general path's choice,
+// counts and verdict, for plain_l34_hash's frames.
+INLINE int send_hashed(struct __sk_buff *skb, const struct table *t, __u32 hash) {
+    skb->cb[0] = hash;
+    __u32 port = NO_PORT;
+    if (t->rule == RULE_MODULO) {
+        __u32 n = t->n_usable;
+        if (n > 0 && n <= MAX_MEMBERS)
+            port = t->usable[BOUND(hash % n, MAX_MEMBERS - 1)];
+    } else {
+        __u32 b = BOUND(bucket_of(t->seed, hash), 0xff);
+        port = t->bucket[b];
+        struct bucket_load *l = bpf_map_lookup_elem(&lagd_buckets, &b);
+        if (l) {
+            l->bytes += skb->len;
+            l->last_ns = bpf_ktime_get_ns();
+        }
+    }
+    skb->cb[1] = port;
+    if (port >= MAX_MEMBERS || t->ifindex[BOUND(port, MAX_MEMBERS - 1)] == 0) {
+        count_tx(MAX_MEMBERS, skb->len);
+        return TC_ACT_SHOT;
+    }
+    count_tx(port, skb->len);
+    return bpf_redirect(t->ifindex[BOUND(port, MAX_MEMBERS - 1)], 0);
+}
+
 SEC("tcx/egress")
 int lagd_tap_egress(struct __sk_buff *skb) {
     if (orphaned(ALIVE_TAP_DROPPED))
@@ -1010,6 +1073,10 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     struct table *t = current_table();
     if (!t || t->rule == RULE_LAGD)
         return TC_ACT_OK;
+    __u32 plain;
+    if ((t->rule == RULE_MODULO || t->rule == RULE_BUCKETS) && t->policy == POLICY_LAYER34 &&
+        !(t->flags & FLAG_TLB) && plain_l34_hash(skb, &plain))
+        return send_hashed(skb, t, plain);
     struct view v;
     view_of(skb, &v);
     if (for_lagd(skb, &v))
@@ -1240,12 +1307,15 @@ INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
 
 // The member the frame came in on (recorded in cb[1]), NO_PORT if none of the table's.
 INLINE __u32 member_port(struct __sk_buff *skb, const struct table *t) {
-    __u32 port = NO_PORT;
-    #pragma unroll
-    for (__u32 i = 0; i < MAX_MEMBERS; i++) {
-        if (t->ifindex[i] != 0 && t->ifindex[i] == skb->ingress_ifindex) {
-            port = i;
-            break;
+    __u32 port = NO_PORT, in = skb->ingress_ifindex;
+    // The table's unused entries are 0, which is no interface: one compare per entry.
+    if (in != 0) {
+        #pragma unroll
+        for (__u32 i = 0; i < MAX_MEMBERS; i++) {
+            if (t->ifindex[i] == in) {
+                port = i;
+                break;
+            }
         }
     }
     skb->cb[1] = port;
@@ -1372,20 +1442,29 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
         // No receiver on this kernel: lagd orders the flows.
         return stripe_to_lagd(skb);
     }
-    __u8 eth[14];
-    if (bpf_skb_load_bytes(skb, 0, eth, 14) < 0)
-        return TC_ACT_SHOT;
+    // The Ethernet header straight from the packet when its linear data holds it (it always
+    // does at ingress, where the MAC header was pulled); a copy otherwise.
+    __u8 copy[14] __attribute__((aligned(4))); // aligned: the EtherType is read as a word
+    const __u8 *eth = (const __u8 *)(long)skb->data;
+    if (eth + 14 > (const __u8 *)(long)skb->data_end) {
+        if (bpf_skb_load_bytes(skb, 0, copy, 14) < 0)
+            return TC_ACT_SHOT;
+        eth = copy;
+    }
+    // The EtherType as it lies in the frame (network order), one load.
+    __u16 type = *(const __u16 *)(eth + 12);
     // LACPDUs and Markers go to lagd's slow-protocols socket, within the policer's rate.
-    if (be16(&eth[12]) == ETH_P_SLOW && !skb->vlan_present)
+    if (type == __builtin_bswap16(ETH_P_SLOW) && !skb->vlan_present)
         return slow_frame(skb, t, eth);
     // With the ARP monitor, ARP goes to lagd's socket too (the member's own stack ignores it:
     // arp_ignore=8).
-    if ((t->flags & FLAG_ARP_TO_LAGD) && be16(&eth[12]) == ETH_P_ARP && !skb->vlan_present)
+    if ((t->flags & FLAG_ARP_TO_LAGD) && type == __builtin_bswap16(ETH_P_ARP) &&
+        !skb->vlan_present)
         return TC_ACT_OK;
     // With ns_ip6_target, neighbour solicitations and advertisements go there too (the
     // monitor validates them; the member's IPv6 is off, so its stack drops them).
-    if ((t->flags & FLAG_NDISC_TO_LAGD) && be16(&eth[12]) == ETH_P_IPV6 && !skb->vlan_present &&
-        is_ndisc(skb))
+    if ((t->flags & FLAG_NDISC_TO_LAGD) && type == __builtin_bswap16(ETH_P_IPV6) &&
+        !skb->vlan_present && is_ndisc(skb))
         return TC_ACT_OK;
     __u32 port = member_port(skb, t);
     if (port >= MAX_MEMBERS)
