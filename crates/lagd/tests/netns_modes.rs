@@ -1885,6 +1885,11 @@ fn stripe_kernel_carries_udp_and_icmp_one_member_per_flow_in_order() {
             }
         }
     });
+    let mut arrived = Arrivals {
+        rx,
+        last: Default::default(),
+        received: 0,
+    };
     let slots = slot_table(&[(PortId(0), 1), (PortId(1), 1)]);
     let per_flow = 300u32;
     let mut used = [0usize; 2];
@@ -1909,11 +1914,12 @@ fn stripe_kernel_carries_udp_and_icmp_one_member_per_flow_in_order() {
                 .send_to(&payload, SocketAddrV4::new(b, 5600))
                 .unwrap();
             if seq % 50 == 49 {
-                // Room for the receiver: its socket buffer, not the bond, would drop.
-                thread::sleep(Duration::from_millis(2));
+                // Room for the receiver: its socket buffer, not the bond, would drop when the
+                // reader is not scheduled (a loaded machine); wait until it has read this batch.
+                arrived.read_until(sport, seq, Duration::from_secs(2));
             }
         }
-        thread::sleep(Duration::from_millis(100));
+        arrived.read_until(sport, per_flow - 1, Duration::from_secs(2));
         let (a1, b1) = (
             kernel_and_lagd(&lab.status(Side::A)),
             kernel_and_lagd(&lab.status(Side::B)),
@@ -1940,26 +1946,43 @@ fn stripe_kernel_carries_udp_and_icmp_one_member_per_flow_in_order() {
         used.iter().all(|&n| n > 0),
         "the flows were spread over both members: {used:?}"
     );
+    let received = arrived.received;
+    drop(arrived);
     let reader_done = reader.join();
     assert!(reader_done.is_ok(), "reader thread");
-    let mut last = std::collections::HashMap::<u16, u32>::new();
-    let mut received = 0u32;
-    for (port, seq) in rx.try_iter() {
-        if let Some(&prev) = last.get(&port) {
-            assert!(
-                seq > prev,
-                "flow {port}: datagram {seq} after {prev}: reordered"
-            );
-        }
-        last.insert(port, seq);
-        received += 1;
-    }
     println!("{received} datagrams received of {}", 8 * per_flow);
     assert!(
         received * 100 >= 8 * per_flow * 99,
         "{received} of {} datagrams",
         8 * per_flow
     );
+}
+
+/// Numbered datagrams as a reader thread hands them over (source port, number): checks each
+/// flow's order as they are read and counts them.
+struct Arrivals {
+    rx: mpsc::Receiver<(u16, u32)>,
+    last: std::collections::HashMap<u16, u32>,
+    received: u32,
+}
+
+impl Arrivals {
+    /// Reads until datagram `seq` of flow `port` (or a later one) has arrived or `wait` has
+    /// passed (a lost datagram is counted at the end, not here).
+    fn read_until(&mut self, port: u16, seq: u32, wait: Duration) {
+        let deadline = Instant::now() + wait;
+        while self.last.get(&port).is_none_or(|&l| l < seq) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok((p, n)) = self.rx.recv_timeout(left) else {
+                return;
+            };
+            if let Some(&prev) = self.last.get(&p) {
+                assert!(n > prev, "flow {p}: datagram {n} after {prev}: reordered");
+            }
+            self.last.insert(p, n);
+            self.received += 1;
+        }
+    }
 }
 
 /// Sends `count` numbered datagrams from `from` (port `sport`) to port 5700 of the other host
