@@ -256,7 +256,7 @@ w(
         f"configuration stayed below one link (layer2 {fmt(l2o)}×, layer3+4 {fmt(l34o)}×). "
         "Through OVS the hosts' tunnel devices checksum in software (OVS 3.1's userspace "
         "datapath mishandles a tunnelled frame's checksum offload; see "
-        "crates/lagd/src/lab/overlay.rs) and OVS forwards every frame in userspace: on these 2 shared "
+        "crates/lagd-lab/src/overlay.rs) and OVS forwards every frame in userspace: on these 2 shared "
         "cores that, not the links, is the limit",
     )
 )

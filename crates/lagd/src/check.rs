@@ -66,7 +66,7 @@ pub fn check(config: &Config) -> Vec<Finding> {
     for w in &config.warnings {
         push(Severity::Warning, w.clone());
     }
-    if !crate::lab::topology::is_root() {
+    if lagd_sys::lock::effective_uid() != 0 {
         push(
             Severity::Warning,
             "not running as root: lagd needs root (or CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF) \

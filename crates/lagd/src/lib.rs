@@ -11,6 +11,5 @@ pub mod control;
 pub mod daemon;
 pub mod files;
 pub mod generate;
-pub mod lab;
 pub mod metrics;
 pub mod status;

@@ -16,11 +16,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::control::query_status;
-use lagd::lab::dataplane::{OVS_BALANCE_TCP_FAST_LACP, OvsInstance, address_bond, start_ovs_bond};
-use lagd::lab::topology::{
+use lagd::status::{MemberLacp, Status};
+use lagd_lab::dataplane::{OVS_BALANCE_TCP_FAST_LACP, OvsInstance, address_bond, start_ovs_bond};
+use lagd_lab::topology::{
     ProcessId, Side, Topology, in_named_ns, is_root, random_u64, require_program,
 };
-use lagd::status::{MemberLacp, Status};
 use lagd_proto::wire::EthernetAddress;
 use lagd_proto::wire::slow::{LacpInfo, LacpRepr, MarkerKind, MarkerRepr, PortState};
 use lagd_sys::packet::{PacketOptions, PacketSocket};
@@ -657,7 +657,7 @@ fn flap_storm(opts: &str, rounds: u32, port: u16) -> Storm {
     let controls = pair.controls.clone();
     let to = SocketAddrV4::new(pair.topo.address(1), port);
     let samples = std::sync::Mutex::new((0u32, 0u32));
-    let transfer = lagd::lab::traffic::checked_transfer(
+    let transfer = lagd_lab::traffic::checked_transfer(
         &ns_b,
         pair.topo.ns(Side::A),
         to,
@@ -1223,7 +1223,7 @@ fn soak_with_flaps(opts: &str, port: u16, allowance_kib: u64) {
     let control = pair.controls[0].clone();
     let to = SocketAddrV4::new(pair.topo.address(1), port);
     let samples = std::sync::Mutex::new(Vec::new());
-    let transfer = lagd::lab::traffic::checked_transfer(
+    let transfer = lagd_lab::traffic::checked_transfer(
         &ns_b,
         pair.topo.ns(Side::A),
         to,

@@ -5,7 +5,7 @@
 //! never skip, without them (CI runs as root and installs chromium). Run this file's tests one
 //! at a time (`--test-threads=1`), as CI does.
 
-use lagd::lab::topology::{is_root, require_program};
+use lagd_lab::topology::{is_root, require_program};
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use lagd::lab::topology::require_program;
+use lagd_lab::topology::require_program;
 use lagd_proto::capture::{LINKTYPE_ETHERNET, PcapWriter};
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 use lagd_proto::plan::flow::parse_flow_spec;
@@ -349,7 +349,7 @@ impl Drop for Netns {
 
 #[test]
 fn sflow_from_a_socket_for_a_time() {
-    use lagd::lab::topology::{in_named_ns, is_root};
+    use lagd_lab::topology::{in_named_ns, is_root};
     assert!(
         is_root(),
         "this test needs root for its network namespace (CI runs as root)"

@@ -5,7 +5,7 @@
 use std::fs;
 use std::process::Command;
 
-use lagd::lab::topology::require_program;
+use lagd_lab::topology::require_program;
 
 const UNIT: &str = include_str!("../../../dist/lagd@.service");
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");

@@ -91,7 +91,7 @@ fn median(mut v: Vec<u32>) -> u32 {
 #[ignore = "a measurement: run with --ignored --nocapture"]
 fn ns_per_run_of_each_program_on_small_frames() {
     assert!(
-        lagd::lab::topology::is_root(),
+        lagd_lab::topology::is_root(),
         "the fast path's programs need root to load (CI runs as root)"
     );
     let repeat = env_u32("LAGD_COST_REPEAT", 100_000);

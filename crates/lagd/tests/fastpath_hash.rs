@@ -25,7 +25,7 @@ const REDIRECT: u32 = 7;
 
 fn require_root() {
     assert!(
-        lagd::lab::topology::is_root(),
+        lagd_lab::topology::is_root(),
         "the fast path tests load eBPF programs: run them as root (CI does)"
     );
 }

@@ -20,7 +20,7 @@ fn kernel() -> (String, (u32, u32)) {
 #[test]
 fn every_program_loads_on_this_kernel() {
     assert!(
-        lagd::lab::topology::is_root(),
+        lagd_lab::topology::is_root(),
         "loading eBPF programs needs root (CI runs as root)"
     );
     let (release, version) = kernel();

@@ -45,9 +45,9 @@ use std::time::{Duration, Instant};
 
 use guest::{in_guest, ip, sh};
 use lagd::control::query_status;
-use lagd::lab::dataplane::address_bond;
-use lagd::lab::topology::{ProcessId, Side, Topology};
 use lagd::status::Status;
+use lagd_lab::dataplane::address_bond;
+use lagd_lab::topology::{ProcessId, Side, Topology};
 
 /// The kernel bond in host B.
 const KBOND: &str = "kb0";
@@ -771,7 +771,7 @@ fn priorities_and_keys(kernel: &str) {
 /// actor and partner information, and the kernel's (`/proc/net/bonding`).
 fn lacpdus_decoded(lab: &Lab, kernel: &str) {
     assert!(
-        lagd::lab::topology::in_path("tshark"),
+        lagd_lab::topology::in_path("tshark"),
         "tshark is needed (the LACPDU check)"
     );
     let link = &lab.kv.links[0];
@@ -1024,7 +1024,7 @@ fn kernel_passive(kernel: &str) {
 
 fn scenarios(kernel: &str) {
     assert!(
-        lagd::lab::topology::in_path("ping"),
+        lagd_lab::topology::in_path("ping"),
         "ping (iputils-ping) is needed"
     );
     // Fast: AGGREGATE_WAIT_TIME (2 s) plus a few fast periodic LACPDUs (1 s apart); 4-5 s

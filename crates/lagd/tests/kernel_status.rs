@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use guest::{in_guest, sh};
 use lagd::control::query_status;
-use lagd::lab::topology::{Side, Topology};
+use lagd_lab::topology::{Side, Topology};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 

@@ -32,9 +32,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use guest::{in_guest, sh, try_sh};
 use lagd::control::query_status;
-use lagd::lab::dataplane::address_bond;
-use lagd::lab::topology::{ProcessId, Side, Topology, in_path};
 use lagd::status::Status;
+use lagd_lab::dataplane::address_bond;
+use lagd_lab::topology::{ProcessId, Side, Topology, in_path};
 use serde_json::Value;
 
 /// lagd's bond in host A.

@@ -9,7 +9,7 @@
 use std::net::Ipv4Addr;
 use std::process::{Command, Output};
 
-use lagd::lab::topology::require_program;
+use lagd_lab::topology::require_program;
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 use serde_json::Value;
 

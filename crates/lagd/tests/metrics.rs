@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::control::query_status;
-use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
+use lagd_lab::topology::{ProcessId, Side, Topology, is_root, require_program};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
@@ -485,7 +485,7 @@ fn bad_metrics_addresses_are_refused_at_start() {
 /// metrics are what OVS sends, and a member down shows.
 #[test]
 fn metrics_against_open_vswitch() {
-    use lagd::lab::dataplane::{OVS_BALANCE_TCP_FAST_LACP, start_ovs_bond};
+    use lagd_lab::dataplane::{OVS_BALANCE_TCP_FAST_LACP, start_ovs_bond};
     assert!(is_root(), "the Open vSwitch tests need root");
     require_program("promtool", "prometheus").unwrap();
     let mut topo = Topology::create(2).expect("create topology");

@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::files::netns_dir;
-use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
+use lagd_lab::topology::{ProcessId, Side, Topology, is_root, require_program};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");

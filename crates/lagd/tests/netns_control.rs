@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use lagd::control::{Endpoint, MAX_REQUEST, REQUEST_TIME};
 use lagd::control::{query_status, status_at};
-use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
-use lagd::lab::traffic::checked_transfer;
+use lagd_lab::topology::{ProcessId, Side, Topology, is_root, require_program};
+use lagd_lab::traffic::checked_transfer;
 
 mod common;
 

@@ -10,9 +10,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::control::query_status;
-use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
-use lagd::lab::traffic::checked_transfer;
 use lagd::status::Status;
+use lagd_lab::topology::{ProcessId, Side, Topology, is_root, require_program};
+use lagd_lab::traffic::checked_transfer;
 
 mod common;
 

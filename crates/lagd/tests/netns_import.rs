@@ -15,8 +15,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::control::query_status;
-use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
 use lagd::status::Status;
+use lagd_lab::topology::{ProcessId, Side, Topology, is_root, require_program};
 
 mod common;
 

@@ -17,7 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::control::query_status;
-use lagd::lab::topology::{ProcessId, Side, Topology};
+use lagd_lab::topology::{ProcessId, Side, Topology};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 
@@ -818,8 +818,7 @@ fn tcp_survives_kill_9_and_restart_lagd_path() {
 
 /// Whether host `side` reaches `addr` with one ping (1 s to answer).
 fn pings(topo: &Topology, side: Side, addr: std::net::Ipv4Addr) -> bool {
-    lagd::lab::topology::require_program("ping", "iputils-ping")
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    lagd_lab::topology::require_program("ping", "iputils-ping").unwrap_or_else(|e| panic!("{e:#}"));
     std::process::Command::new("ip")
         .args([
             "netns",

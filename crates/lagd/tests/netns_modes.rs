@@ -13,12 +13,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::control::query_status;
-use lagd::lab::topology::{
-    LacpduExpectation, Side, SlowCapture, Topology, check_lacpdus_with_tshark, in_named_ns,
-    is_root, require_program, run,
-};
-use lagd::lab::traffic::checked_transfer;
 use lagd::status::{MemberLacp, MemberStatus, Status};
+use lagd_lab::topology::{
+    Side, SlowCapture, Topology, check_lacpdus_with_tshark, in_named_ns, is_root, require_program,
+    run,
+};
+use lagd_lab::traffic::checked_transfer;
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 use lagd_proto::lacp::{AGGREGATE_WAIT_TIME, FAST_PERIODIC_TIME};
 use lagd_proto::wire::EthernetAddress;
@@ -907,7 +907,7 @@ fn check_lacp_capture(lab: &mut Lab, capture: &SlowCapture) -> [Vec<usize>; 2] {
             .iter()
             .zip(capture.files())
             .map(|(m, file)| {
-                let expect = LacpduExpectation::of_member(m).unwrap();
+                let expect = common::lacpdu_expectation(m);
                 check_lacpdus_with_tshark(file, &expect)
                     .unwrap_or_else(|e| panic!("host {side:?} {}'s LACPDUs: {e:#}", m.name))
             })

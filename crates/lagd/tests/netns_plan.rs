@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::control::query_status;
-use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program};
+use lagd_lab::topology::{ProcessId, Side, Topology, is_root, require_program};
 use lagd_proto::capture::CaptureReader;
 use serde_json::Value;
 

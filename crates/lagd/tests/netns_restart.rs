@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::lab::topology::{ProcessId, Side, Topology, is_root};
+use lagd_lab::topology::{ProcessId, Side, Topology, is_root};
 
 mod common;
 
@@ -261,7 +261,7 @@ fn probe(from_ns: String, to_ns: String, to: Ipv4Addr, port: u16, span: Duration
     // within lagd's 3 s bound for a kernel path without lagd.
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let receiver = thread::spawn(move || {
-        lagd::lab::topology::in_named_ns(&to_ns, move || {
+        lagd_lab::topology::in_named_ns(&to_ns, move || {
             let s = UdpSocket::bind((to, port)).unwrap();
             lagd_sys::set_receive_buffer(std::os::fd::AsFd::as_fd(&s), 8 << 20).unwrap();
             s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
@@ -297,7 +297,7 @@ fn probe(from_ns: String, to_ns: String, to: Ipv4Addr, port: u16, span: Duration
         bound_rx
             .recv_timeout(Duration::from_secs(20))
             .expect("the probe's receiver did not bind");
-        let sent = lagd::lab::topology::in_named_ns(&from_ns, move || {
+        let sent = lagd_lab::topology::in_named_ns(&from_ns, move || {
             let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
             let start = Instant::now();
             let mut seq = 0u64;

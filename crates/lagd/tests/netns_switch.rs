@@ -9,10 +9,10 @@ use std::thread;
 use std::time::Duration;
 
 use lagd::control::query_status;
-use lagd::lab::dataplane::address_bond;
-use lagd::lab::topology::{ProcessId, Side, Topology, is_root, require_program, run};
-use lagd::lab::traffic::checked_transfer;
 use lagd::status::Status;
+use lagd_lab::dataplane::address_bond;
+use lagd_lab::topology::{ProcessId, Side, Topology, is_root, require_program, run};
+use lagd_lab::traffic::checked_transfer;
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 
 mod common;

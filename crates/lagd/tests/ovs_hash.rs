@@ -17,8 +17,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use lagd::lab::dataplane::{OvsInstance, start_ovs};
-use lagd::lab::topology::{Side, Topology, is_root, run};
+use lagd_lab::dataplane::{OvsInstance, start_ovs};
+use lagd_lab::topology::{Side, Topology, is_root, run};
 use lagd_proto::hash::{HashPolicy, ovs_hash_mac, xmit_hash};
 use lagd_sys::packet::{PacketOptions, PacketSocket};
 

@@ -13,8 +13,8 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lagd::lab::dataplane::{address_bond, start_ovs};
-use lagd::lab::topology::{Side, Topology, is_root, require_program};
+use lagd_lab::dataplane::{address_bond, start_ovs};
+use lagd_lab::topology::{Side, Topology, is_root, require_program};
 use serde_json::Value;
 
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");

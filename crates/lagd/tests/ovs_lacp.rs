@@ -8,12 +8,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::control::query_status;
-use lagd::lab::dataplane::{OvsInstance, address_bond, start_ovs, start_ovs_bond};
-use lagd::lab::topology::{
-    LacpduExpectation, ProcessId, Side, SlowCapture, Topology, check_lacpdus_with_tshark, is_root,
+use lagd::status::Status;
+use lagd_lab::dataplane::{OvsInstance, address_bond, start_ovs, start_ovs_bond};
+use lagd_lab::topology::{
+    LacpInfoExpectation, LacpduExpectation, ProcessId, Side, SlowCapture, Topology,
+    check_lacpdus_with_tshark, is_root,
 };
-use lagd::lab::traffic::checked_transfer;
-use lagd::status::{LacpInfoStatus, Status};
+use lagd_lab::traffic::checked_transfer;
 use lagd_proto::capture::PcapWriter;
 use lagd_proto::lacp::{SHORT_TIMEOUT_TIME, SLOW_PERIODIC_TIME};
 use lagd_proto::wire::EthernetAddress;
@@ -157,7 +158,7 @@ impl Interop {
             .iter()
             .zip(self.capture.files())
             .map(|(m, file)| {
-                let expect = LacpduExpectation::of_member(m).unwrap();
+                let expect = common::lacpdu_expectation(m);
                 check_lacpdus_with_tshark(file, &expect).unwrap_or_else(|e| {
                     panic!(
                         "{}'s LACPDUs: {e:#}\nlagd log:\n{}",
@@ -667,7 +668,7 @@ fn bench_lacp() {
         let lab = Interop::new("active", "fast", "fast");
         lab.wait_aggregated(Duration::from_secs(15));
         thread::sleep(Duration::from_millis(
-            1000 + lagd::lab::topology::random_u64() % 1000,
+            1000 + lagd_lab::topology::random_u64() % 1000,
         ));
         let link1 = lab.topo.links()[1].name.clone();
         let _lacp_drop = lab.topo.drop_slow_protocols(&link1).unwrap();
@@ -787,15 +788,14 @@ fn lacpdu_frame(src: EthernetAddress, actor: LacpInfo, partner: LacpInfo) -> Vec
     f
 }
 
-fn info_status(i: &LacpInfo) -> LacpInfoStatus {
-    LacpInfoStatus {
+fn info_status(i: &LacpInfo) -> LacpInfoExpectation {
+    LacpInfoExpectation {
         system_priority: i.system_priority,
         system_mac: i.system.to_string(),
         key: i.key,
         port_priority: i.port_priority,
         port: i.port,
         state: i.state.0,
-        state_names: Vec::new(),
     }
 }
 

@@ -7,7 +7,6 @@ pub mod explain;
 pub mod export;
 pub mod hash;
 pub mod import;
-pub mod lab;
 pub mod lacp;
 pub mod metrics;
 pub mod plan;

@@ -10,9 +10,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lagd::control::query_status;
-use lagd::lab::dataplane::address_bond;
-use lagd::lab::topology::{ProcessId, Side, Topology};
-use lagd::status::Status;
+use lagd::status::{LacpInfoStatus, MemberStatus, Status};
+use lagd_lab::dataplane::address_bond;
+use lagd_lab::topology::{LacpInfoExpectation, LacpduExpectation, ProcessId, Side, Topology};
 use lagd_proto::lacp::{
     AGGREGATE_WAIT_TIME, FAST_PERIODIC_TIME, MAX_TX_PER_FAST_PERIODIC, SHORT_TIMEOUT_TIME,
     SLOW_PERIODIC_TIME,
@@ -230,4 +230,30 @@ pub(crate) fn lagctl_ok(control: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// What the LACPDUs `member` sent must carry ([`lagd_lab::topology::check_lacpdus_with_tshark`]),
+/// from its status: its permanent MAC and the actor's and partner's information.
+pub(crate) fn lacpdu_expectation(member: &MemberStatus) -> LacpduExpectation {
+    let lacp = member
+        .lacp
+        .as_ref()
+        .unwrap_or_else(|| panic!("member {} has no LACP status", member.name));
+    LacpduExpectation {
+        src_mac: member.perm_hw_addr.clone(),
+        actor: info_expectation(&lacp.actor),
+        partner: info_expectation(&lacp.partner),
+    }
+}
+
+/// One side's LACP information from lagd's status, as the lab's LACPDU check compares it.
+pub(crate) fn info_expectation(info: &LacpInfoStatus) -> LacpInfoExpectation {
+    LacpInfoExpectation {
+        system_priority: info.system_priority,
+        system_mac: info.system_mac.clone(),
+        key: info.key,
+        port_priority: info.port_priority,
+        port: info.port,
+        state: info.state,
+    }
 }

@@ -50,7 +50,7 @@ pub(crate) fn in_guest(
         return String::new();
     }
     assert!(
-        lagd::lab::topology::is_root(),
+        lagd_lab::topology::is_root(),
         "the kernel-matrix tests boot user-mode Linux kernels (ptrace, hostfs of /): run them as \
          root (CI does)"
     );

@@ -25,8 +25,6 @@ use lagd_sys::netns::NetNs;
 use lagd_sys::packet::{PacketOptions, PacketSocket};
 use serde::Deserialize;
 
-use crate::status::{LacpInfoStatus, MemberStatus};
-
 /// The start of every lab namespace name: `lagdlab-<pid>-<tag>-a` and `…-b`.
 pub const NAMESPACE_PREFIX: &str = "lagdlab-";
 
@@ -996,9 +994,10 @@ pub fn unblock_signals() -> &'static [&'static str] {
 }
 
 /// What the LACPDUs one bond member sent must carry, taken from lagd's status (what
-/// `lagctl show --json` prints): every one its source MAC and the actor's identity (system
-/// priority and MAC, key, port priority and number); the last one also the actor's current
-/// state bits Activity to Distributing ([`ANNOUNCED_STATE_BITS`]) and the partner's identity.
+/// `lagctl show --json` prints for the member: its `perm_hw_addr` and its `lacp`'s `actor` and
+/// `partner`): every one its source MAC and the actor's identity (system priority and MAC, key,
+/// port priority and number); the last one also the actor's current state bits Activity to
+/// Distributing ([`ANNOUNCED_STATE_BITS`]) and the partner's identity.
 ///
 /// Not compared, because 802.1AX does not send a LACPDU when they change, so the last LACPDU
 /// may carry older values: the actor's Defaulted and Expired bits (set and cleared by the
@@ -1011,24 +1010,27 @@ pub struct LacpduExpectation {
     /// The member's permanent MAC: the LACPDUs' source address.
     pub src_mac: String,
     /// The actor information lagd reports for the member.
-    pub actor: LacpInfoStatus,
+    pub actor: LacpInfoExpectation,
     /// The partner information lagd reports for the member.
-    pub partner: LacpInfoStatus,
+    pub partner: LacpInfoExpectation,
 }
 
-impl LacpduExpectation {
-    /// The expectation for one member of an 802.3ad bond's status.
-    pub fn of_member(member: &MemberStatus) -> Result<Self> {
-        let lacp = member
-            .lacp
-            .as_ref()
-            .with_context(|| format!("member {} has no LACP status", member.name))?;
-        Ok(Self {
-            src_mac: member.perm_hw_addr.clone(),
-            actor: lacp.actor.clone(),
-            partner: lacp.partner.clone(),
-        })
-    }
+/// One side's LACP information as lagd's status reports it (the fields of an `actor` or
+/// `partner` object in `lagctl show --json`, without the state's names).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LacpInfoExpectation {
+    /// System priority.
+    pub system_priority: u16,
+    /// System MAC address, as lagd prints it.
+    pub system_mac: String,
+    /// Key.
+    pub key: u16,
+    /// Port priority.
+    pub port_priority: u16,
+    /// Port number.
+    pub port: u16,
+    /// State bits as a number.
+    pub state: u8,
 }
 
 /// The actor state bits the last LACPDU always carries as they are now: Synchronization,
@@ -1050,7 +1052,7 @@ struct DecodedInfo {
 
 impl DecodedInfo {
     /// The identity fields that differ from `want`, named.
-    fn identity_mismatches(&self, want: &LacpInfoStatus) -> Vec<String> {
+    fn identity_mismatches(&self, want: &LacpInfoExpectation) -> Vec<String> {
         let mut bad = Vec::new();
         let mut check = |name: &str, got: String, want: String| {
             if !got.eq_ignore_ascii_case(&want) {

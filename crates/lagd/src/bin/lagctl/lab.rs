@@ -11,20 +11,21 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use super::CliError;
-use crate::lab::control::{Ctl, Progress};
-use crate::lab::dataplane::{BondConfig, Setup};
-use crate::lab::overlay::OverlayKind;
-use crate::lab::switch::SwitchKind;
-use crate::lab::topology::{Rate, is_root, require_program};
-use crate::lab::traffic::Generator;
-use crate::lab::{
-    self, Direction, LabOptions, SweepOptions, SweepOverlay, SweepSwitch, TopologyOptions, report,
+use lagd::cli::CliError;
+use lagd_lab::control::{Ctl, Progress};
+use lagd_lab::dataplane::{BondConfig, Setup};
+use lagd_lab::overlay::OverlayKind;
+use lagd_lab::switch::SwitchKind;
+use lagd_lab::topology::{Rate, is_root, require_program};
+use lagd_lab::traffic::Generator;
+use lagd_lab::{
+    self as lab, Direction, LabOptions, SweepOptions, SweepOverlay, SweepSwitch, TopologyOptions,
+    report,
 };
 
 /// A baseline to measure instead of lagd.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Baseline {
+pub(crate) enum Baseline {
     /// No bond: one address pair directly on each veth, streams spread over the links.
     Direct,
     /// An Open vSwitch userspace bond (datapath_type=netdev, userspace TSO) at both ends.
@@ -33,7 +34,7 @@ pub enum Baseline {
 
 /// What `lagctl lab` was asked to do.
 #[derive(Debug, Clone, clap::Args)]
-pub struct LabArgs {
+pub(crate) struct LabArgs {
     /// Number of veth links between the hosts.
     #[arg(long, default_value_t = 2)]
     pub links: usize,
@@ -166,7 +167,7 @@ pub struct LabArgs {
 }
 
 /// `lagctl lab`.
-pub fn main(args: LabArgs) -> Result<(), CliError> {
+pub(crate) fn main(args: LabArgs) -> Result<(), CliError> {
     let opts = options(&args).map_err(CliError::Usage)?;
     if !is_root() {
         return Err(CliError::Failed(anyhow::anyhow!(
@@ -286,7 +287,7 @@ fn interrupted_or(e: anyhow::Error, partial: &std::path::Path) -> CliError {
 }
 
 /// Checks the arguments and resolves defaults.
-pub fn options(args: &LabArgs) -> Result<LabOptions, String> {
+pub(crate) fn options(args: &LabArgs) -> Result<LabOptions, String> {
     if !(1..=32).contains(&args.links) {
         return Err("--links must be 1 to 32".into());
     }

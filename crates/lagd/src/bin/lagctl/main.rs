@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 use lagd::cli;
 
+mod lab;
+
 /// lagd's control and analysis tool.
 ///
 /// show, set, member, active, reload, events, lacp and upgrade talk to a running lagd over its control socket: by
@@ -63,7 +65,7 @@ enum Command {
     /// LACP diagnosis: `lagctl lacp doctor [BOND]`.
     Lacp(cli::lacp::LacpArgs),
     /// Two namespaces joined by shaped veth links, a bond at both ends, TCP through it.
-    Lab(Box<cli::lab::LabArgs>),
+    Lab(Box<lab::LabArgs>),
     /// Write the man pages and shell completions into a directory (packaging).
     #[command(hide = true)]
     Generate {
@@ -89,7 +91,7 @@ fn main() -> ExitCode {
         Command::Export(args) => cli::export::main(args),
         Command::Metrics(args) => cli::metrics::main(args),
         Command::Lacp(args) => cli::lacp::main(args),
-        Command::Lab(args) => cli::lab::main(*args),
+        Command::Lab(args) => lab::main(*args),
         Command::Generate { dir } => {
             return match lagd::generate::write_all(Cli::command(), &dir) {
                 Ok(_) => ExitCode::SUCCESS,

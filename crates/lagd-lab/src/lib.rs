@@ -23,6 +23,11 @@
 //!
 //! Everything here needs root. Names are unique per lab (pid + random tag), so several labs can
 //! run side by side.
+//!
+//! A crate of its own, apart from the daemon: it uses lagd-proto and lagd-sys, and starts
+//! `lagd` and `lagctl` as programs (by path), so the daemon's library carries no lab. `lagctl
+//! lab` is its command line, and lagd's network-namespace tests build their hosts with it.
+#![forbid(unsafe_code)]
 
 pub mod control;
 pub mod dataplane;
