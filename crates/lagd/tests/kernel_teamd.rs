@@ -525,6 +525,7 @@ fn flap_and_restart(kernel: &str) {
 /// pings lost while no lagd forwards (its own dataplane) are reported; none may be lost once it
 /// is back.
 fn lagd_kill_and_restart(kernel: &str) {
+    let begun = Instant::now();
     let opts = "mode=802.3ad lacp_rate=fast fastpath=off";
     let mut lab = Lab::new(kernel, opts);
     lab.wait_distributing(lab.lagd_started, Duration::from_secs(15));
@@ -597,7 +598,7 @@ fn lagd_kill_and_restart(kernel: &str) {
             "lagd answering {:.2} s, distributing {:.2} s after the kill (teamd {:.2} s); \
              members resumed {resumed} of {}; teamd's ports out of selected/distributing in {} \
              of {samples} samples; pings lost {} of {sent} (bursts from the kill: {}); lagd's \
-             partner system {partner_before} before, {} after",
+             partner system {partner_before} before, {} after; the scenario took {:.1} s",
             answering.as_secs_f64(),
             a.as_secs_f64(),
             b.as_secs_f64(),
@@ -605,7 +606,8 @@ fn lagd_kill_and_restart(kernel: &str) {
             left.len(),
             sent - got,
             bursts(&lost, killed_epoch),
-            lab.partner_system()
+            lab.partner_system(),
+            begun.elapsed().as_secs_f64()
         ),
     );
     assert_eq!(
