@@ -1275,20 +1275,30 @@ fn select_settle(
 /// `ad_select` stable, bandwidth and count with the kernel bond as the oracle: one actor with
 /// links to two partner systems (partner B on links 0 and 1, partner C on 2, 3 and 4; all veth,
 /// the same speed, so bandwidth ranks as count does), the kernel bond and lagd each as the actor
-/// for each policy (six labs, stepped together): start with only B's links up; link 0 lost;
-/// returned; partner C gains its three links (C now has more); B's links lost. After each step
-/// the partner each actor settled on (the links it distributes on, the system MAC it holds
-/// there) must be the kernel's for the same policy.
+/// for each policy (six labs, built side by side, stepped together): start with only B's links
+/// up; link 0 lost; returned; partner C gains its three links (C now has more); B's links lost.
+/// After each step the partner each actor settled on (the links it distributes on, the system
+/// MAC it holds there) must be the kernel's for the same policy.
 fn ad_select(kernel: &str) {
     let begun = Instant::now();
     let policies = ["stable", "bandwidth", "count"];
-    let mut labs: Vec<(String, SelectLab)> = Vec::new();
-    for policy in policies {
-        for lagd in [false, true] {
-            let name = format!("{} {policy}", if lagd { "lagd" } else { "kernel" });
-            labs.push((name, SelectLab::new(lagd, policy)));
-        }
-    }
+    // Built side by side: most of a lab's setup is waiting for processes (`ip`, lagd's start).
+    let mut labs: Vec<(String, SelectLab)> = thread::scope(|s| {
+        let builders: Vec<_> = policies
+            .iter()
+            .flat_map(|&policy| [(false, policy), (true, policy)])
+            .map(|(lagd, policy)| {
+                s.spawn(move || {
+                    let name = format!("{} {policy}", if lagd { "lagd" } else { "kernel" });
+                    (name, SelectLab::new(lagd, policy))
+                })
+            })
+            .collect();
+        builders
+            .into_iter()
+            .map(|b| b.join().expect("building an ad_select lab"))
+            .collect()
+    });
     // The lagd labs' members came up as each lagd started: from here every actor has its
     // links.
     let started = Instant::now();
