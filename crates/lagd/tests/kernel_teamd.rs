@@ -12,7 +12,9 @@
 //! - both active, fast rate, and lagd passive against teamd active;
 //! - each member lost and returned (its link set down for 1.3 s on lagd's side);
 //! - teamd killed (SIGKILL) and started again, re-creating its team device (a partner
-//!   restart).
+//!   restart);
+//! - lagd killed (SIGKILL) and started again: it resumes from its state file, and teamd's
+//!   ports never leave selected and distributing (sampled across the restart).
 //!
 //! Asserted: convergence within the bounds the standard's timers give, no loss on a converged
 //! bond, the bond reconverging after each flap and after the restart, no `not_collecting` drop
@@ -27,6 +29,8 @@ mod guest;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -514,6 +518,118 @@ fn flap_and_restart(kernel: &str) {
     lab.stop();
 }
 
+/// lagd killed (SIGKILL) and started again with the same bond and control socket while teamd
+/// runs on: lagd resumes from its state file with the partner it had (no aggregate wait), back
+/// well within teamd's fast timeout (3 s), so teamd never sees the restart: sampled every 50 ms
+/// across the kill and the restart, each of teamd's ports stays selected and distributing. The
+/// pings lost while no lagd forwards (its own dataplane) are reported; none may be lost once it
+/// is back.
+fn lagd_kill_and_restart(kernel: &str) {
+    let begun = Instant::now();
+    let opts = "mode=802.3ad lacp_rate=fast fastpath=off";
+    let mut lab = Lab::new(kernel, opts);
+    lab.wait_distributing(lab.lagd_started, Duration::from_secs(15));
+    let ping = lab.ping(600); // 6 s
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (ns, team, stop) = (
+            lab.topo.ns(Side::B).to_owned(),
+            lab.team.clone(),
+            Arc::clone(&stop),
+        );
+        let links: Vec<String> = lab.topo.links().iter().map(|l| l.name.clone()).collect();
+        thread::spawn(move || {
+            let t0 = Instant::now();
+            let (mut samples, mut left) = (0u32, Vec::new());
+            while !stop.load(Ordering::Relaxed) {
+                let text = try_sh(
+                    "ip",
+                    &["netns", "exec", &ns, "teamdctl", &team, "state", "dump"],
+                );
+                let dump: Option<Value> = text.ok().and_then(|t| serde_json::from_str(&t).ok());
+                samples += 1;
+                let ports: Vec<(bool, u64)> = links
+                    .iter()
+                    .map(|l| {
+                        let r = dump.as_ref().map(|d| &d["ports"][l]["runner"]);
+                        (
+                            r.and_then(|r| r["selected"].as_bool()).unwrap_or(false),
+                            r.and_then(|r| r["actor_lacpdu_info"]["state"].as_u64())
+                                .unwrap_or(0),
+                        )
+                    })
+                    .collect();
+                if !ports.iter().all(|&(sel, st)| sel && st & DISTRIBUTING != 0) {
+                    left.push(format!(
+                        "{:.3} s: (selected, actor state) {ports:?}",
+                        t0.elapsed().as_secs_f64()
+                    ));
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+            (samples, left)
+        })
+    };
+    thread::sleep(Duration::from_millis(1000));
+    let partner_before = lab.partner_system();
+    let killed = Instant::now();
+    let killed_epoch = epoch_now();
+    lab.topo.signal(lab.lagd, "KILL").expect("kill -9 lagd");
+    let gone = lab
+        .topo
+        .wait_exit(lab.lagd, Duration::from_secs(5))
+        .expect("lagd's exit");
+    assert!(gone.is_some(), "lagd still runs 5 s after SIGKILL");
+    let (lagd, control) = start_lagd(&mut lab.topo, opts);
+    lab.lagd = lagd;
+    lab.control = control;
+    let answering = killed.elapsed();
+    let (a, b) = lab.wait_distributing(killed, Duration::from_secs(15));
+    thread::sleep(Duration::from_millis(1000));
+    stop.store(true, Ordering::Relaxed);
+    let (samples, left) = sampler.join().expect("the sampling thread");
+    let (sent, got, lost) = Lab::ping_losses(ping);
+    let log = lab.topo.log_tail(lab.lagd, 400);
+    let resumed = log.matches("the member takes up with this partner").count();
+    report(
+        kernel,
+        "lagd killed (-9), started again",
+        &format!(
+            "lagd answering {:.2} s, distributing {:.2} s after the kill (teamd {:.2} s); \
+             members resumed {resumed} of {}; teamd's ports out of selected/distributing in {} \
+             of {samples} samples; pings lost {} of {sent} (bursts from the kill: {}); lagd's \
+             partner system {partner_before} before, {} after; the scenario took {:.1} s",
+            answering.as_secs_f64(),
+            a.as_secs_f64(),
+            b.as_secs_f64(),
+            lab.topo.links().len(),
+            left.len(),
+            sent - got,
+            bursts(&lost, killed_epoch),
+            lab.partner_system(),
+            begun.elapsed().as_secs_f64()
+        ),
+    );
+    assert_eq!(
+        resumed,
+        lab.topo.links().len(),
+        "kernel {kernel}: the restarted lagd did not resume every member:\n{log}"
+    );
+    assert!(
+        samples >= 5 && left.is_empty(),
+        "kernel {kernel}: teamd's ports left selected/distributing across lagd's restart \
+         ({samples} samples):\n{}\n{log}\nteamd:\n{}",
+        left.join("\n"),
+        lab.topo.log_tail(lab.teamd, 40)
+    );
+    let (sent, got) = Lab::ping_result(lab.ping(200));
+    assert_eq!(
+        got, sent,
+        "kernel {kernel}: pings lost after lagd's restart"
+    );
+    lab.stop();
+}
+
 fn scenarios(kernel: &str) {
     assert!(in_path("ping"), "ping (iputils-ping) is needed");
     // Fast: the aggregate wait (2 s) plus a few fast periodic LACPDUs (1 s apart).
@@ -530,6 +646,7 @@ fn scenarios(kernel: &str) {
         Duration::from_secs(10),
     );
     flap_and_restart(kernel);
+    lagd_kill_and_restart(kernel);
 }
 
 #[test]
