@@ -1399,19 +1399,19 @@ fn scenarios(kernel: &str) {
 }
 
 #[test]
-#[ignore = "about 3 minutes per kernel: run with --ignored (CI does, in its last stage)"]
+#[ignore = "about 3 minutes per kernel: run with --ignored (CI does, beside its kernel matrix)"]
 fn kernel_lacp_5_10() {
     in_guest("5.10", "kernel_lacp_5_10", 600, scenarios);
 }
 
 #[test]
-#[ignore = "about 3 minutes per kernel: run with --ignored (CI does, in its last stage)"]
+#[ignore = "about 3 minutes per kernel: run with --ignored (CI does, beside its kernel matrix)"]
 fn kernel_lacp_6_1() {
     in_guest("6.1", "kernel_lacp_6_1", 600, scenarios);
 }
 
 #[test]
-#[ignore = "about 3 minutes per kernel: run with --ignored (CI does, in its last stage)"]
+#[ignore = "about 3 minutes per kernel: run with --ignored (CI does, beside its kernel matrix)"]
 fn kernel_lacp_6_12() {
     in_guest("6.12", "kernel_lacp_6_12", 600, scenarios);
 }

@@ -227,19 +227,19 @@ fn parity(kernel: &str) {
 }
 
 #[test]
-#[ignore = "about 2 minutes per kernel: run with --ignored (CI does, in its last stage)"]
+#[ignore = "about 2 minutes per kernel: run with --ignored (CI does, beside its kernel matrix)"]
 fn kernel_status_5_10() {
     in_guest("5.10", "kernel_status_5_10", 600, parity);
 }
 
 #[test]
-#[ignore = "about 2 minutes per kernel: run with --ignored (CI does, in its last stage)"]
+#[ignore = "about 2 minutes per kernel: run with --ignored (CI does, beside its kernel matrix)"]
 fn kernel_status_6_1() {
     in_guest("6.1", "kernel_status_6_1", 600, parity);
 }
 
 #[test]
-#[ignore = "about 2 minutes per kernel: run with --ignored (CI does, in its last stage)"]
+#[ignore = "about 2 minutes per kernel: run with --ignored (CI does, beside its kernel matrix)"]
 fn kernel_status_6_12() {
     in_guest("6.12", "kernel_status_6_12", 600, parity);
 }

@@ -650,19 +650,19 @@ fn scenarios(kernel: &str) {
 }
 
 #[test]
-#[ignore = "about 1.5 minutes per kernel: run with --ignored (CI does, in its last stage)"]
+#[ignore = "about 1.5 minutes per kernel: run with --ignored (CI does, beside its kernel matrix)"]
 fn kernel_teamd_5_10() {
     in_guest("5.10", "kernel_teamd_5_10", 600, scenarios);
 }
 
 #[test]
-#[ignore = "about 1.5 minutes per kernel: run with --ignored (CI does, in its last stage)"]
+#[ignore = "about 1.5 minutes per kernel: run with --ignored (CI does, beside its kernel matrix)"]
 fn kernel_teamd_6_1() {
     in_guest("6.1", "kernel_teamd_6_1", 600, scenarios);
 }
 
 #[test]
-#[ignore = "about 1.5 minutes per kernel: run with --ignored (CI does, in its last stage)"]
+#[ignore = "about 1.5 minutes per kernel: run with --ignored (CI does, beside its kernel matrix)"]
 fn kernel_teamd_6_12() {
     in_guest("6.12", "kernel_teamd_6_12", 600, scenarios);
 }
