@@ -11,6 +11,8 @@
 #   ab       active-backup                 lacp     802.3ad layer3+4
 #   tlb      balance-tlb layer3+4          alb      balance-alb layer3+4
 #   bcast    broadcast
+#   stripe   stripe (TCP striped over both links, ordered in the kernel; other frames one link
+#            per flow)
 #   (every lagd with fastpath=on and miimon=100; tlb and alb: lagd on host A only, host B a
 #   Linux bridge over its link ends, as `lagctl lab` sets these modes up)
 #
@@ -33,7 +35,7 @@ cd "$(dirname "$0")/.."
 RUNS="${RUNS:-4}"
 DURATION="${DURATION:-8}"
 OUT="${OUT:-bench/modes.md}"
-read -r -a SETUPS <<<"${SETUPS:-direct xor encap34 encap23 rr ab lacp tlb alb bcast}"
+read -r -a SETUPS <<<"${SETUPS:-direct xor encap34 encap23 rr ab lacp tlb alb bcast stripe}"
 TESTS=(tcp1 tcp8 udp64)
 
 # shellcheck source=bench/lib.sh
@@ -53,6 +55,7 @@ setup_args() { # setup
         tlb) echo "$lagd --mode balance-tlb --policy layer3+4" ;;
         alb) echo "$lagd --mode balance-alb --policy layer3+4" ;;
         bcast) echo "$lagd --mode broadcast --policy layer3+4" ;;
+        stripe) echo "$lagd --mode stripe --policy layer3+4" ;;
         *) echo "modes.sh: unknown setup $1" >&2; return 1 ;;
     esac
 }
