@@ -1039,25 +1039,33 @@ INLINE int plain_l34_hash(struct __sk_buff *skb, __u32 *out) {
     return 1;
 }
 
-// Modulo and buckets without balance-tlb, from the hash on: the general path's choice,
-// counts and verdict, for plain_l34_hash's frames.
-INLINE int send_hashed(struct __sk_buff *skb, const struct table *t, __u32 hash) {
-    skb->cb[0] = hash;
-    __u32 port = NO_PORT;
+// The member modulo or buckets picks for `hash` (NO_PORT if none), buckets counting the
+// frame against its bucket for the rebalancer.
+INLINE __u32 hashed_port(struct __sk_buff *skb, const struct table *t, __u32 hash) {
     if (t->rule == RULE_MODULO) {
         __u32 n = t->n_usable;
         if (n > 0 && n <= MAX_MEMBERS)
-            port = t->usable[BOUND(hash % n, MAX_MEMBERS - 1)];
-    } else {
-        __u32 b = BOUND(bucket_of(t->seed, hash), 0xff);
-        port = t->bucket[b];
-        struct bucket_load *l = bpf_map_lookup_elem(&lagd_buckets, &b);
-        if (l) {
-            l->bytes += skb->len;
-            l->last_ns = bpf_ktime_get_ns();
-        }
+            return t->usable[BOUND(hash % n, MAX_MEMBERS - 1)];
+        return NO_PORT;
     }
+    __u32 b = BOUND(bucket_of(t->seed, hash), 0xff);
+    // Read before the lookup: `b` passes through the stack to the helper, and 6.1's verifier
+    // loses its bound there.
+    __u32 port = t->bucket[b];
+    struct bucket_load *l = bpf_map_lookup_elem(&lagd_buckets, &b);
+    if (l) {
+        l->bytes += skb->len;
+        l->last_ns = bpf_ktime_get_ns();
+    }
+    return port;
+}
+
+// The frame to `port`, counted; dropped (counted against no member) when the table has no
+// such member.
+INLINE int send_to_port(struct __sk_buff *skb, const struct table *t, __u32 port) {
     skb->cb[1] = port;
+    // BOUND: with balance-tlb's fallback to the active member the compiler proves the mask
+    // redundant and drops it, in a form 5.10's and 6.1's verifiers cannot follow.
     if (port >= MAX_MEMBERS || t->ifindex[BOUND(port, MAX_MEMBERS - 1)] == 0) {
         count_tx(MAX_MEMBERS, skb->len);
         return TC_ACT_SHOT;
@@ -1075,8 +1083,11 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         return TC_ACT_OK;
     __u32 plain;
     if ((t->rule == RULE_MODULO || t->rule == RULE_BUCKETS) && t->policy == POLICY_LAYER34 &&
-        !(t->flags & FLAG_TLB) && plain_l34_hash(skb, &plain))
-        return send_hashed(skb, t, plain);
+        !(t->flags & FLAG_TLB) && plain_l34_hash(skb, &plain)) {
+        // The general path's choice, counts and verdict for these frames, from the hash on.
+        skb->cb[0] = plain;
+        return send_to_port(skb, t, hashed_port(skb, t, plain));
+    }
     struct view v;
     view_of(skb, &v);
     if (for_lagd(skb, &v))
@@ -1147,18 +1158,8 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     __u32 port = NO_PORT;
     if (by_active) {
         port = t->active;
-    } else if (t->rule == RULE_MODULO) {
-        __u32 n = t->n_usable;
-        if (n > 0 && n <= MAX_MEMBERS)
-            port = t->usable[BOUND(hash % n, MAX_MEMBERS - 1)];
-    } else if (t->rule == RULE_BUCKETS) {
-        __u32 b = BOUND(bucket_of(t->seed, hash), 0xff);
-        port = t->bucket[b];
-        struct bucket_load *l = bpf_map_lookup_elem(&lagd_buckets, &b);
-        if (l) {
-            l->bytes += skb->len;
-            l->last_ns = bpf_ktime_get_ns();
-        }
+    } else if (t->rule == RULE_MODULO || t->rule == RULE_BUCKETS) {
+        port = hashed_port(skb, t, hash);
     } else if (t->rule == RULE_RR) {
         port = rr_port(t);
     }
@@ -1168,15 +1169,7 @@ int lagd_tap_egress(struct __sk_buff *skb) {
             port = t->active;
         tlb_source(skb, t, &v, port);
     }
-    skb->cb[1] = port;
-    // BOUND: with balance-tlb's fallback to the active member the compiler proves the mask
-    // redundant and drops it, in a form 5.10's and 6.1's verifiers cannot follow.
-    if (port >= MAX_MEMBERS || t->ifindex[BOUND(port, MAX_MEMBERS - 1)] == 0) {
-        count_tx(MAX_MEMBERS, skb->len);
-        return TC_ACT_SHOT;
-    }
-    count_tx(port, skb->len);
-    return bpf_redirect(t->ifindex[BOUND(port, MAX_MEMBERS - 1)], 0);
+    return send_to_port(skb, t, port);
 }
 
 // The slot of a flow's kernel words (lagd_proto::stripe::tcp::FlowKey::kernel_slot).
