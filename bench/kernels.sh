@@ -8,7 +8,12 @@
 #   lagd-xor   lagd at both ends, mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on
 #   lagd-lacp  lagd at both ends, mode=802.3ad xmit_hash_policy=layer3+4 lacp_rate=fast
 #              fastpath=on
+#   bond-bcast / lagd-bcast  mode broadcast (every frame on both links)
+#   bond-tlb / lagd-tlb      mode balance-tlb xmit_hash_policy layer3+4
+#   bond-rr / lagd-rr        mode balance-rr packets_per_slave 1
 #
+# The last six are the modes issue 27 measures against direct veth on this machine; here the
+# kernel bond of the same mode is beside them, for what the mode itself costs.
 # between two network namespaces joined by 2 unshaped veth links inside the guest.
 # fastpath=on makes lagd refuse to start without its kernel path (fastpath_attach=auto: clsact
 # filters where the kernel has no tcx), so every lagd figure is the programs'; lagd's status
@@ -26,7 +31,8 @@
 #
 # Usage, as root from the repository:  bash bench/kernels.sh
 # Environment: KERNELS ("5.10 6.1 6.12"), ROUNDS (3), DURATION (seconds per test, 3), SETUPS
-# (a subset of the five, in the first round's order),
+# (a subset of the eleven, in the first round's order; default: direct and the xor and 802.3ad
+# pairs),
 # OUT (bench/kernels.md: the section between the kernels.sh markers is replaced, the rest kept),
 # KEEP (set: keep the work directory with every guest's raw results and lagd's logs).
 # Needs: python3, cargo, cc, iperf3, jq, iproute2, ping; tools/uml.py's needs.
@@ -73,6 +79,19 @@ lagd_up() { # ns: true when lagd answers with every member up (and, for 802.3ad,
     [ "$(jq '[.members[] | select(.mii_status == "up")] | length' "$R/status.tmp")" = 2 ]
 }
 
+# kernel_mode KIND: the mode and its options as `ip link add ... type bond` takes them (lagd's
+# options are the same words joined by `=`).
+kernel_mode() {
+    case $1 in
+        xor) echo "mode balance-xor xmit_hash_policy layer3+4" ;;
+        lacp) echo "mode 802.3ad xmit_hash_policy layer3+4 lacp_rate fast" ;;
+        bcast) echo "mode broadcast" ;;
+        tlb) echo "mode balance-tlb xmit_hash_policy layer3+4" ;;
+        rr) echo "mode balance-rr packets_per_slave 1" ;;
+        *) echo "kernels.sh: no setup kind $1" >&2; return 1 ;;
+    esac
+}
+
 # setup NAME: the namespaces and links, then NAME's configuration; sets DST1, DST2.
 setup() {
     local s=$1 i ns n mode opts
@@ -93,12 +112,11 @@ setup() {
             DST1=10.1.0.2 DST2=10.2.0.2
             ;;
         bond-*)
-            mode=balance-xor
-            [ "$s" = bond-lacp ] && mode="802.3ad lacp_rate fast"
+            mode=$(kernel_mode "${s#bond-}")
             n=1
             for ns in kbA kbB; do
-                # shellcheck disable=SC2086 # mode is two words for 802.3ad
-                ip -n "$ns" link add bond0 type bond mode $mode xmit_hash_policy layer3+4 miimon 100
+                # shellcheck disable=SC2086 # the mode and its options are several words
+                ip -n "$ns" link add bond0 type bond $mode miimon 100
                 for i in 0 1; do ip -n "$ns" link set "m$i" master bond0; done
                 ip -n "$ns" link set bond0 up
                 ip -n "$ns" addr add "10.0.0.$n/24" dev bond0
@@ -111,9 +129,7 @@ setup() {
             DST1=10.0.0.2 DST2=10.0.0.2
             ;;
         lagd-*)
-            opts="mode=balance-xor xmit_hash_policy=layer3+4 miimon=100 fastpath=on"
-            [ "$s" = lagd-lacp ] &&
-                opts="mode=802.3ad xmit_hash_policy=layer3+4 lacp_rate=fast miimon=100 fastpath=on"
+            opts="$(kernel_mode "${s#lagd-}" | sed 's/ \([a-z_0-9]*\) \([^ ]*\)/ \1=\2/g; s/^mode /mode=/') miimon=100 fastpath=on"
             n=1
             for ns in kbA kbB; do
                 for i in 0 1; do ip -n "$ns" link set "m$i" up; done
@@ -257,8 +273,8 @@ cc -O2 -Wall -o "$work/mmsg" bench/tools/mmsg.c
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 for k in $KERNELS; do
     echo "== $k"
-    # ~100 s per round; a guest that hangs is killed.
-    python3 tools/uml.py run "$k" --rw "$work" --timeout $((ROUNDS * 200 + 60)) \
+    # ~20 s per setup and round; a guest that hangs is killed.
+    python3 tools/uml.py run "$k" --rw "$work" --timeout $((ROUNDS * ${#SETUPS[@]} * 40 + 60)) \
         -e ROUNDS="$ROUNDS" -e DURATION="$DURATION" -e FAIL_AT="$FAIL_AT" -e SETUPS="${SETUPS[*]}" \
         -- bash bench/kernels.sh --guest "$work" 2>&1 | tee "$work/run-$k.log" || true
 done
