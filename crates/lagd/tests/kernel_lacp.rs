@@ -263,39 +263,29 @@ impl Lab {
     }
 
     fn lagd_distributing(&self) -> Vec<bool> {
-        self.status()
-            .members
-            .iter()
-            .map(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
-            .collect()
+        guest::lagd_distributing(&self.status())
     }
 
     /// Waits until both ends distribute on every member; returns when each end first did,
     /// counted from `since`.
     fn wait_distributing(&self, since: Instant, within: Duration) -> (Duration, Duration) {
-        let (mut a, mut b) = (None, None);
-        while a.is_none() || b.is_none() {
-            let t = since.elapsed();
-            if a.is_none() && self.lagd_distributing().iter().all(|&d| d) {
-                a = Some(t);
-            }
-            if b.is_none() && self.kernel_distributing().iter().all(|&d| d) {
-                b = Some(t);
-            }
-            assert!(
-                t < within,
-                "kernel {}: not distributing on every member after {within:?} (lagd {:?}, \
-                 kernel {:?}):\n{}\n{}\n{}",
-                self.kernel,
-                self.lagd_distributing(),
-                self.kernel_distributing(),
-                self.status().render(),
-                self.proc_bonding(),
-                self.topo.log_tail(self.lagd, 40)
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-        (a.unwrap(), b.unwrap())
+        guest::wait_both(
+            since,
+            within,
+            || self.lagd_distributing().iter().all(|&d| d),
+            || self.kernel_distributing().iter().all(|&d| d),
+            || {
+                format!(
+                    "kernel {}: lagd {:?}, kernel {:?}\n{}\n{}\nlagd:\n{}",
+                    self.kernel,
+                    self.lagd_distributing(),
+                    self.kernel_distributing(),
+                    self.status().render(),
+                    self.proc_bonding(),
+                    self.topo.log_tail(self.lagd, 40),
+                )
+            },
+        )
     }
 
     /// Starts `count` pings from A to B, `PING_INTERVAL` apart.
@@ -305,16 +295,7 @@ impl Lab {
 
     /// Starts `count` pings from `side` to the other host, `PING_INTERVAL` apart.
     fn ping_from(&self, side: Side, count: u32) -> Child {
-        let to = if side == Side::A { 2 } else { 1 };
-        Command::new("ip")
-            .args(["netns", "exec", self.topo.ns(side), "ping", "-D", "-n"])
-            .args(["-c", &count.to_string(), "-W", "1", "-i"])
-            .arg(format!("{}", PING_INTERVAL.as_secs_f64()))
-            .arg(self.topo.address(to).to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("ping (iputils-ping)")
+        guest::ping_other_host(&self.topo, side, count, PING_INTERVAL)
     }
 
     /// Waits for a ping started by [`Lab::ping`]; returns (sent, received).

@@ -28,7 +28,7 @@ mod common;
 mod guest;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -212,40 +212,30 @@ impl Lab {
     }
 
     fn lagd_distributing(&self) -> Vec<bool> {
-        self.status()
-            .members
-            .iter()
-            .map(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
-            .collect()
+        guest::lagd_distributing(&self.status())
     }
 
     /// Waits until both ends distribute on every member; returns when each end first did,
     /// counted from `since`.
     fn wait_distributing(&self, since: Instant, within: Duration) -> (Duration, Duration) {
-        let (mut a, mut b) = (None, None);
-        while a.is_none() || b.is_none() {
-            let t = since.elapsed();
-            if a.is_none() && self.lagd_distributing().iter().all(|&d| d) {
-                a = Some(t);
-            }
-            if b.is_none() && self.teamd_distributing().iter().all(|&d| d) {
-                b = Some(t);
-            }
-            assert!(
-                t < within,
-                "kernel {}: not distributing on every member after {within:?} (lagd {:?}, \
-                 teamd {:?}):\n{}\n{}\nlagd:\n{}\nteamd:\n{}",
-                self.kernel,
-                self.lagd_distributing(),
-                self.teamd_distributing(),
-                self.status().render(),
-                serde_json::to_string_pretty(&self.dump()["ports"]).unwrap_or_default(),
-                self.topo.log_tail(self.lagd, 40),
-                self.topo.log_tail(self.teamd, 40)
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-        (a.unwrap(), b.unwrap())
+        guest::wait_both(
+            since,
+            within,
+            || self.lagd_distributing().iter().all(|&d| d),
+            || self.teamd_distributing().iter().all(|&d| d),
+            || {
+                format!(
+                    "kernel {}: lagd {:?}, teamd {:?}\n{}\n{}\nlagd:\n{}\nteamd:\n{}",
+                    self.kernel,
+                    self.lagd_distributing(),
+                    self.teamd_distributing(),
+                    self.status().render(),
+                    serde_json::to_string_pretty(&self.dump()["ports"]).unwrap_or_default(),
+                    self.topo.log_tail(self.lagd, 40),
+                    self.topo.log_tail(self.teamd, 40),
+                )
+            },
+        )
     }
 
     /// Polls both ends from `since` until both distribute on every member, and returns the
@@ -288,16 +278,7 @@ impl Lab {
 
     /// Starts `count` pings from `side` to the other host, `PING_INTERVAL` apart.
     fn ping_from(&self, side: Side, count: u32) -> Child {
-        let to = if side == Side::A { 2 } else { 1 };
-        Command::new("ip")
-            .args(["netns", "exec", self.topo.ns(side), "ping", "-D", "-n"])
-            .args(["-c", &count.to_string(), "-W", "1", "-i"])
-            .arg(format!("{}", PING_INTERVAL.as_secs_f64()))
-            .arg(self.topo.address(to).to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("ping (iputils-ping)")
+        guest::ping_other_host(&self.topo, side, count, PING_INTERVAL)
     }
 
     fn ping(&self, count: u32) -> Child {

@@ -11,7 +11,11 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lagd::status::Status;
+use lagd_lab::topology::{Side, Topology};
 
 /// Set in the guest to the version of the kernel it runs (`5.10`, `6.1`, `6.12`).
 pub(crate) const GUEST_ENV: &str = "LAGD_GUEST_KERNEL";
@@ -57,7 +61,7 @@ pub(crate) fn in_guest(
     let uml = repo_root().join("tools/uml.py");
     assert!(uml.exists(), "{} is missing", uml.display());
     let exe = std::env::current_exe().expect("this test binary's path");
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let out = Command::new("python3")
         .arg(&uml)
         .args(["run", kernel, "--timeout", &timeout_s.to_string(), "-e"])
@@ -186,4 +190,66 @@ pub(crate) fn ping_losses(child: Child, interval: Duration) -> (u32, u32, Vec<f6
         })
         .collect();
     (sent, got, lost)
+}
+
+/// Per member of lagd's `status` (in its order): whether its LACP actor distributes.
+pub(crate) fn lagd_distributing(status: &Status) -> Vec<bool> {
+    status
+        .members
+        .iter()
+        .map(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
+        .collect()
+}
+
+/// Polls two ends of an aggregation every 20 ms until each says it distributes on every
+/// member (`lagd`, `peer`); returns when each first did, counted from `since`. Past `within`
+/// it panics with what `failure` says (the ends' states and logs).
+pub(crate) fn wait_both(
+    since: Instant,
+    within: Duration,
+    mut lagd: impl FnMut() -> bool,
+    mut peer: impl FnMut() -> bool,
+    failure: impl Fn() -> String,
+) -> (Duration, Duration) {
+    let (mut a, mut b) = (None, None);
+    loop {
+        let t = since.elapsed();
+        if a.is_none() && lagd() {
+            a = Some(t);
+        }
+        if b.is_none() && peer() {
+            b = Some(t);
+        }
+        if let (Some(a), Some(b)) = (a, b) {
+            return (a, b);
+        }
+        assert!(
+            t < within,
+            "not distributing on every member after {within:?} (lagd {}, peer {}):\n{}",
+            a.is_some(),
+            b.is_some(),
+            failure()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts `count` pings (`ping -D`, `interval` apart) from `side` of a two-host topology to the
+/// other host's address; [`ping_losses`] waits for them.
+pub(crate) fn ping_other_host(
+    topo: &Topology,
+    side: Side,
+    count: u32,
+    interval: Duration,
+) -> Child {
+    let to = if side == Side::A { 2 } else { 1 };
+    Command::new("ip")
+        .args(["netns", "exec", topo.ns(side), "ping", "-D", "-n"])
+        .args(["-c", &count.to_string(), "-W", "1", "-i"])
+        .arg(format!("{}", interval.as_secs_f64()))
+        .arg(topo.address(to).to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ping (iputils-ping)")
 }
