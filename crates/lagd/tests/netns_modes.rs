@@ -2129,8 +2129,8 @@ fn pin_neighbours(lab: &Lab) {
     }
 }
 
-/// Host A's members' MII status, read `samples` times 100 ms apart after `settle`; panics
-/// unless every reading is `want` (`None`: not checked).
+/// Host A's members' MII status, read 8 times 100 ms apart after `settle`; panics unless every
+/// reading is `want` (`None`: not checked).
 fn members_stay(lab: &Lab, settle: Duration, want: [Option<&str>; 2], what: &str) {
     thread::sleep(settle);
     for _ in 0..8 {
@@ -2197,7 +2197,7 @@ fn arp_validate_every_value_in_active_backup() {
     for (v, fastpath, path) in cases {
         let what = format!("active-backup arp_validate={v} {fastpath}");
         let a = format!(
-            "mode=active-backup arp_interval=100 arp_missed_max=3 arp_ip_target={{B}} \
+            "mode=active-backup arp_interval=100 arp_missed_max=5 arp_ip_target={{B}} \
              arp_validate={v} {fastpath}"
         );
         let topo = Topology::create(2).expect("create topology");
@@ -2208,7 +2208,7 @@ fn arp_validate_every_value_in_active_backup() {
         let backup = if backup_validates { "down" } else { "up" };
         members_stay(
             &lab,
-            Duration::from_millis(1500),
+            Duration::from_millis(2000),
             [Some("up"), Some(backup)],
             &format!("{what}, B answering"),
         );
@@ -2221,7 +2221,7 @@ fn arp_validate_every_value_in_active_backup() {
         let bond = format!("{}bA", lab.topo.tag());
         let nobody = format!("arp_ip_target={}", lab.topo.address(99));
         lagctl_ok(&lab.controls[0], &["set", &bond, &nobody]);
-        udp_only_from_b(&lab, Duration::from_millis(3500), || {
+        udp_only_from_b(&lab, Duration::from_millis(4000), || {
             let want = match v {
                 "none" => [Some("up"), Some("up")],
                 "backup" => [Some("up"), Some("down")],
@@ -2232,7 +2232,7 @@ fn arp_validate_every_value_in_active_backup() {
             };
             members_stay(
                 &lab,
-                Duration::from_millis(1500),
+                Duration::from_millis(2000),
                 want,
                 &format!("{what}, only UDP"),
             );
@@ -2280,7 +2280,7 @@ fn arp_validate_every_value_in_balance_xor() {
     for (v, fastpath, path) in cases {
         let what = format!("balance-xor arp_validate={v} {fastpath}");
         let a = format!(
-            "mode=balance-xor xmit_hash_policy=layer3+4 arp_interval=100 arp_missed_max=3 \
+            "mode=balance-xor xmit_hash_policy=layer3+4 arp_interval=100 arp_missed_max=5 \
              arp_ip_target={{B}} arp_validate={v} {fastpath}"
         );
         let topo = Topology::create(2).expect("create topology");
