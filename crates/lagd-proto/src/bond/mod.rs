@@ -366,7 +366,8 @@ impl Bond {
 
     /// Whether the bond must see the neighbour solicitations and advertisements its members
     /// receive: the ARP monitor's IPv6 targets (`ns_ip6_target`) with `arp_validate`, which
-    /// counts only the targets' advertisements (and, on backups, the probes) as signs of life.
+    /// counts, on the members it validates on, only the targets' solicitations and
+    /// advertisements as signs of life.
     /// Without validation any frame counts, and a fast path reports them with
     /// [`Bond::note_received_elsewhere`].
     pub fn wants_member_ndisc(&self) -> bool {

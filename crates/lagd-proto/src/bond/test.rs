@@ -1808,3 +1808,22 @@ fn arp_validate_in_balance_xor_a_member_taken_out_validates_as_a_backup() {
         assert_eq!(b.usable(), &[PortId(0), PortId(1)], "arp_validate={v}");
     }
 }
+
+#[test]
+fn arp_validate_backup_trusts_the_bonds_probes_only_once_the_active_member_heard() {
+    // The active member hears no valid ARP since it became active: the probes it sends prove
+    // nothing to a backup that hears them (as the driver: the active member may be cut off).
+    let mut b = bond(
+        "mode=active-backup arp_interval=100 arp_ip_target=10.0.0.9 arp_validate=all",
+        2,
+    );
+    b.learn_from_host(&host_arp());
+    for t in (0..=1500).step_by(50) {
+        b.tick(at(t));
+        b.heard(at(t), PortId(0), &tcp(1));
+        b.heard(at(t), PortId(1), &own_probe([10, 0, 0, 9]));
+    }
+    let s = b.snapshot(at(1500));
+    assert_eq!(s.ports[1].mii, MiiStatus::Down, "{:?}", s.ports);
+    assert!(!b.carrier());
+}
