@@ -693,13 +693,16 @@ fn bad_configs_name_the_key_and_change_nothing() {
 /// The ARP monitor takes out a member whose carrier is up but whose traffic is dropped (tc
 /// `pfifo limit 0` on both ends of the link), and brings it back when traffic flows again:
 /// through lagd, and with the kernel fast path (which reports the frames it saw per member and
-/// gives lagd the ARP frames), counting any frame and validating ARP replies.
+/// gives lagd the ARP frames), counting any frame and validating ARP replies on the members in
+/// use (`arp_validate=active`: a member taken out is a backup, which does not validate then;
+/// with `backup` or `all` it would wait for the bond's own probes, see
+/// `arp_validate_every_value_in_balance_xor`).
 #[test]
 fn arp_monitor_takes_out_a_member_that_drops_traffic() {
     for (extra, path) in [
         ("fastpath=off", "lagd"),
         ("fastpath=on", "kernel"),
-        ("fastpath=on arp_validate=all", "kernel"),
+        ("fastpath=on arp_validate=active", "kernel"),
     ] {
         arp_monitor_case(extra, path);
     }
@@ -2076,4 +2079,286 @@ fn stripe_kernel_end_and_lagd_end_carry_udp_and_icmp_both_ways() {
     // The kernel end numbered only lagd's own frames (ARP, neighbour discovery, MLD): the
     // 1010 datagrams and pings it sent crossed unnumbered.
     assert!(b.delivered < 100, "lagd end's numbered deliveries: {b:?}");
+}
+
+/// Every `arp_validate` value, in its text form.
+const ARP_VALIDATE: [&str; 7] = [
+    "none",
+    "active",
+    "backup",
+    "all",
+    "filter",
+    "filter_active",
+    "filter_backup",
+];
+
+/// Pins each host's neighbour entry for the other bond (`nud permanent`), after a ping taught
+/// host A's lagd the bond's address: from then on the only ARP frames on the links are host A's
+/// probes and host B's replies to them.
+fn pin_neighbours(lab: &Lab) {
+    assert!(lab.ping(Side::A, 3), "{}", lab.describe());
+    let bond = |side: Side| format!("{}b{}", lab.topo.tag(), side.letter());
+    for (side, other) in [(Side::A, Side::B), (Side::B, Side::A)] {
+        let shown = lab
+            .topo
+            .ip(other, &["-o", "link", "show", "dev", &bond(other)])
+            .unwrap();
+        let mac = shown
+            .split_whitespace()
+            .skip_while(|w| *w != "link/ether")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no MAC in {shown}"))
+            .to_owned();
+        let addr = lab.addrs[side_index(other)].to_string();
+        lab.topo
+            .ip(
+                side,
+                &[
+                    "neigh",
+                    "replace",
+                    &addr,
+                    "lladdr",
+                    &mac,
+                    "dev",
+                    &bond(side),
+                    "nud",
+                    "permanent",
+                ],
+            )
+            .unwrap();
+    }
+}
+
+/// Host A's members' MII status, read 8 times 100 ms apart after `settle`; panics unless every
+/// reading is `want` (`None`: not checked).
+fn members_stay(lab: &Lab, settle: Duration, want: [Option<&str>; 2], what: &str) {
+    thread::sleep(settle);
+    for _ in 0..8 {
+        let s = lab.status(Side::A);
+        for (m, want) in s.members.iter().zip(want) {
+            if let Some(want) = want {
+                assert_eq!(
+                    m.mii_status,
+                    want,
+                    "{what}: member {} {:?}\n{}",
+                    m.name,
+                    s.members,
+                    lab.describe()
+                );
+            }
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Host B sends UDP datagrams (no ARP: the neighbours are pinned) to host A every 10 ms for
+/// `d`, while `during` runs.
+fn udp_only_from_b<T: Send>(lab: &Lab, d: Duration, during: impl FnOnce() -> T + Send) -> T {
+    let to = SocketAddrV4::new(lab.addrs[0], 9);
+    thread::scope(|scope| {
+        let sender = scope.spawn(|| {
+            lab.topo
+                .in_ns(Side::B, || {
+                    let sock = UdpSocket::bind("0.0.0.0:0").expect("udp socket");
+                    let t = Instant::now();
+                    while t.elapsed() < d {
+                        let _ = sock.send_to(b"not arp", to);
+                        thread::sleep(Duration::from_millis(10));
+                    }
+                })
+                .expect("host B's namespace")
+        });
+        let out = during();
+        sender.join().expect("UDP sender");
+        out
+    })
+}
+
+/// `arp_validate` in active-backup, every value, on the kernel path and (for some) on lagd's:
+/// host A probes host B's bond, which runs in broadcast mode, so A's backup hears every frame B
+/// sends, B's replies to the active member's probes included.
+///
+/// First with B answering: the active member stays up whatever the value; the backup, which
+/// hears the replies but never the bond's own probes, goes down exactly where it validates
+/// (`backup`, `all`, `filter_backup`), as with the kernel bond: replies meant for the active
+/// member prove nothing about the backup's path. Then with a target nobody owns, while B sends
+/// A only UDP: any frame keeps a member up where nothing validates it and `filter` is off
+/// (`none`: both; `backup`: the active one); with `filter*` or validation, non-ARP traffic
+/// keeps no member up.
+#[test]
+fn arp_validate_every_value_in_active_backup() {
+    let mut cases: Vec<(&str, &str, &str)> = ARP_VALIDATE
+        .iter()
+        .map(|v| (*v, "fastpath=on", "kernel"))
+        .collect();
+    for v in ["none", "backup", "filter", "filter_active"] {
+        cases.push((v, "fastpath=off", "lagd"));
+    }
+    for (v, fastpath, path) in cases {
+        let what = format!("active-backup arp_validate={v} {fastpath}");
+        let a = format!(
+            "mode=active-backup arp_interval=100 arp_missed_max=5 arp_ip_target={{B}} \
+             arp_validate={v} {fastpath}"
+        );
+        let topo = Topology::create(2).expect("create topology");
+        let lab = Lab::start(topo, [&a, "mode=broadcast miimon=100"], |_| {});
+        assert_eq!(lab.status(Side::A).dataplane.path, path, "{what}");
+        pin_neighbours(&lab);
+        let backup_validates = matches!(v, "backup" | "all" | "filter_backup");
+        let backup = if backup_validates { "down" } else { "up" };
+        members_stay(
+            &lab,
+            Duration::from_millis(2000),
+            [Some("up"), Some(backup)],
+            &format!("{what}, B answering"),
+        );
+        assert_eq!(
+            lab.status(Side::A).active.as_deref(),
+            Some(lab.topo.links()[0].name.as_str()),
+            "{what}"
+        );
+        let failures = lab.status(Side::A).members[0].link_failure_count;
+        let bond = format!("{}bA", lab.topo.tag());
+        let nobody = format!("arp_ip_target={}", lab.topo.address(99));
+        lagctl_ok(&lab.controls[0], &["set", &bond, &nobody]);
+        udp_only_from_b(&lab, Duration::from_millis(4000), || {
+            let want = match v {
+                "none" => [Some("up"), Some("up")],
+                "backup" => [Some("up"), Some("down")],
+                // The active member validates and goes; the other, now a backup that does
+                // not validate, comes back on any frame and becomes active: it may flap.
+                "active" => [None, None],
+                _ => [Some("down"), Some("down")],
+            };
+            members_stay(
+                &lab,
+                Duration::from_millis(2000),
+                want,
+                &format!("{what}, only UDP"),
+            );
+        });
+        let taken_out = lab.status(Side::A).members[0].link_failure_count > failures;
+        assert_eq!(
+            taken_out,
+            !matches!(v, "none" | "backup"),
+            "{what}: member 0 taken out by non-ARP traffic only"
+        );
+        println!("{what}: as the kernel bond");
+    }
+}
+
+/// Waits up to `within` for host A's member `member` to read `want`.
+fn wait_member_status(lab: &Lab, member: usize, want: &str, within: Duration, what: &str) {
+    let t = Instant::now();
+    while lab.status(Side::A).members[member].mii_status != want {
+        assert!(
+            t.elapsed() < within,
+            "{what}: member {member} not {want} after {within:?}\n{}",
+            lab.describe()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `arp_validate` in balance-xor, every value, on the kernel path and (for some) on lagd's:
+/// every member probes host B's bond, which runs in broadcast mode, so each of A's members
+/// hears B's replies to every probe. The members in use are all active: every value keeps
+/// them up. A member that a silence takes out becomes a backup, as in the kernel bond: where
+/// backups validate (`backup`, `all`, `filter_backup`) B's replies do not bring it back (they
+/// answer probes sent on the other member), only the bond's own probes heard through the
+/// switch do (host B's end of link 1 sends member 1 the bond's probe, as a switch floods it
+/// from member 0). Where backups do not validate, the replies bring it back at once.
+#[test]
+fn arp_validate_every_value_in_balance_xor() {
+    let mut cases: Vec<(&str, &str, &str)> = ARP_VALIDATE
+        .iter()
+        .map(|v| (*v, "fastpath=on", "kernel"))
+        .collect();
+    for v in ["none", "all", "filter_backup"] {
+        cases.push((v, "fastpath=off", "lagd"));
+    }
+    for (v, fastpath, path) in cases {
+        let what = format!("balance-xor arp_validate={v} {fastpath}");
+        let a = format!(
+            "mode=balance-xor xmit_hash_policy=layer3+4 arp_interval=100 arp_missed_max=5 \
+             arp_ip_target={{B}} arp_validate={v} {fastpath}"
+        );
+        let topo = Topology::create(2).expect("create topology");
+        let lab = Lab::start(topo, [&a, "mode=broadcast miimon=100"], |_| {});
+        assert_eq!(lab.status(Side::A).dataplane.path, path, "{what}");
+        pin_neighbours(&lab);
+        members_stay(
+            &lab,
+            Duration::from_millis(1000),
+            [Some("up"), Some("up")],
+            &format!("{what}, B answering"),
+        );
+        let links: Vec<String> = lab.topo.links().iter().map(|l| l.name.clone()).collect();
+        lab.topo.drop_link_traffic(&links[1], true).unwrap();
+        wait_member_status(&lab, 1, "down", Duration::from_secs(10), &what);
+        lab.topo.drop_link_traffic(&links[1], false).unwrap();
+        if matches!(v, "backup" | "all" | "filter_backup") {
+            members_stay(
+                &lab,
+                Duration::from_millis(1000),
+                [Some("up"), Some("down")],
+                &format!("{what}, B's replies only"),
+            );
+            // Where host A's members hang from one switch, it floods the bond's probe from
+            // member 0 to member 1: host B's end of link 1 sends member 1 that frame.
+            let probe = own_probe_of(&lab);
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            thread::scope(|scope| {
+                scope.spawn(|| flood_to_link1(&lab, &links[1], &probe, &stop));
+                // Stops the sender also when the wait fails.
+                let _stop = StopOnDrop(&stop);
+                wait_member_status(&lab, 1, "up", Duration::from_secs(5), &what);
+            });
+        } else {
+            wait_member_status(&lab, 1, "up", Duration::from_secs(5), &what);
+        }
+        println!("{what}: as the kernel bond");
+    }
+}
+
+/// Host A's ARP probe of host B's bond, as host A's lagd sends it: broadcast from A's bond MAC,
+/// sender A's bond address, target B's.
+fn own_probe_of(lab: &Lab) -> Vec<u8> {
+    let mac = lab
+        .status(Side::A)
+        .mac
+        .parse::<EthernetAddress>()
+        .expect("the bond's MAC")
+        .0;
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&lab.addrs[0].octets());
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&lab.addrs[1].octets());
+    f
+}
+
+/// Sends `frame` from host B's end of `link` every 100 ms until `stop`.
+fn flood_to_link1(lab: &Lab, link: &str, frame: &[u8], stop: &std::sync::atomic::AtomicBool) {
+    lab.topo
+        .in_ns(Side::B, || {
+            let sock = PacketSocket::bind_name(link, PacketOptions::default())
+                .expect("packet socket on host B's end of link 1");
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                sock.send(frame).expect("send the flooded probe");
+                thread::sleep(Duration::from_millis(100));
+            }
+        })
+        .expect("host B's namespace");
+}
+
+/// Sets its flag when dropped (also while a failed assertion unwinds).
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }

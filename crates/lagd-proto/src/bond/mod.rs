@@ -52,9 +52,15 @@
 //! backup) is taken out as `down`, even with carrier up; traffic it hears brings it back.
 //! IPv6 targets (`ns_ip6_target`) are probed the same way with neighbour solicitations, and
 //! with validation a neighbour solicitation or advertisement from a target counts for it.
-//! With validation (`arp_validate` other than `none`) or `filter`, only ARP frames from a target
-//! count, not any frame (lagd's validation checks the ARP sender address against the targets;
-//! with `arp_all_targets=all` every target must have been heard). Unlike the driver, which stops
+//! `arp_validate` follows the driver: `active`/`backup`/`all` validate on the active member,
+//! the backups, or both (in active-backup the active member is the one in use; in the other
+//! modes every member is active until the monitor takes it out, which makes it a backup). A
+//! member that validates counts only ARP from a target to the bond's address, for that target;
+//! a validating backup trusts instead the bond's own probes to a target, heard through the
+//! switch (the target's replies go to the active member, and prove nothing about a backup's
+//! path). A member that does not validate counts any frame, or with `filter`,
+//! `filter_active` and `filter_backup` any ARP or IPv6 frame. With `arp_all_targets=all`
+//! every target must have been heard. Unlike the driver, which stops
 //! reading carrier when ARP monitoring is on, lagd still takes a member without carrier out.
 //!
 //! In 802.3ad mode the bond owns a [`Lacp`] engine: members are reported to it as their MII
@@ -360,7 +366,8 @@ impl Bond {
 
     /// Whether the bond must see the neighbour solicitations and advertisements its members
     /// receive: the ARP monitor's IPv6 targets (`ns_ip6_target`) with `arp_validate`, which
-    /// counts only the targets' advertisements (and, on backups, the probes) as signs of life.
+    /// counts, on the members it validates on, only the targets' solicitations and
+    /// advertisements as signs of life.
     /// Without validation any frame counts, and a fast path reports them with
     /// [`Bond::note_received_elsewhere`].
     pub fn wants_member_ndisc(&self) -> bool {
@@ -370,12 +377,13 @@ impl Bond {
     }
 
     /// Frames arrived on `port` that a forwarder outside the bond (the kernel fast path)
-    /// delivered or dropped without showing them to [`Bond::receive`]: for the ARP monitor with
-    /// `arp_validate=none`, where any frame received is a sign of life (the ARP frames it
-    /// validates otherwise still come through [`Bond::receive`]).
+    /// delivered or dropped without showing them to [`Bond::receive`]: for the ARP monitor on
+    /// a member where any frame is a sign of life (`arp_validate` neither validates on it nor
+    /// filters; the ARP frames the other values count still come through [`Bond::receive`]).
     pub fn note_received_elsewhere(&mut self, now: Instant, port: PortId) {
         if self.arp.is_some() {
-            ArpMonitor::note_rx_elsewhere(&mut self.ports, &self.opts, now, port);
+            let active = self.sel.active;
+            ArpMonitor::note_rx_elsewhere(&mut self.ports, &self.opts, active, now, port);
         }
     }
 

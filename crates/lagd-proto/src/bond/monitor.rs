@@ -112,14 +112,53 @@ pub(crate) fn delays_timeout(ports: &[Port], opts: &BondOptions) -> Option<Insta
         .min()
 }
 
-/// The sender protocol address of an ARP frame.
-fn arp_sender(frame: &[u8]) -> Option<Ipv4Address> {
+/// An ARP frame's operation, sender and target protocol addresses (Ethernet and IPv4 only, as
+/// the driver checks them).
+fn arp_fields(frame: &[u8]) -> Option<(ArpOperation, Ipv4Address, Ipv4Address)> {
     let eth = EthernetFrame::new_checked(frame).ok()?;
     if eth.ethertype() != EtherType::Arp {
         return None;
     }
     let arp = ArpPacket::new_checked(eth.payload()).ok()?;
-    Some(arp.source_protocol_addr())
+    match ArpRepr::parse(&arp).ok()? {
+        ArpRepr::EthernetIpv4 {
+            operation,
+            source_protocol_addr,
+            target_protocol_addr,
+            ..
+        } => Some((operation, source_protocol_addr, target_protocol_addr)),
+    }
+}
+
+/// Whether member `port` is in the driver's active state, which decides whether
+/// `arp_validate` applies to it: the active member in active-backup; in the other modes every
+/// member the monitors have not taken out (the driver makes a member it takes down a backup).
+fn active_state(ports: &[Port], opts: &BondOptions, active: Option<PortId>, port: PortId) -> bool {
+    if opts.mode.uses_primary() {
+        active == Some(port)
+    } else {
+        ports.get(port.index()).is_some_and(Port::usable)
+    }
+}
+
+/// Whether `arp_validate` validates on a member in the active state (`active`) or a backup:
+/// `active`/`filter_active` on the active, `backup`/`filter_backup` on backups, `all` on both.
+pub(crate) fn validates(v: ArpValidate, active: bool) -> bool {
+    match v {
+        ArpValidate::None | ArpValidate::Filter => false,
+        ArpValidate::Active | ArpValidate::FilterActive => active,
+        ArpValidate::Backup | ArpValidate::FilterBackup => !active,
+        ArpValidate::All => true,
+    }
+}
+
+/// Whether, on a member that does not validate, only ARP (and IPv6) frames are a sign of life
+/// (`filter`, `filter_active`, `filter_backup`) rather than any frame.
+pub(crate) fn filters(v: ArpValidate) -> bool {
+    matches!(
+        v,
+        ArpValidate::Filter | ArpValidate::FilterActive | ArpValidate::FilterBackup
+    )
 }
 
 /// The addresses a neighbour-discovery frame speaks for: its IPv6 source, and for an
@@ -156,6 +195,10 @@ enum Target {
 pub(crate) struct ArpMonitor {
     pub(crate) next: Instant,
     queue: Vec<(PortId, Target)>,
+    /// The member whose probes a validating backup trusts (the active member in
+    /// active-backup, the first usable one in the other modes, as the driver's current active
+    /// member), and since when it is that member.
+    reference: Option<(PortId, Instant)>,
 }
 
 impl ArpMonitor {
@@ -165,43 +208,116 @@ impl ArpMonitor {
         (opts.arp_interval > 0 && targets).then(|| Self {
             next: Instant::ZERO,
             queue: Vec::new(),
+            reference: None,
         })
     }
 
-    /// Frames arrived on `port` that lagd did not see itself (a kernel fast path counted them):
-    /// with `arp_validate=none` any frame is a sign of life, as for [`ArpMonitor::note_rx`].
-    pub(crate) fn note_rx_elsewhere(
-        ports: &mut [Port],
-        opts: &BondOptions,
-        now: Instant,
-        port: PortId,
-    ) {
-        if opts.arp_validate == ArpValidate::None {
-            if let Some(p) = ports.get_mut(port.index()) {
-                p.arp_heard = [now; 2 * MAX_ARP_TARGETS];
-            }
+    /// Follows a change of the reference member (see [`ArpMonitor::reference`]).
+    fn follow(&mut self, ports: &[Port], opts: &BondOptions, active: Option<PortId>, now: Instant) {
+        let now_ref = if opts.mode.uses_primary() {
+            active
+        } else {
+            ports
+                .iter()
+                .position(Port::usable)
+                .map(|i| PortId(i as u16))
+        };
+        if self.reference.map(|(p, _)| p) != now_ref {
+            self.reference = now_ref.map(|p| (p, now));
         }
     }
 
-    /// A frame received on `port`: without validation any frame is a sign of life for every
-    /// target; with it, only an ARP frame from an `arp_ip_target`, for that target, or a
-    /// neighbour solicitation or advertisement from an `ns_ip6_target` (its source, or the
-    /// address an advertisement answers for), for that target.
-    #[inline]
-    pub(crate) fn note_rx(
+    /// Whether the reference member has heard a sign of life since it became the reference
+    /// (the driver's condition for trusting what backups hear): any target, or with
+    /// `arp_all_targets=all` every one.
+    fn reference_heard(&self, ports: &[Port], opts: &BondOptions) -> bool {
+        let Some((r, since)) = self.reference else {
+            return false;
+        };
+        let Some(p) = ports.get(r.index()) else {
+            return false;
+        };
+        let v4 = opts.arp_ip_target.len().min(MAX_ARP_TARGETS);
+        let v6 = MAX_ARP_TARGETS..MAX_ARP_TARGETS + opts.ns_ip6_target.len().min(MAX_ARP_TARGETS);
+        let mut heard = p.arp_heard[..v4].iter().chain(&p.arp_heard[v6]);
+        if opts.arp_all_targets == ArpAllTargets::All {
+            heard.all(|t| *t > since)
+        } else {
+            heard.any(|t| *t > since)
+        }
+    }
+
+    /// Frames arrived on `port` that lagd did not see itself (a kernel fast path counted them,
+    /// of any protocol): a sign of life on a member that neither validates nor filters (see
+    /// [`ArpMonitor::note_rx`]). The ARP frames the others need come through `note_rx`.
+    pub(crate) fn note_rx_elsewhere(
         ports: &mut [Port],
         opts: &BondOptions,
+        active: Option<PortId>,
+        now: Instant,
+        port: PortId,
+    ) {
+        let v = opts.arp_validate;
+        if filters(v) || validates(v, active_state(ports, opts, active, port)) {
+            return;
+        }
+        if let Some(p) = ports.get_mut(port.index()) {
+            p.arp_heard = [now; 2 * MAX_ARP_TARGETS];
+        }
+    }
+
+    /// A frame received on `port`, as the driver judges it. On a member that does not
+    /// validate (`arp_validate` for its state, see [`validates`]) any frame is a sign of life
+    /// for every target, or with `filter*` any ARP or IPv6 frame. On a member that validates,
+    /// only ARP from an `arp_ip_target` to the bond's address (`own`, when learned) counts, for
+    /// that target, on a member in the active state; a backup trusts instead the bond's own
+    /// probes to a target (sent on the reference member, heard through the switch) once the
+    /// reference member has heard a sign of life since it became it, or, with no reference
+    /// member, a reply from a target. IPv6 targets (`ns_ip6_target`): a neighbour solicitation
+    /// or advertisement from a target (its source, or the address an advertisement answers
+    /// for) counts for it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn note_rx(
+        &mut self,
+        ports: &mut [Port],
+        opts: &BondOptions,
+        active: Option<PortId>,
+        own: Option<Ipv4Address>,
         now: Instant,
         port: PortId,
         frame: &[u8],
     ) {
-        let p = &mut ports[port.index()];
-        if opts.arp_validate == ArpValidate::None {
-            p.arp_heard = [now; 2 * MAX_ARP_TARGETS];
+        self.follow(ports, opts, active, now);
+        let v = opts.arp_validate;
+        let is_active = active_state(ports, opts, active, port);
+        if !validates(v, is_active) {
+            let counts = !filters(v)
+                || EthernetFrame::new_checked(frame)
+                    .is_ok_and(|e| matches!(e.ethertype(), EtherType::Arp | EtherType::Ipv6));
+            if counts && let Some(p) = ports.get_mut(port.index()) {
+                p.arp_heard = [now; 2 * MAX_ARP_TARGETS];
+            }
             return;
         }
-        if let Some(spa) = arp_sender(frame) {
-            if let Some(k) = opts.arp_ip_target.iter().position(|t| t.octets() == spa.0) {
+        if let Some((op, sip, tip)) = arp_fields(frame) {
+            let (speaker, to) = if is_active {
+                (sip, tip)
+            } else if self.reference_heard(ports, opts) {
+                (tip, sip)
+            } else if self.reference.is_none() && op == ArpOperation::Reply {
+                (sip, tip)
+            } else {
+                return;
+            };
+            if speaker.0 == [0; 4] || own.is_some_and(|o| o != to) {
+                return;
+            }
+            if let Some(k) = opts
+                .arp_ip_target
+                .iter()
+                .position(|t| t.octets() == speaker.0)
+                && let Some(p) = ports.get_mut(port.index())
+            {
                 p.arp_heard[k] = now;
             }
             return;
@@ -218,7 +334,9 @@ impl ArpMonitor {
             .iter()
             .position(is(src))
             .or_else(|| answered.and_then(|a| opts.ns_ip6_target.iter().position(is(a))));
-        if let Some(k) = k.filter(|&k| k < MAX_ARP_TARGETS) {
+        if let Some(k) = k.filter(|&k| k < MAX_ARP_TARGETS)
+            && let Some(p) = ports.get_mut(port.index())
+        {
             p.arp_heard[MAX_ARP_TARGETS + k] = now;
         }
     }
@@ -287,6 +405,7 @@ impl ArpMonitor {
             }
         }
         self.next = now + interval;
+        self.follow(ports, opts, active, now);
     }
 
     /// The next probe, from the bond's MAC and addresses, written into `buf` (at least 86

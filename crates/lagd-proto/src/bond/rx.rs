@@ -2,7 +2,6 @@
 //! the ARP monitor's sign of life, what the mode takes itself, and the member's receive rule
 //! for the rest, which reaches the host fixed up for the mode.
 
-use super::monitor::ArpMonitor;
 use super::select::Macs;
 use super::state::Bond;
 use super::verdict::{Dataplane, DropReason, RxVerdict};
@@ -22,10 +21,11 @@ impl Bond {
         header_len: usize,
         dp: &mut dyn Dataplane,
     ) -> RxVerdict {
-        if self.arp.is_some()
+        if let Some(arp) = &mut self.arp
             && let Some(frame) = buf.get(header_len..)
         {
-            ArpMonitor::note_rx(&mut self.ports, &self.opts, now, port, frame);
+            let (active, own) = (self.sel.active, self.addrs.ipv4);
+            arp.note_rx(&mut self.ports, &self.opts, active, own, now, port, frame);
         }
         if self.mode.take_received(now, port, buf, header_len, dp) {
             return RxVerdict::Consumed;

@@ -1645,3 +1645,185 @@ fn a_fast_path_hands_the_bond_what_its_mode_and_monitors_read() {
     );
     assert!(stripe.ordered_tcp && !stripe.member_arp);
 }
+
+/// Every `arp_validate` value, in its text form.
+const ARP_VALIDATE: [&str; 7] = [
+    "none",
+    "active",
+    "backup",
+    "all",
+    "filter",
+    "filter_active",
+    "filter_backup",
+];
+
+/// The bond's own ARP probe for `target` (from the bond's learned 10.0.0.1), as a member hears
+/// it when the switch floods it from the member that sent it.
+fn own_probe(target: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&BOND_MAC.0);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&BOND_MAC.0);
+    f.extend_from_slice(&[10, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    f.extend_from_slice(&target);
+    f
+}
+
+#[test]
+fn arp_validate_on_a_backup_trusts_only_the_bonds_own_probes() {
+    for v in ARP_VALIDATE {
+        // The target answers the active member's probes; the switch copies its replies to the
+        // backup too (a bond in broadcast mode at the far end does the same).
+        let run = |backup_hears: &dyn Fn() -> Vec<u8>| {
+            let mut b = bond(
+                &format!(
+                    "mode=active-backup arp_interval=100 arp_ip_target=10.0.0.9 arp_validate={v}"
+                ),
+                2,
+            );
+            b.learn_from_host(&host_arp());
+            for t in (0..=1500).step_by(50) {
+                b.tick(at(t));
+                b.heard(at(t), PortId(0), &arp_reply_from([10, 0, 0, 9]));
+                b.heard(at(t), PortId(1), &backup_hears());
+            }
+            assert_eq!(b.active(), Some(PortId(0)), "arp_validate={v}");
+            b.snapshot(at(1500)).ports[1].mii
+        };
+        // Replies to the active member's probes prove nothing to a validating backup (the
+        // target spoke to the bond, not through the backup's path to it).
+        let validating = matches!(v, "backup" | "all" | "filter_backup");
+        let expected = if validating {
+            MiiStatus::Down
+        } else {
+            MiiStatus::Up
+        };
+        assert_eq!(
+            run(&|| arp_reply_from([10, 0, 0, 9])),
+            expected,
+            "arp_validate={v}: backup hearing the target's replies"
+        );
+        // The bond's own probes, heard on the backup, prove its path to the switch.
+        assert_eq!(
+            run(&|| own_probe([10, 0, 0, 9])),
+            MiiStatus::Up,
+            "arp_validate={v}: backup hearing the bond's probes"
+        );
+        // A probe of the bond for another address proves nothing either.
+        if validating {
+            assert_eq!(
+                run(&|| own_probe([10, 0, 0, 77])),
+                MiiStatus::Down,
+                "arp_validate={v}: probe for a non-target"
+            );
+        }
+    }
+}
+
+#[test]
+fn arp_validate_filter_counts_only_arp_where_it_does_not_validate() {
+    for v in ARP_VALIDATE {
+        // balance-xor: every member is active; both hear only TCP, and nothing is validated.
+        let mut b = bond(
+            &format!("mode=balance-xor arp_interval=100 arp_ip_target=10.0.0.9 arp_validate={v}"),
+            2,
+        );
+        b.learn_from_host(&host_arp());
+        for t in (0..=1500).step_by(50) {
+            b.tick(at(t));
+            b.heard(at(t), PortId(0), &tcp(1));
+            // Member 1's frames pass a kernel fast path: only its counters are seen.
+            b.note_received_elsewhere(at(t), PortId(1));
+        }
+        let s = b.snapshot(at(1500));
+        let failures: Vec<u32> = s.ports.iter().map(|p| p.link_failures).collect();
+        match v {
+            // Any frame counts on an active member.
+            "none" | "backup" => assert_eq!(failures, [0, 0], "arp_validate={v}"),
+            // Only ARP counts (filter), or only validated ARP (active): taken out. A member
+            // taken out is a backup: with `active` any frame brings it back, so it may flap.
+            _ => assert!(
+                failures.iter().all(|&f| f >= 1),
+                "arp_validate={v}: {failures:?}"
+            ),
+        }
+        if matches!(v, "filter" | "filter_backup" | "all" | "filter_active") {
+            assert!(
+                s.ports.iter().all(|p| p.mii == MiiStatus::Down),
+                "arp_validate={v}: no ARP, members stay out"
+            );
+        }
+        // With filter, any ARP counts where nothing validates (here, on the backups).
+        if matches!(v, "filter" | "filter_active") {
+            // (Back in the active state, `filter_active` validates it again: it may leave.)
+            let mut back = false;
+            for t in (1550..=1800).step_by(50) {
+                b.tick(at(t));
+                back |= b.snapshot(at(t)).ports[0].mii == MiiStatus::Up;
+                b.heard(at(t), PortId(0), &arp_reply_from([10, 0, 0, 200]));
+            }
+            assert!(
+                back,
+                "arp_validate={v}: an unvalidated ARP brings a member back"
+            );
+        }
+    }
+}
+
+#[test]
+fn arp_validate_in_balance_xor_a_member_taken_out_validates_as_a_backup() {
+    for v in ARP_VALIDATE {
+        let mut b = bond(
+            &format!("mode=balance-xor arp_interval=100 arp_ip_target=10.0.0.9 arp_validate={v}"),
+            2,
+        );
+        b.learn_from_host(&host_arp());
+        // Both hear the target's replies; member 1 then goes silent and is taken out.
+        for t in (0..=600).step_by(50) {
+            b.tick(at(t));
+            b.heard(at(t), PortId(0), &arp_reply_from([10, 0, 0, 9]));
+            if t < 200 {
+                b.heard(at(t), PortId(1), &arp_reply_from([10, 0, 0, 9]));
+            }
+        }
+        assert_eq!(b.usable(), &[PortId(0)], "arp_validate={v}");
+        // The replies reach it again: enough where a backup does not validate.
+        for t in (650..=1200).step_by(50) {
+            b.tick(at(t));
+            b.heard(at(t), PortId(0), &arp_reply_from([10, 0, 0, 9]));
+            b.heard(at(t), PortId(1), &arp_reply_from([10, 0, 0, 9]));
+        }
+        let back = !matches!(v, "backup" | "all" | "filter_backup");
+        assert_eq!(
+            b.usable().len() == 2,
+            back,
+            "arp_validate={v}: back on the target's replies"
+        );
+        // The bond's probes from member 0, flooded to member 1, bring it back in every case.
+        for t in (1250..=1600).step_by(50) {
+            b.tick(at(t));
+            b.heard(at(t), PortId(0), &arp_reply_from([10, 0, 0, 9]));
+            b.heard(at(t), PortId(1), &own_probe([10, 0, 0, 9]));
+        }
+        assert_eq!(b.usable(), &[PortId(0), PortId(1)], "arp_validate={v}");
+    }
+}
+
+#[test]
+fn arp_validate_backup_trusts_the_bonds_probes_only_once_the_active_member_heard() {
+    // The active member hears no valid ARP since it became active: the probes it sends prove
+    // nothing to a backup that hears them (as the driver: the active member may be cut off).
+    let mut b = bond(
+        "mode=active-backup arp_interval=100 arp_ip_target=10.0.0.9 arp_validate=all",
+        2,
+    );
+    b.learn_from_host(&host_arp());
+    for t in (0..=1500).step_by(50) {
+        b.tick(at(t));
+        b.heard(at(t), PortId(0), &tcp(1));
+        b.heard(at(t), PortId(1), &own_probe([10, 0, 0, 9]));
+    }
+    let s = b.snapshot(at(1500));
+    assert_eq!(s.ports[1].mii, MiiStatus::Down, "{:?}", s.ports);
+    assert!(!b.carrier());
+}

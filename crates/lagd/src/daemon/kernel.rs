@@ -407,7 +407,8 @@ impl Kernel {
     }
 
     /// With the ARP monitor: tells the bond which members received frames since the last call
-    /// (any frame counts with `arp_validate=none`).
+    /// (any frame counts where `arp_validate` neither validates nor filters, see
+    /// [`Bond::note_received_elsewhere`]).
     pub(crate) fn note_received(&mut self, now: Instant, bond: &mut Bond) -> io::Result<()> {
         if !self.reads.member_arp {
             return Ok(());
