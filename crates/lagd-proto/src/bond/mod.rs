@@ -370,12 +370,13 @@ impl Bond {
     }
 
     /// Frames arrived on `port` that a forwarder outside the bond (the kernel fast path)
-    /// delivered or dropped without showing them to [`Bond::receive`]: for the ARP monitor with
-    /// `arp_validate=none`, where any frame received is a sign of life (the ARP frames it
-    /// validates otherwise still come through [`Bond::receive`]).
+    /// delivered or dropped without showing them to [`Bond::receive`]: for the ARP monitor on a
+    /// member `arp_validate` does not validate (without `filter`), where any frame received is a
+    /// sign of life (the ARP frames it validates still come through [`Bond::receive`]).
     pub fn note_received_elsewhere(&mut self, now: Instant, port: PortId) {
         if self.arp.is_some() {
-            ArpMonitor::note_rx_elsewhere(&mut self.ports, &self.opts, now, port);
+            let active = self.sel.active;
+            ArpMonitor::note_rx_elsewhere(&mut self.ports, &self.opts, active, now, port);
         }
     }
 

@@ -112,14 +112,40 @@ pub(crate) fn delays_timeout(ports: &[Port], opts: &BondOptions) -> Option<Insta
         .min()
 }
 
-/// The sender protocol address of an ARP frame.
-fn arp_sender(frame: &[u8]) -> Option<Ipv4Address> {
+/// The sender and target protocol addresses of an ARP frame.
+fn arp_addresses(frame: &[u8]) -> Option<(Ipv4Address, Ipv4Address)> {
     let eth = EthernetFrame::new_checked(frame).ok()?;
     if eth.ethertype() != EtherType::Arp {
         return None;
     }
     let arp = ArpPacket::new_checked(eth.payload()).ok()?;
-    Some(arp.source_protocol_addr())
+    Some((arp.source_protocol_addr(), arp.target_protocol_addr()))
+}
+
+/// Whether `port` is a backup member for the ARP monitor: active-backup, and not the active
+/// member.
+fn is_backup(opts: &BondOptions, active: Option<PortId>, port: PortId) -> bool {
+    opts.mode.uses_primary() && active != Some(port)
+}
+
+/// Whether `arp_validate` validates `port` in its present state (the kernel's bit per slave
+/// state: `active`, `backup`, `all` and their `filter_` forms).
+fn validated(opts: &BondOptions, active: Option<PortId>, port: PortId) -> bool {
+    let backup = is_backup(opts, active, port);
+    match opts.arp_validate {
+        ArpValidate::None | ArpValidate::Filter => false,
+        ArpValidate::Active | ArpValidate::FilterActive => !backup,
+        ArpValidate::Backup | ArpValidate::FilterBackup => backup,
+        ArpValidate::All => true,
+    }
+}
+
+/// Whether only ARP frames count where a member is not validated (`filter` and its forms).
+fn filter_only(opts: &BondOptions) -> bool {
+    matches!(
+        opts.arp_validate,
+        ArpValidate::Filter | ArpValidate::FilterActive | ArpValidate::FilterBackup
+    )
 }
 
 /// The addresses a neighbour-discovery frame speaks for: its IPv6 source, and for an
@@ -169,39 +195,55 @@ impl ArpMonitor {
     }
 
     /// Frames arrived on `port` that lagd did not see itself (a kernel fast path counted them):
-    /// with `arp_validate=none` any frame is a sign of life, as for [`ArpMonitor::note_rx`].
+    /// a sign of life where any frame is one, as for [`ArpMonitor::note_rx`] (a member
+    /// `arp_validate` does not validate, without `filter`).
     pub(crate) fn note_rx_elsewhere(
         ports: &mut [Port],
         opts: &BondOptions,
+        active: Option<PortId>,
         now: Instant,
         port: PortId,
     ) {
-        if opts.arp_validate == ArpValidate::None {
+        if !validated(opts, active, port) && !filter_only(opts) {
             if let Some(p) = ports.get_mut(port.index()) {
                 p.arp_heard = [now; 2 * MAX_ARP_TARGETS];
             }
         }
     }
 
-    /// A frame received on `port`: without validation any frame is a sign of life for every
-    /// target; with it, only an ARP frame from an `arp_ip_target`, for that target, or a
-    /// neighbour solicitation or advertisement from an `ns_ip6_target` (its source, or the
-    /// address an advertisement answers for), for that target.
+    /// A frame received on `port`, as the kernel judges it (`bond_arp_rcv`): on a member
+    /// `arp_validate` does not validate (its bit for the member's state, active or backup, is
+    /// clear; outside active-backup every member is active) any frame is a sign of life for
+    /// every target, or with `filter` any ARP frame; on a validated member only an ARP frame
+    /// from an `arp_ip_target` counts, for that target, and on a validated backup also an ARP
+    /// frame for a target (the active member's probe, heard through the switch: the kernel
+    /// also checks that it comes from the bond's address and that the active member heard
+    /// anything since it came up; lagd does not), or a neighbour solicitation or advertisement
+    /// from an `ns_ip6_target` (its source, or the address an advertisement answers for), for
+    /// that target.
     #[inline]
     pub(crate) fn note_rx(
         ports: &mut [Port],
         opts: &BondOptions,
+        active: Option<PortId>,
         now: Instant,
         port: PortId,
         frame: &[u8],
     ) {
+        let backup = is_backup(opts, active, port);
+        let validate = validated(opts, active, port);
         let p = &mut ports[port.index()];
-        if opts.arp_validate == ArpValidate::None {
-            p.arp_heard = [now; 2 * MAX_ARP_TARGETS];
+        let arp = arp_addresses(frame);
+        if !validate {
+            if !filter_only(opts) || arp.is_some() {
+                p.arp_heard = [now; 2 * MAX_ARP_TARGETS];
+            }
             return;
         }
-        if let Some(spa) = arp_sender(frame) {
-            if let Some(k) = opts.arp_ip_target.iter().position(|t| t.octets() == spa.0) {
+        if let Some((spa, tpa)) = arp {
+            let target = |a: Ipv4Address| opts.arp_ip_target.iter().position(|t| t.octets() == a.0);
+            let k = target(spa).or_else(|| if backup { target(tpa) } else { None });
+            if let Some(k) = k {
                 p.arp_heard[k] = now;
             }
             return;

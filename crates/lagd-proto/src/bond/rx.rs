@@ -25,7 +25,8 @@ impl Bond {
         if self.arp.is_some()
             && let Some(frame) = buf.get(header_len..)
         {
-            ArpMonitor::note_rx(&mut self.ports, &self.opts, now, port, frame);
+            let active = self.sel.active;
+            ArpMonitor::note_rx(&mut self.ports, &self.opts, active, now, port, frame);
         }
         if self.mode.take_received(now, port, buf, header_len, dp) {
             return RxVerdict::Consumed;
