@@ -140,7 +140,8 @@ fn validated(opts: &BondOptions, active: Option<PortId>, port: PortId) -> bool {
     }
 }
 
-/// Whether only ARP frames count where a member is not validated (`filter` and its forms).
+/// Whether only ARP frames (and neighbour solicitations and advertisements) count where a
+/// member is not validated (`filter` and its forms).
 fn filter_only(opts: &BondOptions) -> bool {
     matches!(
         opts.arp_validate,
@@ -214,7 +215,8 @@ impl ArpMonitor {
     /// A frame received on `port`, as the kernel judges it (`bond_arp_rcv`): on a member
     /// `arp_validate` does not validate (its bit for the member's state, active or backup, is
     /// clear; outside active-backup every member is active) any frame is a sign of life for
-    /// every target, or with `filter` any ARP frame; on a validated member only an ARP frame
+    /// every target, or with `filter` any ARP frame or neighbour solicitation or
+    /// advertisement; on a validated member only an ARP frame
     /// from an `arp_ip_target` counts, for that target, and on a validated backup also an ARP
     /// frame for a target (the active member's probe, heard through the switch: the kernel
     /// also checks that it comes from the bond's address and that the active member heard
@@ -235,7 +237,7 @@ impl ArpMonitor {
         let p = &mut ports[port.index()];
         let arp = arp_addresses(frame);
         if !validate {
-            if !filter_only(opts) || arp.is_some() {
+            if !filter_only(opts) || arp.is_some() || nd_speakers(frame).is_some() {
                 p.arp_heard = [now; 2 * MAX_ARP_TARGETS];
             }
             return;

@@ -761,6 +761,9 @@ fn arp_validate_validates_only_the_states_it_names() {
     assert_eq!(run("filter", &stranger), [true, true]);
     assert_eq!(run("filter_active", &stranger), [false, true]);
     assert_eq!(run("filter_backup", &stranger), [true, false]);
+    // Neighbour discovery counts as ARP does under filter (the kernel's IPv6 half).
+    let nd = |_: PortId| vec![na_from("2001:db8::77", "2001:db8::77", "2001:db8::1", 255)];
+    assert_eq!(run("filter", &nd), [true, true]);
     // A validated backup counts the active member's probe for a target (heard through the
     // switch); the active member needs the target's own ARP.
     let switch = |port: PortId| {
