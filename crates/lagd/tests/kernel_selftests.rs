@@ -27,7 +27,12 @@
 //!   through the switch, and not counting neighbour discovery under `filter`: fixed in
 //!   lagd-proto's ARP monitor, which now judges each member by its state as the kernel does.)
 //!
-//! Not here: the per-member `prio` option (lagd has none: bench/interop.md), address lists.
+//! - **Address lists** (dev_addr_lists.sh): a macvlan's unicast MAC on the bond and the
+//!   solicited-node multicast group of an IPv6 address on it must be taken by some member while
+//!   the bond lives (in its address lists, or by a promiscuous member: lagd keeps its members
+//!   promiscuous rather than copying the lists) and by none once the bond is gone.
+//!
+//! Not here: the per-member `prio` option (lagd has none: bench/interop.md).
 //!
 //! Needs root, ping and tcpdump, and for the guest the kernels `tools/uml.py` fetches; fails,
 //! never skips, without them.
@@ -776,6 +781,113 @@ fn passive(who: Who, kernel: &str) {
     topo.teardown().expect("lab cleanup");
 }
 
+/// Whether member `dev` of host A takes frames for `mac`: the address is in its address lists
+/// (`bridge fdb show dev`: its unicast and multicast lists) or it is promiscuous.
+fn member_accepts(topo: &Topology, dev: &str, mac: &str) -> bool {
+    let ns = topo.ns(Side::A);
+    let fdb = run("bridge", &["-n", ns, "fdb", "show", "dev", dev]).expect("bridge fdb show");
+    let listed = fdb
+        .lines()
+        .any(|l| l.split_whitespace().next() == Some(mac));
+    let text = topo
+        .ip(Side::A, &["-d", "-j", "link", "show", dev])
+        .expect("ip -d -j link show");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("ip's JSON");
+    listed || v[0]["promiscuity"].as_u64().unwrap_or(0) > 0
+}
+
+/// The unicast address of the address-list scenario's macvlan on the bond.
+const UC_ADDR: &str = "02:00:00:12:34:56";
+/// The link-local IPv6 address the address-list scenario puts on the bond, and the
+/// solicited-node multicast MAC the bond joins for it.
+const MC_FOR: (&str, &str) = ("fe80::78:9abc", "33:33:ff:78:9a:bc");
+
+/// The address-list selftest (dev_addr_lists.sh: a bond must pass the addresses it holds on
+/// to its members, and take them back when it goes): a macvlan with its own MAC on the bond
+/// (the bond's unicast list) and a link-local IPv6 address on the bond (its solicited-node
+/// multicast group); some member must take frames for both, and once the bond is removed no
+/// member may. Asked as "does the member take frames for the address": the kernel puts the
+/// addresses in its members' lists (in active-backup the active member's only); lagd leaves
+/// the lists alone and keeps its members promiscuous while it runs (a NIC must take frames for
+/// the bond's MAC), which its packet sockets undo when they close.
+fn address_lists(who: Who, kernel: &str) {
+    let mut seen = Vec::new();
+    for mode in ["active-backup", "balance-xor"] {
+        let mut topo = Topology::create(2).expect("topology");
+        for scope in ["all", "default"] {
+            topo.sysctl(Side::A, &format!("net/ipv6/conf/{scope}/disable_ipv6"), "0")
+                .expect("IPv6 on");
+        }
+        let bond = Bond::create(
+            &mut topo,
+            who,
+            Side::A,
+            "st0",
+            &[("mode", mode), ("miimon", "100")],
+            None,
+        );
+        topo.ip(
+            Side::A,
+            &[
+                "link", "add", "stmv0", "link", "st0", "up", "address", UC_ADDR, "type", "macvlan",
+            ],
+        )
+        .expect("macvlan on the bond");
+        topo.ip(
+            Side::A,
+            &[
+                "-6",
+                "addr",
+                "add",
+                &format!("{}/64", MC_FOR.0),
+                "dev",
+                "st0",
+            ],
+        )
+        .expect("IPv6 address on the bond");
+        let members: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+        let anyone =
+            |topo: &Topology, mac: &str| members.iter().any(|m| member_accepts(topo, m, mac));
+        // The multicast group is joined once duplicate detection starts (asynchronously).
+        let t = Instant::now();
+        while !(anyone(&topo, UC_ADDR) && anyone(&topo, MC_FOR.1)) {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{who:?}, {mode}: no member takes frames for the bond's addresses (unicast \
+                 {UC_ADDR}: {}, multicast {}: {})\n{}",
+                anyone(&topo, UC_ADDR),
+                MC_FOR.1,
+                anyone(&topo, MC_FOR.1),
+                bond.describe(&topo)
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+        seen.push(format!("{mode} {:.2} s", t.elapsed().as_secs_f64()));
+        bond.remove(&mut topo);
+        let t = Instant::now();
+        while anyone(&topo, UC_ADDR) || anyone(&topo, MC_FOR.1) {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "{who:?}, {mode}: the bond is gone but a member still takes frames for its \
+                 addresses (unicast: {}, multicast: {})",
+                anyone(&topo, UC_ADDR),
+                anyone(&topo, MC_FOR.1)
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+        topo.teardown().expect("lab cleanup");
+    }
+    report(
+        who,
+        kernel,
+        "address lists (a macvlan's unicast, an IPv6 solicited-node multicast)",
+        &format!(
+            "a member takes both while the bond lives (after: {}), none once it is gone",
+            seen.join(", ")
+        ),
+    );
+}
+
 /// Every scenario with `who` as the bond, on kernel `kernel` (a label for the report).
 fn scenarios(who: Who, kernel: &str) {
     assert!(
@@ -815,6 +927,14 @@ fn scenarios(who: Who, kernel: &str) {
         kernel,
         "time",
         &format!("arp_validate {:.1} s", t.elapsed().as_secs_f64()),
+    );
+    let t = Instant::now();
+    address_lists(who, kernel);
+    report(
+        who,
+        kernel,
+        "time",
+        &format!("address lists {:.1} s", t.elapsed().as_secs_f64()),
     );
     let t = Instant::now();
     passive(who, kernel);
