@@ -419,14 +419,14 @@ fn wait_mii_up(
 ///
 /// 1. Pings pass.
 /// 2. Link 0's far end goes down for 2 s and comes back; while link 1 is up, member 0 must stay
-///    out (`going back`) until `updelay` is over (checked 300 ms after the return when
-///    `updelay` is 1 s or more).
+///    out (`going back`, not `up`) until `updelay` is over (checked 300 ms after the return
+///    when `updelay` is 1 s or more).
 /// 3. Then link 1's far end goes down: no member is up, so the bond must take member 0 at
-///    once, `updelay` or not: a ping comes back within 3 s (the selftest's check; `updelay`
+///    once, `updelay` or not: a ping comes back within 4 s (the selftest's check; `updelay`
 ///    5 s here, up to 10 s there).
 /// 4. Link 1 comes back while member 0 is up: member 1 must be `up` no sooner than `updelay`
 ///    (less one `miimon` tick: the kernel counts the delay in ticks) and no later than
-///    `updelay` + 1.5 s; pings pass.
+///    `updelay` + 2.5 s; pings pass.
 fn recovery(who: Who, kernel: &str, mode: &str, updelay: u32) {
     let scenario = format!("{mode} recovery, updelay {updelay}");
     let mut topo = Topology::create(2).expect("topology");
@@ -467,19 +467,23 @@ fn recovery(who: Who, kernel: &str, mode: &str, updelay: u32) {
     assert_ne!(bond.mii(&topo)[0], "up", "{}", fail("member 0 still up"));
     run("ip", &["-n", &b, "link", "set", &l0, "up"]).unwrap();
     if updelay >= 1000 {
+        // Not up yet: `going back` once the monitor has seen the carrier (still `down` if a
+        // loaded guest's miimon has not looked yet).
         thread::sleep(Duration::from_millis(300));
         let mii = bond.mii(&topo);
-        assert_eq!(
+        assert_ne!(
             mii[0],
-            "going back",
+            "up",
             "{}",
-            fail("member 0 not waiting out updelay 300 ms after its return")
+            fail("member 0 up 300 ms after its return, before updelay")
         );
     }
     // 3. Link 1 lost: no member up; the bond must not wait for updelay.
     let lost = Instant::now();
     run("ip", &["-n", &b, "link", "set", &l1, "down"]).unwrap();
-    let recovered = ping_until(&topo, lost, Duration::from_secs(3), || {
+    // 1.1 s measured in the guest (its first ping lost), 0.01-1.2 s for lagd: 4 s leaves room
+    // for a loaded machine and still tells "at once" from `updelay` 5000.
+    let recovered = ping_until(&topo, lost, Duration::from_secs(4), || {
         fail("no member up: the returning member was not taken at once")
     });
     // 4. Link 1 back while member 0 is up: updelay applies.
@@ -491,7 +495,8 @@ fn recovery(who: Who, kernel: &str, mode: &str, updelay: u32) {
         &bond,
         1,
         back,
-        Duration::from_millis(u64::from(updelay) + 1500),
+        // The kernel: up to 0.75 s late in the guest (its miimon ticks and our polls).
+        Duration::from_millis(u64::from(updelay) + 2500),
     );
     assert!(
         up + Duration::from_millis(100) >= Duration::from_millis(updelay.into()),
