@@ -695,6 +695,89 @@ fn arp_validate_counts_only_arp_from_targets() {
     );
 }
 
+/// The active member's probe for `target` from the bond's address 10.0.0.1, as a backup hears
+/// it through the switch (broadcast).
+fn arp_probe_for(target: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&BOND_MAC.0);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&BOND_MAC.0);
+    f.extend_from_slice(&[10, 0, 0, 1]);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    f
+}
+
+#[test]
+fn arp_validate_validates_only_the_states_it_names() {
+    // Member 0 is active, member 1 a backup; each hears `heard(port)` every round. Returns
+    // which members the first round that takes any out leaves in (all, if none is taken out in
+    // 600 ms): after it the roles swap and the new active member is judged as one, as in the
+    // kernel.
+    let run = |validate: &str, heard: &dyn Fn(PortId) -> Vec<Vec<u8>>| -> [bool; 2] {
+        let mut b = bond(
+            &format!(
+                "mode=active-backup arp_interval=100 arp_ip_target=10.0.0.9 arp_validate={validate}"
+            ),
+            2,
+        );
+        assert_eq!(b.active(), Some(PortId(0)));
+        for t in (0..=600).step_by(100) {
+            b.tick(at(t));
+            let s = b.snapshot(at(t));
+            if s.ports.iter().any(|p| p.link_failures > 0) {
+                return [s.ports[0].link_failures == 0, s.ports[1].link_failures == 0];
+            }
+            probes(&mut b, at(t));
+            for port in [PortId(0), PortId(1)] {
+                for f in heard(port) {
+                    b.heard(at(t), port, &f);
+                }
+            }
+        }
+        [true, true]
+    };
+    // Data only: a member not validated (without filter) stays up, a validated one goes.
+    let data = |_: PortId| vec![tcp(1)];
+    assert_eq!(run("none", &data), [true, true]);
+    assert_eq!(run("active", &data), [false, true]);
+    assert_eq!(run("backup", &data), [true, false]);
+    // The active member hearing the target, the backup data only: validated backups go.
+    let mixed = |port: PortId| {
+        if port == PortId(0) {
+            vec![arp_reply_from([10, 0, 0, 9])]
+        } else {
+            vec![tcp(1)]
+        }
+    };
+    assert_eq!(run("active", &mixed), [true, true]);
+    assert_eq!(run("backup", &mixed), [true, false]);
+    assert_eq!(run("all", &mixed), [true, false]);
+    // With filter, only ARP counts where nothing is validated: data does not, a stranger's ARP
+    // does.
+    assert_eq!(run("filter", &mixed), [true, false]);
+    assert_eq!(run("filter_active", &mixed), [true, false]);
+    let stranger = |_: PortId| vec![arp_reply_from([10, 0, 0, 77])];
+    assert_eq!(run("filter", &stranger), [true, true]);
+    assert_eq!(run("filter_active", &stranger), [false, true]);
+    assert_eq!(run("filter_backup", &stranger), [true, false]);
+    // Neighbour discovery counts as ARP does under filter (the kernel's IPv6 half).
+    let nd = |_: PortId| vec![na_from("2001:db8::77", "2001:db8::77", "2001:db8::1", 255)];
+    assert_eq!(run("filter", &nd), [true, true]);
+    // A validated backup counts the active member's probe for a target (heard through the
+    // switch); the active member needs the target's own ARP.
+    let switch = |port: PortId| {
+        if port == PortId(0) {
+            vec![arp_reply_from([10, 0, 0, 9])]
+        } else {
+            vec![arp_probe_for([10, 0, 0, 9])]
+        }
+    };
+    assert_eq!(run("all", &switch), [true, true]);
+    let probe_only = |_: PortId| vec![arp_probe_for([10, 0, 0, 9])];
+    assert_eq!(run("all", &probe_only), [false, true]);
+}
+
 #[test]
 fn arp_monitor_off_without_targets_or_interval() {
     assert!(!bond("mode=balance-xor miimon=100", 2).arp_monitoring());
