@@ -21,6 +21,7 @@
 //!   `LISTEN_FDS`), so that what forwards outlives one lagd.
 //! * [`lock`]: `flock` claims on files and the process's effective user id.
 //! * [`netns`]: run a closure inside a named network namespace on a fresh thread (tests, lab).
+//! * [`launcher`]: a process forked at lagd's start that runs `lagctl upgrade` when asked.
 //! * [`caps`]: keeping only the capabilities the running daemon needs.
 //! * [`seccomp`]: a filter that refuses the system calls the running daemon never makes.
 //! * [`fastpath`]: the kernel fast path's tcx programs and their maps (`bpf/fastpath.c`).
@@ -46,6 +47,7 @@ pub mod clsact;
 pub mod fastpath;
 pub mod fdpass;
 pub mod isolate;
+pub mod launcher;
 pub mod link;
 pub mod lock;
 pub mod netns;

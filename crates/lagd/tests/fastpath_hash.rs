@@ -313,6 +313,40 @@ fn tap_program_follows_the_active_member_and_drops_without_one() {
 }
 
 #[test]
+fn the_first_table_is_written_in_place_until_a_table_replaces_it() {
+    require_root();
+    let frame = &frames()[10];
+    let mut t = table(Rule::Active, 0, 0);
+    t.active = Some(1);
+    // The table given at load is the one the programs read.
+    let fp = FastPath::load_with_table(&t).expect("load the fast path programs");
+    let run = fp.test_egress(frame).unwrap();
+    assert_eq!((run.verdict, run.port), (REDIRECT, 1));
+    // Written in place: the programs read the new one.
+    t.active = Some(2);
+    fp.rewrite_table_unattached(&t).unwrap();
+    let run = fp.test_egress(frame).unwrap();
+    assert_eq!((run.verdict, run.port), (REDIRECT, 2));
+    fp.rewrite_table_unattached(&Table::lagd_only(1)).unwrap();
+    assert_eq!(fp.test_egress(frame).unwrap().verdict, PASS);
+    // Once a table replaced it, a rewrite replaces too (the first one is read by nobody).
+    t.active = Some(0);
+    fp.set_table(&t).unwrap();
+    let run = fp.test_egress(frame).unwrap();
+    assert_eq!((run.verdict, run.port), (REDIRECT, 0));
+    t.active = Some(2);
+    fp.rewrite_table_unattached(&t).unwrap();
+    let run = fp.test_egress(frame).unwrap();
+    assert_eq!((run.verdict, run.port), (REDIRECT, 2));
+    // Without a table at load, a rewrite puts one in.
+    let fresh = FastPath::load().unwrap();
+    assert_eq!(fresh.test_egress(frame).unwrap().verdict, PASS);
+    fresh.rewrite_table_unattached(&t).unwrap();
+    let run = fresh.test_egress(frame).unwrap();
+    assert_eq!((run.verdict, run.port), (REDIRECT, 2));
+}
+
+#[test]
 fn bucket_rule_records_bucket_loads() {
     require_root();
     let fp = FastPath::load().expect("load the fast path programs");

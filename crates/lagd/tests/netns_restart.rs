@@ -35,6 +35,8 @@ struct Supervisor {
     store: Arc<Mutex<Store>>,
     child: Option<Child>,
     log: PathBuf,
+    /// The lagd binary [`Supervisor::start`] runs.
+    binary: PathBuf,
 }
 
 impl Supervisor {
@@ -69,6 +71,7 @@ impl Supervisor {
             store,
             child: None,
             log: dir.join("supervised-lagd.log"),
+            binary: PathBuf::from(LAGD),
         }
     }
 
@@ -94,8 +97,8 @@ impl Supervisor {
             "sh",
             "-c",
             "LISTEN_PID=$$ exec \"$0\" \"$@\"",
-            LAGD,
         ])
+        .arg(&self.binary)
         .args(args)
         .env("NOTIFY_SOCKET", &self.path)
         .env("LISTEN_FDS", fds.len().to_string())
@@ -1397,4 +1400,147 @@ fn an_upgrade_takes_the_edited_configuration_and_loses_nothing() {
         drop(_new);
         pair.teardown();
     }
+}
+
+/// SIGUSR2 upgrades as `lagctl upgrade` does (the launcher lagd forked at its start runs the
+/// lagctl beside lagd's binary), under a datagram every millisecond each way: none lost, the
+/// new lagd (the pid the old one logged) serves, the old one is gone.
+#[test]
+fn sigusr2_upgrades_and_loses_nothing_on_the_kernel_path() {
+    assert!(is_root(), "network namespace tests need root");
+    let mut pair = Pair::new("mode=balance-xor xmit_hash_policy=layer3+4 miimon=50 fastpath=on");
+    let old = server_pid(&pair.control);
+    let (ab, ba) = pair.start_probes(40051, Duration::from_secs(3));
+    thread::sleep(Duration::from_millis(1000));
+    let status = Command::new("kill")
+        .args(["-USR2", &old.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = pair
+        .sup
+        .child
+        .as_mut()
+        .unwrap()
+        .wait()
+        .expect("the old lagd ends");
+    assert!(
+        status.success(),
+        "the old lagd: {status}\n{}",
+        pair.sup.log()
+    );
+    let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+    let log = pair.sup.log();
+    assert!(
+        log.contains("SIGUSR2: upgrading: the launcher runs"),
+        "{log}"
+    );
+    let new: u32 = log
+        .lines()
+        .find_map(|l| {
+            l.contains("handed the bond over; exiting")
+                .then(|| l.rsplit("pid=").next()?.trim().parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no handover in the log:\n{log}"));
+    let _new = Upgraded(new);
+    assert_ne!(new, old);
+    assert_eq!(server_pid(&pair.control), new, "the new lagd answers");
+    assert!(
+        !PathBuf::from(format!("/proc/{old}")).exists(),
+        "the old lagd is gone"
+    );
+    eprintln!(
+        "SIGUSR2 ({}): A->B lost {} of {}, B->A lost {} of {}",
+        pair.attached,
+        ab.0 - ab.1,
+        ab.0,
+        ba.0 - ba.1,
+        ba.0
+    );
+    assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
+    assert_eq!(ab.1, ab.0, "A->B through the upgrade: {ab:?}");
+    assert_eq!(ba.1, ba.0, "B->A through the upgrade: {ba:?}");
+    assert!(
+        log.contains("took over from the old lagd"),
+        "the new lagd logs where the old one did:\n{log}"
+    );
+    // The new lagd has a launcher of its own: a second SIGUSR2 upgrades again.
+    let status = Command::new("kill")
+        .args(["-USR2", &new.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_for("the second upgrade", Duration::from_secs(15), || {
+        server_pid(&pair.control) != new
+    });
+    let newer = server_pid(&pair.control);
+    let _newer = Upgraded(newer);
+    wait_for("the upgraded lagd ends", Duration::from_secs(10), || {
+        !PathBuf::from(format!("/proc/{new}")).exists()
+    });
+    let (ab, ba) = pair.probes(40055, Duration::from_millis(500));
+    assert!(
+        ab.1 * 10 >= ab.0 * 9,
+        "A->B after the second upgrade: {ab:?}"
+    );
+    assert!(
+        ba.1 * 10 >= ba.0 * 9,
+        "B->A after the second upgrade: {ba:?}"
+    );
+    drop(_newer);
+    drop(_new);
+    pair.teardown();
+}
+
+/// A SIGUSR2 whose upgrade cannot run (no lagctl beside lagd's binary: lagd started from a
+/// copy in a directory of its own) leaves the running lagd serving and logs why.
+#[test]
+fn a_failed_sigusr2_upgrade_leaves_the_running_lagd_serving() {
+    assert!(is_root(), "network namespace tests need root");
+    let mut pair = Pair::new("mode=balance-xor xmit_hash_policy=layer3+4 miimon=50 fastpath=on");
+    let alone = pair.topo.dir().join("alone");
+    std::fs::create_dir(&alone).unwrap();
+    let copy = alone.join("lagd");
+    std::fs::copy(LAGD, &copy).expect("copy lagd");
+    // Restarted from the copy under the store (the kernel path forwards meanwhile).
+    pair.sup.kill();
+    pair.sup.binary = copy;
+    pair.start_a();
+    let old = server_pid(&pair.control);
+    let (ab, ba) = pair.start_probes(40053, Duration::from_millis(1500));
+    thread::sleep(Duration::from_millis(300));
+    let status = Command::new("kill")
+        .args(["-USR2", &old.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_for("the failed upgrade logged", Duration::from_secs(10), || {
+        pair.sup.log().contains("SIGUSR2: the upgrade failed")
+    });
+    let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+    let log = pair.sup.log();
+    let expected = format!("error starting {}", alone.join("lagctl").display());
+    assert!(log.contains(&expected), "{expected}:\n{log}");
+    assert!(log.contains("this lagd keeps the bond"), "{log}");
+    assert_eq!(server_pid(&pair.control), old, "the same lagd serves");
+    assert!(
+        pair.sup
+            .child
+            .as_mut()
+            .unwrap()
+            .try_wait()
+            .unwrap()
+            .is_none(),
+        "the old lagd still runs"
+    );
+    eprintln!(
+        "failed SIGUSR2: A->B lost {} of {}, B->A lost {} of {}",
+        ab.0 - ab.1,
+        ab.0,
+        ba.0 - ba.1,
+        ba.0
+    );
+    assert_eq!(ab.1, ab.0, "A->B: {ab:?}");
+    assert_eq!(ba.1, ba.0, "B->A: {ba:?}");
+    pair.teardown();
 }

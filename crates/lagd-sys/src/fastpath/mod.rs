@@ -476,6 +476,9 @@ pub struct FastPath {
     egress: OwnedFd,
     ingress: OwnedFd,
     cpus: usize,
+    /// The table [`FastPath::load_with_table`] put in, while [`FastPath::set_table`] has not
+    /// replaced it ([`FastPath::rewrite_table_unattached`] writes into it).
+    first: std::sync::Mutex<Option<OwnedFd>>,
 }
 
 /// The `BPF_MAP_CREATE` member of `union bpf_attr`, through `map_name`, then zeroes.
@@ -684,6 +687,17 @@ fn load(program: &Program, maps: &[(MapId, &OwnedFd)], attach_type: u32) -> io::
     load_program(&insns, name, attach_type, program.name)
 }
 
+/// Puts `table` into the programs' map of tables `tables`, replacing the one they read at
+/// once (the kernel waits for an RCU grace period); returns the new inner map.
+fn put_table(tables: &OwnedFd, table: &Table) -> io::Result<OwnedFd> {
+    let bytes = table.encode()?;
+    let inner = map_create(&inner_def(), "lagd_table", None)?;
+    map_update(&inner, 0, &bytes)?;
+    let fd = inner.as_raw_fd() as u32;
+    map_update(tables, 0, &fd.to_ne_bytes())?;
+    Ok(inner)
+}
+
 /// The maps the programs reference, created as the source defines them.
 struct Maps {
     tables: OwnedFd,
@@ -773,7 +787,18 @@ impl FastPath {
     /// # Errors
     /// `bpf()` errors (`EPERM` without `CAP_BPF`, the verifier's log when a program is refused).
     pub fn load() -> io::Result<Self> {
-        Self::load_with(true)
+        Self::load_with(true, None)
+    }
+
+    /// Like [`FastPath::load`], with `first` in the programs' map from the start. It goes in
+    /// while the programs are verified, so its cost (putting a table into the map waits for
+    /// an RCU grace period) adds nothing to the load's; [`FastPath::rewrite_table_unattached`]
+    /// can then write the first real table into it without another.
+    ///
+    /// # Errors
+    /// As [`FastPath::load`], and the table's own (an entry out of range).
+    pub fn load_with_table(first: &Table) -> io::Result<Self> {
+        Self::load_with(true, Some(first))
     }
 
     /// Like [`FastPath::load`], with the members' program that kernels before 5.12 get (no
@@ -783,10 +808,10 @@ impl FastPath {
     /// # Errors
     /// As [`FastPath::load`].
     pub fn load_without_stripe_receiver() -> io::Result<Self> {
-        Self::load_with(false)
+        Self::load_with(false, None)
     }
 
-    fn load_with(receiver: bool) -> io::Result<Self> {
+    fn load_with(receiver: bool, first: Option<&Table>) -> io::Result<Self> {
         let Maps {
             tables,
             ports,
@@ -803,23 +828,26 @@ impl FastPath {
             (MapId::StripeRx, &stripe_rx),
             (MapId::Alive, &alive),
         ];
-        let egress = load(&programs::TAP_EGRESS, &maps, BPF_TCX_EGRESS)?;
-        // Stripe's receiver needs BPF compare-and-swap (Linux 5.12+). A kernel that refuses
-        // the members' program with it gets the one without, which hands stripe frames to lagd.
-        let with_receiver = if receiver {
-            load(&programs::MEMBER_INGRESS, &maps, BPF_TCX_INGRESS)
-        } else {
-            Err(io::Error::other("stripe's receiver left out on request"))
-        };
-        let (ingress, no_receiver) = match with_receiver {
-            Ok(fd) => (fd, None),
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Err(e),
-            Err(full) => {
-                let fd = load(&programs::MEMBER_INGRESS_NO_CAS, &maps, BPF_TCX_INGRESS)
-                    .map_err(|e| io::Error::new(e.kind(), format!("{e}; and before: {full}")))?;
-                (fd, Some(full.to_string()))
-            }
-        };
+        // The two programs are verified in parallel (the kernel verifies each in the calling
+        // thread): the TAP's takes the longest, and a restart without a service manager's
+        // store waits for both with the bond down.
+        // The first table goes in meanwhile, in a third thread (it waits, it does not compute).
+        let (egress, ingress, first) = std::thread::scope(|s| {
+            let egress = s.spawn(|| load(&programs::TAP_EGRESS, &maps, BPF_TCX_EGRESS));
+            let first = first.map(|t| s.spawn(|| put_table(&tables, t)));
+            let ingress = Self::load_ingress(receiver, &maps);
+            let egress = egress
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("loading the TAP's program panicked")));
+            let first = first.map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("writing the first table panicked")))
+            });
+            (egress, ingress, first)
+        });
+        let egress = egress?;
+        let (ingress, no_receiver) = ingress?;
+        let first = first.transpose()?;
         Ok(Self {
             tables,
             ports,
@@ -830,7 +858,31 @@ impl FastPath {
             egress,
             ingress,
             cpus: possible_cpus()?,
+            first: std::sync::Mutex::new(first),
         })
+    }
+
+    /// Loads the members' program: with stripe's receiver, which needs BPF compare-and-swap
+    /// (Linux 5.12+), unless `receiver` is false; a kernel that refuses it gets the one
+    /// without, which hands stripe frames to lagd (and why, as the second value).
+    fn load_ingress(
+        receiver: bool,
+        maps: &[(MapId, &OwnedFd)],
+    ) -> io::Result<(OwnedFd, Option<String>)> {
+        let with_receiver = if receiver {
+            load(&programs::MEMBER_INGRESS, maps, BPF_TCX_INGRESS)
+        } else {
+            Err(io::Error::other("stripe's receiver left out on request"))
+        };
+        match with_receiver {
+            Ok(fd) => Ok((fd, None)),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(e),
+            Err(full) => {
+                let fd = load(&programs::MEMBER_INGRESS_NO_CAS, maps, BPF_TCX_INGRESS)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{e}; and before: {full}")))?;
+                Ok((fd, Some(full.to_string())))
+            }
+        }
     }
 
     /// Why stripe's receiver does not run in the kernel (the kernel refused the members'
@@ -843,12 +895,29 @@ impl FastPath {
 
     /// Replaces the table the programs read, at once (see the [module docs](self)).
     pub fn set_table(&self, table: &Table) -> io::Result<()> {
-        let bytes = table.encode()?;
-        let inner = map_create(&inner_def(), "lagd_table", None)?;
-        map_update(&inner, 0, &bytes)?;
-        let fd = inner.as_raw_fd() as u32;
-        map_update(&self.tables, 0, &fd.to_ne_bytes())
-        // `inner` is closed here; the outer map holds it.
+        put_table(&self.tables, table)?;
+        // The first table is no longer the one the programs read.
+        *self.first.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(())
+    }
+
+    /// Writes `table` into the one [`FastPath::load_with_table`] put in, in place: no RCU
+    /// grace period to wait for, but a program reading meanwhile could see part of the old
+    /// table and part of the new, so only while no program is attached (before the first
+    /// attach). Once [`FastPath::set_table`] replaced that table, or without one, it does
+    /// what [`FastPath::set_table`] does.
+    ///
+    /// # Errors
+    /// As [`FastPath::set_table`].
+    pub fn rewrite_table_unattached(&self, table: &Table) -> io::Result<()> {
+        let first = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        match first.as_ref() {
+            Some(inner) => map_update(inner, 0, &table.encode()?),
+            None => {
+                drop(first);
+                self.set_table(table)
+            }
+        }
     }
 
     /// Renews lagd's heartbeat: the programs forward until `until_ns` (`CLOCK_MONOTONIC`

@@ -162,6 +162,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The launcher first, while lagd holds nothing it must not pass on (a service manager's
+    // descriptors are closed in it) and has one thread: SIGUSR2 asks it to run lagctl upgrade.
+    let launcher = fork_launcher(&config);
     let (passed, take_over) = if args.take_over {
         match lagd::daemon::handover::Passed::take_over(&config.control) {
             Ok((p, t)) => (p, Some(t)),
@@ -173,7 +176,7 @@ fn main() -> ExitCode {
     } else {
         (lagd::daemon::handover::Passed::from_env(), None)
     };
-    let daemon = match Daemon::start(config, passed) {
+    let mut daemon = match Daemon::start(config, passed) {
         Ok(d) => d,
         Err(StartError::Config(m)) => {
             eprintln!("lagd: {m}");
@@ -190,6 +193,16 @@ fn main() -> ExitCode {
             // Undoing nothing: what it would undo is the old lagd's again.
             std::process::exit(1);
         }
+    }
+    match launcher {
+        Ok(l) => {
+            let pid = l.pid();
+            match daemon.set_launcher(l) {
+                Ok(()) => tracing::info!(pid, "launcher for SIGUSR2's upgrade"),
+                Err(e) => tracing::warn!("no launcher: {e:#}; SIGUSR2 does not upgrade"),
+            }
+        }
+        Err(e) => tracing::warn!("no launcher: {e}; SIGUSR2 does not upgrade"),
     }
     // The bond is up: from here on lagd parses frames from the wire, with only what it needs.
     match lagd::daemon::keep_needed_capabilities() {
@@ -211,4 +224,21 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Forks the launcher ([`lagd_sys::launcher`]) that runs `lagctl upgrade` for this bond on
+/// SIGUSR2: the `lagctl` beside this lagd's binary, with the control socket file this lagd
+/// serves (the bond's name for the default one).
+fn fork_launcher(config: &Config) -> std::io::Result<lagd_sys::launcher::Launcher> {
+    let exe = std::env::current_exe()?;
+    let lagctl = exe.with_file_name("lagctl");
+    let mut args: Vec<std::ffi::OsString> = vec!["upgrade".into()];
+    match &config.control {
+        lagd::control::Endpoint::File(path) => {
+            args.push("--control".into());
+            args.push(path.into());
+        }
+        _ => args.push(config.bond.clone().into()),
+    }
+    lagd_sys::launcher::Launcher::fork(lagctl, args)
 }

@@ -200,13 +200,15 @@ impl Choice {
 
 impl Kernel {
     fn start(tap_ifindex: u32, reads: FastPathReads, how: FastPathAttach) -> io::Result<Self> {
-        let fp = FastPath::load()?;
+        // Every frame to lagd until the first real table ([`Kernel::go_live`] writes it before
+        // anything is attached; this one is only what a map never written would read). It goes
+        // in while the programs are verified: putting a table into the programs' map costs an
+        // RCU grace period (10-20 ms here), which a restart would otherwise wait for with the
+        // bond down; the first real one is then written into it in place (`sync`).
+        let fp = FastPath::load_with_table(&Table::lagd_only(tap_ifindex))?;
         // The heartbeat before anything is attached: programs put into an earlier lagd's links
         // (or filters) forward at once, and must not find their deadline passed.
         fp.set_alive_until(alive_until())?;
-        // Every frame to lagd until the first real table ([`Kernel::go_live`] writes it before
-        // anything is attached; this one is only what a map never written would read).
-        fp.set_table(&Table::lagd_only(tap_ifindex))?;
         Ok(Self {
             fp,
             how,
@@ -253,7 +255,8 @@ impl Kernel {
     /// a restart or an upgrade. An error fails the start (what was attached is in `self`, and
     /// detached when it is dropped with the rest of the failed start).
     pub(crate) fn go_live(&mut self, bond: &Bond) -> io::Result<()> {
-        self.generation = None;
+        // Writes only what the last wake's sync has not written yet (or failed to): the first
+        // table was never written before (`generation` starts out `None`).
         self.sync(bond)?;
         let tap_ifindex = self.tap_ifindex;
         let (tap, why) = attach_as(self.how, |a| self.fp.attach_tap(tap_ifindex, a))?;
@@ -456,7 +459,13 @@ impl Kernel {
         if table.tlb.is_some() {
             table.tlb = Some(macs.clone());
         }
-        self.fp.set_table(&table)?;
+        if self.tap.is_none() && self.members.iter().all(Option::is_none) {
+            // Nothing runs the programs yet (before `go_live`): no reader can see the table
+            // half written, and the write waits for no grace period.
+            self.fp.rewrite_table_unattached(&table)?;
+        } else {
+            self.fp.set_table(&table)?;
+        }
         self.generation = Some(generation);
         self.partners_changed = false;
         self.macs = Some(macs);

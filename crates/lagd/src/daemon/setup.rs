@@ -32,6 +32,8 @@ pub(super) const TOKEN_TAP: u64 = 0;
 pub(super) const TOKEN_SIGNAL: u64 = 1;
 pub(super) const TOKEN_CONTROL: u64 = 2;
 pub(super) const TOKEN_LINK: u64 = 3;
+/// The launcher's answers (SIGUSR2's upgrade).
+pub(super) const TOKEN_LAUNCHER: u64 = 4;
 pub(super) const TOKEN_MEMBER: u64 = 100;
 /// Member control sockets (slow protocols), serviced before anything else.
 pub(super) const TOKEN_CONTROL_SOCKET: u64 = 10_000;
@@ -98,6 +100,8 @@ pub struct Daemon {
     pub(super) bucket_moves: lagd_proto::balance::BalanceCounters,
     /// The service manager, when lagd runs as a `Type=notify` service.
     pub(super) notify: Option<Notifier>,
+    /// The launcher forked at lagd's start, which runs `lagctl upgrade` on SIGUSR2.
+    pub(super) launcher: Option<lagd_sys::launcher::Launcher>,
     /// What to put back when lagd stops. Last, so that it runs after every descriptor above
     /// (member sockets, tcx links) is closed.
     pub(super) restore: Restore,
@@ -139,8 +143,8 @@ impl Daemon {
         // Signals are blocked before any thread is spawned (threads inherit the mask; see
         // SignalFd): SIGTERM or SIGHUP must reach the loop, not kill the process in a control
         // thread.
-        let signals =
-            SignalFd::new(&[Signal::TERM, Signal::INT, Signal::HUP]).context("signalfd")?;
+        let signals = SignalFd::new(&[Signal::TERM, Signal::INT, Signal::HUP, Signal::USR2])
+            .context("signalfd")?;
         let first = &config.members[0];
         let mac = match config.mac {
             Some(m) => m,
@@ -384,6 +388,7 @@ impl Daemon {
             tap_running: false,
             bucket_moves: Default::default(),
             notify: Notifier::from_env(),
+            launcher: None,
             restore: undo,
         };
         d.go_live(found)?;
