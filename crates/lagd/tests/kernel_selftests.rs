@@ -902,53 +902,29 @@ fn scenarios(who: Who, kernel: &str) {
     for tool in ["ping", "tcpdump"] {
         assert!(in_path(tool), "{tool} is needed");
     }
-    let t = Instant::now();
-    lacpdu_tx(who, kernel);
-    report(
-        who,
-        kernel,
-        "time",
-        &format!("LACPDU transmit {:.1} s", t.elapsed().as_secs_f64()),
-    );
-    let t = Instant::now();
-    for mode in ["active-backup", "balance-xor"] {
-        for updelay in [0, 1000, 5000] {
-            recovery(who, kernel, mode, updelay);
+    // Each scenario's run time goes into the report.
+    let timed = |what: &str, run: &dyn Fn()| {
+        let t = Instant::now();
+        run();
+        let took = format!("{what} {:.1} s", t.elapsed().as_secs_f64());
+        report(who, kernel, "time", &took);
+    };
+    timed("LACPDU transmit", &|| lacpdu_tx(who, kernel));
+    timed("recovery", &|| {
+        for mode in ["active-backup", "balance-xor"] {
+            for updelay in [0, 1000, 5000] {
+                recovery(who, kernel, mode, updelay);
+            }
         }
-    }
-    report(
-        who,
-        kernel,
-        "time",
-        &format!("recovery {:.1} s", t.elapsed().as_secs_f64()),
-    );
-    let t = Instant::now();
-    arp_validate(who, kernel, false);
-    // The selftest's IPv6 half, with a link-local target as in the link-local target
-    // selftest (bond-lladdr-target: the bond must come up with one).
-    arp_validate(who, kernel, true);
-    report(
-        who,
-        kernel,
-        "time",
-        &format!("arp_validate {:.1} s", t.elapsed().as_secs_f64()),
-    );
-    let t = Instant::now();
-    address_lists(who, kernel);
-    report(
-        who,
-        kernel,
-        "time",
-        &format!("address lists {:.1} s", t.elapsed().as_secs_f64()),
-    );
-    let t = Instant::now();
-    passive(who, kernel);
-    report(
-        who,
-        kernel,
-        "time",
-        &format!("passive LACP {:.1} s", t.elapsed().as_secs_f64()),
-    );
+    });
+    timed("arp_validate", &|| {
+        arp_validate(who, kernel, false);
+        // The selftest's IPv6 half, with a link-local target as in the link-local target
+        // selftest (bond-lladdr-target: the bond must come up with one).
+        arp_validate(who, kernel, true);
+    });
+    timed("address lists", &|| address_lists(who, kernel));
+    timed("passive LACP", &|| passive(who, kernel));
 }
 
 /// lagd as the bond, in network namespaces on this host.

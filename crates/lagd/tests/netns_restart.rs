@@ -40,6 +40,13 @@ struct Supervisor {
 }
 
 impl Supervisor {
+    /// Whether the lagd it started last still runs.
+    fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().expect("lagd's state").is_none())
+    }
+
     fn new(dir: &Path) -> Self {
         let path = dir.join("notify.sock");
         let socket = UnixDatagram::bind(&path).expect("bind the notification socket");
@@ -559,11 +566,8 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
         pair.start_a();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         eprintln!(
-            "{mode} ({attach}): kill -9 and restart: A->B lost {} of {}, B->A lost {} of {}",
-            ab.0 - ab.1,
-            ab.0,
-            ba.0 - ba.1,
-            ba.0
+            "{mode} ({attach}): kill -9 and restart: {}",
+            losses(&ab, &ba)
         );
         assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
         assert_eq!(
@@ -687,6 +691,17 @@ fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
 
 /// The process serving the control socket `control` (its peer credentials).
+/// What two probes (A -> B, B -> A: sent, received) lost, as the tests print it.
+fn losses(ab: &(u64, u64), ba: &(u64, u64)) -> String {
+    format!(
+        "A->B lost {} of {}, B->A lost {} of {}",
+        ab.0 - ab.1,
+        ab.0,
+        ba.0 - ba.1,
+        ba.0
+    )
+}
+
 fn server_pid(control: &Path) -> u32 {
     let s = std::os::unix::net::UnixStream::connect(control).expect("connect to lagd A");
     lagd_sys::peer::peer_credentials(&s).expect("peer").pid
@@ -789,13 +804,9 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         let (was, new) = upgraded_pids(&stdout);
         let _new = Upgraded(new);
         eprintln!(
-            "{mode} fastpath={fastpath} ({}): lagctl upgrade ({took:?}): A->B lost {} of {}, \
-             B->A lost {} of {}",
+            "{mode} fastpath={fastpath} ({}): lagctl upgrade ({took:?}): {}",
             pair.attached,
-            ab.0 - ab.1,
-            ab.0,
-            ba.0 - ba.1,
-            ba.0
+            losses(&ab, &ba)
         );
         assert_eq!(was, old, "{stdout}");
         assert_ne!(new, old);
@@ -891,23 +902,8 @@ fn a_failed_upgrade_leaves_the_running_lagd_serving() {
         assert!(err.contains(says), "{binary}: {err}");
         assert!(err.contains(&format!("lagd {old} keeps the bond")), "{err}");
         assert_eq!(server_pid(&pair.control), old, "{binary}: the same lagd");
-        assert!(
-            pair.sup
-                .child
-                .as_mut()
-                .unwrap()
-                .try_wait()
-                .unwrap()
-                .is_none(),
-            "the old lagd still runs"
-        );
-        eprintln!(
-            "{binary}: A->B lost {} of {}, B->A lost {} of {}",
-            ab.0 - ab.1,
-            ab.0,
-            ba.0 - ba.1,
-            ba.0
-        );
+        assert!(pair.sup.running(), "the old lagd still runs");
+        eprintln!("{binary}: {}", losses(&ab, &ba));
         assert!(ab.1 * 10 >= ab.0 * 9, "{binary}: A->B: {ab:?}");
         assert!(ba.1 * 10 >= ba.0 * 9, "{binary}: B->A: {ba:?}");
     }
@@ -1026,12 +1022,8 @@ fn a_restart_with_changed_options_rebuilds_only_what_differs() {
         pair.start_a();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         eprintln!(
-            "{attach} ({attached}): kill -9, restart with xmit_hash_policy=layer2: A->B lost {} \
-             of {}, B->A lost {} of {}",
-            ab.0 - ab.1,
-            ab.0,
-            ba.0 - ba.1,
-            ba.0
+            "{attach} ({attached}): kill -9, restart with xmit_hash_policy=layer2: {}",
+            losses(&ab, &ba)
         );
         assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
         assert_eq!(ab.1, ab.0, "{attach}: A->B through the new policy: {ab:?}");
@@ -1065,12 +1057,8 @@ fn a_restart_with_changed_options_rebuilds_only_what_differs() {
         pair.start_a();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         eprintln!(
-            "{attach} ({attached}): kill -9, restart without {left}: A->B lost {} of {}, B->A \
-             lost {} of {} (B still sends into the link A took out)",
-            ab.0 - ab.1,
-            ab.0,
-            ba.0 - ba.1,
-            ba.0
+            "{attach} ({attached}): kill -9, restart without {left}: {} (B still sends into the link A took out)",
+            losses(&ab, &ba)
         );
         assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
         assert_eq!(ab.1, ab.0, "{attach}: A->B without {left}: {ab:?}");
@@ -1129,12 +1117,8 @@ fn a_restart_with_changed_options_rebuilds_only_what_differs() {
         pair.start_a();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         eprintln!(
-            "{attach} ({attached}): kill -9, restart with {left} again: A->B lost {} of {}, \
-             B->A lost {} of {}",
-            ab.0 - ab.1,
-            ab.0,
-            ba.0 - ba.1,
-            ba.0
+            "{attach} ({attached}): kill -9, restart with {left} again: {}",
+            losses(&ab, &ba)
         );
         assert_eq!(ba.1, ba.0, "{attach}: B->A (over {kept} alone): {ba:?}");
         lagd::control::request(
@@ -1266,13 +1250,9 @@ fn a_restart_by_the_service_manager_loses_nothing_on_the_kernel_path() {
         pair.start_a();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         eprintln!(
-            "{mode} ({attach}, {}): lagctl stop --unit with a restart job, then a start: A->B \
-             lost {} of {}, B->A lost {} of {}",
+            "{mode} ({attach}, {}): lagctl stop --unit with a restart job, then a start: {}",
             pair.attached,
-            ab.0 - ab.1,
-            ab.0,
-            ba.0 - ba.1,
-            ba.0
+            losses(&ab, &ba)
         );
         assert!(
             out.status.success(),
@@ -1382,13 +1362,9 @@ fn an_upgrade_takes_the_edited_configuration_and_loses_nothing() {
         let _new = Upgraded(new);
         assert_eq!(was, old, "{stdout}");
         eprintln!(
-            "{attach} ({}): lagctl upgrade to xmit_hash_policy=layer2: A->B lost {} of {}, \
-             B->A lost {} of {}",
+            "{attach} ({}): lagctl upgrade to xmit_hash_policy=layer2: {}",
             pair.attached,
-            ab.0 - ab.1,
-            ab.0,
-            ba.0 - ba.1,
-            ba.0
+            losses(&ab, &ba)
         );
         assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
         assert_eq!(ab.1, ab.0, "{attach}: A->B through the upgrade: {ab:?}");
@@ -1449,14 +1425,7 @@ fn sigusr2_upgrades_and_loses_nothing_on_the_kernel_path() {
         !PathBuf::from(format!("/proc/{old}")).exists(),
         "the old lagd is gone"
     );
-    eprintln!(
-        "SIGUSR2 ({}): A->B lost {} of {}, B->A lost {} of {}",
-        pair.attached,
-        ab.0 - ab.1,
-        ab.0,
-        ba.0 - ba.1,
-        ba.0
-    );
+    eprintln!("SIGUSR2 ({}): {}", pair.attached, losses(&ab, &ba));
     assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
     assert_eq!(ab.1, ab.0, "A->B through the upgrade: {ab:?}");
     assert_eq!(ba.1, ba.0, "B->A through the upgrade: {ba:?}");
@@ -1523,23 +1492,8 @@ fn a_failed_sigusr2_upgrade_leaves_the_running_lagd_serving() {
     assert!(log.contains(&expected), "{expected}:\n{log}");
     assert!(log.contains("this lagd keeps the bond"), "{log}");
     assert_eq!(server_pid(&pair.control), old, "the same lagd serves");
-    assert!(
-        pair.sup
-            .child
-            .as_mut()
-            .unwrap()
-            .try_wait()
-            .unwrap()
-            .is_none(),
-        "the old lagd still runs"
-    );
-    eprintln!(
-        "failed SIGUSR2: A->B lost {} of {}, B->A lost {} of {}",
-        ab.0 - ab.1,
-        ab.0,
-        ba.0 - ba.1,
-        ba.0
-    );
+    assert!(pair.sup.running(), "the old lagd still runs");
+    eprintln!("failed SIGUSR2: {}", losses(&ab, &ba));
     assert_eq!(ab.1, ab.0, "A->B: {ab:?}");
     assert_eq!(ba.1, ba.0, "B->A: {ba:?}");
     pair.teardown();
