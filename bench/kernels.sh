@@ -9,7 +9,8 @@
 #   lagd-lacp  lagd at both ends, mode=802.3ad xmit_hash_policy=layer3+4 lacp_rate=fast
 #              fastpath=on
 #   bond-bcast / lagd-bcast  mode broadcast (every frame on both links)
-#   bond-tlb / lagd-tlb      mode balance-tlb xmit_hash_policy layer3+4
+#   bond-tlb / lagd-tlb      mode balance-tlb xmit_hash_policy layer3+4 at host A, towards a
+#                            Linux bridge at host B (tlb is made for a switch)
 #   bond-rr / lagd-rr        mode balance-rr packets_per_slave 1
 #
 # The last six are the modes issue 27 measures against direct veth on this machine; here the
@@ -34,7 +35,8 @@
 # (a subset of the eleven, in the first round's order; default: direct and the xor and 802.3ad
 # pairs),
 # OUT (bench/kernels.md: the section between the kernels.sh markers is replaced, the rest kept),
-# KEEP (set: keep the work directory with every guest's raw results and lagd's logs).
+# KEEP (set: keep the work directory with every guest's raw results and lagd's logs),
+# LAGD_EXTRA (more lagd options for every lagd setup, e.g. fastpath_attach=tc).
 # Needs: python3, cargo, cc, iperf3, jq, iproute2, ping; tools/uml.py's needs.
 set -euo pipefail
 
@@ -92,6 +94,32 @@ kernel_mode() {
     esac
 }
 
+# bond_ends SETUP: the namespaces that run the bond. balance-tlb is made for a switch (the
+# kernel's documentation: its members keep their own MACs, and only the current one receives
+# for the bond's), so its far end is a Linux bridge over the link ends, for both the kernel
+# bond and lagd; the other modes run a bond at both ends.
+bond_ends() {
+    case $1 in
+        *-tlb) echo kbA ;;
+        *) echo kbA kbB ;;
+    esac
+}
+
+# switch_end SETUP: for the setups bond_ends gives one end, the bridge at host B with its address.
+switch_end() {
+    case $1 in
+        *-tlb)
+            ip -n kbB link add br0 type bridge
+            for i in 0 1; do
+                ip -n kbB link set "m$i" master br0
+                ip -n kbB link set "m$i" up
+            done
+            ip -n kbB link set br0 up
+            ip -n kbB addr add 10.0.0.2/24 dev br0
+            ;;
+    esac
+}
+
 # setup NAME: the namespaces and links, then NAME's configuration; sets DST1, DST2.
 setup() {
     local s=$1 i ns n mode opts
@@ -114,7 +142,7 @@ setup() {
         bond-*)
             mode=$(kernel_mode "${s#bond-}")
             n=1
-            for ns in kbA kbB; do
+            for ns in $(bond_ends "$s"); do
                 # shellcheck disable=SC2086 # the mode and its options are several words
                 ip -n "$ns" link add bond0 type bond $mode miimon 100
                 for i in 0 1; do ip -n "$ns" link set "m$i" master bond0; done
@@ -126,17 +154,19 @@ setup() {
                 wait_for 20 lacp_ports kbA && wait_for 5 lacp_ports kbB ||
                     echo "$s: the aggregator did not get both ports" >&2
             fi
+            switch_end "$s"
             DST1=10.0.0.2 DST2=10.0.0.2
             ;;
         lagd-*)
-            opts="$(kernel_mode "${s#lagd-}" | sed 's/ \([a-z_0-9]*\) \([^ ]*\)/ \1=\2/g; s/^mode /mode=/') miimon=100 fastpath=on"
+            opts="$(kernel_mode "${s#lagd-}" | sed 's/ \([a-z_0-9]*\) \([^ ]*\)/ \1=\2/g; s/^mode /mode=/') miimon=100 fastpath=on ${LAGD_EXTRA:-}"
+            switch_end "$s" # its ports up first: lagd waits for its members' carrier
             n=1
-            for ns in kbA kbB; do
+            for ns in $(bond_ends "$s"); do
                 for i in 0 1; do ip -n "$ns" link set "m$i" up; done
                 ip netns exec "$ns" "$BIN/lagd" --bond lg0 --members m0,m1 --opts "$opts" \
                     >>"$R/$s.$round.$ns.log" 2>&1 &
             done
-            for ns in kbA kbB; do
+            for ns in $(bond_ends "$s"); do
                 if ! wait_for 20 lagd_up "$ns"; then
                     echo "$s: lagd in $ns not ready; its log:" >&2
                     sed 's/^/    /' "$R/$s.$round.$ns.log" >&2
@@ -276,6 +306,7 @@ for k in $KERNELS; do
     # ~20 s per setup and round; a guest that hangs is killed.
     python3 tools/uml.py run "$k" --rw "$work" --timeout $((ROUNDS * ${#SETUPS[@]} * 40 + 60)) \
         -e ROUNDS="$ROUNDS" -e DURATION="$DURATION" -e FAIL_AT="$FAIL_AT" -e SETUPS="${SETUPS[*]}" \
+        -e LAGD_EXTRA="${LAGD_EXTRA:-}" \
         -- bash bench/kernels.sh --guest "$work" 2>&1 | tee "$work/run-$k.log" || true
 done
 
