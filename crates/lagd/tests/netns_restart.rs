@@ -703,8 +703,14 @@ fn losses(ab: &(u64, u64), ba: &(u64, u64)) -> String {
 }
 
 fn server_pid(control: &Path) -> u32 {
-    let s = std::os::unix::net::UnixStream::connect(control).expect("connect to lagd A");
-    lagd_sys::peer::peer_credentials(&s).expect("peer").pid
+    try_server_pid(control).expect("connect to lagd A")
+}
+
+/// The pid of the lagd answering on `control`, or why none does: during a handover the old
+/// lagd's socket file is moved aside until the new one's is in place.
+fn try_server_pid(control: &Path) -> std::io::Result<u32> {
+    let s = std::os::unix::net::UnixStream::connect(control)?;
+    Ok(lagd_sys::peer::peer_credentials(&s)?.pid)
 }
 
 /// A lagd a planned upgrade started (not the test's child): stopped with SIGTERM by its pid
@@ -1440,7 +1446,7 @@ fn sigusr2_upgrades_and_loses_nothing_on_the_kernel_path() {
         .unwrap();
     assert!(status.success());
     wait_for("the second upgrade", Duration::from_secs(15), || {
-        server_pid(&pair.control) != new
+        try_server_pid(&pair.control).is_ok_and(|pid| pid != new)
     });
     let newer = server_pid(&pair.control);
     let _newer = Upgraded(newer);
