@@ -8,7 +8,7 @@
 //! - `events`: what happens to a running bond: carrier and link events, members gone, and
 //!   after every wake the bond's frames and events acted on and published;
 //! - `requests`: the control requests the loop answers (status, options, members, reload,
-//!   the planned upgrade's hand-over);
+//!   the planned upgrade's hand-over), and SIGUSR2's upgrade through the launcher;
 //! - [`dataplane`]: the TAP and the members' sockets. Every frame from the host goes to
 //!   [`Bond::transmit`](lagd_proto::bond::Bond::transmit), every frame from a member to
 //!   [`Bond::receive`](lagd_proto::bond::Bond::receive), and the dataplane applies the verdict
@@ -46,7 +46,7 @@ mod setup;
 mod timers;
 
 use anyhow::{Context, Result};
-use lagd_sys::poll::{Events, Interest, Signal};
+use lagd_sys::poll::{Events, Signal};
 use tracing::{info, warn};
 
 use crate::metrics;
@@ -62,71 +62,6 @@ use setup::{
 use timers::Timer;
 
 impl Daemon {
-    /// Hands the daemon the launcher forked at lagd's start ([`lagd_sys::launcher`]): SIGUSR2
-    /// then asks it to run `lagctl upgrade` for this bond.
-    pub fn set_launcher(&mut self, launcher: lagd_sys::launcher::Launcher) -> Result<()> {
-        self.poller
-            .add(&launcher.answers_fd(), TOKEN_LAUNCHER, Interest::READABLE)
-            .context("epoll: the launcher's pipe")?;
-        self.launcher = Some(launcher);
-        Ok(())
-    }
-
-    /// SIGUSR2: a planned upgrade, as `lagctl upgrade` for this bond would start it (the
-    /// launcher runs it; lagd itself cannot start a program). The running lagd hands the bond
-    /// over through the control socket as for lagctl, or keeps it when the upgrade fails;
-    /// the launcher's answer is logged when it comes.
-    fn upgrade_on_signal(&mut self) {
-        let Some(l) = self.launcher.as_mut() else {
-            warn!("SIGUSR2: no upgrade: lagd has no launcher (see the start's log)");
-            return;
-        };
-        let command = l
-            .command()
-            .iter()
-            .map(|a| a.to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(" ");
-        match l.ask() {
-            Ok(()) => info!("SIGUSR2: upgrading: the launcher runs {command}"),
-            Err(e) => {
-                warn!("SIGUSR2: no upgrade: the launcher is gone ({e})");
-                self.drop_launcher();
-            }
-        }
-    }
-
-    /// The launcher's answers: what the upgrade it ran came to.
-    fn service_launcher(&mut self) {
-        let Some(l) = self.launcher.as_mut() else {
-            return;
-        };
-        match l.answers() {
-            Ok(lines) => {
-                for line in lines {
-                    let (status, said) = line.split_once('\t').unwrap_or((&line, ""));
-                    if status == "ok" {
-                        info!("SIGUSR2: the upgrade succeeded: {said}");
-                    } else {
-                        warn!(
-                            "SIGUSR2: the upgrade failed ({status}); this lagd keeps the bond. {said}"
-                        );
-                    }
-                }
-            }
-            Err(e) => {
-                warn!("the launcher: {e}; SIGUSR2 no longer upgrades");
-                self.drop_launcher();
-            }
-        }
-    }
-
-    fn drop_launcher(&mut self) {
-        if let Some(l) = self.launcher.take() {
-            let _ = self.poller.delete(&l.answers_fd());
-        }
-    }
-
     /// Runs until SIGTERM or SIGINT. The clock is read once per wake, right after it; the
     /// next wake is the earliest deadline in the timer table (`timers`): the bond's, the
     /// next carrier poll, the watchdog's, the kernel path's heartbeat and bucket sample.

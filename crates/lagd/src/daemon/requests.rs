@@ -1,11 +1,13 @@
 //! What the control socket asks of a running bond: the status, option changes, members added,
 //! removed, disabled and enabled, a reload of the configuration file, and the planned upgrade's
 //! hand-over. The control threads queue the requests; the loop answers them here, never
-//! blocking.
+//! blocking. Also SIGUSR2's planned upgrade, which the launcher forked at lagd's start runs
+//! (`lagctl upgrade`, which then asks for the hand-over here).
 
 use std::io;
 use std::time::{Duration, Instant as StdInstant};
 
+use anyhow::Context;
 use lagd_proto::bond::{Bond, PortId};
 use lagd_proto::time::Instant;
 use lagd_sys::fastpath::MAX_MEMBERS;
@@ -14,11 +16,76 @@ use lagd_sys::poll::Interest;
 use tracing::{info, warn};
 
 use super::handover;
-use super::setup::{Daemon, MAX_CHANGES, TOKEN_CONTROL_SOCKET, TOKEN_MEMBER};
+use super::setup::{Daemon, MAX_CHANGES, TOKEN_CONTROL_SOCKET, TOKEN_LAUNCHER, TOKEN_MEMBER};
 use crate::config::Config;
 use crate::status::{BondContext, DataplaneStatus, Status};
 
 impl Daemon {
+    /// Hands the daemon the launcher forked at lagd's start ([`lagd_sys::launcher`]): SIGUSR2
+    /// then asks it to run `lagctl upgrade` for this bond.
+    pub fn set_launcher(&mut self, launcher: lagd_sys::launcher::Launcher) -> anyhow::Result<()> {
+        self.poller
+            .add(&launcher.answers_fd(), TOKEN_LAUNCHER, Interest::READABLE)
+            .context("epoll: the launcher's pipe")?;
+        self.launcher = Some(launcher);
+        Ok(())
+    }
+
+    /// SIGUSR2: a planned upgrade, as `lagctl upgrade` for this bond would start it (the
+    /// launcher runs it; lagd itself cannot start a program). The running lagd hands the bond
+    /// over through the control socket as for lagctl, or keeps it when the upgrade fails;
+    /// the launcher's answer is logged when it comes.
+    pub(super) fn upgrade_on_signal(&mut self) {
+        let Some(l) = self.launcher.as_mut() else {
+            warn!("SIGUSR2: no upgrade: lagd has no launcher (see the start's log)");
+            return;
+        };
+        let command = l
+            .command()
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ");
+        match l.ask() {
+            Ok(()) => info!("SIGUSR2: upgrading: the launcher runs {command}"),
+            Err(e) => {
+                warn!("SIGUSR2: no upgrade: the launcher is gone ({e})");
+                self.drop_launcher();
+            }
+        }
+    }
+
+    /// The launcher's answers: what the upgrade it ran came to.
+    pub(super) fn service_launcher(&mut self) {
+        let Some(l) = self.launcher.as_mut() else {
+            return;
+        };
+        match l.answers() {
+            Ok(lines) => {
+                for line in lines {
+                    let (status, said) = line.split_once('\t').unwrap_or((&line, ""));
+                    if status == "ok" {
+                        info!("SIGUSR2: the upgrade succeeded: {said}");
+                    } else {
+                        warn!(
+                            "SIGUSR2: the upgrade failed ({status}); this lagd keeps the bond. {said}"
+                        );
+                    }
+                }
+            }
+            Err(e) => {
+                warn!("the launcher: {e}; SIGUSR2 no longer upgrades");
+                self.drop_launcher();
+            }
+        }
+    }
+
+    fn drop_launcher(&mut self) {
+        if let Some(l) = self.launcher.take() {
+            let _ = self.poller.delete(&l.answers_fd());
+        }
+    }
+
     /// Answers the requests the control threads queued. Never blocks: the clients' reading and
     /// writing happen on their threads.
     pub(super) fn service_control(&mut self, now: Instant) {
