@@ -49,6 +49,7 @@ use guest::in_guest;
 use lagd::control::query_status;
 use lagd_lab::dataplane::address_bond;
 use lagd_lab::topology::{ProcessId, Side, Topology, in_path, is_root, run};
+use lagd_proto::bond::options::ArpValidate;
 
 /// Who is the bond under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,24 +184,11 @@ impl Bond {
     /// port state in the kernel's `/proc/net/bonding`, bit 0x20).
     fn distributing(&self, topo: &Topology) -> Vec<bool> {
         match &self.lagd {
-            Some((_, control)) => query_status(control)
-                .expect("lagd status")
-                .members
-                .iter()
-                .map(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
-                .collect(),
+            Some((_, control)) => {
+                guest::lagd_distributing(&query_status(control).expect("lagd status"))
+            }
             None => {
-                let text = run(
-                    "ip",
-                    &[
-                        "netns",
-                        "exec",
-                        topo.ns(self.side),
-                        "cat",
-                        &format!("/proc/net/bonding/{}", self.name),
-                    ],
-                )
-                .expect("/proc/net/bonding");
+                let text = self.proc_bonding(topo).expect("/proc/net/bonding");
                 topo.links()
                     .iter()
                     .map(|l| actor_state(&text, &l.name).is_some_and(|s| s & 0x20 != 0))
@@ -217,18 +205,22 @@ impl Bond {
                 query_status(control).map_or_else(|e| e.to_string(), |s| s.render()),
                 topo.log_tail(*id, 30)
             ),
-            None => run(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    topo.ns(self.side),
-                    "cat",
-                    &format!("/proc/net/bonding/{}", self.name),
-                ],
-            )
-            .unwrap_or_else(|e| format!("{e:#}")),
+            None => self.proc_bonding(topo).unwrap_or_else(|e| format!("{e:#}")),
         }
+    }
+
+    /// The kernel bond's `/proc/net/bonding` file.
+    fn proc_bonding(&self, topo: &Topology) -> anyhow::Result<String> {
+        run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                topo.ns(self.side),
+                "cat",
+                &format!("/proc/net/bonding/{}", self.name),
+            ],
+        )
     }
 }
 
@@ -573,16 +565,6 @@ fn link_local(topo: &Topology, side: Side, dev: &str, addr: &str) {
 }
 
 /// The `arp_validate` values, as both the kernel's `ip` and lagd take them.
-const ARP_VALIDATE: [&str; 7] = [
-    "none",
-    "active",
-    "backup",
-    "all",
-    "filter",
-    "filter_active",
-    "filter_backup",
-];
-
 /// The `arp_validate` selftest: active-backup with the ARP monitor (`arp_interval 100`, the
 /// target host B's bridge, address 2, over its ends of both links), for every `arp_validate`
 /// value: both members come up, pings pass, and over 3 more seconds both stay up with no link
@@ -593,7 +575,7 @@ const ARP_VALIDATE: [&str; 7] = [
 fn arp_validate(who: Who, kernel: &str, v6: bool) {
     let mut results = Vec::new();
     let mut failures = Vec::new();
-    for validate in ARP_VALIDATE {
+    for validate in ArpValidate::ALL.iter().map(|v| v.name()) {
         let mut topo = Topology::create(2).expect("topology");
         let b = topo.ns(Side::B).to_owned();
         let br = "stbr";

@@ -19,6 +19,7 @@ use lagd_lab::topology::{
     run,
 };
 use lagd_lab::traffic::checked_transfer;
+use lagd_proto::bond::options::ArpValidate;
 use lagd_proto::hash::{HashPolicy, member_index, xmit_hash};
 use lagd_proto::lacp::{AGGREGATE_WAIT_TIME, FAST_PERIODIC_TIME};
 use lagd_proto::wire::EthernetAddress;
@@ -2081,17 +2082,6 @@ fn stripe_kernel_end_and_lagd_end_carry_udp_and_icmp_both_ways() {
     assert!(b.delivered < 100, "lagd end's numbered deliveries: {b:?}");
 }
 
-/// Every `arp_validate` value, in its text form.
-const ARP_VALIDATE: [&str; 7] = [
-    "none",
-    "active",
-    "backup",
-    "all",
-    "filter",
-    "filter_active",
-    "filter_backup",
-];
-
 /// Pins each host's neighbour entry for the other bond (`nud permanent`), after a ping taught
 /// host A's lagd the bond's address: from then on the only ARP frames on the links are host A's
 /// probes and host B's replies to them.
@@ -2187,9 +2177,9 @@ fn udp_only_from_b<T: Send>(lab: &Lab, d: Duration, during: impl FnOnce() -> T +
 /// keeps no member up.
 #[test]
 fn arp_validate_every_value_in_active_backup() {
-    let mut cases: Vec<(&str, &str, &str)> = ARP_VALIDATE
+    let mut cases: Vec<(&str, &str, &str)> = ArpValidate::ALL
         .iter()
-        .map(|v| (*v, "fastpath=on", "kernel"))
+        .map(|v| (v.name(), "fastpath=on", "kernel"))
         .collect();
     for v in ["none", "backup", "filter", "filter_active"] {
         cases.push((v, "fastpath=off", "lagd"));
@@ -2270,9 +2260,9 @@ fn wait_member_status(lab: &Lab, member: usize, want: &str, within: Duration, wh
 /// from member 0). Where backups do not validate, the replies bring it back at once.
 #[test]
 fn arp_validate_every_value_in_balance_xor() {
-    let mut cases: Vec<(&str, &str, &str)> = ARP_VALIDATE
+    let mut cases: Vec<(&str, &str, &str)> = ArpValidate::ALL
         .iter()
-        .map(|v| (*v, "fastpath=on", "kernel"))
+        .map(|v| (v.name(), "fastpath=on", "kernel"))
         .collect();
     for v in ["none", "all", "filter_backup"] {
         cases.push((v, "fastpath=off", "lagd"));

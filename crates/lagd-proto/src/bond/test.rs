@@ -1729,17 +1729,6 @@ fn a_fast_path_hands_the_bond_what_its_mode_and_monitors_read() {
     assert!(stripe.ordered_tcp && !stripe.member_arp);
 }
 
-/// Every `arp_validate` value, in its text form.
-const ARP_VALIDATE: [&str; 7] = [
-    "none",
-    "active",
-    "backup",
-    "all",
-    "filter",
-    "filter_active",
-    "filter_backup",
-];
-
 /// The bond's own ARP probe for `target` (from the bond's learned 10.0.0.1), as a member hears
 /// it when the switch floods it from the member that sent it.
 fn own_probe(target: [u8; 4]) -> Vec<u8> {
@@ -1754,7 +1743,7 @@ fn own_probe(target: [u8; 4]) -> Vec<u8> {
 
 #[test]
 fn arp_validate_on_a_backup_trusts_only_the_bonds_own_probes() {
-    for v in ARP_VALIDATE {
+    for v in options::ArpValidate::ALL.iter().map(|v| v.name()) {
         // The target answers the active member's probes; the switch copies its replies to the
         // backup too (a bond in broadcast mode at the far end does the same).
         let run = |backup_hears: &dyn Fn() -> Vec<u8>| {
@@ -1805,7 +1794,7 @@ fn arp_validate_on_a_backup_trusts_only_the_bonds_own_probes() {
 
 #[test]
 fn arp_validate_filter_counts_only_arp_where_it_does_not_validate() {
-    for v in ARP_VALIDATE {
+    for v in options::ArpValidate::ALL.iter().map(|v| v.name()) {
         // balance-xor: every member is active; both hear only TCP, and nothing is validated.
         let mut b = bond(
             &format!("mode=balance-xor arp_interval=100 arp_ip_target=10.0.0.9 arp_validate={v}"),
@@ -1855,7 +1844,7 @@ fn arp_validate_filter_counts_only_arp_where_it_does_not_validate() {
 
 #[test]
 fn arp_validate_in_balance_xor_a_member_taken_out_validates_as_a_backup() {
-    for v in ARP_VALIDATE {
+    for v in options::ArpValidate::ALL.iter().map(|v| v.name()) {
         let mut b = bond(
             &format!("mode=balance-xor arp_interval=100 arp_ip_target=10.0.0.9 arp_validate={v}"),
             2,
