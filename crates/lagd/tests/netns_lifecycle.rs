@@ -511,7 +511,11 @@ fn keeps_only_the_capabilities_it_needs() {
         if task.ends_with(pid.to_string()) {
             continue;
         }
-        let status = fs::read_to_string(task.join("status")).expect("task status");
+        // A thread that ended since the directory was read has nothing left to check.
+        let status = match fs::read_to_string(task.join("status")) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            r => r.expect("task status"),
+        };
         let eff = status
             .lines()
             .find_map(|l| l.strip_prefix("CapEff:"))
@@ -541,7 +545,11 @@ fn seccomp_lines(pid: u32) -> Vec<(String, String)> {
     let mut threads = Vec::new();
     for task in fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/PID/task") {
         let task = task.expect("task").path();
-        let status = fs::read_to_string(task.join("status")).expect("task status");
+        // A thread that ended since the directory was read has nothing left to check.
+        let status = match fs::read_to_string(task.join("status")) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            r => r.expect("task status"),
+        };
         let keep: Vec<&str> = status
             .lines()
             .filter(|l| {
