@@ -454,6 +454,9 @@ pub struct MemberStatus {
     pub perm_hw_addr: String,
     /// The active member (or usable, in modes without one).
     pub active: bool,
+    /// Its `prio` (the kernel shows it in `ip -d link`, not in /proc/net/bonding).
+    #[serde(default)]
+    pub prio: i32,
     /// Frames received.
     pub rx_packets: u64,
     /// Bytes received.
@@ -718,6 +721,7 @@ impl MemberStatus {
             link_failure_count: p.link_failures,
             perm_hw_addr: p.perm_mac.to_string(),
             active: p.active,
+            prio: p.prio,
             lacp: lacp.map(|l| MemberLacp::from_snapshot(l, lacpdu_tx_errors)),
             ..Self::default()
         }
@@ -1020,6 +1024,9 @@ impl Status {
                 let _ = writeln!(s, "  {c}");
             }
         }
+        // The kernel's file has no prio (only `ip -d link` shows it): lagd adds the line when
+        // some member has one.
+        let prio = self.members.iter().any(|m| m.prio != 0);
         for m in &self.members {
             let _ = writeln!(s);
             let _ = writeln!(s, "Slave Interface: {}", m.name);
@@ -1036,6 +1043,9 @@ impl Status {
             let _ = writeln!(s, "Link Failure Count: {}", m.link_failure_count);
             let _ = writeln!(s, "Permanent HW addr: {}", m.perm_hw_addr);
             let _ = writeln!(s, "Slave queue ID: 0");
+            if prio {
+                let _ = writeln!(s, "Prio: {}", m.prio);
+            }
             let _ = writeln!(s, "RX: {} packets, {} bytes", m.rx_packets, m.rx_bytes);
             let _ = writeln!(s, "TX: {} packets, {} bytes", m.tx_packets, m.tx_bytes);
             let drops: Vec<String> = m
@@ -1291,6 +1301,7 @@ mod test {
                 link_failure_count: 2,
                 perm_hw_addr: "02:00:00:00:00:02".into(),
                 active: true,
+                prio: 0,
                 rx_packets: 5,
                 rx_bytes: 500,
                 tx_packets: 6,
@@ -1381,6 +1392,12 @@ mod test {
             );
         }
         assert!(!text.contains("Transmit Hash Policy"));
+        // No member has a prio: no line for it (the kernel's file never has one).
+        assert!(!text.contains("Prio:"), "{text}");
+        let mut with_prio = sample();
+        with_prio.members[0].prio = -50;
+        let text_prio = with_prio.render();
+        assert!(text_prio.lines().any(|l| l == "Prio: -50"), "{text_prio}");
         // Not balance-alb: no client table.
         assert!(!text.contains("ALB Clients"));
         // Without the ARP monitor, none of its lines.

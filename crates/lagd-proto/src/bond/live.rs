@@ -43,7 +43,7 @@ pub fn liveness(key: &str) -> Liveness {
         | "primary_reselect" | "num_grat_arp" | "num_unsol_na" | "resend_igmp"
         | "all_slaves_active" | "arp_interval" | "arp_ip_target" | "ns_ip6_target"
         | "arp_validate" | "arp_all_targets" | "arp_missed_max" | "xmit_hash_policy"
-        | "packets_per_slave" => Liveness::Live,
+        | "packets_per_slave" | "prio" => Liveness::Live,
         "mode" | "fail_over_mac" => Liveness::NoMembers,
         "lacp_rate" | "lacp_active" | "ad_select" | "ad_user_port_key" | "tlb_dynamic_lb"
         | "coupled_control" => Liveness::BondDown,
@@ -118,6 +118,16 @@ impl Bond {
             if key == "primary" && !value.is_empty() && self.port_by_name(value).is_none() {
                 return Err(refuse(format!("'{value}' is not a member of the bond")));
             }
+            if key == "prio" {
+                // The driver sets prio on a member; lagd names the members in the value.
+                if let Some((m, _)) = opts
+                    .prio
+                    .iter()
+                    .find(|(m, _)| self.port_by_name(m).is_none())
+                {
+                    return Err(refuse(format!("'{m}' is not a member of the bond")));
+                }
+            }
             changed.push(format!("{key}={value}"));
         }
         let warnings = opts.finish()?;
@@ -172,7 +182,8 @@ impl Bond {
             arp_all_targets,
             arp_missed_max,
             xmit_hash_policy,
-            packets_per_slave
+            packets_per_slave,
+            prio
         );
         probe.explicit_miimon = cur.explicit_miimon;
         // Which keys were given is bookkeeping for warnings, not an option.
@@ -237,7 +248,9 @@ impl Bond {
         // What the next selection would choose with `port` active: it must stay.
         let mut sel = self.sel.clone();
         sel.active = Some(port);
-        if select::choose_active(&self.ports, &self.opts, &sel) != Some(port) {
+        if select::choose_active(&self.ports, &self.opts, &sel, select::Trigger::default())
+            != Some(port)
+        {
             let primary = self.opts.primary.as_deref().unwrap_or("?");
             return Err(format!(
                 "the primary {primary} is up and would take over at once (primary_reselect={}); \
@@ -269,9 +282,23 @@ impl Bond {
         if arp_changed {
             self.arp = ArpMonitor::new(&self.opts);
         }
-        // Primary, primary_reselect, all_slaves_active and the delays take effect through the
-        // next selection; the receive rules are recomputed whatever changed.
-        self.reselect(now);
+        // The driver reselects when primary or primary_reselect is set, and when a member's
+        // prio is set while no primary member is configured.
+        let has_primary = self
+            .opts
+            .primary
+            .as_deref()
+            .is_some_and(|p| self.port_by_name(p).is_some());
+        if old.primary != self.opts.primary && has_primary {
+            // The driver's force_primary: a primary just named takes over once it is up.
+            self.sel.force_primary = true;
+        }
+        let forced = old.primary != self.opts.primary
+            || old.primary_reselect != self.opts.primary_reselect
+            || (old.prio != self.opts.prio && !has_primary);
+        // Primary, primary_reselect, prio, all_slaves_active and the delays take effect
+        // through the next selection; the receive rules are recomputed whatever changed.
+        self.reselect_with(now, forced);
         self.refresh_rx_rules();
     }
 }
@@ -305,6 +332,7 @@ mod test {
             ("lacp_rate", "fast", "down"),
             ("hash_seed", "7", "restart"),
             ("primary", "eth9", "not a member"),
+            ("prio", "eth0:5,eth9:1", "not a member"),
         ] {
             let e = b.change_options(t, &kv(&[("miimon", "50"), (key, value)]));
             let e = e.unwrap_err();
@@ -422,8 +450,11 @@ mod test {
         assert_eq!(b.port_by_name("eth1"), Some(PortId(2)));
         b.change_options(t, &kv(&[("primary", "eth1")])).unwrap();
         assert_eq!(b.active(), Some(PortId(2)));
+        // Clearing the primary reselects (the driver's rule): with every prio equal, the
+        // first member that is up (Linux 6.0 and later).
         b.change_options(t, &kv(&[("primary", "")])).unwrap();
-        assert_eq!(b.set_active(t, "eth0"), Ok(true));
+        assert_eq!(b.active(), Some(PortId(0)));
+        assert_eq!(b.set_active(t, "eth0"), Ok(false));
         assert_eq!(b.set_active(t, "eth1"), Ok(true));
         assert_eq!(b.active(), Some(PortId(2)));
     }

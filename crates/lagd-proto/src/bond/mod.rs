@@ -190,6 +190,7 @@ impl Bond {
     /// does not apply `updelay` at enslave time).
     pub fn add_port(&mut self, now: Instant, info: PortInfo, carrier: bool) -> PortId {
         let id = PortId(self.ports.len() as u16);
+        let info_name = info.name.clone();
         let port = member::Port::new(now, info, carrier);
         self.events.push_back(BondEvent::Link {
             port: id,
@@ -200,6 +201,11 @@ impl Bond {
         self.ports.push(port);
         self.lacp_link.push(false);
         self.rx_rules.push(RxRule::default());
+        if self.opts.primary.as_deref() == Some(info_name.as_str()) && self.opts.mode.uses_primary()
+        {
+            // The driver's force_primary: an enslaved primary takes over once it is up.
+            self.sel.force_primary = true;
+        }
         self.reselect(now);
         self.refresh_rx_rules();
         id

@@ -342,6 +342,12 @@ pub struct BondOptions {
     /// `actor_port_prio` per member (the kernel's per-slave option, Linux 6.18), written
     /// `actor_port_prio=eth0:100,eth1:200`; members not named keep 255. Lower is preferred.
     pub actor_port_prio: Vec<(String, u16)>,
+    /// `prio` per member (the kernel's per-slave option, Linux 6.0), written
+    /// `prio=eth0:10,eth1:-50`; members not named have 0. Higher is preferred: with no
+    /// primary up, a failover picks the highest, and a member coming up with a higher one than
+    /// the active member's takes over as `primary_reselect` allows (active-backup,
+    /// balance-tlb and balance-alb).
+    pub prio: Vec<(String, i32)>,
     /// lagd's `fastpath`.
     pub fastpath: FastPathMode,
     /// lagd's `fastpath_attach`.
@@ -408,6 +414,7 @@ impl Default for BondOptions {
             lacp_aggregate_wait: 2000,
             lacp_rejoin_hold: 0,
             actor_port_prio: Vec::new(),
+            prio: Vec::new(),
             distribution: Distribution::Modulo,
             fastpath: FastPathMode::Auto,
             fastpath_attach: FastPathAttach::Auto,
@@ -460,6 +467,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "lacp_aggregate_wait",
     "lacp_rejoin_hold",
     "actor_port_prio",
+    "prio",
     "distribution",
     "fastpath",
     "fastpath_attach",
@@ -712,6 +720,11 @@ impl BondOptions {
                     v.parse::<u16>().ok()
                 })?
             }
+            "prio" => {
+                self.prio = per_member(value, "MEMBER:PRIORITY (a 32-bit signed number)", |v| {
+                    v.parse::<i32>().ok()
+                })?
+            }
             "member_speed" => {
                 self.member_speed = per_member(value, "MEMBER:MBPS (1 to 4000000)", |v| {
                     v.parse::<u32>()
@@ -818,6 +831,11 @@ impl BondOptions {
         if self.primary.is_some() && !self.mode.uses_primary() {
             warnings.push(format!("primary is ignored in mode {}", self.mode));
         }
+        if !self.prio.is_empty() && !self.mode.uses_primary() {
+            // The kernel refuses the per-slave option in these modes; lagd keeps the value
+            // (a mode may change on restart) and says it does nothing.
+            warnings.push(format!("prio is ignored in mode {}", self.mode));
+        }
         if self.mode == Mode::ActiveBackup
             && !self.explicit_miimon
             && self.miimon == 0
@@ -862,7 +880,7 @@ impl BondOptions {
     }
 
     /// Warnings about the options against the bond's members (in enslave order): a `primary`
-    /// that is not a member, `min_links` above the member count.
+    /// or a `prio` member that is not a member, `min_links` above the member count.
     pub fn member_warnings(&self, members: &[String]) -> Vec<String> {
         let mut warnings = Vec::new();
         if let Some(p) = &self.primary {
@@ -871,6 +889,11 @@ impl BondOptions {
                     "primary '{p}' is not a member ({}): no member is preferred",
                     members.join(", ")
                 ));
+            }
+        }
+        for (m, _) in &self.prio {
+            if self.mode.uses_primary() && !members.contains(m) {
+                warnings.push(format!("prio names '{m}', which is not a member: ignored"));
             }
         }
         if self.mode.uses_lacp() && self.min_links as usize > members.len() {
@@ -1052,6 +1075,9 @@ mod test {
             ("lacp_rejoin_hold", "-1"),
             ("actor_port_prio", "eth0"),
             ("actor_port_prio", "eth0:70000"),
+            ("prio", "eth0"),
+            ("prio", "eth0:2147483648"),
+            ("prio", "eth0:ten"),
         ] {
             assert!(o.set(k, v).is_err(), "{k}={v}");
         }
@@ -1090,6 +1116,21 @@ mod test {
             o.actor_port_prio,
             [("eth0".into(), 100), ("eth1".into(), 7)]
         );
+        let (o, w) = BondOptions::parse_opts(
+            "mode=active-backup miimon=100 prio=eth0:1000000,eth1:0,eth2:-50",
+        )
+        .unwrap();
+        assert_eq!(
+            o.prio,
+            [
+                ("eth0".into(), 1_000_000),
+                ("eth1".into(), 0),
+                ("eth2".into(), -50)
+            ]
+        );
+        assert!(!w.iter().any(|w| w.contains("prio")), "{w:?}");
+        let (_, w) = BondOptions::parse_opts("mode=balance-xor miimon=100 prio=eth0:5").unwrap();
+        assert!(w.iter().any(|w| w.contains("prio is ignored")), "{w:?}");
     }
 
     fn warned(opts: &str, members: &[&str], word: &str) -> bool {

@@ -16,6 +16,12 @@ impl Bond {
     /// Recomputes the usable set, the active member, the receive rules and the bond carrier,
     /// and acts on what changed.
     pub(super) fn reselect(&mut self, now: Instant) {
+        self.reselect_with(now, false);
+    }
+
+    /// [`reselect`](Self::reselect); with `forced`, as after a change of an option the driver
+    /// reselects on (see [`select::Trigger`]).
+    pub(super) fn reselect_with(&mut self, now: Instant, forced: bool) {
         // Nothing usable but a member coming back: use it now, updelay or not.
         if !self.ports.iter().any(|p| p.usable()) {
             if let Some(i) = self
@@ -33,13 +39,30 @@ impl Bond {
             return;
         }
         let usable_changed = !select::usable_ports(&self.ports).eq(self.sel.usable.iter().copied());
+        // Members usable now that were not: their link came up (the driver's trigger for a
+        // reselection when one has a higher `prio` than the active member).
+        let came_up: Vec<PortId> = if usable_changed {
+            select::usable_ports(&self.ports)
+                .filter(|p| !self.sel.usable.contains(p))
+                .collect()
+        } else {
+            Vec::new()
+        };
         if usable_changed {
             self.sel.usable.clear();
             self.sel.usable.extend(select::usable_ports(&self.ports));
             self.sel.usable_mod = MemberMod::new(self.sel.usable.len());
         }
         self.update_weighted(now);
-        let active = select::choose_active(&self.ports, &self.opts, &self.sel);
+        let trigger = select::Trigger {
+            came_up: &came_up,
+            forced,
+        };
+        let active = select::choose_active(&self.ports, &self.opts, &self.sel, trigger);
+        if self.sel.force_primary && select::primary_up(&self.ports, &self.opts).is_some() {
+            // Spent: the primary was up for this choice.
+            self.sel.force_primary = false;
+        }
         let active_changed = active != self.sel.active;
         if active_changed {
             self.switch_active(now, active);

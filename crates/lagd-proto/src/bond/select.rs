@@ -24,6 +24,9 @@ pub(crate) struct Selection {
     pub(crate) usable_mod: Option<MemberMod>,
     /// The active member (modes with one; in 802.3ad, none).
     pub(crate) active: Option<PortId>,
+    /// The driver's `force_primary`: the primary was just enslaved or named, and takes over
+    /// the next time it is up whatever `primary_reselect` says (once).
+    pub(crate) force_primary: bool,
 }
 
 impl Selection {
@@ -85,35 +88,100 @@ pub(crate) fn usable_ports(ports: &[Port]) -> impl Iterator<Item = PortId> + '_ 
         .map(|(i, _)| PortId(i as u16))
 }
 
-/// The driver's `bond_find_best_slave` with `primary_reselect`: the primary when it is up and
-/// the policy lets it take over, else the current active member while usable, else the first
-/// usable member.
-pub(crate) fn choose_active(ports: &[Port], opts: &BondOptions, sel: &Selection) -> Option<PortId> {
+/// What set a selection off. The driver picks a new active member only on some events (its
+/// calls of `bond_select_active_slave`); with per-member `prio` the choice depends on whether
+/// one of them happened, so the bond says which.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Trigger<'a> {
+    /// Members that have just become usable (their link came up).
+    pub(crate) came_up: &'a [PortId],
+    /// An option the driver reselects on changed (`primary`, `primary_reselect`, and `prio`
+    /// when no primary is set).
+    pub(crate) forced: bool,
+}
+
+/// Member `name`'s `prio` (0 unless configured, and in modes without an active member).
+pub(crate) fn prio(opts: &BondOptions, name: &str) -> i32 {
+    if !opts.mode.uses_primary() {
+        return 0;
+    }
+    opts.prio
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or(0, |(_, p)| *p)
+}
+
+/// The driver's `bond_find_best_slave` with `primary_reselect` and per-member `prio` (Linux
+/// 6.0 and later):
+///
+/// - the primary, when it is up and the policy lets it take over;
+/// - else, when the driver would reselect now (see [`Trigger`]: no usable active member, a
+///   member came up with a higher `prio` than the active one's, or a reselecting option
+///   changed), the up member with the highest `prio` (the first in enslave order on a tie):
+///   it replaces a usable active member as `primary_reselect` allows (`always`: yes; `better`:
+///   if faster; `failure`: no);
+/// - else the current active member while usable, else the first usable member.
+///
+/// With no `prio` configured every member has 0, and this is what kernels before 6.0 do.
+pub(crate) fn choose_active(
+    ports: &[Port],
+    opts: &BondOptions,
+    sel: &Selection,
+    trigger: Trigger<'_>,
+) -> Option<PortId> {
     let current = sel.active.filter(|&a| ports[a.index()].usable());
-    let primary = opts
-        .primary
+    let primary = primary_up(ports, opts);
+    let take = |p: PortId| match (opts.primary_reselect, current) {
+        (_, None) => true,
+        (PrimaryReselect::Always, _) => true,
+        (PrimaryReselect::Better, Some(c)) => {
+            better(&ports[p.index()].info, &ports[c.index()].info)
+        }
+        (PrimaryReselect::Failure, Some(c)) => c == p,
+    };
+    if let Some(p) = primary {
+        if sel.force_primary || take(p) {
+            return Some(p);
+        }
+        return current.or_else(|| sel.usable.first().copied());
+    }
+    let prio_of = |p: PortId| prio(opts, &ports[p.index()].info.name);
+    let due = trigger.forced
+        || current.is_none()
+        || trigger
+            .came_up
+            .iter()
+            .any(|&p| current.is_some_and(|c| prio_of(p) > prio_of(c)));
+    if due {
+        let mut best: Option<PortId> = None;
+        for (i, _) in ports.iter().enumerate().filter(|(_, p)| up(p)) {
+            let p = PortId(i as u16);
+            if best.is_none_or(|b| prio_of(p) > prio_of(b)) {
+                best = Some(p);
+            }
+        }
+        if let Some(b) = best.filter(|&b| Some(b) != current) {
+            if take(b) {
+                return Some(b);
+            }
+        }
+    }
+    current.or_else(|| sel.usable.first().copied())
+}
+
+/// The driver's BOND_LINK_UP: not coming back, not going down, not out by the ARP monitor.
+fn up(p: &Port) -> bool {
+    p.mii == MiiStatus::Up && !p.arp_down
+}
+
+/// The primary member, when one is configured, a member, and up.
+pub(crate) fn primary_up(ports: &[Port], opts: &BondOptions) -> Option<PortId> {
+    opts.primary
         .as_deref()
         // The latest member of that name (one removed and added again is listed twice).
         .and_then(|n| ports.iter().rposition(|p| p.info.name == n))
         .map(|i| PortId(i as u16))
-        .filter(|&p| {
-            let p = &ports[p.index()];
-            p.mii == MiiStatus::Up && !p.arp_down
-        });
-    if let Some(p) = primary {
-        let take = match (opts.primary_reselect, current) {
-            (_, None) => true,
-            (PrimaryReselect::Always, _) => true,
-            (PrimaryReselect::Better, Some(c)) => {
-                better(&ports[p.index()].info, &ports[c.index()].info)
-            }
-            (PrimaryReselect::Failure, Some(c)) => c == p,
-        };
-        if take {
-            return Some(p);
-        }
-    }
-    current.or_else(|| sel.usable.first().copied())
+        .filter(|&p| up(&ports[p.index()]))
 }
 
 /// Whether `a` is faster (then: full duplex where `b` is not) than `b`.

@@ -125,4 +125,6 @@ pub struct PortSnapshot {
     pub perm_mac: EthernetAddress,
     /// Whether it is the active member (or, in other modes, usable).
     pub active: bool,
+    /// Its `prio` (0 unless configured, and in modes without an active member).
+    pub prio: i32,
 }

@@ -3,6 +3,7 @@
 use super::igmp;
 use super::mode;
 use super::options::Mode;
+use super::select;
 use super::snapshot::{ArpMonitorSnapshot, BondSnapshot, PortSnapshot, TablesSnapshot};
 use super::state::Bond;
 use crate::lacp::Lacp;
@@ -64,6 +65,7 @@ impl Bond {
                         full_duplex: p.info.full_duplex,
                         link_failures: p.link_failures,
                         perm_mac: p.info.perm_mac,
+                        prio: select::prio(&self.opts, &p.info.name),
                         active: if uses_primary {
                             active == Some(id)
                         } else if self.lacp.is_some() {

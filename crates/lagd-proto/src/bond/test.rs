@@ -317,6 +317,119 @@ fn primary_reselect_policies() {
     );
 }
 
+/// The options selftest's `prio` sequence (bond_options.sh): three members with prio 0, 10 and
+/// 11, eth1 the primary; members lost and returned, the active member checked after each step,
+/// under each `primary_reselect`, in each mode that has `prio`.
+#[test]
+fn prio_follows_the_drivers_rules_under_each_primary_reselect() {
+    for mode in ["active-backup", "balance-tlb", "balance-alb"] {
+        for reselect in ["always", "better", "failure"] {
+            let what = format!("{mode}, primary_reselect={reselect}");
+            let mut b = bond(
+                &format!(
+                    "mode={mode} miimon=100 primary=eth1 primary_reselect={reselect} \
+                     prio=eth0:0,eth1:10,eth2:11"
+                ),
+                3,
+            );
+            let active = |b: &Bond| b.active().map(|p| p.index());
+            assert_eq!(active(&b), Some(1), "{what}: the primary at the start");
+            b.handle_carrier(at(10), PortId(1), false);
+            assert_eq!(
+                active(&b),
+                Some(2),
+                "{what}: the highest prio when it fails"
+            );
+            b.handle_carrier(at(20), PortId(2), false);
+            assert_eq!(active(&b), Some(0), "{what}: the only member left");
+            // A member with a higher prio than the active one's comes back: it takes over as
+            // primary_reselect allows (equal speeds: `better` keeps the active member).
+            b.handle_carrier(at(30), PortId(2), true);
+            let want = if reselect == "always" { 2 } else { 0 };
+            assert_eq!(active(&b), Some(want), "{what}: a higher prio back");
+            // The primary comes back.
+            b.handle_carrier(at(40), PortId(1), true);
+            let want = if reselect == "always" { 1 } else { want };
+            assert_eq!(active(&b), Some(want), "{what}: the primary back");
+            if reselect == "failure" {
+                b.handle_carrier(at(50), PortId(want as u16), false);
+                assert_eq!(active(&b), Some(1), "{what}: the primary after a failure");
+            }
+            if reselect == "always" {
+                // New prios while a primary is set: nothing moves until the next failure,
+                // which picks the highest prio.
+                b.change_options(
+                    at(60),
+                    &[("prio".into(), "eth0:1000000,eth1:0,eth2:-50".into())],
+                )
+                .unwrap();
+                assert_eq!(active(&b), Some(1), "{what}: prio changed under a primary");
+                b.handle_carrier(at(70), PortId(1), false);
+                assert_eq!(active(&b), Some(0), "{what}: the new highest prio");
+            }
+        }
+    }
+}
+
+#[test]
+fn prio_without_a_primary() {
+    // Ties go to the first member in enslave order; a member back with the same prio as the
+    // active one's does not take over.
+    let mut b = bond("mode=active-backup miimon=100 prio=eth1:5,eth2:5", 3);
+    assert_eq!(
+        b.active(),
+        Some(PortId(1)),
+        "eth1 came up with a higher prio"
+    );
+    b.handle_carrier(at(10), PortId(1), false);
+    assert_eq!(b.active(), Some(PortId(2)));
+    b.handle_carrier(at(20), PortId(1), true);
+    assert_eq!(
+        b.active(),
+        Some(PortId(2)),
+        "an equal prio does not take over"
+    );
+    b.handle_carrier(at(30), PortId(0), false);
+    b.handle_carrier(at(40), PortId(0), true);
+    assert_eq!(
+        b.active(),
+        Some(PortId(2)),
+        "a lower prio does not take over"
+    );
+    // Set at run time without a primary, prio reselects at once (the driver's rule).
+    b.change_options(at(50), &[("prio".into(), "eth0:7".into())])
+        .unwrap();
+    assert_eq!(b.active(), Some(PortId(0)));
+    // Negative prios rank below the default 0.
+    let mut b = bond("mode=active-backup miimon=100 prio=eth0:-1,eth1:-2", 3);
+    assert_eq!(b.active(), Some(PortId(2)));
+    b.handle_carrier(at(10), PortId(2), false);
+    assert_eq!(b.active(), Some(PortId(0)));
+    // `better` keeps a faster active member against a slower one with a higher prio.
+    let (o, _) = BondOptions::parse_opts(
+        "mode=active-backup miimon=100 primary_reselect=better prio=slow:9",
+    )
+    .unwrap();
+    let mut b = Bond::new(o, BOND_MAC);
+    b.add_port(at(0), info("fast", 1, 10_000), true);
+    b.add_port(at(0), info("slow", 2, 1_000), false);
+    assert_eq!(b.active(), Some(PortId(0)));
+    b.handle_carrier(at(10), PortId(1), true);
+    assert_eq!(b.active(), Some(PortId(0)), "slower: not better");
+    // Without prio a member's return never moves the active member (kernels before 6.0
+    // alike), and in modes without an active member prio does nothing.
+    let mut b = bond("mode=active-backup miimon=100", 2);
+    b.handle_carrier(at(10), PortId(0), false);
+    b.handle_carrier(at(20), PortId(0), true);
+    assert_eq!(b.active(), Some(PortId(1)));
+    let b = bond("mode=balance-xor miimon=100 prio=eth1:9", 2);
+    assert_eq!(
+        b.active(),
+        Some(PortId(0)),
+        "prio only where there is an active member"
+    );
+}
+
 #[test]
 fn downdelay_and_updelay() {
     let mut b = bond("mode=balance-xor miimon=100 downdelay=200 updelay=500", 2);

@@ -105,6 +105,10 @@ fn values(o: &BondOptions) -> Vec<(&'static str, String)> {
                     .collect(),
             ),
         ),
+        (
+            "prio",
+            list(o.prio.iter().map(|(m, p)| format!("{m}:{p}")).collect()),
+        ),
         ("distribution", o.distribution.to_string()),
         ("fastpath", o.fastpath.to_string()),
         ("rebalance_interval", o.rebalance_interval.to_string()),
@@ -127,7 +131,8 @@ pub struct Exported {
 
 /// The dialect's key for kernel option `key`, `None` when it has none.
 fn key_in(dialect: &str, key: &str) -> Option<String> {
-    if LAGD_ONLY.contains(&key) || key == "actor_port_prio" || key == "coupled_control" {
+    // Per-member options are set on the member in these tools, not written as bond options.
+    if LAGD_ONLY.contains(&key) || matches!(key, "actor_port_prio" | "prio" | "coupled_control") {
         return None;
     }
     match dialect {
