@@ -187,7 +187,7 @@ fn networkmanager_keyfiles() {
             members: &["enp1s0", "enp2s0"],
             mtu: Some(1500),
             mac: Some("02:11:22:33:44:55"),
-            opts: "mode=active-backup miimon=100 updelay=200 primary=enp2s0",
+            opts: "mode=active-backup miimon=100 updelay=200 primary=enp2s0 prio=enp1s0:-5,enp2s0:20",
             dropped: &["[ipv4] method", "[ipv4] address1", "[ipv6] method"],
             ..Expect::default()
         },
@@ -996,7 +996,7 @@ fn values(o: &BondOptions) -> String {
 /// 4 then, 0 otherwise), which come back as the defaults.
 #[test]
 fn export_then_import_is_the_identity() {
-    let configs: [(&str, &str); 6] = [
+    let configs: [(&str, &str); 7] = [
         (
             "lacp",
             "mtu = 9000\nmac = \"02:00:5e:00:53:0a\"\n[options]\nmode = \"802.3ad\"\n\
@@ -1018,6 +1018,11 @@ fn export_then_import_is_the_identity() {
         (
             "tlb",
             "[options]\nmode = \"balance-tlb\"\nmiimon = 50\ntlb_dynamic_lb = false\nlp_interval = 5\n",
+        ),
+        (
+            // NetworkManager carries prio on its ports ([bond-port] prio); the others have none.
+            "prio",
+            "[options]\nmode = \"active-backup\"\nmiimon = 100\nprio = { eth0 = 5, eth1 = -3 }\n",
         ),
         (
             "rr",

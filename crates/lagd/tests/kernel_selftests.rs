@@ -32,7 +32,12 @@
 //!   the bond lives (in its address lists, or by a promiscuous member: lagd keeps its members
 //!   promiscuous rather than copying the lists) and by none once the bond is gone.
 //!
-//! Not here: the per-member `prio` option (lagd has none: bench/interop.md).
+//! - **`prio`** (from the options selftest): three members with prio 0, 10 and 11, the second
+//!   the primary; members lost and returned, the active member checked against the driver's
+//!   rule after each step, under `primary_reselect` always, better and failure, with the MII
+//!   monitor in active-backup, balance-tlb and balance-alb and with the ARP monitor in
+//!   active-backup; under `always` the prios changed at run time as well (test
+//!   `selftests_lagd_prio` and, in the guest, `selftests_kernel_6_12_prio`).
 //!
 //! Needs root, ping and tcpdump, and for the guest the kernels `tools/uml.py` fetches; fails,
 //! never skips, without them.
@@ -875,6 +880,208 @@ fn address_lists(who: Who, kernel: &str) {
     );
 }
 
+/// The active member's name: lagd's status; the kernel's `active_slave` (`ip -d -j link`).
+fn active_member(topo: &Topology, bond: &Bond) -> Option<String> {
+    match &bond.lagd {
+        Some((_, control)) => query_status(control).expect("lagd status").active,
+        None => bond
+            .links_json(topo)
+            .iter()
+            .find(|j| j["ifname"] == bond.name.as_str())
+            .and_then(|j| j["linkinfo"]["info_data"]["active_slave"].as_str())
+            .map(str::to_owned),
+    }
+}
+
+/// Sets every member's `prio` (`prios[i]` for link `i`): the kernel's per-slave option through
+/// `ip link set LINK type bond_slave prio N`, lagd's `prio=` through its control socket
+/// (what `lagctl set` sends). Checks the value reads back (`ip -d link`, lagd's status).
+fn set_prios(topo: &Topology, bond: &Bond, prios: &[i32]) {
+    let links = topo.links().to_vec();
+    match &bond.lagd {
+        Some((_, control)) => {
+            let value: Vec<String> = links
+                .iter()
+                .zip(prios)
+                .map(|(l, p)| format!("{}:{p}", l.name))
+                .collect();
+            lagd::control::request(
+                &lagd::control::Endpoint::File(control.clone()),
+                &lagd::control::Request::Set {
+                    options: vec![("prio".into(), value.join(","))],
+                },
+            )
+            .expect("lagd's prio set at run time");
+            let got: Vec<i32> = query_status(control)
+                .expect("lagd status")
+                .members
+                .iter()
+                .map(|m| m.prio)
+                .collect();
+            assert_eq!(got, prios, "lagd's members' prio");
+        }
+        None => {
+            for (l, p) in links.iter().zip(prios) {
+                topo.ip(
+                    bond.side,
+                    &[
+                        "link",
+                        "set",
+                        &l.name,
+                        "type",
+                        "bond_slave",
+                        "prio",
+                        &p.to_string(),
+                    ],
+                )
+                .expect("the kernel's per-slave prio (Linux 6.0 and later)");
+            }
+            let json = bond.links_json(topo);
+            let got: Vec<i64> = links
+                .iter()
+                .map(|l| {
+                    json.iter()
+                        .find(|j| j["ifname"] == l.name.as_str())
+                        .and_then(|j| j["linkinfo"]["info_slave_data"]["prio"].as_i64())
+                        .expect("prio in ip -d link")
+                })
+                .collect();
+            let want: Vec<i64> = prios.iter().map(|&p| p.into()).collect();
+            assert_eq!(got, want, "the kernel bond's members' prio");
+        }
+    }
+}
+
+/// The options selftest's `prio` test: host B a bridge over three links, host A the bond
+/// (`mode`, link monitor `monitor`: the MII monitor or the ARP monitor towards the bridge's
+/// address), `primary` the second member, prio 0, 10 and 11. After each step the active member
+/// must become the one the driver's rule names (within 5 s) and pings pass:
+///
+/// 1. the primary at the start;
+/// 2. the primary lost: the member with the highest prio (11);
+/// 3. that one lost too: the only one left (prio 0);
+/// 4. the prio-11 member back: it takes over under `always`; `better` (equal speeds) and
+///    `failure` keep the active member (checked once the returning member is up, and again
+///    after 1 s);
+/// 5. the primary back: it takes over under `always`; the others keep the active member, and
+///    under `failure` the primary takes over once that one is lost;
+/// 6. under `always`: new prios (1000000, 0, -50) while the primary is active change nothing;
+///    the primary lost, the highest of the new prios takes over.
+fn prio(who: Who, kernel: &str, mode: &str, monitor: &str, reselect: &str) {
+    let scenario = format!("prio, {mode}, {monitor}, primary_reselect {reselect}");
+    let mut topo = Topology::create(3).expect("topology");
+    let b = topo.ns(Side::B).to_owned();
+    let br = "stbr";
+    run("ip", &["-n", &b, "link", "add", br, "type", "bridge"]).expect("bridge");
+    for l in topo.links().to_vec() {
+        run("ip", &["-n", &b, "link", "set", &l.name, "master", br]).expect("bridge port");
+    }
+    let target = address_bond(&topo, Side::B, br, 2)
+        .expect("bridge address")
+        .to_string();
+    let names: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let mut opts: Vec<(&str, &str)> = vec![("mode", mode)];
+    if monitor == "miimon" {
+        opts.push(("miimon", "100"));
+    } else {
+        opts.extend([("arp_interval", "100"), ("arp_ip_target", target.as_str())]);
+    }
+    opts.extend([
+        ("primary", names[1].as_str()),
+        ("primary_reselect", reselect),
+    ]);
+    let bond = Bond::create(&mut topo, who, Side::A, "st0", &opts, None);
+    // The selftest sets the prios once the members are in (the kernel's is a per-slave
+    // option); lagd's go through its run-time change, the same moment.
+    set_prios(&topo, &bond, &[0, 10, 11]);
+    let fail = |what: &str| -> String {
+        format!(
+            "{who:?}, {scenario}: {what}; active {:?}, members {:?}\n{}",
+            active_member(&topo, &bond),
+            bond.mii(&topo),
+            bond.describe(&topo)
+        )
+    };
+    let expect_active = |step: &str, want: usize| {
+        let t0 = Instant::now();
+        while active_member(&topo, &bond).as_deref() != Some(names[want].as_str()) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "{}",
+                fail(&format!("{step}: {} not active within 5 s", names[want]))
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+        ping_until(&topo, Instant::now(), Duration::from_secs(5), || {
+            fail(&format!("{step}: no ping came back"))
+        });
+    };
+    // Member `i` stays active through the return of member `back`: checked once `back` is up,
+    // and again 1 s later.
+    let expect_kept = |step: &str, keep: usize, back: usize| {
+        wait_mii_up(&topo, &bond, back, Instant::now(), Duration::from_secs(10));
+        for _ in 0..2 {
+            assert_eq!(
+                active_member(&topo, &bond).as_deref(),
+                Some(names[keep].as_str()),
+                "{}",
+                fail(&format!("{step}: {} must stay active", names[keep]))
+            );
+            thread::sleep(Duration::from_secs(1));
+        }
+        ping_until(&topo, Instant::now(), Duration::from_secs(5), || {
+            fail(&format!("{step}: no ping came back"))
+        });
+    };
+    let far = |i: usize, state: &str| {
+        run("ip", &["-n", &b, "link", "set", &names[i], state]).expect("the link's far end");
+    };
+    let t0 = Instant::now();
+    for i in 0..3 {
+        wait_mii_up(&topo, &bond, i, t0, Duration::from_secs(10));
+    }
+    expect_active("1. start", 1);
+    far(1, "down");
+    expect_active("2. primary lost", 2);
+    far(2, "down");
+    expect_active("3. only one left", 0);
+    far(2, "up");
+    let kept = if reselect == "always" {
+        expect_active("4. higher prio back", 2);
+        2
+    } else {
+        expect_kept("4. higher prio back", 0, 2);
+        0
+    };
+    far(1, "up");
+    match reselect {
+        "always" => {
+            expect_active("5. primary back", 1);
+            set_prios(&topo, &bond, &[1_000_000, 0, -50]);
+            expect_kept("6. new prios under a primary", 1, 1);
+            far(1, "down");
+            expect_active("6. primary lost, highest new prio", 0);
+        }
+        "better" => expect_kept("5. primary back", kept, 1),
+        _ => {
+            expect_kept("5. primary back", kept, 1);
+            far(kept, "down");
+            expect_active("5. the active member lost", 1);
+        }
+    }
+    report(
+        who,
+        kernel,
+        &scenario,
+        &format!(
+            "every step as the rule says ({:.1} s)",
+            t0.elapsed().as_secs_f64()
+        ),
+    );
+    bond.remove(&mut topo);
+    topo.teardown().expect("lab cleanup");
+}
+
 /// Every scenario with `who` as the bond, on kernel `kernel` (a label for the report).
 fn scenarios(who: Who, kernel: &str) {
     assert!(
@@ -909,10 +1116,44 @@ fn scenarios(who: Who, kernel: &str) {
     timed("passive LACP", &|| passive(who, kernel));
 }
 
+/// The options selftest's `prio` scenarios with `who` as the bond, on kernel `kernel`: the MII
+/// monitor in the three modes with prio, the ARP monitor in active-backup, each under every
+/// `primary_reselect` (a test of their own: about 3 minutes in a guest).
+fn prio_scenarios(who: Who, kernel: &str) {
+    assert!(
+        is_root(),
+        "the selftest scenarios need root (network namespaces)"
+    );
+    assert!(in_path("ping"), "ping is needed");
+    let t = Instant::now();
+    for (mode, monitor) in [
+        ("active-backup", "miimon"),
+        ("balance-tlb", "miimon"),
+        ("balance-alb", "miimon"),
+        ("active-backup", "arp_ip_target"),
+    ] {
+        for reselect in ["always", "better", "failure"] {
+            prio(who, kernel, mode, monitor, reselect);
+        }
+    }
+    report(
+        who,
+        kernel,
+        "time",
+        &format!("prio {:.1} s", t.elapsed().as_secs_f64()),
+    );
+}
+
 /// lagd as the bond, in network namespaces on this host.
 #[test]
 fn selftests_lagd() {
     scenarios(Who::Lagd, "this host");
+}
+
+/// lagd as the bond, the `prio` scenarios.
+#[test]
+fn selftests_lagd_prio() {
+    prio_scenarios(Who::Lagd, "this host");
 }
 
 /// The kernel's bonding driver as the bond, in a 6.12 guest (`lacp_active` needs 5.15 or
@@ -922,5 +1163,15 @@ fn selftests_lagd() {
 fn selftests_kernel_6_12() {
     in_guest("6.12", "selftests_kernel_6_12", 600, |k| {
         scenarios(Who::Kernel, k);
+    });
+}
+
+/// The kernel's bonding driver as the bond, the `prio` scenarios, in a 6.12 guest (the
+/// per-slave `prio` is Linux 6.0 and later).
+#[test]
+#[ignore = "about 3 minutes in a guest: run with --ignored (CI does, beside its kernel matrix)"]
+fn selftests_kernel_6_12_prio() {
+    in_guest("6.12", "selftests_kernel_6_12_prio", 900, |k| {
+        prio_scenarios(Who::Kernel, k);
     });
 }

@@ -220,7 +220,8 @@ pub fn export(config: &Config, dialect: &str) -> Result<Exported, String> {
         let needed = value != default
             || key == "mode"
             || (key == "miimon" && matches!(dialect, "nm" | "nmstate"));
-        if !needed {
+        // NetworkManager (1.44) sets prio on each port: its port files carry it.
+        if !needed || (key == "prio" && dialect == "nm") {
             continue;
         }
         match key_in(dialect, key) {
@@ -301,13 +302,14 @@ pub fn export(config: &Config, dialect: &str) -> Result<Exported, String> {
             }
             files.push((format!("{bond}.nmconnection"), s));
             for m in members {
-                files.push((
-                    format!("{bond}-port-{m}.nmconnection"),
-                    format!(
-                        "[connection]\nid={bond}-port-{m}\ntype=ethernet\ninterface-name={m}\n\
-                         controller={bond}\nport-type=bond\n"
-                    ),
-                ));
+                let mut port = format!(
+                    "[connection]\nid={bond}-port-{m}\ntype=ethernet\ninterface-name={m}\n\
+                     controller={bond}\nport-type=bond\n"
+                );
+                if let Some((_, p)) = o.prio.iter().find(|(n, _)| n == m) {
+                    let _ = write!(port, "\n[bond-port]\nprio={p}\n");
+                }
+                files.push((format!("{bond}-port-{m}.nmconnection"), port));
             }
         }
         "nmstate" => {

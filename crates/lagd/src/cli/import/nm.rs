@@ -90,6 +90,8 @@ pub(super) fn import_nm(
         }
     }
     out.networkmanager_defaults("the keyfile");
+    // Each port's `[bond-port] prio` (NetworkManager 1.44): the kernel's per-slave prio.
+    let mut prios = Vec::new();
     for (_, e) in &parsed {
         let master =
             ini_get(e, "connection", "master").or_else(|| ini_get(e, "connection", "controller"));
@@ -98,8 +100,14 @@ pub(super) fn import_nm(
         if master.is_some_and(|m| names.contains(&m)) && kind.is_none_or(|k| k == "bond") {
             if let Some(ifname) = ini_get(e, "connection", "interface-name") {
                 out.add_member(ifname);
+                if let Some(p) = ini_get(e, "bond-port", "prio") {
+                    prios.push(format!("{ifname}:{p}"));
+                }
             }
         }
+    }
+    if !prios.is_empty() {
+        take_option(&mut out, "prio", &prios.join(","), "[bond-port] prio");
     }
     Ok(out)
 }
