@@ -1,8 +1,10 @@
 //! What the kernel's own bonding selftests check (tools/testing/selftests/drivers/net/bonding/
 //! in the Linux tree), asked of lagd and of the kernel bond alike: one scenario function per
 //! check, run with lagd as the bond in network namespaces on this host and with the kernel's
-//! bonding driver as the bond in a 6.12 user-mode-Linux guest (`tools/uml.py`; the host's kernel
-//! may lack the driver). The assertions are the same for both; where lagd differs on purpose,
+//! bonding driver as the bond in 6.12, 6.1 and 5.10 user-mode-Linux guests (`tools/uml.py`; the
+//! host's kernel may lack the driver). Where the 5.10 driver lacks an option (`lacp_active`,
+//! `ns_ip6_target`, `prio`), the scenario checks that it does not take it and asks what it does
+//! instead, or says in its output that a part is not run. The assertions are the same for both; where lagd differs on purpose,
 //! the scenario says so in a comment (bench/interop.md, "The kernel's own bonding tests").
 //!
 //! - **LACPDU transmit after a MAC change and a down/up** (the selftest of a regression where
@@ -480,11 +482,32 @@ fn recovery(who: Who, kernel: &str, mode: &str, updelay: u32) {
     run("ip", &["-n", &b, "link", "set", &l1, "down"]).unwrap();
     // 1.1 s measured in the guest (its first ping lost), 0.01-1.2 s for lagd: 4 s leaves room
     // for a loaded machine and still tells "at once" from `updelay` 5000.
-    let recovered = ping_until(&topo, lost, Duration::from_secs(4), || {
-        fail("no member up: the returning member was not taken at once")
-    });
+    // The 5.10 driver (5.10.46) in balance-xor with updelay carried nothing here for 4 s with
+    // member 0 up: the failure mode-2-recovery-updelay was written for (6.1 and 6.12 pass).
+    // What it does instead is asserted: no ping in 4 s; then step 4 as for the others.
+    let old_xor = who == Who::Kernel && kernel == "5.10" && mode == "balance-xor" && updelay > 0;
+    let recovered = if old_xor {
+        while lost.elapsed() < Duration::from_secs(4) {
+            assert!(
+                !ping_once(&topo),
+                "{}",
+                fail("the 5.10 driver carried a ping in balance-xor with updelay and no member up")
+            );
+        }
+        None
+    } else {
+        Some(ping_until(&topo, lost, Duration::from_secs(4), || {
+            fail("no member up: the returning member was not taken at once")
+        }))
+    };
     // 4. Link 1 back while member 0 is up: updelay applies.
-    wait_mii_up(&topo, &bond, 0, lost, Duration::from_secs(3));
+    wait_mii_up(
+        &topo,
+        &bond,
+        0,
+        lost,
+        Duration::from_secs(if old_xor { 6 } else { 3 }),
+    );
     let back = Instant::now();
     run("ip", &["-n", &b, "link", "set", &l1, "up"]).unwrap();
     let up = wait_mii_up(
@@ -508,9 +531,15 @@ fn recovery(who: Who, kernel: &str, mode: &str, updelay: u32) {
         kernel,
         &scenario,
         &format!(
-            "pings back {:.2} s after the last up member was lost; the returning member up \
-             after {:.2} s",
-            recovered.as_secs_f64(),
+            "{}; the returning member up after {:.2} s",
+            recovered.map_or_else(
+                || "no ping in 4 s after the last up member was lost (as this driver does)"
+                    .to_owned(),
+                |r| format!(
+                    "pings back {:.2} s after the last up member was lost",
+                    r.as_secs_f64()
+                )
+            ),
             up.as_secs_f64()
         ),
     );
@@ -856,6 +885,24 @@ fn address_lists(who: Who, kernel: &str) {
         }
         seen.push(format!("{mode} {:.2} s", t.elapsed().as_secs_f64()));
         bond.remove(&mut topo);
+        if who == Who::Kernel && kernel == "5.10" {
+            // The 5.10 driver (5.10.46) left both addresses on a member after the bond was
+            // deleted: the leak dev_addr_lists.sh was written for (6.1 and 6.12 remove them).
+            // What it does instead is asserted, 1 s after the deletion.
+            thread::sleep(Duration::from_secs(1));
+            assert!(
+                anyone(&topo, UC_ADDR) && anyone(&topo, MC_FOR.1),
+                "{who:?} on {kernel}, {mode}: the members no longer take the gone bond's \
+                 addresses (unicast: {}, multicast: {}): the 5.10 driver's leak is gone",
+                anyone(&topo, UC_ADDR),
+                anyone(&topo, MC_FOR.1)
+            );
+            seen.push(format!(
+                "{mode}: both still taken after the bond is gone (5.10's leak)"
+            ));
+            topo.teardown().expect("lab cleanup");
+            continue;
+        }
         let t = Instant::now();
         while anyone(&topo, UC_ADDR) || anyone(&topo, MC_FOR.1) {
             assert!(
@@ -874,8 +921,13 @@ fn address_lists(who: Who, kernel: &str) {
         kernel,
         "address lists (a macvlan's unicast, an IPv6 solicited-node multicast)",
         &format!(
-            "a member takes both while the bond lives (after: {}), none once it is gone",
-            seen.join(", ")
+            "a member takes both while the bond lives (after: {}), {}",
+            seen.join(", "),
+            if who == Who::Kernel && kernel == "5.10" {
+                "still after it is gone (this driver's leak)"
+            } else {
+                "none once it is gone"
+            }
         ),
     );
 }
@@ -1176,6 +1228,22 @@ fn scenarios(who: Who, kernel: &str) {
         }
     };
     timed("arp_validate", &|| {
+        if who == Who::Kernel && kernel == "5.10" {
+            // It has no ns_ip6_target either (checked: not taken).
+            assert!(lacks("active-backup", "ns_ip6_target", V6_TARGET));
+            // Not a validation rule: the 5.10 driver's ARP monitor would not hold its members
+            // in this lab under any value, `none` included (at 100 ms 5 link failures each in
+            // 3 s; at 1000 ms the first member went down once), so the scenario's "steady"
+            // cannot be asked of it. Said, not skipped silently (bench/interop.md).
+            report(
+                who,
+                kernel,
+                "arp_validate",
+                "not run: this driver's ARP monitor does not hold its members steady in this \
+                 lab under any arp_validate value, none included; ns_ip6_target not taken",
+            );
+            return;
+        }
         arp_validate(who, kernel, false);
         // The selftest's IPv6 half, with a link-local target as in the link-local target
         // selftest (bond-lladdr-target: the bond must come up with one).
@@ -1201,7 +1269,7 @@ fn scenarios(who: Who, kernel: &str) {
 }
 
 /// Whether the kernel's bonding driver takes `option value` in `mode` (a bond made with it, in the
-/// guest's own namespace, shows it in `ip -d -j link`). iproute2 sends attributes an older
+/// guest's own namespace, shows it in `ip -d link`). iproute2 sends attributes an older
 /// driver does not know, which it may ignore.
 fn driver_takes(mode: &str, option: &str, value: &str) -> bool {
     let name = "stprobe0";
@@ -1211,11 +1279,11 @@ fn driver_takes(mode: &str, option: &str, value: &str) -> bool {
             "link", "add", name, "type", "bond", "mode", mode, option, value,
         ],
     );
-    let taken = made.is_ok() && {
-        let text = run("ip", &["-d", "-j", "link", "show", name]).expect("ip -d -j link show");
-        let json: Vec<serde_json::Value> = serde_json::from_str(&text).expect("ip's JSON");
-        !json[0]["linkinfo"]["info_data"][option].is_null()
-    };
+    // The text, not the JSON: ip's JSON names some options otherwise (`ad_lacp_active`).
+    let taken = made.is_ok()
+        && run("ip", &["-d", "link", "show", name])
+            .expect("ip -d link show")
+            .contains(&format!(" {option} {value}"));
     if made.is_ok() {
         run("ip", &["link", "del", name]).expect("deleting the probe bond");
     }
