@@ -20,7 +20,8 @@
 # Usage, as root from anywhere:  bash bench/restart.sh
 # The rows ending in -up are a planned upgrade instead: at the same moment `lagctl upgrade`
 # starts a new lagd beside host A's, which takes the bond over and the old one exits.
-# Environment: RUNS (5), OUT (bench/restart.md), PATHS (the rows, "kernel lagd lacp lacp-cold"), LAGD and LAGCTL (binaries to use instead of building
+# Environment: RUNS (5), OUT (bench/restart.md), PATHS (the rows to run, all by default; the table
+# lists only those), LAGD and LAGCTL (binaries to use instead of building
 # the release ones), KEEP_PING (a path prefix: keep host A's lagd logs there).
 # Needs: iproute2, iputils-ping, python3, jq, awk, cargo.
 set -euo pipefail
@@ -93,7 +94,7 @@ one_run() {
         kernel | kernel-sup | kernel-up) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on" ;;
         kernel-sup-tc | kernel-up-tc) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on fastpath_attach=tc" ;;
         ab-sup) opts="mode=active-backup miimon=50 fastpath=on" ;;
-        lagd | lagd-sup) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off" ;;
+        lagd | lagd-sup | lagd-up) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off" ;;
         lacp | lacp-cold | lacp-sup | lacp-up) opts="mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 fastpath=on" ;;
     esac
     local how=plain
@@ -196,7 +197,7 @@ one_run() {
     rm -f "$WORK"/*.sock "$WORK"/*.state "$WORK"/*.log "$WORK"/*.notify
 }
 
-read -r -a PATHS <<<"${PATHS:-kernel lagd lacp lacp-cold kernel-sup kernel-sup-tc ab-sup lacp-sup lagd-sup kernel-up kernel-up-tc lacp-up}"
+read -r -a PATHS <<<"${PATHS:-kernel lagd lacp lacp-cold kernel-sup kernel-sup-tc ab-sup lacp-sup lagd-sup kernel-up kernel-up-tc lacp-up lagd-up}"
 for run in $(seq "$RUNS"); do
     for path in "${PATHS[@]}"; do
         one_run "$path" "$run"
@@ -205,6 +206,8 @@ done
 
 row() {
     local path=$1 ab ba base
+    # Only the rows PATHS ran.
+    compgen -G "$WORK/$path-[0-9]*.json" >/dev/null || return 0
     ab=$(median_of "$WORK/$path-[0-9]*.json" .gap_ab_ms)
     ba=$(median_of "$WORK/$path-[0-9]*.json" .gap_ba_ms)
     base=$(median_of "$WORK/$path-[0-9]*.json" .baseline_ms)
@@ -241,6 +244,7 @@ row() {
     row kernel-up "balance-xor, kernel path (tcx), \`lagctl upgrade\` instead of the kill"
     row kernel-up-tc "balance-xor, kernel path (clsact), \`lagctl upgrade\`"
     row lacp-up "802.3ad (fast rate), kernel path (tcx), \`lagctl upgrade\`"
+    row lagd-up "balance-xor, through lagd (fastpath=off), \`lagctl upgrade\`"
     echo
     echo "Per run (outage A → B / B → A, ms):"
     echo
