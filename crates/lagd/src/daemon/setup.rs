@@ -221,9 +221,7 @@ impl Daemon {
             warn!("{w}");
         }
         undo.before_tap(&config.bond);
-        for name in &config.members {
-            undo.before_member(name)?;
-        }
+        undo.before_members(&config.members)?;
         let tap_options = TapOptions {
             vnet_hdr: true,
             multi_queue: false,
