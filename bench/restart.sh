@@ -12,7 +12,9 @@
 # (bench/tools/udp_gap.py: unlike ping -i 0.01, which slows down while answers are missing, it
 # keeps its pace; 7 s for 802.3ad); 1.5 s in, host A's lagd gets SIGKILL, is reaped, and a new lagd is started
 # for the same bond. The outage is the longest interval between two consecutive arrivals after
-# the kill, per direction; the baseline, measured in the same run, is the longest interval
+# the kill, per direction; "across the restart" the longest one that ends after the kill (an
+# upgrade: the old lagd's hand-over) and starts within 50 ms of it, the restart's own silence;
+# the baseline, measured in the same run, is the longest interval
 # before it (the probes' own jitter on this machine). Every
 # figure is the median of RUNS runs (default 5), the two paths interleaved. Writes
 # bench/restart.md.
@@ -183,8 +185,28 @@ one_run() {
     }
     read -r gab bab nab < <(gaps "$WORK/ab")
     read -r gba bba nba < <(gaps "$WORK/ba")
-    printf '{"path":"%s","run":%d,"gap_ab_ms":%s,"gap_ba_ms":%s,"baseline_ms":%s,"received":%d}\n' \
-        "$path" "$run" "$gab" "$gba" "$(awk -v a="$bab" -v b="$bba" 'BEGIN {print (a > b ? a : b)}')" \
+    # across FILE AT: the longest interval between two arrivals that ends after AT and starts
+    # before AT + 50 ms (ms): the silence of the restart itself (the supervisor kills a few ms
+    # after AT; a datagram may still arrive in between), where the outage above may be a later
+    # stall of a busy machine. AT: the kill, or for an upgrade the moment the old lagd logged
+    # that it hands the bond over (its log's UTC timestamp).
+    local at=$kill_at
+    if [ "$how" = upgrade ]; then
+        local stamp
+        stamp=$(sed -n 's/^\([0-9T:.-]*Z\).*handing the bond over.*/\1/p' "$WORK/rsa0.log" | tail -1)
+        [ -n "$stamp" ] && at=$(date -u -d "$stamp" +%s.%N)
+    fi
+    across() {
+        awk -v at="$2" '{ t = $1 + 0
+                          if (n && t > at && prev < at + 0.05) { d = (t - prev) * 1000; if (d > g) g = d; seen = 1 }
+                          prev = t; n++ }
+                        END { if (seen) printf "%.1f\n", g; else print "null" }' "$1"
+    }
+    local xab xba
+    xab=$(across "$WORK/ab" "$at")
+    xba=$(across "$WORK/ba" "$at")
+    printf '{"path":"%s","run":%d,"gap_ab_ms":%s,"gap_ba_ms":%s,"across_ab_ms":%s,"across_ba_ms":%s,"baseline_ms":%s,"received":%d}\n' \
+        "$path" "$run" "$gab" "$gba" "$xab" "$xba" "$(awk -v a="$bab" -v b="$bba" 'BEGIN {print (a > b ? a : b)}')" \
         $((nab + nba)) >"$WORK/$path-$run.json"
     cat "$WORK/$path-$run.json"
     [ -n "${KEEP_PING:-}" ] && cp "$WORK/rsa0.log" "$KEEP_PING-$path-$run.log"
@@ -205,13 +227,15 @@ for run in $(seq "$RUNS"); do
 done
 
 row() {
-    local path=$1 ab ba base
+    local path=$1 ab ba xab xba base
     # Only the rows PATHS ran.
     compgen -G "$WORK/$path-[0-9]*.json" >/dev/null || return 0
     ab=$(median_of "$WORK/$path-[0-9]*.json" .gap_ab_ms)
     ba=$(median_of "$WORK/$path-[0-9]*.json" .gap_ba_ms)
+    xab=$(median_of "$WORK/$path-[0-9]*.json" .across_ab_ms)
+    xba=$(median_of "$WORK/$path-[0-9]*.json" .across_ba_ms)
     base=$(median_of "$WORK/$path-[0-9]*.json" .baseline_ms)
-    echo "| $2 | $(fmt "$ab" 0) ms | $(fmt "$ba" 0) ms | $(fmt "$base" 0) ms |"
+    echo "| $2 | $(fmt "$ab" 0) ms | $(fmt "$ba" 0) ms | $(fmt "$xab" 0) / $(fmt "$xba" 0) ms | $(fmt "$base" 0) ms |"
 }
 
 {
@@ -221,17 +245,20 @@ row() {
     echo "veth links (balance-xor, layer3+4, or 802.3ad); each host sends the other a UDP datagram every 5 ms;"
     echo "1.5 s in, host A's lagd gets SIGKILL, is reaped, and a new one is started for the same bond"
     echo "at once. Outage: the longest interval between two arrivals across the restart, per"
-    echo "direction; baseline: the longest interval before the kill, same run. Medians of $RUNS runs,"
+    echo "direction; across the restart: the longest interval that ends after the kill (an upgrade:"
+    echo "after the old lagd logged its hand-over) and starts within 50 ms of it, the restart's own"
+    echo "silence where the outage may be a later stall of a busy machine; baseline: the longest"
+    echo "interval before the kill, same run. Medians of $RUNS runs,"
     echo "the rows interleaved. The rows \"under a descriptor store\" run host A's lagd under"
     echo "bench/tools/supervise.py, which keeps what lagd stores (FDSTORE=1: the TAP's descriptor, the"
-    echo "programs' tcx links) and starts the new lagd with them (LISTEN_FDS), as systemd's Restart= does"
+    echo "programs' tcx links, the members' packet sockets) and starts the new lagd with them (LISTEN_FDS), as systemd's Restart= does"
     echo "after a crash; the rows \"lagctl upgrade\" hand the bond to a new lagd over the control"
     echo "socket instead of killing the old one; the others restart it without a store, as before."
     echo
     echo "Machine: $(machine_line)."
     echo
-    echo "| dataplane | outage A → B (host sends) | outage B → A (host receives) | baseline (no restart) |"
-    echo "|---|---|---|---|"
+    echo "| dataplane | outage A → B (host sends) | outage B → A (host receives) | across the restart (A → B / B → A) | baseline (no restart) |"
+    echo "|---|---|---|---|---|"
     row kernel "balance-xor, kernel fast path (fastpath=on)"
     row lagd "balance-xor, through lagd (fastpath=off)"
     row lacp "802.3ad (fast rate), kernel fast path: members resumed from the state file"
@@ -249,7 +276,7 @@ row() {
     echo "Per run (outage A → B / B → A, ms):"
     echo
     for path in "${PATHS[@]}"; do
-        printf -- "- %s: %s\n" "$path" "$(jq -s -r 'sort_by(.run) | map("\(.gap_ab_ms)/\(.gap_ba_ms)") | join(", ")' "$WORK"/$path-[0-9]*.json)"
+        printf -- "- %s: %s\n" "$path" "$(jq -s -r 'sort_by(.run) | map("\(.gap_ab_ms)/\(.gap_ba_ms) (across \(.across_ab_ms)/\(.across_ba_ms))") | join(", ")' "$WORK"/$path-[0-9]*.json)"
     done
     echo
     echo "Most restarts cost one to three hundred milliseconds (lagd's start-up, the fast path's"
