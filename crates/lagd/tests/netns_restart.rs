@@ -794,10 +794,19 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         let old = server_pid(&pair.control);
         let (ab, ba) = pair.start_probes(40021, Duration::from_secs(3));
         thread::sleep(Duration::from_millis(1000));
+        let tap_drops = tx_dropped(&pair.topo, &pair.bonds[0]);
         let started = Instant::now();
         let out = pair.upgrade(&[]);
         let took = started.elapsed();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        // Through lagd, what the host sent waited in the TAP's queue: past txqueuelen frames
+        // (an upgrade slower than that many milliseconds, as in a slow guest) the queue drops
+        // them, and counts them. On the kernel path the TAP's program forwards all along.
+        let overflow = if fastpath == "off" {
+            tx_dropped(&pair.topo, &pair.bonds[0]) - tap_drops
+        } else {
+            0
+        };
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
             out.status.success(),
@@ -825,9 +834,10 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         assert!(status.success(), "the old lagd: {status}");
         // Nothing is lost, on the kernel path (tcx or clsact) or through lagd.
         assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
-        assert_eq!(
-            ab.1, ab.0,
-            "{mode} fastpath={fastpath}: A->B through the upgrade: {ab:?}"
+        assert!(
+            ab.0 - ab.1 <= overflow,
+            "{mode} fastpath={fastpath}: A->B through the upgrade: {ab:?} ({overflow} dropped \
+             by the TAP's queue)"
         );
         assert_eq!(
             ba.1, ba.0,
@@ -1521,7 +1531,9 @@ fn a_failed_sigusr2_upgrade_leaves_the_running_lagd_serving() {
 /// the same descriptors. The upgrade loses nothing: the old lagd hands over between two wakes,
 /// with no frame in hand. Through kill -9 at most one datagram per direction: the one the
 /// killed lagd had read and not yet sent on (a batch of more than one needs more than a
-/// millisecond's worth of frames waiting, which at this rate happens only after a stall). The
+/// millisecond's worth of frames waiting, which at this rate happens only after a stall). A
+/// restart slower than the TAP's queue is long (txqueuelen frames, 500 ms at this rate: a slow
+/// guest) also loses, A->B, what the queue dropped, counted in the TAP's `tx_dropped`. The
 /// new lagd says it took the members' sockets over.
 #[test]
 fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
@@ -1545,7 +1557,8 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
         .isolation
         .unwrap_or_default();
     let links = stored_tcx_ids(&pair.sup);
-    let want = if isolation.contains("tcx") { 2 } else { 0 };
+    // "tcx ingress drop (...)", or "tc (clsact) ingress drop (tcx not available ...)".
+    let want = if isolation.starts_with("tcx ") { 2 } else { 0 };
     assert_eq!(
         links.len(),
         want,
@@ -1553,13 +1566,23 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     );
     let (ab, ba) = pair.start_probes(40061, Duration::from_secs(3));
     thread::sleep(Duration::from_millis(1000));
+    let tap_drops = tx_dropped(&pair.topo, &pair.bonds[0]);
     pair.sup.kill();
     pair.start_a();
     let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
-    eprintln!("fastpath=off: kill -9 and restart: {}", losses(&ab, &ba));
+    // What the TAP's queue (txqueuelen frames) could not hold while no lagd read it: a restart
+    // longer than that many milliseconds (a slow guest) drops the rest, and counts them.
+    let overflow = tx_dropped(&pair.topo, &pair.bonds[0]) - tap_drops;
+    eprintln!(
+        "fastpath=off: kill -9 and restart: {}; the TAP's queue dropped {overflow}",
+        losses(&ab, &ba)
+    );
     let log = pair.sup.log();
     assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
-    assert!(ab.0 - ab.1 <= 1, "A->B through kill -9: {ab:?}\n{log}");
+    assert!(
+        ab.0 - ab.1 <= 1 + overflow,
+        "A->B through kill -9: {ab:?}, {overflow} dropped by the TAP's queue\n{log}"
+    );
     assert!(ba.0 - ba.1 <= 1, "B->A through kill -9: {ba:?}\n{log}");
     assert!(
         log.contains("took over 6 of 6 member sockets from the last lagd"),
@@ -1575,8 +1598,10 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     let before = sockets_of(old);
     let (ab, ba) = pair.start_probes(40063, Duration::from_secs(3));
     thread::sleep(Duration::from_millis(1000));
+    let tap_drops = tx_dropped(&pair.topo, &pair.bonds[0]);
     let out = pair.upgrade(&[]);
     let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+    let overflow = tx_dropped(&pair.topo, &pair.bonds[0]) - tap_drops;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -1587,9 +1612,15 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     let (was, new) = upgraded_pids(&stdout);
     let _new = Upgraded(new);
     assert_eq!(was, old, "{stdout}");
-    eprintln!("fastpath=off: lagctl upgrade: {}", losses(&ab, &ba));
+    eprintln!(
+        "fastpath=off: lagctl upgrade: {}; the TAP's queue dropped {overflow}",
+        losses(&ab, &ba)
+    );
     assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
-    assert_eq!(ab.1, ab.0, "A->B through the upgrade: {ab:?}");
+    assert!(
+        ab.0 - ab.1 <= overflow,
+        "A->B through the upgrade: {ab:?}, {overflow} dropped by the TAP's queue"
+    );
     assert_eq!(ba.1, ba.0, "B->A through the upgrade: {ba:?}");
     // The six member sockets are the same open sockets in the new lagd (nothing else it
     // holds is a socket of the old one's).
@@ -1609,4 +1640,16 @@ fn sockets_of(pid: u32) -> std::collections::BTreeSet<String> {
         .map(|l| l.to_string_lossy().into_owned())
         .filter(|l| l.starts_with("socket:"))
         .collect()
+}
+
+/// The TAP `dev`'s `tx_dropped` in host A's namespace: frames the host sent that its queue
+/// could not hold (nobody read them in time).
+fn tx_dropped(topo: &Topology, dev: &str) -> u64 {
+    let out = topo
+        .ip(Side::A, &["-j", "-s", "link", "show", dev])
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["stats64"]["tx"]["dropped"]
+        .as_u64()
+        .expect("tx dropped")
 }
