@@ -12,7 +12,9 @@
 # (bench/tools/udp_gap.py: unlike ping -i 0.01, which slows down while answers are missing, it
 # keeps its pace; 7 s for 802.3ad); 1.5 s in, host A's lagd gets SIGKILL, is reaped, and a new lagd is started
 # for the same bond. The outage is the longest interval between two consecutive arrivals after
-# the kill, per direction; the baseline, measured in the same run, is the longest interval
+# the kill, per direction; "across the restart" the longest one that ends after the kill (an
+# upgrade: the old lagd's hand-over) and starts within 50 ms of it, the restart's own silence;
+# the baseline, measured in the same run, is the longest interval
 # before it (the probes' own jitter on this machine). Every
 # figure is the median of RUNS runs (default 5), the two paths interleaved. Writes
 # bench/restart.md.
@@ -20,7 +22,8 @@
 # Usage, as root from anywhere:  bash bench/restart.sh
 # The rows ending in -up are a planned upgrade instead: at the same moment `lagctl upgrade`
 # starts a new lagd beside host A's, which takes the bond over and the old one exits.
-# Environment: RUNS (5), OUT (bench/restart.md), PATHS (the rows, "kernel lagd lacp lacp-cold"), LAGD and LAGCTL (binaries to use instead of building
+# Environment: RUNS (5), OUT (bench/restart.md), PATHS (the rows to run, all by default; the table
+# lists only those), LAGD and LAGCTL (binaries to use instead of building
 # the release ones), KEEP_PING (a path prefix: keep host A's lagd logs there).
 # Needs: iproute2, iputils-ping, python3, jq, awk, cargo.
 set -euo pipefail
@@ -93,7 +96,7 @@ one_run() {
         kernel | kernel-sup | kernel-up) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on" ;;
         kernel-sup-tc | kernel-up-tc) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=on fastpath_attach=tc" ;;
         ab-sup) opts="mode=active-backup miimon=50 fastpath=on" ;;
-        lagd | lagd-sup) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off" ;;
+        lagd | lagd-sup | lagd-up) opts="mode=balance-xor xmit_hash_policy=layer3+4 fastpath=off" ;;
         lacp | lacp-cold | lacp-sup | lacp-up) opts="mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4 fastpath=on" ;;
     esac
     local how=plain
@@ -182,8 +185,28 @@ one_run() {
     }
     read -r gab bab nab < <(gaps "$WORK/ab")
     read -r gba bba nba < <(gaps "$WORK/ba")
-    printf '{"path":"%s","run":%d,"gap_ab_ms":%s,"gap_ba_ms":%s,"baseline_ms":%s,"received":%d}\n' \
-        "$path" "$run" "$gab" "$gba" "$(awk -v a="$bab" -v b="$bba" 'BEGIN {print (a > b ? a : b)}')" \
+    # across FILE AT: the longest interval between two arrivals that ends after AT and starts
+    # before AT + 50 ms (ms): the silence of the restart itself (the supervisor kills a few ms
+    # after AT; a datagram may still arrive in between), where the outage above may be a later
+    # stall of a busy machine. AT: the kill, or for an upgrade the moment the old lagd logged
+    # that it hands the bond over (its log's UTC timestamp).
+    local at=$kill_at
+    if [ "$how" = upgrade ]; then
+        local stamp
+        stamp=$(sed -n 's/^\([0-9T:.-]*Z\).*handing the bond over.*/\1/p' "$WORK/rsa0.log" | tail -1)
+        [ -n "$stamp" ] && at=$(date -u -d "$stamp" +%s.%N)
+    fi
+    across() {
+        awk -v at="$2" '{ t = $1 + 0
+                          if (n && t > at && prev < at + 0.05) { d = (t - prev) * 1000; if (d > g) g = d; seen = 1 }
+                          prev = t; n++ }
+                        END { if (seen) printf "%.1f\n", g; else print "null" }' "$1"
+    }
+    local xab xba
+    xab=$(across "$WORK/ab" "$at")
+    xba=$(across "$WORK/ba" "$at")
+    printf '{"path":"%s","run":%d,"gap_ab_ms":%s,"gap_ba_ms":%s,"across_ab_ms":%s,"across_ba_ms":%s,"baseline_ms":%s,"received":%d}\n' \
+        "$path" "$run" "$gab" "$gba" "$xab" "$xba" "$(awk -v a="$bab" -v b="$bba" 'BEGIN {print (a > b ? a : b)}')" \
         $((nab + nba)) >"$WORK/$path-$run.json"
     cat "$WORK/$path-$run.json"
     [ -n "${KEEP_PING:-}" ] && cp "$WORK/rsa0.log" "$KEEP_PING-$path-$run.log"
@@ -196,7 +219,7 @@ one_run() {
     rm -f "$WORK"/*.sock "$WORK"/*.state "$WORK"/*.log "$WORK"/*.notify
 }
 
-read -r -a PATHS <<<"${PATHS:-kernel lagd lacp lacp-cold kernel-sup kernel-sup-tc ab-sup lacp-sup lagd-sup kernel-up kernel-up-tc lacp-up}"
+read -r -a PATHS <<<"${PATHS:-kernel lagd lacp lacp-cold kernel-sup kernel-sup-tc ab-sup lacp-sup lagd-sup kernel-up kernel-up-tc lacp-up lagd-up}"
 for run in $(seq "$RUNS"); do
     for path in "${PATHS[@]}"; do
         one_run "$path" "$run"
@@ -204,11 +227,15 @@ for run in $(seq "$RUNS"); do
 done
 
 row() {
-    local path=$1 ab ba base
+    local path=$1 ab ba xab xba base
+    # Only the rows PATHS ran.
+    compgen -G "$WORK/$path-[0-9]*.json" >/dev/null || return 0
     ab=$(median_of "$WORK/$path-[0-9]*.json" .gap_ab_ms)
     ba=$(median_of "$WORK/$path-[0-9]*.json" .gap_ba_ms)
+    xab=$(median_of "$WORK/$path-[0-9]*.json" .across_ab_ms)
+    xba=$(median_of "$WORK/$path-[0-9]*.json" .across_ba_ms)
     base=$(median_of "$WORK/$path-[0-9]*.json" .baseline_ms)
-    echo "| $2 | $(fmt "$ab" 0) ms | $(fmt "$ba" 0) ms | $(fmt "$base" 0) ms |"
+    echo "| $2 | $(fmt "$ab" 0) ms | $(fmt "$ba" 0) ms | $(fmt "$xab" 0) / $(fmt "$xba" 0) ms | $(fmt "$base" 0) ms |"
 }
 
 {
@@ -218,17 +245,20 @@ row() {
     echo "veth links (balance-xor, layer3+4, or 802.3ad); each host sends the other a UDP datagram every 5 ms;"
     echo "1.5 s in, host A's lagd gets SIGKILL, is reaped, and a new one is started for the same bond"
     echo "at once. Outage: the longest interval between two arrivals across the restart, per"
-    echo "direction; baseline: the longest interval before the kill, same run. Medians of $RUNS runs,"
+    echo "direction; across the restart: the longest interval that ends after the kill (an upgrade:"
+    echo "after the old lagd logged its hand-over) and starts within 50 ms of it, the restart's own"
+    echo "silence where the outage may be a later stall of a busy machine; baseline: the longest"
+    echo "interval before the kill, same run. Medians of $RUNS runs,"
     echo "the rows interleaved. The rows \"under a descriptor store\" run host A's lagd under"
     echo "bench/tools/supervise.py, which keeps what lagd stores (FDSTORE=1: the TAP's descriptor, the"
-    echo "programs' tcx links) and starts the new lagd with them (LISTEN_FDS), as systemd's Restart= does"
+    echo "programs' tcx links, the members' packet sockets) and starts the new lagd with them (LISTEN_FDS), as systemd's Restart= does"
     echo "after a crash; the rows \"lagctl upgrade\" hand the bond to a new lagd over the control"
     echo "socket instead of killing the old one; the others restart it without a store, as before."
     echo
     echo "Machine: $(machine_line)."
     echo
-    echo "| dataplane | outage A → B (host sends) | outage B → A (host receives) | baseline (no restart) |"
-    echo "|---|---|---|---|"
+    echo "| dataplane | outage A → B (host sends) | outage B → A (host receives) | across the restart (A → B / B → A) | baseline (no restart) |"
+    echo "|---|---|---|---|---|"
     row kernel "balance-xor, kernel fast path (fastpath=on)"
     row lagd "balance-xor, through lagd (fastpath=off)"
     row lacp "802.3ad (fast rate), kernel fast path: members resumed from the state file"
@@ -241,11 +271,12 @@ row() {
     row kernel-up "balance-xor, kernel path (tcx), \`lagctl upgrade\` instead of the kill"
     row kernel-up-tc "balance-xor, kernel path (clsact), \`lagctl upgrade\`"
     row lacp-up "802.3ad (fast rate), kernel path (tcx), \`lagctl upgrade\`"
+    row lagd-up "balance-xor, through lagd (fastpath=off), \`lagctl upgrade\`"
     echo
     echo "Per run (outage A → B / B → A, ms):"
     echo
     for path in "${PATHS[@]}"; do
-        printf -- "- %s: %s\n" "$path" "$(jq -s -r 'sort_by(.run) | map("\(.gap_ab_ms)/\(.gap_ba_ms)") | join(", ")' "$WORK"/$path-[0-9]*.json)"
+        printf -- "- %s: %s\n" "$path" "$(jq -s -r 'sort_by(.run) | map("\(.gap_ab_ms)/\(.gap_ba_ms) (across \(.across_ab_ms)/\(.across_ba_ms))") | join(", ")' "$WORK"/$path-[0-9]*.json)"
     done
     echo
     echo "Most restarts cost one to three hundred milliseconds (lagd's start-up, the fast path's"

@@ -512,7 +512,7 @@ pub(crate) fn link_create(
 /// `BPF_OBJ_GET_INFO_BY_FD` in `enum bpf_cmd`.
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
 /// `BPF_LINK_UPDATE` in `enum bpf_cmd` (Linux 5.7+).
-const BPF_LINK_UPDATE: libc::c_int = 30;
+const BPF_LINK_UPDATE: libc::c_int = 29;
 /// `BPF_LINK_TYPE_TCX` in `enum bpf_link_type` (Linux 6.6+).
 const BPF_LINK_TYPE_TCX: u32 = 11;
 
@@ -562,6 +562,19 @@ pub fn tcx_link_ifindex(link: BorrowedFd<'_>) -> io::Result<Option<u32>> {
     let mut info = LinkInfo::default();
     object_info(link, &mut info)?;
     Ok((info.link_type == BPF_LINK_TYPE_TCX).then_some(info.ifindex))
+}
+
+/// The kernel's id of the tcx link `link` (it stays the link's while any descriptor of it is
+/// open: a program put into it with `BPF_LINK_UPDATE` keeps the id, a new link gets another);
+/// `None` for a link of another type.
+///
+/// # Errors
+///
+/// As [`tcx_link_ifindex`].
+pub fn tcx_link_id(link: BorrowedFd<'_>) -> io::Result<Option<u32>> {
+    let mut info = LinkInfo::default();
+    object_info(link, &mut info)?;
+    Ok((info.link_type == BPF_LINK_TYPE_TCX).then_some(info.id))
 }
 
 /// The interface and hook (`BPF_TCX_INGRESS`/`EGRESS`) a tcx link is attached to; `None` for

@@ -89,7 +89,7 @@ impl Launcher {
         drop(ask_rx);
         drop(answer_tx);
         let answers = File::from(answer_rx);
-        set_nonblocking(answers.as_fd())?;
+        crate::socket::set_nonblocking(answers.as_fd())?;
         let mut command = vec![program.into_os_string()];
         command.extend(args);
         Ok(Self {
@@ -152,19 +152,6 @@ impl Launcher {
         }
         Ok(out)
     }
-}
-
-fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: F_GETFL on a valid descriptor.
-    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-    if flags < 0 {
-        return Err(crate::error::last("fcntl", None));
-    }
-    // SAFETY: F_SETFL on a valid descriptor with flags it returned plus O_NONBLOCK.
-    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(crate::error::last("fcntl", None));
-    }
-    Ok(())
 }
 
 /// The launcher's life: dies with `parent`, closes what it inherited, and runs the command on

@@ -241,6 +241,116 @@ impl PacketSocket {
         Ok(sock)
     }
 
+    /// The interface index and protocol (host byte order) the packet socket `fd` is bound to;
+    /// `None` when `fd` is not an `AF_PACKET` `SOCK_RAW` socket.
+    ///
+    /// # Errors
+    ///
+    /// The failing `getsockopt`/`getsockname` (for example `ENOTSOCK`).
+    pub fn bound(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, u16)>> {
+        let int = |name, call| -> io::Result<libc::c_int> {
+            socket::getsockopt(fd, libc::SOL_SOCKET, name, call)
+        };
+        let domain = int(libc::SO_DOMAIN, "getsockopt(SO_DOMAIN)")?;
+        let kind = int(libc::SO_TYPE, "getsockopt(SO_TYPE)")?;
+        if domain != libc::AF_PACKET || kind != libc::SOCK_RAW {
+            return Ok(None);
+        }
+        let mut addr = zeroed_sockaddr_ll();
+        let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        // SAFETY: `addr` is a `sockaddr_ll`, writable for `len` bytes (its size, passed in
+        // `len`); the kernel writes at most that many and updates `len`.
+        let ret =
+            unsafe { libc::getsockname(fd.as_raw_fd(), ptr::from_mut(&mut addr).cast(), &mut len) };
+        error::check(ret, "getsockname(AF_PACKET)", None)?;
+        let ifindex = u32::try_from(addr.sll_ifindex).unwrap_or(0);
+        Ok(Some((ifindex, u16::from_be(addr.sll_protocol))))
+    }
+
+    /// Takes over `fd`, a packet socket an earlier lagd opened with [`PacketSocket::bind`] and
+    /// handed over (a service manager's descriptor store, a planned upgrade), if it is what
+    /// `bind(ifindex, options)` would open: an `AF_PACKET` `SOCK_RAW` socket bound to interface
+    /// `ifindex` and `options.protocol`, with the same `PACKET_VNET_HDR`,
+    /// `PACKET_IGNORE_OUTGOING` and `PACKET_QDISC_BYPASS` settings and in no fanout group. The
+    /// frames queued on it meanwhile are read as any other. Its buffer sizes, priority and
+    /// non-blocking mode are set as `bind` sets them; a socket filter it carries stays until
+    /// the caller attaches its own (which replaces it in one step). Memberships it holds stay
+    /// (adding one again only counts it once more; all go when the socket closes).
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::InvalidData`] naming the first difference (the descriptor is closed),
+    /// or the failing `getsockopt`/`getsockname`/`setsockopt`.
+    pub fn adopt(fd: OwnedFd, ifindex: u32, options: PacketOptions) -> io::Result<Self> {
+        let differs = |what: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the passed packet socket {what}"),
+            )
+        };
+        let int = |level, name, call| -> io::Result<libc::c_int> {
+            socket::getsockopt(fd.as_fd(), level, name, call)
+        };
+        let (bound, protocol) = Self::bound(fd.as_fd())?
+            .ok_or_else(|| differs("is not an AF_PACKET raw socket".into()))?;
+        if bound != ifindex || protocol != options.protocol {
+            return Err(differs(format!(
+                "is bound to ifindex {bound}, protocol 0x{protocol:04x} (wanted {ifindex}, \
+                 0x{:04x})",
+                options.protocol
+            )));
+        }
+        let flags = [
+            (libc::PACKET_VNET_HDR, options.vnet_hdr, "PACKET_VNET_HDR"),
+            (
+                libc::PACKET_IGNORE_OUTGOING,
+                options.ignore_outgoing,
+                "PACKET_IGNORE_OUTGOING",
+            ),
+            (
+                libc::PACKET_QDISC_BYPASS,
+                options.qdisc_bypass,
+                "PACKET_QDISC_BYPASS",
+            ),
+        ];
+        for (name, want, what) in flags {
+            let has = int(libc::SOL_PACKET, name, "getsockopt(SOL_PACKET)")? != 0;
+            if has != want {
+                return Err(differs(format!("has {what} {has} (wanted {want})")));
+            }
+        }
+        let fanout = int(
+            libc::SOL_PACKET,
+            libc::PACKET_FANOUT,
+            "getsockopt(PACKET_FANOUT)",
+        )?;
+        if fanout != 0 {
+            return Err(differs(format!("is in fanout group 0x{fanout:x}")));
+        }
+        socket::set_nonblocking(fd.as_fd())?;
+        if let Some(bytes) = options.rcvbuf {
+            socket::set_buffer(fd.as_fd(), true, bytes)?;
+        }
+        if let Some(bytes) = options.sndbuf {
+            socket::set_buffer(fd.as_fd(), false, bytes)?;
+        }
+        let priority = libc::c_int::try_from(options.priority.unwrap_or(0)).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "socket priority out of range")
+        })?;
+        socket::setsockopt(
+            fd.as_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PRIORITY,
+            &priority,
+            "setsockopt(SO_PRIORITY)",
+        )?;
+        Ok(Self {
+            fd,
+            ifindex,
+            options,
+        })
+    }
+
     /// Opens a socket bound to the interface called `name` (looked up with [`link::ifindex`]).
     pub fn bind_name(name: &str, options: PacketOptions) -> io::Result<Self> {
         Self::bind(link::ifindex(name)?, options)
@@ -421,6 +531,23 @@ impl PacketSocket {
             bpf(libc::BPF_RET | libc::BPF_K, 0, 0, hit),
         ];
         self.attach_filter(&mut program)
+    }
+
+    /// Removes the socket filter, if any (`SO_DETACH_FILTER`): every frame of the bound
+    /// protocol is received again, as on a socket just opened.
+    pub fn detach_filter(&self) -> io::Result<()> {
+        let zero: libc::c_int = 0;
+        match socket::setsockopt(
+            self.fd.as_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DETACH_FILTER,
+            &zero,
+            "setsockopt(SO_DETACH_FILTER)",
+        ) {
+            // ENOENT: there was none.
+            Err(e) if error::errno(&e) == Some(libc::ENOENT) => Ok(()),
+            other => other,
+        }
     }
 
     fn attach_filter(&self, program: &mut [libc::sock_filter]) -> io::Result<()> {

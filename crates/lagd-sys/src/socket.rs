@@ -104,3 +104,17 @@ pub(crate) fn set_buffer(fd: BorrowedFd<'_>, receive: bool, bytes: usize) -> io:
         other => other,
     }
 }
+
+/// Sets `O_NONBLOCK` on the open file description `fd` refers to.
+pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: F_GETFL on a valid descriptor.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(error::last("fcntl", None));
+    }
+    // SAFETY: F_SETFL on a valid descriptor with flags it returned plus O_NONBLOCK.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(error::last("fcntl", None));
+    }
+    Ok(())
+}

@@ -323,6 +323,27 @@ impl Dataplane {
         Ok(())
     }
 
+    /// Sets the members' socket filters again as this lagd keeps them: after a planned upgrade
+    /// that failed, the new lagd may have set its own on the same sockets (it takes them over,
+    /// see `handover::PACKET`).
+    pub(crate) fn refilter(&self) {
+        for m in &self.io.members {
+            let set = || -> io::Result<()> {
+                if let Some(s) = &m.socket {
+                    s.exclude_ethertype(lagd_sys::packet::ETH_P_SLOW)?;
+                }
+                if let (Some(p), Some(c)) = (&m.partner, &m.control) {
+                    p.filter_source(m.partner_src, true)?;
+                    c.filter_source(m.partner_src, false)?;
+                }
+                Ok(())
+            };
+            if let Err(e) = set() {
+                warn!(member = %m.name, "socket filters: {e}");
+            }
+        }
+    }
+
     /// Sends every frame the bond queued itself (LACPDUs, Marker responses, ARP probes,
     /// announcements, hellos) on the members' control sockets.
     pub(crate) fn send_own(&mut self, bond: &mut Bond, now: Instant) {

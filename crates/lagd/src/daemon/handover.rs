@@ -10,6 +10,14 @@
 //!   lagd puts its own programs into them in one step (`BPF_LINK_UPDATE`, see
 //!   `lagd_sys::isolate::offer_tcx_links`) and closes those it does not need. clsact filters
 //!   need no descriptor: they stay on their hooks, and the next lagd replaces them in place.
+//! - `packet`: the members' packet sockets (`AF_PACKET`: data, slow protocols, LACP partner;
+//!   three per member). What a member receives while no lagd reads waits in the sockets'
+//!   queues (4 MB for data) instead of being lost; the next lagd takes each socket whose
+//!   member, protocol and options match one it would open (`PacketSocket::adopt`), sets its
+//!   filter as for a new one, reads the queue at once, and opens anew where none matches. On
+//!   the kernel path the data socket only sends, and nothing waits in it. Kept open, they also
+//!   spare a dying lagd their closing, which waits for an RCU grace period each (tens of
+//!   milliseconds on a busy machine).
 //! - `log` (a planned upgrade only): the old lagd's standard error, where the new one's log
 //!   goes once it has taken over.
 //!
@@ -47,6 +55,8 @@ use crate::control::{ADOPT_TIME, Endpoint, Request};
 pub const TAP: &str = "tap";
 /// The name of the tcx links in the store.
 pub const TCX: &str = "tcx";
+/// The name of the members' data sockets in the store.
+pub const PACKET: &str = "packet";
 /// The name of the old lagd's standard error in a planned upgrade.
 pub const LOG: &str = "log";
 /// How long the new lagd waits for the running one's descriptors.

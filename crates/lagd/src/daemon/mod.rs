@@ -118,6 +118,7 @@ impl Daemon {
                                 // A clean stop: the bond goes down, nothing to hand over.
                                 n.remove_fds(handover::TAP);
                                 n.remove_fds(handover::TCX);
+                                n.remove_fds(handover::PACKET);
                                 n.send("STOPPING=1");
                             }
                             let _ = self.dp.io.tap.set_carrier(false);
@@ -201,6 +202,10 @@ impl Daemon {
     /// held before is replaced: a link lagd let go of must not stay attached through the
     /// store). After a crash the next lagd adopts them, and the programs go on forwarding with
     /// the last table until it does (within `kernel::ORPHAN_TIMEOUT`; past it they drop).
+    ///
+    /// The members' packet sockets go with them (the set held before replaced likewise): the
+    /// next lagd reads what the members received meanwhile from their queues, and a dying
+    /// lagd closes none (each close waits for the kernel's network RCU grace period).
     fn store_links(&self) {
         let Some(n) = &self.notify else {
             return;
@@ -210,6 +215,23 @@ impl Daemon {
         if !links.is_empty() {
             n.store_fds(handover::TCX, &links);
         }
+        let sockets = self.member_sockets();
+        n.remove_fds(handover::PACKET);
+        if !sockets.is_empty() {
+            n.store_fds(handover::PACKET, &sockets);
+        }
+    }
+
+    /// The members' packet sockets: data, slow protocols and partner (see
+    /// [`handover::PACKET`]).
+    fn member_sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        self.dp
+            .io
+            .members
+            .iter()
+            .flat_map(|m| [&m.socket, &m.control, &m.partner])
+            .filter_map(|s| s.as_ref().map(std::os::fd::AsFd::as_fd))
+            .collect()
     }
 
     /// Tells the service manager the bond is up (the control socket answers from now on).

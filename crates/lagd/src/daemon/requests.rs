@@ -151,6 +151,10 @@ impl Daemon {
             names.push(handover::TCX);
             fds.push(l);
         }
+        for s in self.member_sockets() {
+            names.push(handover::PACKET);
+            fds.push(s);
+        }
         let stderr = io::stderr();
         names.push(handover::LOG);
         fds.push(stderr.as_fd());
@@ -214,6 +218,7 @@ impl Daemon {
             Err(e) => {
                 self.control.unhide(&hidden);
                 self.restore.reclaim(&released, Duration::from_secs(2));
+                self.dp.refilter();
                 Err(e)
             }
         }
@@ -444,6 +449,7 @@ impl Daemon {
             ifindex,
             mtu,
             self.kernel.as_deref_mut(),
+            &mut Vec::new(),
         );
         let member = match opened {
             Ok(m) => m,

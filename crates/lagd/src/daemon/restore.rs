@@ -345,15 +345,24 @@ impl Restore {
 
     /// Reads member `name` before it is touched, and records its originals in the state file.
     pub(crate) fn before_member(&mut self, name: &str) -> Result<()> {
-        let now = MemberRecord::read(&self.link, name)
-            .with_context(|| format!("reading the settings of member {name}"))?;
-        let original = self
-            .recovered
-            .iter()
-            .find(|r| r.name == now.name && r.ifindex == now.ifindex)
-            .cloned()
-            .unwrap_or_else(|| now.clone());
-        self.members.push((now, original));
+        self.before_members(std::slice::from_ref(&name))
+    }
+
+    /// [`Restore::before_member`] for each of `names`, with one write of the state file (each
+    /// write waits for the disk: a start writes it once, before any member changes).
+    pub(crate) fn before_members(&mut self, names: &[impl AsRef<str>]) -> Result<()> {
+        for name in names {
+            let name = name.as_ref();
+            let now = MemberRecord::read(&self.link, name)
+                .with_context(|| format!("reading the settings of member {name}"))?;
+            let original = self
+                .recovered
+                .iter()
+                .find(|r| r.name == now.name && r.ifindex == now.ifindex)
+                .cloned()
+                .unwrap_or_else(|| now.clone());
+            self.members.push((now, original));
+        }
         self.write_state()
     }
 

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{Context, Result};
@@ -220,9 +221,7 @@ impl Daemon {
             warn!("{w}");
         }
         undo.before_tap(&config.bond);
-        for name in &config.members {
-            undo.before_member(name)?;
-        }
+        undo.before_members(&config.members)?;
         let tap_options = TapOptions {
             vnet_hdr: true,
             multi_queue: false,
@@ -285,6 +284,10 @@ impl Daemon {
         let tap_ifindex = link
             .ifindex(&config.bond)
             .with_context(|| format!("index of {}", config.bond))?;
+        // The last lagd's member data sockets: each one whose member and options match what
+        // open_member would bind is used as is, with the frames queued on it meanwhile.
+        let mut sockets = passed.take_all(handover::PACKET);
+        let passed_sockets = sockets.len();
         let (mut kernel, dataplane_reason) =
             match Choice::decide(&bond, config.members.len(), tap_ifindex) {
                 Ok(Choice::Kernel(k)) => (Some(k), None),
@@ -301,12 +304,21 @@ impl Daemon {
                 ifindex,
                 member_mtu,
                 kernel.as_deref_mut(),
+                &mut sockets,
             )?;
             // The kernel path's programs are attached later (Kernel::go_live).
             if m.isolation.as_ref().is_some_and(IngressDrop::added_qdisc) {
                 undo.record_clsact(name, ifindex)?;
             }
             members.push(m);
+        }
+        if passed_sockets > 0 {
+            info!(
+                "took over {} of {passed_sockets} member sockets from the last lagd (the rest \
+                 closed)",
+                passed_sockets - sockets.len()
+            );
+            sockets.clear();
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
         if bond.lacp().is_some() {
@@ -453,6 +465,12 @@ impl Daemon {
         Ok(())
     }
 
+    /// Opens member `name`: its MTU, sysctls, isolation (or the kernel path's program), its
+    /// sockets, and its port in the bond. Its sockets are taken from `passed` (the last lagd's,
+    /// see [`handover::PACKET`]) where one there is bound to it with the options it would be
+    /// opened with ([`PacketSocket::adopt`]): the frames the member received while no lagd
+    /// read them are then still queued on them.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn open_member(
         link: &LinkControl,
         bond: &mut Bond,
@@ -461,6 +479,7 @@ impl Daemon {
         ifindex: u32,
         mtu: u32,
         kernel: Option<&mut Kernel>,
+        passed: &mut Vec<OwnedFd>,
     ) -> Result<Member> {
         link.set_mtu(name, mtu)
             .with_context(|| format!("setting MTU {mtu} on member {name}"))?;
@@ -492,13 +511,14 @@ impl Daemon {
         };
         link.set_up(name, true)
             .with_context(|| format!("bringing member {name} up"))?;
-        let socket = PacketSocket::bind(ifindex, data_options)
+        let socket = packet_socket(passed, ifindex, data_options)
             .with_context(|| format!("packet socket on member {name}"))?;
         // Slow-protocols frames are read on their own socket: the data socket never sees them.
         socket
             .exclude_ethertype(lagd_sys::packet::ETH_P_SLOW)
             .with_context(|| format!("socket filter on member {name}"))?;
-        let control = PacketSocket::bind(
+        let control = packet_socket(
+            passed,
             ifindex,
             PacketOptions {
                 protocol: lagd_sys::packet::ETH_P_SLOW,
@@ -510,6 +530,9 @@ impl Daemon {
                 ..PacketOptions::default()
             },
         )
+        // A socket taken over may have been the last lagd's partner socket: no filter, as a
+        // new one (the confirmed partner's filter comes with Dataplane::follow_partner).
+        .and_then(|c| c.detach_filter().map(|()| c))
         .with_context(|| format!("slow-protocols socket on member {name}"))?;
         control
             .add_membership(Membership::Multicast(
@@ -518,7 +541,8 @@ impl Daemon {
             .with_context(|| format!("slow-protocols multicast on member {name}"))?;
         // The confirmed LACP partner's frames, once there is one (Dataplane::follow_partner);
         // nothing until then.
-        let partner = PacketSocket::bind(
+        let partner = packet_socket(
+            passed,
             ifindex,
             PacketOptions {
                 protocol: lagd_sys::packet::ETH_P_SLOW,
@@ -630,6 +654,27 @@ fn isolate(name: &str, ifindex: u32, how: FastPathAttach) -> (Option<IngressDrop
             (None, format!("sysctls only, no ingress drop ({e})"))
         }
     }
+}
+
+/// A packet socket bound to `ifindex` with `options`: one of the last lagd's from `passed`
+/// (see [`handover::PACKET`]) bound to the same interface and protocol, if it has the same
+/// options ([`PacketSocket::adopt`]; one that differs is closed), else a new one.
+fn packet_socket(
+    passed: &mut Vec<OwnedFd>,
+    ifindex: u32,
+    options: PacketOptions,
+) -> io::Result<PacketSocket> {
+    use std::os::fd::AsFd;
+    let found = passed.iter().position(|fd| {
+        PacketSocket::bound(fd.as_fd()).ok().flatten() == Some((ifindex, options.protocol))
+    });
+    if let Some(k) = found {
+        match PacketSocket::adopt(passed.swap_remove(k), ifindex, options) {
+            Ok(s) => return Ok(s),
+            Err(e) => warn!("{e}; opening a new one"),
+        }
+    }
+    PacketSocket::bind(ifindex, options)
 }
 
 pub(super) fn duplex(d: Duplex) -> Option<bool> {
