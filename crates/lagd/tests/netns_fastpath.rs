@@ -3,7 +3,7 @@
 //! kernel path: the programs' counters carry the traffic while lagd's own sockets carry only
 //! the few frames lagd handles itself (ARP, neighbour discovery, LACPDUs).
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::process::Command;
 use std::thread;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use lagd::control::query_status;
 use lagd::status::Status;
-use lagd_lab::topology::{ProcessId, Side, Topology, is_root, require_program};
+use lagd_lab::topology::{ProcessId, Side, Topology, in_named_ns, is_root, require_program};
 use lagd_lab::traffic::checked_transfer;
 
 mod common;
@@ -805,6 +805,165 @@ fn a_member_leaving_lacp_distribution_leaves_the_kernel_path_both_ways() {
         "ingress no longer accepted"
     );
     assert_kernel_carried(&lab, Side::A, 100);
+}
+
+/// Datagrams of one flow from A to B, one every `every` (on a schedule), `count` of them,
+/// while `during` runs: returns how many of them B never received (each carries its number).
+fn probe_losses(
+    lab: &Lab,
+    port: u16,
+    count: u64,
+    every: Duration,
+    during: impl FnOnce() + Send,
+) -> u64 {
+    let to = SocketAddrV4::new(lab.addrs[1], port);
+    let rx = in_named_ns(lab.topo.ns(Side::B), || UdpSocket::bind(to))
+        .unwrap()
+        .expect("bind the receiver");
+    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let tx = in_named_ns(lab.topo.ns(Side::A), || {
+        let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+        s.connect(to)?;
+        Ok::<_, std::io::Error>(s)
+    })
+    .unwrap()
+    .expect("the sender's socket");
+    let receiver = thread::spawn(move || {
+        let mut seen = vec![false; count as usize];
+        let mut buf = [0u8; 64];
+        // Until 2 s pass without a datagram: the sender has finished.
+        while let Ok(n) = rx.recv(&mut buf) {
+            if n == 8 {
+                let i = u64::from_be_bytes(buf[..8].try_into().unwrap());
+                if let Some(s) = seen.get_mut(i as usize) {
+                    *s = true;
+                }
+            }
+        }
+        seen.iter().filter(|&&s| s).count() as u64
+    });
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            // On a schedule, not a sleep after each: a sender that was held up catches up, so
+            // what is lost is about how long the flow went to a dead link, not how often the
+            // sender ran meanwhile (one CPU in a guest).
+            let start = Instant::now();
+            for i in 0..count {
+                tx.send(&i.to_be_bytes()).expect("send");
+                let next = start + every * (i as u32 + 1);
+                if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                    thread::sleep(wait);
+                }
+            }
+        });
+        during();
+    });
+    count - receiver.join().expect("the receiver")
+}
+
+/// 802.3ad on the kernel path with `attach`: the link that carries a flow of a datagram every
+/// ms is cut (its far end set down) 0.8 s in; returns how many of the 2000 were lost.
+fn lacp_cut_once(attach: &str) -> u64 {
+    let lab = Lab::new(
+        2,
+        &format!(
+            "mode=802.3ad xmit_hash_policy=layer3+4 lacp_rate=fast lacp_aggregate_wait=100 \
+             miimon=100 fastpath=on fastpath_attach={attach}"
+        ),
+    );
+    lab.wait_carrier();
+    wait_distributing(&lab, 0, true);
+    wait_distributing(&lab, 1, true);
+    assert!(lab.ping(Side::A), "{attach}: ping A->B");
+    let before = lab.status(Side::A);
+    let veth_dropped = |link: usize| -> u64 {
+        let name = &lab.topo.links()[link].name;
+        let out = Command::new("ip")
+            .args(["netns", "exec", lab.topo.ns(Side::A), "cat"])
+            .arg(format!("/sys/class/net/{name}/statistics/tx_dropped"))
+            .output()
+            .expect("cat");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let dropped_before = [veth_dropped(0), veth_dropped(1)];
+    let mut cut = None;
+    // 2000 datagrams, about 2 s; the cut 0.8 s in, on the member that carries them.
+    let lost = probe_losses(&lab, 5450, 2000, Duration::from_millis(1), || {
+        thread::sleep(Duration::from_millis(800));
+        let s = lab.status(Side::A);
+        let gained =
+            |i: usize| s.members[i].kernel_tx_packets - before.members[i].kernel_tx_packets;
+        let link = usize::from(gained(1) > gained(0));
+        assert!(
+            gained(link) > 50,
+            "{attach}: the flow runs on the kernel path before the cut: {} and {}",
+            gained(0),
+            gained(1)
+        );
+        lab.topo.set_link_down(Side::B, link).unwrap();
+        cut = Some(link);
+    });
+    let cut = cut.expect("the link was cut");
+    let s = lab.status(Side::A);
+    let survivor = 1 - cut;
+    let gain = |i: usize| {
+        let (m, b) = (&s.members[i], &before.members[i]);
+        (
+            m.kernel_tx_packets - b.kernel_tx_packets,
+            m.tx_packets - b.tx_packets,
+        )
+    };
+    eprintln!(
+        "{attach}: {lost} of 2000 lost, member {cut} cut ({} of them dropped by the veth: \
+         sent before its carrier went); (kernel, all) sent since the start: cut {:?}, \
+         survivor {:?}; distributing {:?}",
+        veth_dropped(cut) - dropped_before[cut],
+        gain(cut),
+        gain(survivor),
+        s.members
+            .iter()
+            .map(|m| m.lacp.as_ref().map(|l| l.distributing))
+            .collect::<Vec<_>>()
+    );
+    // About 1100 of the 2000 when the guest keeps time; less when it stalled the sender
+    // before the cut.
+    assert!(
+        gain(survivor).0 > 100,
+        "{attach}: the other member carried the rest: {:?}",
+        gain(survivor)
+    );
+    assert_attached(&lab, Side::A, attach);
+    lost
+}
+
+/// 802.3ad on the kernel path: the link that carries a flow of a datagram every ms is cut, and
+/// the programs stop sending on it once lagd sees the carrier go. On this host a cut loses 0-1.
+/// In the guests (one CPU, this test's debug build) a cut lost 0-41 on 5.10 and 0-21 on 6.1,
+/// of two kinds: frames the veth dropped while its far end was closing and it still had its
+/// carrier (nothing lagd at the sending end can see; up to 41 on 5.10), and frames sent to
+/// the member after its carrier went (mostly 0-22, but now and then 46-195 on 5.10, not yet
+/// explained). So the bound is on the median of three cuts and loose: 100, a table that
+/// follows the carrier a tenth of a second late or never. It does not tell the order lagd had
+/// before (the table written after the partner sockets' filters, 4-19 ms each on 5.10) from
+/// today's in that guest: bench/kernels.sh does, in release builds (44-71 lost per cut
+/// before, 0 after).
+#[test]
+fn lacp_cut_under_a_datagram_every_ms_loses_next_to_nothing() {
+    let mut attaches = vec![auto_attach()];
+    if attaches[0] != "tc" {
+        attaches.push("tc");
+    }
+    for attach in attaches {
+        let mut lost: Vec<u64> = (0..3).map(|_| lacp_cut_once(attach)).collect();
+        lost.sort_unstable();
+        assert!(
+            lost[1] <= 100,
+            "{attach}: datagrams lost per cut (of 2000): {lost:?}"
+        );
+    }
 }
 
 #[test]
