@@ -859,6 +859,17 @@ INLINE void count_tx(__u32 port, __u32 len) {
 // Whether lagd's stripe sends the frame as TCP, with the checks of
 // lagd_proto::stripe::tcp::parse_segment: IPv4 that is not a fragment or IPv6 without extension
 // headers, behind at most one VLAN tag, lengths consistent, a whole TCP header.
+// Whether a frame carries TCP in IPv4 (fragments included) or in IPv6 without extension
+// headers: what broadcast sends in the order a receiving TCP needs.
+INLINE int carries_tcp(struct __sk_buff *skb, const struct view *v) {
+    __u8 next;
+    if (v->proto == ETH_P_IP)
+        return bpf_skb_load_bytes(skb, v->nhoff + 9, &next, 1) == 0 && next == 6;
+    if (v->proto == ETH_P_IPV6)
+        return bpf_skb_load_bytes(skb, v->nhoff + 6, &next, 1) == 0 && next == 6;
+    return 0;
+}
+
 INLINE int stripe_tcp(struct __sk_buff *skb, const struct view *v) {
     __u32 len = v->len, at = v->nhoff, l4, end;
     if (len < at)
@@ -1111,12 +1122,24 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
     }
     if (t->rule == RULE_ALL) {
-        // A clone to each usable member but the last, which takes the frame itself: tcx knows
-        // no "consumed" verdict, and a drop would tell the sender (TCP) that it never left.
+        // The frame itself goes on the last usable member (tcx knows no "consumed" verdict,
+        // and a drop would tell the sender, TCP, that it never left); every other member gets
+        // a clone. A TCP segment's clones go round their member's receive path first
+        // (DEFERRED_COPY), so that the far end receives the segment itself before them: the
+        // clone helper made the segment's own head private, and a busy receiving TCP merges
+        // the next segment into an unshared duplicate that arrived last (bench/kernels.md,
+        // "Broadcast on 6.12"). Other frames' clones leave at once (no such merging; the
+        // extra pass costs small datagrams more than it is worth).
         __u32 n = t->n_usable;
         if (n == 0 || n > MAX_MEMBERS) {
             count_tx(MAX_MEMBERS, skb->len);
             return TC_ACT_SHOT;
+        }
+        __u64 how = 0;
+        __u32 mark = skb->mark;
+        if (n > 1 && carries_tcp(skb, &v)) {
+            how = BPF_F_INGRESS;
+            skb->mark = DEFERRED_COPY;
         }
         #pragma unroll
         for (__u32 i = 0; i < MAX_MEMBERS - 1; i++) {
@@ -1124,9 +1147,10 @@ int lagd_tap_egress(struct __sk_buff *skb) {
                 break;
             __u32 port = t->usable[i] & (MAX_MEMBERS - 1);
             __u32 ifindex = t->ifindex[port];
-            if (ifindex != 0 && bpf_clone_redirect(skb, ifindex, 0) == 0)
+            if (ifindex != 0 && bpf_clone_redirect(skb, ifindex, how) == 0)
                 count_tx(port, skb->len);
         }
+        skb->mark = mark;
         __u32 last = t->usable[BOUND(n - 1, MAX_MEMBERS - 1)] & (MAX_MEMBERS - 1);
         skb->cb[1] = last;
         if (t->ifindex[last] == 0) {
@@ -1414,6 +1438,14 @@ INLINE int member_deliver(struct __sk_buff *skb, const struct table *t, __u32 po
 
 // Both member programs; `receiver` is a constant, so each keeps only its own stripe branch.
 INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
+    // Broadcast's clone for this member, handed to its receive path by the TAP's program:
+    // it leaves by the member now, whatever the table says by then (a frame from the wire
+    // never carries the mark: the kernel clears marks between namespaces, and a NIC sets
+    // none).
+    if (skb->mark == DEFERRED_COPY) {
+        skb->mark = 0;
+        return bpf_redirect(skb->ifindex, 0);
+    }
     struct table *t = current_table();
     if (!t || t->rule == RULE_LAGD)
         return TC_ACT_OK;

@@ -28,6 +28,12 @@ enum lagd_limits {
     NO_PORT = 0xff,   // "no member" in the table's port fields and in cb[1]
 };
 
+// The mark (`skb->mark`) on broadcast's clones while they go round a member's receive path
+// (the TAP's program hands them there, the members' program sends them out).
+enum lagd_marks {
+    DEFERRED_COPY = 0x6c616764, // 'lagd'; never on a frame from the wire
+};
+
 // How the TAP's program chooses a host frame's member (`table.rule`).
 enum rule {
     RULE_LAGD = 0,    // every frame to lagd (the userspace path decides)

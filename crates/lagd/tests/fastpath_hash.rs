@@ -13,7 +13,7 @@ use lagd_proto::balance::bucket;
 use lagd_proto::hash::{HashPolicy, xmit_hash};
 use lagd_sys::fastpath::{
     FastPath, MAX_MEMBERS, NO_PORT, OrphanDrops, POLICY_OVS_SLB, POLICY_OVS_TCP, Rule, RxState,
-    RxWord, Table, monotonic_ns,
+    RxWord, Table, abi::DEFERRED_COPY, monotonic_ns,
 };
 
 const GOLDEN: &str = include_str!("../../lagd-proto/src/hash/testdata/real-frames.txt");
@@ -607,8 +607,9 @@ fn broadcast_rule_sends_the_frame_itself_on_the_last_usable_member() {
         .iter()
         .find(|f| f.len() > 60 && !for_lagd(f) && !harness_refuses(f))
         .expect("a data frame");
-    // The others get clones (which a test run cannot deliver to made-up interfaces); the
-    // frame itself is redirected to the last usable member, never dropped or left to lagd.
+    // The others get clones (which a test run cannot deliver to made-up interfaces; they go
+    // round their member's receive path, marked); the frame itself is redirected to the last
+    // usable member, never dropped or left to lagd.
     let run = fp.test_egress(data).unwrap();
     assert_eq!((run.verdict, run.port), (REDIRECT, 2));
     t.usable = vec![1, 0];
@@ -625,6 +626,46 @@ fn broadcast_rule_sends_the_frame_itself_on_the_last_usable_member() {
     let c = fp.port_counters().unwrap();
     assert_eq!(c[MAX_MEMBERS].tx_packets, 1);
     assert_eq!((c[2].tx_packets, c[0].tx_packets), (1, 1));
+}
+
+/// Broadcast's clones go round their member's receive path (the TAP's program hands them
+/// there marked, so that the frame itself reaches the far end first): the members' program
+/// sends a marked frame out by its member whatever the table says, counts it as nothing
+/// received, and treats an unmarked one as the table says.
+#[test]
+fn marked_broadcast_clones_leave_by_their_member_whatever_the_table() {
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let frames = frames();
+    let data = frames
+        .iter()
+        .find(|f| f.len() > 60 && !for_lagd(f) && !harness_refuses(f))
+        .expect("a data frame");
+    let mut t = table(Rule::All, 0, 0);
+    t.rx_unicast = [false; MAX_MEMBERS];
+    t.rx_multicast = [false; MAX_MEMBERS];
+    for (rule, unmarked) in [(Rule::All, DROP), (Rule::Lagd, PASS), (Rule::Modulo, DROP)] {
+        t.rule = rule;
+        fp.set_table(&t).unwrap();
+        let before = fp.port_counters().unwrap();
+        let marked = fp.test_ingress_marked(data, 0, DEFERRED_COPY).unwrap();
+        assert_eq!(marked.verdict, REDIRECT, "{rule:?}: a marked clone leaves");
+        assert_eq!(
+            fp.port_counters().unwrap(),
+            before,
+            "{rule:?}: a clone leaving is no frame received"
+        );
+        let other = fp.test_ingress_marked(data, 0, DEFERRED_COPY ^ 1).unwrap();
+        assert_eq!(
+            other.verdict, unmarked,
+            "{rule:?}: another mark is any frame"
+        );
+        assert_eq!(
+            fp.test_ingress(data, 0).unwrap().verdict,
+            unmarked,
+            "{rule:?}"
+        );
+    }
 }
 
 /// An IPv6 TCP frame behind `n` destination-options headers (8 bytes each).

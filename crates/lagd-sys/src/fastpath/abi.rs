@@ -12,6 +12,10 @@ pub const MAX_MEMBERS: u32 = 16;
 /// "no member" in the table's port fields and in cb\[1\]
 pub const NO_PORT: u32 = 255;
 
+// enum lagd_marks: The mark (`skb->mark`) on broadcast's clones while they go round a member's receive path (the TAP's program hands them there, the members' program sends them out).
+/// 'lagd'; never on a frame from the wire
+pub const DEFERRED_COPY: u32 = 1818322788;
+
 // enum rule: How the TAP's program chooses a host frame's member (`table.rule`).
 /// every frame to lagd (the userspace path decides)
 pub const RULE_LAGD: u32 = 0;

@@ -75,6 +75,7 @@ const LD_IMM64: u8 = 0x18;
 /// `sizeof(struct __sk_buff)` and the offsets a test run uses.
 const SKB_LEN: usize = 192;
 const SKB_INGRESS_IFINDEX: usize = 36;
+const SKB_MARK: usize = 8;
 const SKB_CB: usize = 48;
 
 /// How the TAP's program chooses a host frame's member (`enum rule`, numbered as the header
@@ -1064,7 +1065,7 @@ impl FastPath {
     }
 
     fn test_run(&self, prog: &OwnedFd, frame: &[u8], ingress_ifindex: u32) -> io::Result<TestRun> {
-        self.timed_run(prog, frame, ingress_ifindex, 1)
+        self.timed_run(prog, frame, ingress_ifindex, 0, 1)
             .map(|(run, _)| run)
     }
 
@@ -1075,11 +1076,13 @@ impl FastPath {
         prog: &OwnedFd,
         frame: &[u8],
         ingress_ifindex: u32,
+        mark: u32,
         repeat: u32,
     ) -> io::Result<(TestRun, u32)> {
         let mut ctx = [0u8; SKB_LEN];
         ctx[SKB_INGRESS_IFINDEX..SKB_INGRESS_IFINDEX + 4]
             .copy_from_slice(&ingress_ifindex.to_ne_bytes());
+        ctx[SKB_MARK..SKB_MARK + 4].copy_from_slice(&mark.to_ne_bytes());
         let cb = [NO_PORT as u32; 5];
         for (i, w) in cb.iter().enumerate() {
             ctx[SKB_CB + i * 4..SKB_CB + i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
@@ -1106,7 +1109,7 @@ impl FastPath {
             // apart from a refused frame by running the frame without one.
             if ingress_ifindex != 0
                 && e.raw_os_error() == Some(libc::EINVAL)
-                && self.timed_run(prog, frame, 0, 1).is_ok()
+                && self.timed_run(prog, frame, 0, mark, 1).is_ok()
             {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -1139,11 +1142,25 @@ impl FastPath {
         self.test_run(&self.ingress, frame, ingress_ifindex)
     }
 
+    /// [`FastPath::test_ingress`] with the frame marked `mark` (`skb->mark`).
+    ///
+    /// # Errors
+    /// As [`FastPath::test_ingress`].
+    pub fn test_ingress_marked(
+        &self,
+        frame: &[u8],
+        ingress_ifindex: u32,
+        mark: u32,
+    ) -> io::Result<TestRun> {
+        self.timed_run(&self.ingress, frame, ingress_ifindex, mark, 1)
+            .map(|(run, _)| run)
+    }
+
     /// Runs the TAP's program `repeat` times on `frame` in one `BPF_PROG_TEST_RUN`: the last
     /// run's result and the kernel's mean time per run in ns (what a frame costs the program,
     /// with the test run's own per-run overhead; per-CPU state advances once per run).
     pub fn time_egress(&self, frame: &[u8], repeat: u32) -> io::Result<(TestRun, u32)> {
-        self.timed_run(&self.egress, frame, 0, repeat)
+        self.timed_run(&self.egress, frame, 0, 0, repeat)
     }
 
     /// [`FastPath::time_egress`] for the members' program, the frame arriving on
@@ -1157,7 +1174,7 @@ impl FastPath {
         ingress_ifindex: u32,
         repeat: u32,
     ) -> io::Result<(TestRun, u32)> {
-        self.timed_run(&self.ingress, frame, ingress_ifindex, repeat)
+        self.timed_run(&self.ingress, frame, ingress_ifindex, 0, repeat)
     }
 }
 
