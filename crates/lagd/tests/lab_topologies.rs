@@ -463,8 +463,11 @@ fn tunnelled_tcp_crosses_an_ovs_switch() {
     ]);
     assert_eq!(v["switch"]["kind"], "ovs", "{v}");
     assert_eq!(v["overlay"]["kind"], "vxlan", "{v}");
+    // Without that, no stream connects (0). A stream that connects may still lose its share
+    // to the other on the same shaped member for the two seconds (1.8 Mbit/s beside 55 once,
+    // 491 retransmits, on a loaded machine): 0.2 Mbit/s, 50 KB, is far above nothing.
     for fl in v["flows"].as_array().expect("flows") {
-        assert!(f(fl, "gbps") > 0.002, "TCP crossed both ways: {v}");
+        assert!(f(fl, "gbps") > 0.0002, "TCP crossed both ways: {v}");
     }
     // Each direction's payload crosses host A's tunnel device, sent or received (the two
     // directions need not carry the same).
