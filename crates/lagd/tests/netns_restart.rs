@@ -743,6 +743,24 @@ impl Pair {
             .output()
             .expect("run lagctl upgrade")
     }
+
+    /// `lagctl upgrade` for lagd A, which must succeed and hand the bond from lagd `old` to a
+    /// new one: the new lagd (ended when dropped) and what lagctl printed. `what` names the
+    /// case in a failure.
+    fn upgrade_from(&self, old: u32, what: &str) -> (Upgraded, String) {
+        let out = self.upgrade(&[]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{what}: lagctl upgrade failed: {}\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.sup.log()
+        );
+        let (was, new) = upgraded_pids(&stdout);
+        let new = Upgraded(new);
+        assert_eq!(was, old, "{what}: {stdout}");
+        (new, stdout)
+    }
 }
 
 /// The pids `lagctl upgrade` printed ("upgraded: lagd OLD handed over to lagd NEW").
@@ -799,7 +817,7 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         thread::sleep(Duration::from_millis(1000));
         let tap_drops = tx_dropped(&pair.topo, &pair.bonds[0]);
         let started = Instant::now();
-        let out = pair.upgrade(&[]);
+        let (new, _) = pair.upgrade_from(old, mode);
         let took = started.elapsed();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         // Through lagd, what the host sent waited in the TAP's queue: past txqueuelen frames
@@ -810,23 +828,13 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         } else {
             0
         };
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "{mode}: lagctl upgrade failed: {}\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            pair.sup.log()
-        );
-        let (was, new) = upgraded_pids(&stdout);
-        let _new = Upgraded(new);
         eprintln!(
             "{mode} fastpath={fastpath} ({}): lagctl upgrade ({took:?}): {}",
             pair.attached,
             losses(&ab, &ba)
         );
-        assert_eq!(was, old, "{stdout}");
-        assert_ne!(new, old);
-        assert_eq!(server_pid(&pair.control), new, "the new lagd answers");
+        assert_ne!(new.0, old);
+        assert_eq!(server_pid(&pair.control), new.0, "the new lagd answers");
         let status = pair
             .sup
             .child
@@ -875,7 +883,7 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         );
         let (ab, ba) = pair.probes(40023, Duration::from_millis(500));
         most_arrive(ab, ba, "after the upgrade", "");
-        drop(_new);
+        drop(new);
         pair.teardown();
     }
 }
@@ -932,15 +940,7 @@ fn a_failed_upgrade_leaves_the_running_lagd_serving() {
         "the handover that began and failed is logged:\n{}",
         pair.sup.log()
     );
-    let out = pair.upgrade(&[]);
-    assert!(
-        out.status.success(),
-        "an upgrade after the failed ones: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        pair.sup.log()
-    );
-    let (_, new) = upgraded_pids(&String::from_utf8_lossy(&out.stdout));
-    let new = Upgraded(new);
+    let (new, _) = pair.upgrade_from(old, "an upgrade after the failed ones");
     let (ab, ba) = pair.probes(40033, Duration::from_millis(500));
     most_arrive(ab, ba, "after the upgrade", "");
     drop(new);
@@ -1385,18 +1385,8 @@ fn an_upgrade_takes_the_edited_configuration_and_loses_nothing() {
         .unwrap();
         let (ab, ba) = pair.start_probes(40061, Duration::from_secs(3));
         thread::sleep(Duration::from_millis(1000));
-        let out = pair.upgrade(&[]);
+        let (new, _) = pair.upgrade_from(old, attach);
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "{attach}: lagctl upgrade failed: {}\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            pair.sup.log()
-        );
-        let (was, new) = upgraded_pids(&stdout);
-        let _new = Upgraded(new);
-        assert_eq!(was, old, "{stdout}");
         eprintln!(
             "{attach} ({}): lagctl upgrade to xmit_hash_policy=layer2: {}",
             pair.attached,
@@ -1408,8 +1398,8 @@ fn an_upgrade_takes_the_edited_configuration_and_loses_nothing() {
         let s = lagd::control::query_status(&pair.control).unwrap();
         assert_eq!(s.xmit_hash_policy.as_deref(), Some("layer2"));
         assert_eq!(s.dataplane.path, "kernel", "{:?}", s.dataplane);
-        assert_eq!(server_pid(&pair.control), new, "the new lagd answers");
-        drop(_new);
+        assert_eq!(server_pid(&pair.control), new.0, "the new lagd answers");
+        drop(new);
         pair.teardown();
     }
 }
@@ -1605,19 +1595,9 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     let (ab, ba) = pair.start_probes(40063, Duration::from_secs(6));
     thread::sleep(Duration::from_millis(1000));
     let tap_drops = tx_dropped(&pair.topo, &pair.bonds[0]);
-    let out = pair.upgrade(&[]);
+    let (new, _) = pair.upgrade_from(old, "fastpath=off");
     let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
     let overflow = tx_dropped(&pair.topo, &pair.bonds[0]) - tap_drops;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "lagctl upgrade failed: {}\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        pair.sup.log()
-    );
-    let (was, new) = upgraded_pids(&stdout);
-    let _new = Upgraded(new);
-    assert_eq!(was, old, "{stdout}");
     eprintln!(
         "fastpath=off: lagctl upgrade: {}; the TAP's queue dropped {overflow}",
         losses(&ab, &ba)
@@ -1631,11 +1611,11 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     assert_eq!(ba.1, ba.0, "B->A through the upgrade: {ba:?}");
     // The six member sockets are the same open sockets in the new lagd (nothing else it
     // holds is a socket of the old one's).
-    let kept = sockets_of(new).intersection(&before).count();
+    let kept = sockets_of(new.0).intersection(&before).count();
     assert_eq!(kept, 6, "sockets the new lagd took over from the old one");
     let (ab, ba) = pair.probes(40065, Duration::from_millis(500));
     most_arrive(ab, ba, "after the upgrade", "");
-    drop(_new);
+    drop(new);
     pair.teardown();
 }
 
