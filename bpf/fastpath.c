@@ -1005,22 +1005,18 @@ INLINE int alb_hash(struct __sk_buff *skb, const struct view *v, __u32 *hash) {
 }
 
 // balance-tlb (lagd_proto's Tlb::fixup): a frame leaving on another member than the active one
-// with the bond's MAC as source carries that member's MAC instead, so the switch never sees
-// the bond's MAC on two ports. Rewritten in place: the frame keeps its size (GSO intact).
-INLINE void tlb_source(struct __sk_buff *skb, const struct table *t, const struct view *v,
-                       __u32 port) {
-    if (port >= MAX_MEMBERS || port == t->active || v->len < 14 || !mac_eq(&v->eth[6], t->bond_mac))
+// with the bond's MAC as source (`from_bond`) carries that member's MAC instead, so the switch
+// never sees the bond's MAC on two ports. Rewritten in place: the frame keeps its size (GSO
+// intact).
+INLINE void tlb_source(struct __sk_buff *skb, const struct table *t, int from_bond, __u32 port) {
+    if (port >= MAX_MEMBERS || port == t->active || !from_bond)
         return;
     bpf_skb_store_bytes(skb, 6, t->wire_mac[port & (MAX_MEMBERS - 1)], 6, 0);
 }
 
-// The common frame, read straight from the packet (no helper call): an untagged IPv4 frame
-// with a 20-byte header that is not a fragment, or an IPv6 frame without extension headers,
-// carrying TCP or UDP whose ports are in the frame's linear data. For it the general path
-// (view_of, for_lagd, xmit_hash under layer3+4) comes to this hash: none of lagd's frames
-// (ARP, IGMP, ICMPv6) is TCP or UDP, and the words read are the ones it loads. 0: any other
-// frame, or one whose bytes are not in the linear data, which the general path takes.
-// The loads are 4-byte aligned to the verifier's packet model (NET_IP_ALIGN 2).
+// The common frame's layer3+4 hash (common_send, below, says which frame that is), in the
+// fewest instructions: balance-xor and 802.3ad with layer3+4 (and encap3+4, which comes to
+// the same hash for this frame) are what most bonds run. 0: not the common frame.
 INLINE int plain_l34_hash(struct __sk_buff *skb, __u32 *out) {
     if (skb->vlan_present)
         return 0;
@@ -1085,6 +1081,121 @@ INLINE int send_to_port(struct __sk_buff *skb, const struct table *t, __u32 port
     return bpf_redirect(t->ifindex[BOUND(port, MAX_MEMBERS - 1)], 0);
 }
 
+// Every rule but broadcast's and stripe's, once the frame's hash is known (or that it goes on
+// the active member): the member, counted, and balance-tlb's source MAC (`from_bond`: the
+// frame's source is the bond's MAC).
+INLINE int balanced_send(struct __sk_buff *skb, const struct table *t, __u32 hash, int by_active,
+                         int from_bond) {
+    skb->cb[0] = hash;
+    __u32 port = NO_PORT;
+    if (by_active) {
+        port = t->active;
+    } else if (t->rule == RULE_MODULO || t->rule == RULE_BUCKETS) {
+        port = hashed_port(skb, t, hash);
+    } else if (t->rule == RULE_RR) {
+        port = rr_port(t);
+    }
+    if (t->flags & FLAG_TLB) {
+        // A balanced frame without a member goes on the active one (Tlb::choose).
+        if (port >= MAX_MEMBERS)
+            port = t->active;
+        tlb_source(skb, t, from_bond, port);
+    }
+    return send_to_port(skb, t, port);
+}
+
+// The common frame, read straight from the packet (no helper call): an untagged IPv4 frame
+// with a 20-byte header that is not a fragment, or an IPv6 frame without extension headers,
+// carrying TCP or UDP whose ports are in the frame's linear data. None of lagd's frames (ARP,
+// IGMP, ICMPv6) is TCP or UDP, so the general path (view_of, for_lagd, xmit_hash,
+// tlb_balanced, alb_hash) would send it; for it that path's decision comes to what this
+// computes from the words it loads: whether the frame goes on the active member, and the hash
+// of the table's policy, which balanced_send then sends by. -1: any other frame, or a
+// policy this does not compute here (vlan+srcmac, Open vSwitch's), which the general path
+// takes. The layer3+4 hash by modulo or buckets without balance-tlb's rules comes first, in
+// the fewest instructions (plain_l34_hash; the interpreter of a kernel without the BPF JIT
+// charges every one). The loads are 4-byte aligned to the verifier's packet model
+// (NET_IP_ALIGN 2).
+INLINE int common_send(struct __sk_buff *skb, const struct table *t) {
+    if (skb->vlan_present)
+        return -1;
+    const __u8 *p = (const __u8 *)(long)skb->data;
+    const __u8 *end = (const __u8 *)(long)skb->data_end;
+    if (p + 14 + 20 + 4 > end)
+        return -1;
+    __u32 policy = t->policy;
+    int tlb = (t->flags & FLAG_TLB) != 0;
+    if ((t->rule == RULE_MODULO || t->rule == RULE_BUCKETS) && !tlb &&
+        (policy == POLICY_LAYER34 || policy == POLICY_ENCAP34)) {
+        __u32 hash;
+        if (!plain_l34_hash(skb, &hash))
+            return -1;
+        skb->cb[0] = hash;
+        return send_to_port(skb, t, hashed_port(skb, t, hash));
+    }
+    __u16 type = *(const __u16 *)(p + 12);
+    __u32 dst, addrs, ports, proto;
+    if (type == __builtin_bswap16(ETH_P_IP)) {
+        // Version and IHL 0x45; flags and offset but DF zero (not a fragment).
+        if (p[14] != 0x45 || (*(const __u16 *)(p + 20) & __builtin_bswap16(0x3fff)) ||
+            (p[23] != 6 && p[23] != 17))
+            return -1;
+        dst = *(const __u32 *)(p + 30);
+        addrs = *(const __u32 *)(p + 26) ^ dst;
+        ports = *(const __u32 *)(p + 34);
+        proto = ETH_P_IP;
+    } else if (type == __builtin_bswap16(ETH_P_IPV6)) {
+        if (p + 14 + 40 + 4 > end || (p[20] != 6 && p[20] != 17))
+            return -1;
+        const __u32 *a = (const __u32 *)(p + 22);
+        dst = a[4] ^ a[5] ^ a[6] ^ a[7]; // what ALB's byte-XOR folds is the same
+        addrs = a[0] ^ a[1] ^ a[2] ^ a[3] ^ dst;
+        ports = *(const __u32 *)(p + 54);
+        proto = ETH_P_IPV6;
+    } else {
+        return -1;
+    }
+    int by_active = t->rule == RULE_ACTIVE;
+    int from_bond = 0;
+    if (tlb) {
+        from_bond = mac_eq(p + 6, t->bond_mac);
+        if (policy == POLICY_ALB) {
+            // alb_hash: the byte-XOR of the destination address; none to the broadcast MAC,
+            // to 255.255.255.255 (TCP and UDP are never IGMP), to all nodes
+            // (33:33:00:00:00:01) or from `::`.
+            const __u32 *a = (const __u32 *)(p + 22);
+            int skip = (p[0] & p[1] & p[2] & p[3] & p[4] & p[5]) == 0xff ||
+                       (proto == ETH_P_IP
+                            ? dst == 0xffffffff
+                            : (p[0] == 0x33 && p[1] == 0x33 && p[2] == 0 && p[3] == 0 &&
+                               p[4] == 0 && p[5] == 1) ||
+                                  (a[0] | a[1] | a[2] | a[3]) == 0);
+            __u32 x = dst ^ (dst >> 16);
+            return balanced_send(skb, t, skip ? 0 : (x ^ (x >> 8)) & 0xff, skip, from_bond);
+        }
+        by_active = p[0] & 1; // tlb_balanced: unicast (the IP header is all there)
+    }
+    if (by_active || t->rule == RULE_RR)
+        return balanced_send(skb, t, 0, by_active, from_bond);
+    // bond_xmit_hash: the ports or bond_eth_hash, then bond_ip_hash's folding. The encap
+    // policies dissect the same headers here: TCP and UDP end their walk (VXLAN and Geneve
+    // are UDP to it), and an IPv6 flow label does not stop it.
+    __u32 h;
+    int l34 = policy == POLICY_LAYER34 || policy == POLICY_ENCAP34;
+    if (l34) {
+        h = ports ^ addrs;
+    } else if (policy == POLICY_LAYER2) {
+        return balanced_send(skb, t, (__u32)p[5] ^ p[11] ^ proto, 0, from_bond);
+    } else if (policy == POLICY_LAYER23 || policy == POLICY_ENCAP23) {
+        h = (__u32)p[5] ^ p[11] ^ proto ^ addrs;
+    } else {
+        return -1;
+    }
+    h ^= h >> 16;
+    h ^= h >> 8;
+    return balanced_send(skb, t, l34 ? h >> 1 : h, 0, from_bond);
+}
+
 SEC("tcx/egress")
 int lagd_tap_egress(struct __sk_buff *skb) {
     if (orphaned(ALIVE_TAP_DROPPED))
@@ -1092,12 +1203,10 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     struct table *t = current_table();
     if (!t || t->rule == RULE_LAGD)
         return TC_ACT_OK;
-    __u32 plain;
-    if ((t->rule == RULE_MODULO || t->rule == RULE_BUCKETS) && t->policy == POLICY_LAYER34 &&
-        !(t->flags & FLAG_TLB) && plain_l34_hash(skb, &plain)) {
-        // The general path's choice, counts and verdict for these frames, from the hash on.
-        skb->cb[0] = plain;
-        return send_to_port(skb, t, hashed_port(skb, t, plain));
+    if (t->rule != RULE_ALL && t->rule != RULE_STRIPE) {
+        int verdict = common_send(skb, t);
+        if (verdict >= 0)
+            return verdict;
     }
     struct view v;
     view_of(skb, &v);
@@ -1178,22 +1287,7 @@ int lagd_tap_egress(struct __sk_buff *skb) {
             hash = xmit_hash(skb, &v, t->policy);
         }
     }
-    skb->cb[0] = hash;
-    __u32 port = NO_PORT;
-    if (by_active) {
-        port = t->active;
-    } else if (t->rule == RULE_MODULO || t->rule == RULE_BUCKETS) {
-        port = hashed_port(skb, t, hash);
-    } else if (t->rule == RULE_RR) {
-        port = rr_port(t);
-    }
-    if (tlb) {
-        // A balanced frame without a member goes on the active one (Tlb::choose).
-        if (port >= MAX_MEMBERS)
-            port = t->active;
-        tlb_source(skb, t, &v, port);
-    }
-    return send_to_port(skb, t, port);
+    return balanced_send(skb, t, hash, by_active, v.len >= 14 && mac_eq(&v.eth[6], t->bond_mac));
 }
 
 // The slot of a flow's kernel words (lagd_proto::stripe::tcp::FlowKey::kernel_slot).

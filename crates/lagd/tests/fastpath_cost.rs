@@ -14,7 +14,7 @@
 //! checked: a figure for a frame the program did not forward would measure something else.
 //! Needs root.
 
-use lagd_sys::fastpath::{FastPath, MAX_MEMBERS, Rule, Table};
+use lagd_sys::fastpath::{FastPath, MAX_MEMBERS, Rule, Table, TlbMacs, abi};
 
 /// `TC_ACT_OK`, `TC_ACT_REDIRECT`.
 const PASS: u32 = 0;
@@ -159,6 +159,76 @@ fn ns_per_run_of_each_program_on_small_frames() {
                 median(ns.clone())
             );
         }
+    }
+    // The other modes' tables, the TAP's program on the 64-byte UDP/IPv4 frame: each mode's
+    // rule and policy as lagd writes them (balance-tlb and balance-alb from the bond's MAC,
+    // on the member the frame's hash picks).
+    let bond_mac = [2, 0, 0, 0, 0, 0x0a];
+    let tlb = |mut t: Table| {
+        let mut wire = [[0; 6]; MAX_MEMBERS];
+        for (i, w) in wire.iter_mut().enumerate().take(3) {
+            *w = [2, 0, 0, 0, 1, i as u8];
+        }
+        t.tlb = Some(TlbMacs {
+            bond: bond_mac,
+            wire,
+        });
+        t
+    };
+    let with = |rule: Rule, policy: u32| {
+        let mut t = table(rule);
+        t.policy = policy;
+        t.active = Some(0);
+        t
+    };
+    let mut rr = with(Rule::RoundRobin, abi::POLICY_LAYER2);
+    rr.rr_packets = 1;
+    rr.rr_members = 3;
+    rr.rr_next[..3].copy_from_slice(&[0, 1, 2]);
+    let modes = [
+        ("active-backup", with(Rule::Active, abi::POLICY_LAYER2)),
+        ("balance-rr packets_per_slave 1", rr),
+        (
+            "balance-xor layer2 (modulo)",
+            with(Rule::Modulo, abi::POLICY_LAYER2),
+        ),
+        (
+            "balance-xor layer2+3 (modulo)",
+            with(Rule::Modulo, abi::POLICY_LAYER23),
+        ),
+        (
+            "balance-xor encap3+4 (modulo)",
+            with(Rule::Modulo, abi::POLICY_ENCAP34),
+        ),
+        (
+            "balance-tlb layer3+4 (buckets)",
+            tlb(with(Rule::Buckets, abi::POLICY_LAYER34)),
+        ),
+        (
+            "balance-tlb layer2 (buckets)",
+            tlb(with(Rule::Buckets, abi::POLICY_LAYER2)),
+        ),
+        (
+            "balance-alb (buckets)",
+            tlb(with(Rule::Buckets, abi::POLICY_ALB)),
+        ),
+    ];
+    let mut udp = cases[0].1.clone();
+    udp[6..12].copy_from_slice(&bond_mac);
+    for (name, t) in modes {
+        fp.set_table(&t).expect("set the table");
+        let mut ns = Vec::new();
+        for _ in 0..rounds {
+            let (run, t) = fp.time_egress(&udp, repeat).expect("time the TAP program");
+            assert_eq!(run.verdict, REDIRECT, "{name}: the TAP program forwards it");
+            assert!(run.port < 3, "{name}: on a member, not {}", run.port);
+            ns.push(t);
+        }
+        println!(
+            "lagd_tap_egress {name} {}: {} ns/run ({ns:?})",
+            cases[0].0,
+            median(ns.clone())
+        );
     }
     // The floor: the heartbeat and the table's lookups, then every frame to lagd.
     fp.set_table(&table(Rule::Lagd)).expect("set the table");

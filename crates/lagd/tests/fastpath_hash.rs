@@ -1924,10 +1924,20 @@ fn tlb_and_alb_rules_send_each_frame_where_lagd_protos_bond_does() {
             wire,
         });
         fp.set_table(&t).expect("set the table");
-        for (k, f) in frames.iter().enumerate() {
+        // Each frame as captured, and as the host sends it through the bond: from the bond's
+        // MAC, which a member other than the active one replaces with its own.
+        let bond_mac = b.mac().0;
+        let variants = frames.iter().enumerate().flat_map(|(k, f)| {
+            let mut own = f.clone();
+            if own.len() >= 12 {
+                own[6..12].copy_from_slice(&bond_mac);
+            }
+            [(k, "", f.clone()), (k, " from the bond's MAC", own)]
+        });
+        for (k, from, f) in variants {
             for n in 14..=f.len() {
                 let frame = &f[..n];
-                let what = format!("{opts}: frame {k} cut {n}");
+                let what = format!("{opts}: frame {k}{from} cut {n}");
                 let run = match fp.test_egress(frame) {
                     Err(e)
                         if e.kind() == std::io::ErrorKind::InvalidInput
@@ -1958,6 +1968,14 @@ fn tlb_and_alb_rules_send_each_frame_where_lagd_protos_bond_does() {
                     errors.push(format!(
                         "{what}: kernel port {} verdict {}, lagd-proto port {want}",
                         run.port, run.verdict
+                    ));
+                } else if run.frame != host.frame() {
+                    // The frame as it leaves: a member other than the active one puts its
+                    // own MAC in place of the bond's as the source.
+                    errors.push(format!(
+                        "{what}: port {want}: kernel sends {}, lagd-proto {}",
+                        hex(&run.frame[..run.frame.len().min(14)]),
+                        hex(&host.frame()[..host.frame().len().min(14)])
                     ));
                 }
             }

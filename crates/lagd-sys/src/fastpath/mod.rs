@@ -405,7 +405,7 @@ pub fn orphan_drops_of_link(link: BorrowedFd<'_>) -> io::Result<Option<OrphanDro
 }
 
 /// What a program did with one frame in a test run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TestRun {
     /// The program's return value (0 pass, 2 drop, 7 redirect).
     pub verdict: u32,
@@ -413,6 +413,8 @@ pub struct TestRun {
     pub hash: u32,
     /// The member the program chose or the frame came from (`cb[1]`; [`NO_PORT`]: none).
     pub port: u32,
+    /// The frame as the program left it (balance-tlb rewrites the source MAC, for one).
+    pub frame: Vec<u8>,
 }
 
 /// A program attached to an interface, with a tcx link or as a clsact filter
@@ -1088,10 +1090,14 @@ impl FastPath {
             ctx[SKB_CB + i * 4..SKB_CB + i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
         }
         let mut ctx_out = [0u8; SKB_LEN];
+        // Room for what the program may add in front (a VLAN tag, say).
+        let mut data_out = vec![0u8; frame.len() + 256];
         let mut attr = TestRunAttr {
             prog_fd: fd_u32(prog),
             data_size_in: frame.len() as u32,
             data_in: addr(frame.as_ptr()),
+            data_size_out: data_out.len() as u32,
+            data_out: addr(data_out.as_mut_ptr()),
             repeat: repeat.max(1),
             ctx_size_in: SKB_LEN as u32,
             ctx_in: addr(ctx.as_ptr()),
@@ -1101,8 +1107,9 @@ impl FastPath {
         };
         // SAFETY: `attr` is a `TestRunAttr` for BPF_PROG_TEST_RUN: `data_in` points to
         // `data_size_in` readable bytes of `frame`, `ctx_in` to `SKB_LEN` readable bytes and
-        // `ctx_out` to `SKB_LEN` writable bytes, all borrowed for the call; `data_out` is null
-        // with size 0, so no frame is written back.
+        // `ctx_out` to `SKB_LEN` writable bytes and `data_out` to `data_size_out` writable
+        // bytes of `data_out` (the kernel writes at most that many back), all borrowed for
+        // the call.
         let ran = unsafe { sys_bpf_int(BPF_PROG_TEST_RUN, &mut attr) };
         if let Err(e) = ran {
             // Before Linux 5.16 a test run refuses any ingress_ifindex (EINVAL): tell that
@@ -1124,6 +1131,10 @@ impl FastPath {
             verdict: attr.retval,
             hash: word(SKB_CB),
             port: word(SKB_CB + 4),
+            frame: {
+                data_out.truncate((attr.data_size_out as usize).min(data_out.len()));
+                data_out
+            },
         };
         Ok((run, attr.duration))
     }
