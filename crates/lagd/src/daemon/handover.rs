@@ -35,8 +35,8 @@
 //! **Leaving** (`{"cmd":"leave"}`, `lagctl stop --leave`, or `lagctl stop --unit UNIT` when
 //! the service manager runs a restart job for the unit: `systemctl restart` is a stop and a
 //! start, and lagd cannot tell it from a stop by the signal): under a service manager's
-//! descriptor store, lagd stores the TAP and its tcx links once more, answers
-//! `{"left":{"pid":N}}` and exits without undoing anything, as after `kill -9`; the next lagd
+//! descriptor store (which holds the TAP since lagd started), lagd stores its tcx links and
+//! packet sockets once more, answers `{"left":{"pid":N}}` and exits without undoing anything, as after `kill -9`; the next lagd
 //! adopts what the store hands it. Without a store (no `NOTIFY_SOCKET`) leaving is refused:
 //! the TAP would lose its carrier and the tcx programs would go, with the members left as lagd
 //! set them.
@@ -250,19 +250,32 @@ pub fn handover_reply(names: &[&str]) -> String {
 
 /// Logs what the last lagd's programs dropped because no lagd renewed their heartbeat in
 /// time (`kernel::ORPHAN_TIMEOUT`), read through its tcx `links` before they are taken over:
-/// the frames the bond did not carry between the bound and this start.
+/// the frames the bond did not carry between the bound and this start. Reading them looks the
+/// programs and maps up by id, which needs `CAP_SYS_ADMIN`: a lagd without it (the unit's
+/// bounding set leaves it out) says once that it cannot tell.
 pub fn report_orphan_drops(links: &[OwnedFd]) {
     use std::os::fd::AsFd;
-    let drops =
-        links.iter().find_map(
-            |l| match lagd_sys::fastpath::orphan_drops_of_link(l.as_fd()) {
-                Ok(d) => d,
-                Err(e) => {
-                    warn!("the last lagd's programs: {e}");
-                    None
-                }
-            },
-        );
+    let mut drops = None;
+    for l in links {
+        match lagd_sys::fastpath::orphan_drops_of_link(l.as_fd()) {
+            Ok(Some(d)) => {
+                drops = Some(d);
+                break;
+            }
+            Ok(None) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                info!(
+                    "what the last lagd's programs dropped while no lagd ran is not known: \
+                     {e} (reading it needs CAP_SYS_ADMIN)"
+                );
+                break;
+            }
+            Err(e) => {
+                warn!("the last lagd's programs: {e}");
+                break;
+            }
+        }
+    }
     if let Some(d) = drops.filter(|d| d.tap > 0 || d.members > 0) {
         warn!(
             host_frames = d.tap,
@@ -278,15 +291,16 @@ impl super::Daemon {
     /// is written on `stream` and this lagd must exit at once, undoing nothing; an error,
     /// nothing changed.
     pub(super) fn leave(&mut self, stream: &UnixStream) -> Result<(), String> {
-        let Some(n) = &self.notify else {
+        if self.notify.is_none() {
             return Err(
                 "no service manager keeps this lagd's descriptors (no NOTIFY_SOCKET): \
                  leaving would take the TAP's carrier and the programs along; stop it with \
                  SIGTERM instead"
                     .into(),
             );
-        };
-        n.store_fds(TAP, &[self.dp.io.tap.as_fd()]);
+        }
+        // The TAP went into the store when this lagd started (or was there already, adopted);
+        // the links and sockets are stored as they are now.
         self.store_links();
         if let Some(n) = &self.notify {
             n.send("STOPPING=1");
