@@ -95,7 +95,7 @@ fn unit_copy() -> String {
         .collect();
     assert_eq!(
         settings,
-        ["ConditionPathExists", "ExecStart", "ExecStop"],
+        ["ConditionPathExists", "ExecStart", "ExecStop", "ExecReload"],
         "{changed:?}"
     );
     text
@@ -381,6 +381,59 @@ fn under_systemd(mode: &str) {
         let b = lagd::control::query_status(&hosts.control_b).expect("lagd B answers");
         assert!(distributing(&b), "B never let A go");
     }
+
+    // (d) systemctl reload: ExecReload's lagctl upgrade starts a new lagd beside the running
+    // one, which hands it the bond, tells systemd MAINPID= the new one and exits; the new one
+    // is the unit's main process, and its keep-alives are taken.
+    let watchdog_before = number(&unit, "WatchdogTimestampMonotonic");
+    let mut took = Duration::ZERO;
+    let (ab, ba) = hosts.probe_through(
+        40065,
+        Duration::from_secs(4),
+        Duration::from_secs(1),
+        || {
+            let t = Instant::now();
+            systemctl(&["reload", &unit]);
+            took = t.elapsed();
+        },
+    );
+    let fourth = number(&unit, "MainPID");
+    eprintln!(
+        "systemd {mode}: systemctl reload ({} ms): A->B {} of {} lost, B->A {} of {} lost",
+        took.as_millis(),
+        ab.0 - ab.1,
+        ab.0,
+        ba.0 - ba.1,
+        ba.0
+    );
+    let log = journal(&unit);
+    assert!(
+        log.contains(&format!(
+            "upgraded: lagd {third} handed over to lagd {fourth}"
+        )),
+        "{log}"
+    );
+    assert_eq!(property(&unit, "ActiveState"), "active", "{log}");
+    assert_eq!(ab.1, ab.0, "{mode}: A->B through systemctl reload\n{log}");
+    assert_eq!(ba.1, ba.0, "{mode}: B->A through systemctl reload\n{log}");
+    assert!(ab.0 >= 1000 && ba.0 >= 1000, "probes sent: {ab:?} {ba:?}");
+    assert!(
+        !Path::new(&format!("/proc/{third}")).exists(),
+        "the old lagd {third} has exited"
+    );
+    assert_eq!(
+        status_a(&hosts.bond_a).map(|_| ()),
+        Some(()),
+        "the new lagd answers"
+    );
+    // The new main process's keep-alives reach systemd (every half of WatchdogSec=10s).
+    wait_for(
+        "a keep-alive of the new main process",
+        Duration::from_secs(8),
+        || number(&unit, "WatchdogTimestampMonotonic") > watchdog_before,
+    );
+    assert_eq!(number(&unit, "MainPID"), fourth);
+    assert_eq!(number(&unit, "NFileDescriptorStore"), stored, "{log}");
 
     // (c) systemctl stop: lagctl sees no restart job, SIGTERM, lagd restores the members; the
     // store is emptied (and closed) with the unit.

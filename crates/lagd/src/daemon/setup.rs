@@ -406,7 +406,9 @@ impl Daemon {
             tap_ifindex,
             tap_running: false,
             bucket_moves: Default::default(),
-            notify: Notifier::from_env(),
+            // A lagd that takes over from one under a service manager talks to that manager
+            // in its place (the old one tells it the new main process).
+            notify: passed.take_manager().or_else(Notifier::from_env),
             tap_adopted,
             launcher: None,
             restore: undo,
