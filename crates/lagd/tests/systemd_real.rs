@@ -435,6 +435,33 @@ fn under_systemd(mode: &str) {
     assert_eq!(number(&unit, "MainPID"), fourth);
     assert_eq!(number(&unit, "NFileDescriptorStore"), stored, "{log}");
 
+    // A reload that fails (the configuration now names a member that does not exist: the new
+    // lagd refuses it) fails the reload and leaves the running lagd the main process.
+    let config = hosts.config(&opts);
+    let good = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        good.replace(&format!("\"{}\"]", hosts.members[1]), "\"nosuchdev0\"]"),
+    )
+    .unwrap();
+    let out = Command::new("systemctl")
+        .args(["reload", &unit])
+        .output()
+        .expect("systemctl reload");
+    std::fs::write(&config, good).unwrap();
+    let log = journal(&unit);
+    assert!(
+        !out.status.success(),
+        "a failed upgrade fails the reload\n{log}"
+    );
+    assert!(
+        log.contains(&format!("lagd {fourth} keeps the bond")),
+        "{log}"
+    );
+    assert_eq!(property(&unit, "ActiveState"), "active", "{log}");
+    assert_eq!(number(&unit, "MainPID"), fourth, "{log}");
+    assert!(status_a(&hosts.bond_a).is_some(), "lagd {fourth} answers");
+
     // (c) systemctl stop: lagctl sees no restart job, SIGTERM, lagd restores the members; the
     // store is emptied (and closed) with the unit.
     systemctl(&["stop", &unit]);
