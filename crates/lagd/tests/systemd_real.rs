@@ -1,6 +1,8 @@
 //! lagd as `dist/lagd@.service` under a real systemd as PID 1: a user-mode-Linux guest
 //! (`tools/uml.py run 6.12 --systemd`) boots systemd with the host's files as its root, and
-//! this test binary runs in it as a service. The unit is the project's, copied with only its
+//! this test binary runs in it as a service. (In the 6.1 guest, clsact filters, the same test
+//! loses datagrams in some runs: systemd's restart after a `kill -9` takes longer there than
+//! the kernel path's 3 s bound; `bench/restart.md`. [`in_the_guest`] takes the kernel.) The unit is the project's, copied with only its
 //! paths changed (the binaries built here, the configuration in /run), so everything else in it
 //! (Type=notify, the watchdog, `ExecStop=lagctl stop --unit %n %i`, `Restart=on-failure`, the
 //! descriptor store, the sandbox) is what systemd runs.
@@ -8,8 +10,8 @@
 //! Host A is the guest's own network namespace (where the unit's lagd runs); host B, a
 //! namespace with a lagd started directly. A datagram every millisecond goes each way through
 //! the kernel path while (a) `systemctl restart` and (b) `kill -9` of the unit's main process,
-//! restarted by `Restart=on-failure`, replace lagd A; (c) `systemctl stop` gives the members
-//! back what they had.
+//! restarted by `Restart=on-failure`, and (d) `systemctl reload` (`ExecReload=lagctl upgrade`)
+//! replace lagd A; (c) `systemctl stop` gives the members back what they had.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -31,8 +33,6 @@ use probe::probe;
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
 const UNIT: &str = include_str!("../../../dist/lagd@.service");
-/// The guest kernel the test boots (tcx links, so the store holds them).
-const KERNEL: &str = "6.12";
 /// Where the guest's copy of the unit finds `%i.toml`, in place of /etc/lagd.
 const CONF_DIR: &str = "/run/lagd-systemd-test";
 
@@ -259,7 +259,7 @@ fn distributing(status: &lagd::status::Status) -> bool {
 }
 
 /// The unit under systemd, in `mode`: restart, crash, stop. See the file's documentation.
-fn under_systemd(mode: &str) {
+fn under_systemd(mode: &str, kernel: &str) {
     let opts = format!("{mode} miimon=50 fastpath=on");
     let hosts = Hosts::new(&opts);
     let unit = hosts.unit();
@@ -279,8 +279,13 @@ fn under_systemd(mode: &str) {
         .dataplane
         .attach
         .unwrap_or_default();
-    assert_eq!(attach, "tcx", "the 6.12 guest has tcx");
-    // The TAP and the tcx links of both hooks' programs are in systemd's store.
+    // tcx came with Linux 6.6: before, clsact filters, which stay on their hooks by themselves.
+    let want = if kernel == "6.1" { "tc" } else { "tcx" };
+    assert_eq!(
+        attach, want,
+        "the programs' attachment in the {kernel} guest"
+    );
+    // The TAP and the members' sockets (and the tcx links) are in systemd's store.
     wait_for("the store filled", Duration::from_secs(5), || {
         number(&unit, "NFileDescriptorStore") >= 2
     });
@@ -478,7 +483,7 @@ fn under_systemd(mode: &str) {
 
 /// In the guest: the checks that this is systemd as PID 1, the unit installed (its copy), and
 /// [`under_systemd`] in balance-xor and 802.3ad.
-fn in_the_guest() {
+fn in_the_guest(kernel: &str) {
     assert!(is_root(), "the guest runs the test as root");
     let init = std::fs::read_to_string("/proc/1/comm").unwrap();
     assert_eq!(init.trim(), "systemd", "PID 1 of the guest");
@@ -491,14 +496,14 @@ fn in_the_guest() {
         "mode=balance-xor xmit_hash_policy=layer3+4",
         "mode=802.3ad lacp_rate=fast xmit_hash_policy=layer3+4",
     ] {
-        under_systemd(mode);
+        under_systemd(mode, kernel);
     }
 }
 
-/// See the file's documentation: boots the 6.12 guest with systemd as PID 1 and runs
+/// See the file's documentation: boots the 6.12 guest (tcx) with systemd as PID 1 and runs
 /// [`in_the_guest`] there as a service.
 #[test]
-fn under_a_real_systemd_restart_and_crash_lose_nothing_and_stop_restores() {
-    const TEST: &str = "under_a_real_systemd_restart_and_crash_lose_nothing_and_stop_restores";
-    guest::in_systemd_guest(KERNEL, TEST, 900, |_| in_the_guest());
+fn under_a_real_systemd_in_6_12_restart_crash_and_reload_lose_nothing() {
+    const TEST: &str = "under_a_real_systemd_in_6_12_restart_crash_and_reload_lose_nothing";
+    guest::in_systemd_guest("6.12", TEST, 900, in_the_guest);
 }
