@@ -405,7 +405,7 @@ mod test {
 
     #[test]
     fn handover_replies_carry_the_service_manager() {
-        let n = super::super::notify::Notifier::new(
+        let n = crate::daemon::notify::Notifier::new(
             std::ffi::OsStr::new("/run/systemd/notify"),
             Some(Duration::from_secs(5)),
         )
@@ -418,7 +418,7 @@ mod test {
                 Some(Duration::from_secs(5))
             ))
         );
-        let n = super::super::notify::Notifier::new(std::ffi::OsStr::new("@sm"), None).unwrap();
+        let n = crate::daemon::notify::Notifier::new(std::ffi::OsStr::new("@sm"), None).unwrap();
         let line = handover_reply(&["tap"], Some(&n));
         assert_eq!(
             parse_handover_reply(line.as_bytes(), 1).unwrap().manager,
