@@ -25,6 +25,9 @@ output is the command's output. Options of `run`:
                     8021q, bridge, vxlan, geneve, openvswitch, bonding, team and its modes, tun,
                     veth, dummy, macvlan, ifb, sch_ingress, cls_bpf, qdiscs and actions)
     --verbose       also print the kernel's boot and power-off messages
+    --systemd       boot systemd as PID 1 (the host's /lib/systemd/systemd) and run COMMAND as
+                    a service of it (`lagd-uml-command.service`, after basic.target, its
+                    output on the console), so that it can use systemctl on a real systemd
     --keep          keep the run directory (the guest's init script and its dmesg)
 
 Installing touches no host package state: each suite gets a private apt sources list, state and
@@ -33,6 +36,12 @@ download` fetches the user-mode-linux package from Debian's registry and `dpkg-d
 it there. A kernel built against a newer glibc than the host's (trixie's) gets its suite's libc6
 unpacked beside it, and its interpreter and library path pointed there (patchelf). Repeated
 installs skip what is present.
+
+With --systemd the guest's init mounts what it mounts otherwise (below), then tmpfs on
+/var/tmp, /var/lib and /var/log (what systemd and a sandboxed service write to there), writes
+two units to /run/systemd/system (a target, and the service that runs COMMAND and powers the
+guest off as without --systemd) and executes systemd with `--unit=` that target. The root is
+still the host's, read-only: systemd reads the host's units but changes none of its files.
 
 Inside the guest: /proc, /sys, /dev (devtmpfs), /dev/pts, /dev/shm, bpffs on /sys/fs/bpf and
 cgroup2 on /sys/fs/cgroup are mounted; /tmp, /run and /root are empty tmpfs; `modprobe` (on
@@ -281,7 +290,7 @@ def parse_env(items):
     return env
 
 
-def init_script(version, rundir, cwd, rw, env, modules, command):
+def init_script(version, rundir, cwd, rw, env, modules, command, systemd=False):
     d = kernel_dir(version)
     q = shlex.quote
     release = info(version)["release"]
@@ -325,11 +334,12 @@ def init_script(version, rundir, cwd, rw, env, modules, command):
         "ulimit -n 65536 2>/dev/null",
         "ulimit -l unlimited 2>/dev/null",
     ]
+    body = []
     for k, v in env.items():
         if k == "PATH":
             v = "/run/lagd-uml-bin:" + v
-        lines.append(f"export {k}={q(v)}")
-    lines += [
+        body.append(f"export {k}={q(v)}")
+    body += [
         f"cd {q(cwd)} || {{ echo 'uml: cannot enter {cwd}'; echo 126 > /run/lagd-uml/rc; "
         "echo o > /proc/sysrq-trigger; sleep 30; }",
         f"echo {START}",
@@ -341,12 +351,51 @@ def init_script(version, rundir, cwd, rw, env, modules, command):
         "cd /",
     ]
     for w in reversed(rw):
-        lines.append(f"umount {q(w)} 2>/dev/null")
-    lines += [
+        body.append(f"umount {q(w)} 2>/dev/null")
+    body += [
         "sync",
         "umount /run/lagd-uml",
         "echo o > /proc/sysrq-trigger",
         "sleep 60",
+    ]
+    if not systemd:
+        return "\n".join(lines + body) + "\n"
+    # systemd as PID 1: the command runs as a service of a target of its own, which is all
+    # systemd is asked to start. The units live in /run/systemd/system (the guest's tmpfs);
+    # the root stays the host's, read-only, so nothing of the host's /etc or /var changes.
+    # What systemd and a sandboxed service write outside /run gets a tmpfs of the guest's.
+    lines += [
+        "m -t tmpfs -o mode=1777 vartmp /var/tmp",
+        "m -t tmpfs -o mode=755 varlib /var/lib",
+        "m -t tmpfs -o mode=755 varlog /var/log",
+        "mkdir -p /run/systemd/system",
+        "cat > /run/lagd-uml-bin/command <<'LAGD_UML_EOF'",
+        "#!/bin/sh",
+        *body,
+        "LAGD_UML_EOF",
+        "chmod 755 /run/lagd-uml-bin/command",
+        "cat > /run/systemd/system/lagd-uml.target <<'EOF'",
+        "[Unit]",
+        "Description=the command of a lagd UML guest",
+        "Requires=lagd-uml-command.service",
+        "After=lagd-uml-command.service",
+        "EOF",
+        "cat > /run/systemd/system/lagd-uml-command.service <<'EOF'",
+        "[Unit]",
+        "Description=the command of a lagd UML guest",
+        "After=basic.target",
+        "Requires=basic.target",
+        "[Service]",
+        "Type=exec",
+        "ExecStart=/run/lagd-uml-bin/command",
+        "StandardInput=null",
+        "StandardOutput=tty",
+        "StandardError=inherit",
+        "TTYPath=/dev/console",
+        "TimeoutStartSec=infinity",
+        "EOF",
+        "exec /lib/systemd/systemd --system --unit=lagd-uml.target --log-target=kmsg "
+        "--show-status=0",
     ]
     return "\n".join(lines) + "\n"
 
@@ -373,7 +422,8 @@ def run(args):
     rundir = Path(tempfile.mkdtemp(prefix=f"lagd-uml-{version}-", dir="/tmp"))
     try:
         init = rundir / "init"
-        init.write_text(init_script(version, rundir, cwd, rw, env, modules, command))
+        init.write_text(init_script(version, rundir, cwd, rw, env, modules, command,
+                                     args.systemd))
         init.chmod(0o755)
         umid = f"lagd-{version}-{os.getpid()}"
         cmdline = [
@@ -554,6 +604,8 @@ def main():
     pr.add_argument("--timeout", type=float, default=900)
     pr.add_argument("--modules")
     pr.add_argument("--verbose", action="store_true")
+    pr.add_argument("--systemd", action="store_true",
+                    help="boot systemd as PID 1 and run the command as a service")
     pr.add_argument("--keep", action="store_true", help="keep the run directory (dmesg, init)")
     argv = sys.argv[1:]
     command = []

@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 use lagd_lab::topology::{ProcessId, Side, Topology, is_root};
 
 mod common;
+mod probe;
 
 use common::{address_bonds, start_lagd};
+use probe::{ProbeHandle, probe};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 
@@ -255,93 +257,6 @@ fn a_crash_under_the_supervisor_keeps_the_carrier_and_the_neighbours() {
     }
 }
 
-/// Datagrams every millisecond from `from_ns` (bound to `from`) to `to:port` for `span`, each
-/// carrying its sequence number; the receiver in `to_ns` counts the distinct ones that came.
-/// Returns (sent, received). The receiver's buffer holds every datagram of the span, so a
-/// receiving thread the one-CPU guests do not schedule in time loses none (a sender behind its
-/// schedule catches up in a burst); the namespace's UDP buffer overflows, if any, are printed.
-fn probe(from_ns: String, to_ns: String, to: Ipv4Addr, port: u16, span: Duration) -> ProbeHandle {
-    use std::net::UdpSocket;
-    // The sender starts once the receiver's socket is bound: a one-CPU guest may not run the
-    // receiver's thread for longer than any fixed pause, and datagrams to an unbound port are
-    // lost before any path is tested.
-    let (bound_tx, bound_rx) = std::sync::mpsc::channel::<()>();
-    // The receiver stops 300 ms after the sender's last datagram (what is still on its way
-    // arrives in far less), so the probe lasts little more than its span: the tests measure
-    // within lagd's 3 s bound for a kernel path without lagd.
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let receiver = thread::spawn(move || {
-        lagd_lab::topology::in_named_ns(&to_ns, move || {
-            let s = UdpSocket::bind((to, port)).unwrap();
-            lagd_sys::set_receive_buffer(std::os::fd::AsFd::as_fd(&s), 8 << 20).unwrap();
-            s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
-            let overflows_before = udp_receive_buffer_errors();
-            let mut seen = std::collections::BTreeSet::new();
-            let cap = Instant::now() + span + Duration::from_secs(30);
-            let _ = bound_tx.send(());
-            let mut buf = [0u8; 64];
-            let mut done_at = None;
-            loop {
-                let now = Instant::now();
-                if done_at.is_none() && done_rx.try_recv().is_ok() {
-                    done_at = Some(now);
-                }
-                if now >= cap || done_at.is_some_and(|t| now >= t + Duration::from_millis(300)) {
-                    break;
-                }
-                if let Ok(n) = s.recv(&mut buf) {
-                    if n >= 8 {
-                        seen.insert(u64::from_be_bytes(buf[..8].try_into().unwrap()));
-                    }
-                }
-            }
-            let overflows = udp_receive_buffer_errors() - overflows_before;
-            if overflows > 0 {
-                eprintln!("{to}:{port}: {overflows} UDP receive buffer overflows during the probe");
-            }
-            seen.len() as u64
-        })
-        .unwrap()
-    });
-    thread::spawn(move || {
-        bound_rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the probe's receiver did not bind");
-        let sent = lagd_lab::topology::in_named_ns(&from_ns, move || {
-            let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
-            let start = Instant::now();
-            let mut seq = 0u64;
-            while start.elapsed() < span {
-                let _ = s.send_to(&seq.to_be_bytes(), (to, port));
-                seq += 1;
-                let next = start + Duration::from_millis(seq);
-                if let Some(wait) = next.checked_duration_since(Instant::now()) {
-                    thread::sleep(wait);
-                }
-            }
-            seq
-        })
-        .unwrap();
-        let _ = done_tx.send(());
-        (sent, receiver.join().unwrap())
-    })
-}
-
-/// `RcvbufErrors` of UDP in the calling thread's network namespace.
-fn udp_receive_buffer_errors() -> i64 {
-    let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap_or_default();
-    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
-    let (Some(names), Some(values)) = (udp.next(), udp.next()) else {
-        return 0;
-    };
-    names
-        .split_whitespace()
-        .zip(values.split_whitespace())
-        .find(|(n, _)| *n == "RcvbufErrors")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Two hosts over two links with the kernel path at both ends (`opts`): lagd B started
 /// directly, lagd A under the [`Supervisor`]; the bonds addressed, 802.3ad distributing, the
 /// neighbours resolved (so the probes measure lagd's absence alone) and what lagd A stores in
@@ -469,9 +384,6 @@ impl Pair {
         topo.teardown().expect("teardown");
     }
 }
-
-/// A running [`probe`].
-type ProbeHandle = thread::JoinHandle<(u64, u64)>;
 
 /// The kernel path through kill -9 and a restart under the supervisor, in each covered mode
 /// and both attachments (`auto`: tcx where the kernel has it; on a kernel without tcx the

@@ -35,8 +35,8 @@
 //! **Leaving** (`{"cmd":"leave"}`, `lagctl stop --leave`, or `lagctl stop --unit UNIT` when
 //! the service manager runs a restart job for the unit: `systemctl restart` is a stop and a
 //! start, and lagd cannot tell it from a stop by the signal): under a service manager's
-//! descriptor store, lagd stores the TAP and its tcx links once more, answers
-//! `{"left":{"pid":N}}` and exits without undoing anything, as after `kill -9`; the next lagd
+//! descriptor store (which holds the TAP since lagd started), lagd stores its tcx links and
+//! packet sockets once more, answers `{"left":{"pid":N}}` and exits without undoing anything, as after `kill -9`; the next lagd
 //! adopts what the store hands it. Without a store (no `NOTIFY_SOCKET`) leaving is refused:
 //! the TAP would lose its carrier and the tcx programs would go, with the members left as lagd
 //! set them.
@@ -67,6 +67,8 @@ const HANDOVER_REPLY_TIME: Duration = Duration::from_secs(5);
 #[derive(Debug, Default)]
 pub struct Passed {
     fds: Vec<(String, OwnedFd)>,
+    /// The service manager of the lagd handing over (its socket and keep-alive interval).
+    manager: Option<super::notify::Notifier>,
 }
 
 impl Passed {
@@ -79,7 +81,7 @@ impl Passed {
                     let names: Vec<&str> = fds.iter().map(|(n, _)| n.as_str()).collect();
                     info!(?names, "descriptors passed by the service manager");
                 }
-                Self { fds }
+                Self { fds, manager: None }
             }
             Err(e) => {
                 warn!("descriptors passed by the service manager: {e}; building anew");
@@ -105,10 +107,16 @@ impl Passed {
         let mut buf = vec![0u8; 4096];
         let (n, fds) = lagd_sys::fdpass::recv_with_fds(&stream, &mut buf, 64)
             .with_context(|| format!("waiting for {endpoint} to hand over"))?;
-        let names = parse_handover_reply(&buf[..n], fds.len())
+        let reply = parse_handover_reply(&buf[..n], fds.len())
             .with_context(|| format!("the handover from {endpoint}"))?;
+        let manager = reply.manager.and_then(|(target, watchdog)| {
+            super::notify::Notifier::new(std::ffi::OsStr::new(&target), watchdog)
+                .map_err(|e| warn!("the running lagd's service manager {target}: {e}"))
+                .ok()
+        });
         let mut passed = Self {
-            fds: names.into_iter().zip(fds).collect(),
+            fds: reply.names.into_iter().zip(fds).collect(),
+            manager,
         };
         let log = passed.take(LOG);
         let names: Vec<&str> = passed.fds.iter().map(|(n, _)| n.as_str()).collect();
@@ -138,6 +146,12 @@ impl Passed {
     /// Takes the TAP's descriptor.
     pub fn take_tap(&mut self) -> Option<OwnedFd> {
         self.take(TAP)
+    }
+
+    /// The service manager of the lagd that handed over, if it ran under one: the new lagd
+    /// talks to it in the old one's place.
+    pub fn take_manager(&mut self) -> Option<super::notify::Notifier> {
+        self.manager.take()
     }
 }
 
@@ -211,7 +225,15 @@ impl TakeOver {
 
 /// The names of the `count` descriptors that came with a handover reply `bytes` (one JSON
 /// line: `{"handover":{"pid":N,"names":[..]}}`, or `{"error":".."}`).
-fn parse_handover_reply(bytes: &[u8], count: usize) -> Result<Vec<String>> {
+/// What a running lagd's hand-over reply says: the descriptors' names, in order, and its
+/// service manager's socket and keep-alive interval if it has one.
+#[derive(Debug, PartialEq, Eq)]
+struct Reply {
+    names: Vec<String>,
+    manager: Option<(String, Option<Duration>)>,
+}
+
+fn parse_handover_reply(bytes: &[u8], count: usize) -> Result<Reply> {
     let text = std::str::from_utf8(bytes).context("not UTF-8")?;
     let line = text.lines().next().unwrap_or_default();
     if line.is_empty() {
@@ -234,14 +256,36 @@ fn parse_handover_reply(bytes: &[u8], count: usize) -> Result<Vec<String>> {
     if names.len() != count {
         bail!("{} names for {count} descriptors", names.len());
     }
-    Ok(names)
+    let manager = match value["handover"].get("manager") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(m) => {
+            let socket = m["socket"]
+                .as_str()
+                .context("a service manager without a socket")?;
+            let watchdog = match &m["watchdog_us"] {
+                serde_json::Value::Null => None,
+                w => Some(Duration::from_micros(
+                    w.as_u64()
+                        .context("a watchdog interval that is not a number")?,
+                )),
+            };
+            Some((socket.to_owned(), watchdog))
+        }
+    };
+    Ok(Reply { names, manager })
 }
 
 /// The reply line a running lagd hands its descriptors over with (see
-/// [`Passed::take_over`]).
-pub fn handover_reply(names: &[&str]) -> String {
+/// [`Passed::take_over`]), with its service manager (`manager`) if it runs under one.
+pub fn handover_reply(names: &[&str], manager: Option<&super::notify::Notifier>) -> String {
+    let manager = manager.map(|n| {
+        serde_json::json!({
+            "socket": n.target().to_string_lossy(),
+            "watchdog_us": n.watchdog().map(|w| u64::try_from(w.as_micros()).unwrap_or(u64::MAX)),
+        })
+    });
     let mut line = serde_json::json!({
-        "handover": { "pid": std::process::id(), "names": names }
+        "handover": { "pid": std::process::id(), "names": names, "manager": manager }
     })
     .to_string();
     line.push('\n');
@@ -250,19 +294,32 @@ pub fn handover_reply(names: &[&str]) -> String {
 
 /// Logs what the last lagd's programs dropped because no lagd renewed their heartbeat in
 /// time (`kernel::ORPHAN_TIMEOUT`), read through its tcx `links` before they are taken over:
-/// the frames the bond did not carry between the bound and this start.
+/// the frames the bond did not carry between the bound and this start. Reading them looks the
+/// programs and maps up by id, which needs `CAP_SYS_ADMIN`: a lagd without it (the unit's
+/// bounding set leaves it out) says once that it cannot tell.
 pub fn report_orphan_drops(links: &[OwnedFd]) {
     use std::os::fd::AsFd;
-    let drops =
-        links.iter().find_map(
-            |l| match lagd_sys::fastpath::orphan_drops_of_link(l.as_fd()) {
-                Ok(d) => d,
-                Err(e) => {
-                    warn!("the last lagd's programs: {e}");
-                    None
-                }
-            },
-        );
+    let mut drops = None;
+    for l in links {
+        match lagd_sys::fastpath::orphan_drops_of_link(l.as_fd()) {
+            Ok(Some(d)) => {
+                drops = Some(d);
+                break;
+            }
+            Ok(None) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                info!(
+                    "what the last lagd's programs dropped while no lagd ran is not known: \
+                     {e} (reading it needs CAP_SYS_ADMIN)"
+                );
+                break;
+            }
+            Err(e) => {
+                warn!("the last lagd's programs: {e}");
+                break;
+            }
+        }
+    }
     if let Some(d) = drops.filter(|d| d.tap > 0 || d.members > 0) {
         warn!(
             host_frames = d.tap,
@@ -278,15 +335,16 @@ impl super::Daemon {
     /// is written on `stream` and this lagd must exit at once, undoing nothing; an error,
     /// nothing changed.
     pub(super) fn leave(&mut self, stream: &UnixStream) -> Result<(), String> {
-        let Some(n) = &self.notify else {
+        if self.notify.is_none() {
             return Err(
                 "no service manager keeps this lagd's descriptors (no NOTIFY_SOCKET): \
                  leaving would take the TAP's carrier and the programs along; stop it with \
                  SIGTERM instead"
                     .into(),
             );
-        };
-        n.store_fds(TAP, &[self.dp.io.tap.as_fd()]);
+        }
+        // The TAP went into the store when this lagd started (or was there already, adopted);
+        // the links and sockets are stored as they are now.
         self.store_links();
         if let Some(n) = &self.notify {
             n.send("STOPPING=1");
@@ -317,6 +375,7 @@ mod test {
                 ("tap".into(), OwnedFd::from(a)),
                 ("x".into(), OwnedFd::from(b)),
             ],
+            manager: None,
         };
         assert!(p.take_tap().is_some());
         assert!(p.take_tap().is_none());
@@ -326,10 +385,13 @@ mod test {
 
     #[test]
     fn handover_replies_name_each_descriptor() {
-        let line = handover_reply(&["tap", "tcx", "log"]);
+        let line = handover_reply(&["tap", "tcx", "log"], None);
         assert_eq!(
             parse_handover_reply(line.as_bytes(), 3).unwrap(),
-            ["tap", "tcx", "log"]
+            Reply {
+                names: vec!["tap".into(), "tcx".into(), "log".into()],
+                manager: None
+            }
         );
         assert!(parse_handover_reply(line.as_bytes(), 2).is_err());
         let refused = parse_handover_reply(br#"{"error":"permission denied"}"#, 0).unwrap_err();
@@ -339,5 +401,34 @@ mod test {
         );
         assert!(parse_handover_reply(b"", 0).is_err());
         assert!(parse_handover_reply(b"{\"handover\":{\"names\":[1]}}", 1).is_err());
+    }
+
+    #[test]
+    fn handover_replies_carry_the_service_manager() {
+        let n = crate::daemon::notify::Notifier::new(
+            std::ffi::OsStr::new("/run/systemd/notify"),
+            Some(Duration::from_secs(5)),
+        )
+        .unwrap();
+        let line = handover_reply(&["tap"], Some(&n));
+        assert_eq!(
+            parse_handover_reply(line.as_bytes(), 1).unwrap().manager,
+            Some((
+                "/run/systemd/notify".to_owned(),
+                Some(Duration::from_secs(5))
+            ))
+        );
+        let n = crate::daemon::notify::Notifier::new(std::ffi::OsStr::new("@sm"), None).unwrap();
+        let line = handover_reply(&["tap"], Some(&n));
+        assert_eq!(
+            parse_handover_reply(line.as_bytes(), 1).unwrap().manager,
+            Some(("@sm".to_owned(), None))
+        );
+        for bad in [
+            r#"{"handover":{"names":[],"manager":{}}}"#,
+            r#"{"handover":{"names":[],"manager":{"socket":"/s","watchdog_us":"soon"}}}"#,
+        ] {
+            assert!(parse_handover_reply(bad.as_bytes(), 0).is_err(), "{bad}");
+        }
     }
 }

@@ -73,9 +73,9 @@ impl Daemon {
         let mut now = self.now();
         self.timers.set(Timer::Carrier, Some(now));
         self.notify_ready();
-        if let Some(n) = &self.notify {
+        if let Some(n) = self.notify.as_ref().filter(|_| !self.tap_adopted) {
             // Kept by the service manager: after a crash, the next lagd takes it over and the
-            // TAP never loses its carrier.
+            // TAP never loses its carrier. An adopted TAP is in the store already.
             n.store_fds(handover::TAP, &[std::os::fd::AsFd::as_fd(&self.dp.io.tap)]);
         }
         self.store_links();

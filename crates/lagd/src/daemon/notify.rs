@@ -13,6 +13,16 @@
 //! (`FileDescriptorStoreMax=` in the unit). lagd keeps there what must outlive it for the
 //! bond to go on forwarding: the TAP's descriptor (while one is open the TAP keeps its carrier,
 //! so the host flushes no neighbour); `FDSTOREREMOVE=1` takes a name out again.
+//!
+//! **A planned upgrade under the service manager** (`lagctl upgrade`, SIGUSR2, or the unit's
+//! `ExecReload=`): the new lagd is not the process the manager started, and a manager that
+//! takes notifications from the main process only (`NotifyAccess=main`) would refuse its
+//! messages, and end the service when the old lagd exits. So the old lagd hands the new one
+//! its socket and its keep-alive interval with the descriptors (the new one may have been
+//! started without `NOTIFY_SOCKET`, by `ExecReload=`), and, once the new one has adopted the
+//! bond, tells the manager `MAINPID=` the new one's process id (systemd accepts it from the
+//! main process, for a process in the unit's control group) before it exits. Should the
+//! hand-over fail after that, it says `MAINPID=` its own id again.
 
 use std::ffi::OsStr;
 use std::io;
@@ -28,6 +38,8 @@ use tracing::{debug, warn};
 pub struct Notifier {
     socket: UnixDatagram,
     addr: SocketAddr,
+    /// The socket as `NOTIFY_SOCKET` named it (handed to a lagd that takes over).
+    target: std::ffi::OsString,
     watchdog: Option<Duration>,
 }
 
@@ -69,6 +81,7 @@ impl Notifier {
         Ok(Self {
             socket,
             addr,
+            target: target.to_owned(),
             watchdog,
         })
     }
@@ -76,6 +89,11 @@ impl Notifier {
     /// How often the event loop sends `WATCHDOG=1` (half of `WATCHDOG_USEC`), if asked to.
     pub fn watchdog(&self) -> Option<Duration> {
         self.watchdog
+    }
+
+    /// The socket's name as given (a path, or `@name`).
+    pub fn target(&self) -> &OsStr {
+        &self.target
     }
 
     /// Sends one message (`KEY=value` lines). A failure is logged, not returned: the bond does

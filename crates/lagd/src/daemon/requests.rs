@@ -161,7 +161,7 @@ impl Daemon {
         info!(pid = new, ?names, "handing the bond over to a new lagd");
         let sent = lagd_sys::fdpass::send_with_fds(
             stream,
-            handover::handover_reply(&names).as_bytes(),
+            handover::handover_reply(&names, self.notify.as_ref()).as_bytes(),
             &fds,
         )
         .map_err(|e| format!("passing the descriptors: {e}"));
@@ -170,6 +170,7 @@ impl Daemon {
         // this one's table: their heartbeat is renewed while waiting.
         let deadline = StdInstant::now() + crate::control::ADOPT_TIME;
         let mut line = String::new();
+        let mut told_manager = false;
         let adopted = sent.and_then(|_| {
             let mut reader = io::BufReader::new(stream);
             loop {
@@ -205,6 +206,11 @@ impl Daemon {
             if line.trim() != "adopted" {
                 return Err(format!("the new lagd said '{}'", line.trim()));
             }
+            // The new lagd is the service's main process from now on (see `notify`).
+            if let Some(n) = self.notify.as_ref().filter(|_| new != 0) {
+                n.send(&format!("MAINPID={new}"));
+                told_manager = true;
+            }
             let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
             (&*stream)
                 .write_all(b"bye\n")
@@ -216,6 +222,9 @@ impl Daemon {
                 Ok(new)
             }
             Err(e) => {
+                if let Some(n) = self.notify.as_ref().filter(|_| told_manager) {
+                    n.send(&format!("MAINPID={}", std::process::id()));
+                }
                 self.control.unhide(&hidden);
                 self.restore.reclaim(&released, Duration::from_secs(2));
                 self.dp.refilter();

@@ -101,6 +101,11 @@ pub struct Daemon {
     pub(super) bucket_moves: lagd_proto::balance::BalanceCounters,
     /// The service manager, when lagd runs as a `Type=notify` service.
     pub(super) notify: Option<Notifier>,
+    /// Whether the TAP's descriptor is the last lagd's (adopted): the service manager's store
+    /// holds it already, and lagd does not store it again. A manager that cannot tell two
+    /// descriptors of one open file apart (systemd on a kernel without `kcmp`) would keep
+    /// another copy at every restart, until `FileDescriptorStoreMax=` refuses what matters.
+    pub(super) tap_adopted: bool,
     /// The launcher forked at lagd's start, which runs `lagctl upgrade` on SIGUSR2.
     pub(super) launcher: Option<lagd_sys::launcher::Launcher>,
     /// What to put back when lagd stops. Last, so that it runs after every descriptor above
@@ -233,12 +238,14 @@ impl Daemon {
         let links = passed.take_all(handover::TCX);
         handover::report_orphan_drops(&links);
         lagd_sys::isolate::offer_tcx_links(links);
+        let mut tap_adopted = false;
         let tap = match passed.take_tap() {
             // The last lagd's descriptor, from the service manager: the TAP never lost its
             // carrier, and the host never noticed the change of process.
             Some(fd) => match Tap::adopt(fd, &config.bond, tap_options) {
                 Ok(t) => {
                     info!("took over the TAP {} from the last lagd", config.bond);
+                    tap_adopted = true;
                     t
                 }
                 Err(e) => {
@@ -399,7 +406,10 @@ impl Daemon {
             tap_ifindex,
             tap_running: false,
             bucket_moves: Default::default(),
-            notify: Notifier::from_env(),
+            // A lagd that takes over from one under a service manager talks to that manager
+            // in its place (the old one tells it the new main process).
+            notify: passed.take_manager().or_else(Notifier::from_env),
+            tap_adopted,
             launcher: None,
             restore: undo,
         };

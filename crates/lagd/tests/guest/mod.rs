@@ -253,3 +253,68 @@ pub(crate) fn ping_other_host(
         .spawn()
         .expect("ping (iputils-ping)")
 }
+
+/// Like [`in_guest`], with systemd as the guest's PID 1 (`tools/uml.py run --systemd`): the
+/// test runs as a service of it and may use `systemctl`.
+pub(crate) fn in_systemd_guest(
+    kernel: &str,
+    test: &str,
+    timeout_s: u32,
+    body: impl FnOnce(&str),
+) -> String {
+    if let Some(version) = guest_kernel() {
+        assert_eq!(
+            version, kernel,
+            "test {test} for kernel {kernel} runs in a {version} guest"
+        );
+        body(&version);
+        return String::new();
+    }
+    assert!(
+        lagd_lab::topology::is_root(),
+        "the systemd guest boots a user-mode Linux kernel (ptrace, hostfs of /): run it as root \
+         (CI does)"
+    );
+    assert!(
+        std::path::Path::new("/lib/systemd/systemd").exists(),
+        "/lib/systemd/systemd is missing (apt-get install systemd): the guest boots it as PID 1"
+    );
+    let uml = repo_root().join("tools/uml.py");
+    let exe = std::env::current_exe().expect("this test binary's path");
+    let started = Instant::now();
+    let out = Command::new("python3")
+        .arg(&uml)
+        .args([
+            "run",
+            kernel,
+            "--systemd",
+            "--timeout",
+            &timeout_s.to_string(),
+            "-e",
+        ])
+        .arg(format!("{GUEST_ENV}={kernel}"))
+        .arg("--")
+        .arg(&exe)
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .current_dir(repo_root())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 {}: {e}", uml.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!(
+        "--- systemd guest {kernel}, test {test}: {} in {:.1} s\n{stdout}{stderr}",
+        out.status,
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        out.status.success(),
+        "test {test} in the {kernel} guest with systemd failed ({}); see its output above",
+        out.status
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "the guest did not run test {test}:\n{stdout}"
+    );
+    stdout
+}
