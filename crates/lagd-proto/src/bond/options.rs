@@ -340,7 +340,9 @@ pub struct BondOptions {
     /// long to the partner it had skips the aggregate wait (flap dampening).
     pub lacp_rejoin_hold: u32,
     /// `actor_port_prio` per member (the kernel's per-slave option, Linux 6.18), written
-    /// `actor_port_prio=eth0:100,eth1:200`; members not named keep 255. Lower is preferred.
+    /// `actor_port_prio=eth0:100,eth1:200`; members not named keep 255. Sent in the members'
+    /// LACPDUs; with `ad_select=actor_port_prio` the aggregator whose members' values add up
+    /// to the most carries the traffic. Changes at run time (as the kernel's per-slave option).
     pub actor_port_prio: Vec<(String, u16)>,
     /// `prio` per member (the kernel's per-slave option, Linux 6.0), written
     /// `prio=eth0:10,eth1:-50`; members not named have 0. Higher is preferred: with no
@@ -695,7 +697,7 @@ impl BondOptions {
             "lacp_active" => self.lacp_active = boolean(value)?,
             "ad_select" => {
                 self.ad_select = value.parse().map_err(|_| {
-                    format!("invalid value '{value}': expected one of stable, bandwidth, count")
+                    format!("invalid value '{value}': expected one of stable, bandwidth, count, actor_port_prio")
                 })?
             }
             "ad_actor_sys_prio" => {
