@@ -34,6 +34,13 @@
 //!   the bond lives (in its address lists, or by a promiscuous member: lagd keeps its members
 //!   promiscuous rather than copying the lists) and by none once the bond is gone.
 //!
+//! - **LACP port priority** (bond_lacp_prio.sh, Linux 6.18): host A's 802.3ad bond with
+//!   `ad_select actor_port_prio` over two links to a switch and two to a backup switch; the
+//!   members' `actor_port_prio` set at run time, a member flapped, and the aggregator whose
+//!   members' priorities add up to the most must carry the traffic, both ways round. No kernel
+//!   of the matrix has the option: there the scenario checks the driver takes neither the
+//!   policy nor the per-slave value, and runs with lagd as the bond only.
+//!
 //! - **`prio`** (from the options selftest): three members with prio 0, 10 and 11, the second
 //!   the primary; members lost and returned, the active member checked against the driver's
 //!   rule after each step, under `primary_reselect` always, better and failure, with the MII
@@ -1189,6 +1196,358 @@ fn prio(who: Who, kernel: &str, mode: &str, monitor: &str, reselect: &str, with_
     topo.teardown().expect("lab cleanup");
 }
 
+/// The lagd binary under test.
+const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
+
+/// The LACP port priority selftest's partners: a switch on links 0 and 1 (host B) and a
+/// backup switch on links 2 and 3 (namespace `backup`), each an 802.3ad bond at the fast
+/// rate. They are lagd (the host's kernel may have no bonding driver; in a guest any
+/// partner would do: only host A's bond is under test). Returns the two processes.
+fn prio_switches(topo: &mut Topology, backup: &str) -> [ProcessId; 2] {
+    let names: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let b = topo.ns(Side::B).to_owned();
+    for l in &names[2..] {
+        run("ip", &["-n", &b, "link", "set", l, "netns", backup]).expect("to the backup switch");
+    }
+    let mut started = Vec::new();
+    for (ns, bond, members) in [
+        (b.as_str(), "stsw0", &names[..2]),
+        (backup, "stbk0", &names[2..]),
+    ] {
+        let control = topo.dir().join(format!("{bond}.sock"));
+        let id = topo
+            .spawn_in(
+                ns,
+                &format!("lagd-{bond}"),
+                std::path::Path::new(LAGD),
+                &[
+                    "--bond",
+                    bond,
+                    "--members",
+                    &members.join(","),
+                    "--opts",
+                    "mode=802.3ad miimon=100 lacp_rate=fast fastpath=off",
+                    "--control",
+                    &control.to_string_lossy(),
+                ],
+                &[],
+            )
+            .expect("a switch's lagd");
+        started.push((id, control));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for (id, control) in &started {
+        while query_status(control).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "a switch's lagd did not come up:\n{}",
+                topo.log_tail(*id, 20)
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+    [started[0].0, started[1].0]
+}
+
+/// Sets `actor_port_prio` on members (link index, value); every other member has the default,
+/// 255. The kernel's per-slave option through `ip link set LINK type bond_slave
+/// actor_port_prio N` (Linux 6.18), lagd's `actor_port_prio=` through its control socket (what
+/// `lagctl set` sends; the value names every member that is not at 255). Checks every member's
+/// value reads back (`ip -d link`; lagd's status, the actor's port priority it sends).
+fn set_port_prios(topo: &Topology, bond: &Bond, prios: &[(usize, u16)]) {
+    let links = topo.links().to_vec();
+    let want: Vec<u64> = (0..links.len())
+        .map(|i| prios.iter().find(|p| p.0 == i).map_or(255, |p| p.1.into()))
+        .collect();
+    let got: Vec<u64> = match &bond.lagd {
+        Some((_, control)) => {
+            let value: Vec<String> = prios
+                .iter()
+                .map(|(i, p)| format!("{}:{p}", links[*i].name))
+                .collect();
+            lagd::control::request(
+                &lagd::control::Endpoint::File(control.clone()),
+                &lagd::control::Request::Set {
+                    options: vec![("actor_port_prio".into(), value.join(","))],
+                },
+            )
+            .expect("lagd's actor_port_prio set at run time");
+            query_status(control)
+                .expect("lagd status")
+                .members
+                .iter()
+                .map(|m| m.lacp.as_ref().map_or(0, |l| l.actor.port_priority.into()))
+                .collect()
+        }
+        None => {
+            for (i, p) in prios {
+                topo.ip(
+                    bond.side,
+                    &[
+                        "link",
+                        "set",
+                        &links[*i].name,
+                        "type",
+                        "bond_slave",
+                        "actor_port_prio",
+                        &p.to_string(),
+                    ],
+                )
+                .expect("the kernel's per-slave actor_port_prio (Linux 6.18 and later)");
+            }
+            let json = bond.links_json(topo);
+            links
+                .iter()
+                .map(|l| {
+                    json.iter()
+                        .find(|j| j["ifname"] == l.name.as_str())
+                        .and_then(|j| j["linkinfo"]["info_slave_data"]["actor_port_prio"].as_u64())
+                        .expect("actor_port_prio in ip -d link")
+                })
+                .collect()
+        }
+    };
+    assert_eq!(got, want, "{:?}: the members' actor_port_prio", bond.who);
+}
+
+/// The bond's active aggregator and each member's aggregator, in link order (lagd's status;
+/// the kernel's `ad_info.aggregator` and the slaves' `ad_aggregator_id` in `ip -d -j link`).
+fn aggregators(topo: &Topology, bond: &Bond) -> (Option<u64>, Vec<Option<u64>>) {
+    match &bond.lagd {
+        Some((_, control)) => {
+            let s = query_status(control).expect("lagd status");
+            let active = s
+                .lacp
+                .as_ref()
+                .and_then(|l| l.active_aggregator.as_ref())
+                .map(|a| a.id.into());
+            let members = s
+                .members
+                .iter()
+                .map(|m| m.lacp.as_ref().and_then(|l| l.aggregator_id).map(u64::from))
+                .collect();
+            (active, members)
+        }
+        None => {
+            let json = bond.links_json(topo);
+            let find = |name: &str| json.iter().find(|j| j["ifname"] == name).cloned();
+            let active = find(&bond.name)
+                .and_then(|j| j["linkinfo"]["info_data"]["ad_info"]["aggregator"].as_u64());
+            let members = topo
+                .links()
+                .iter()
+                .map(|l| {
+                    find(&l.name)
+                        .and_then(|j| j["linkinfo"]["info_slave_data"]["ad_aggregator_id"].as_u64())
+                })
+                .collect();
+            (active, members)
+        }
+    }
+}
+
+/// Whether the bond has chosen the aggregator of links `group` (0-1: the switch, 2-3: the
+/// backup switch): it is the active aggregator, as in the selftest (the bond's aggregator is
+/// the one of the member named), and the bond distributes on exactly those links.
+fn chose(topo: &Topology, bond: &Bond, group: [usize; 2]) -> bool {
+    let (active, members) = aggregators(topo, bond);
+    let dist = bond.distributing(topo);
+    active.is_some()
+        && group.iter().all(|&i| members[i] == active)
+        && (0..dist.len()).all(|i| dist[i] == group.contains(&i))
+}
+
+/// The LACP port priority selftest (bond_lacp_prio.sh, Linux 6.18): host A's bond (802.3ad,
+/// fast rate, `ad_select actor_port_prio`) over four links, two to a switch and two to a
+/// backup switch (two partner systems, so two aggregators of which one carries traffic).
+///
+/// 1. "setting": link 0 gets `actor_port_prio` 1000, link 2 gets 10; both read back.
+/// 2. "select": link 1 goes down for 0.5 s and comes back (a link event makes the kernel choose
+///    again; the selftest sets the bond's own member down, here its far end goes down, which
+///    the bond sees the same way); the switch's aggregator must be the active one (1000 + 255
+///    against 10 + 255) and the bond distribute on links 0 and 1 only.
+/// 3. "switch": link 0 gets 10, link 2 gets 1000; link 1 flaps again; the backup switch's
+///    aggregator must be the active one and the bond distribute on links 2 and 3 only.
+/// 4. (added) "back": the priorities of step 1 again, link 1 flaps; the switch's again.
+///
+/// Between setting the priorities and the flap, lagd already chooses again (it asserts that
+/// here); the kernel waits for the link event (reported, not asserted).
+fn lacp_prio(who: Who, kernel: &str) {
+    let mut topo = Topology::create(4).expect("topology");
+    let backup = topo
+        .add_namespace("bk")
+        .expect("the backup switch's namespace");
+    let switches = prio_switches(&mut topo, &backup);
+    let opts = [
+        ("mode", "802.3ad"),
+        ("miimon", "100"),
+        ("lacp_rate", "fast"),
+        ("ad_select", "actor_port_prio"),
+    ];
+    let bond = Bond::create(&mut topo, who, Side::A, "st0", &opts, None);
+    let names: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let b = topo.ns(Side::B).to_owned();
+    let fail = |step: &str| -> String {
+        format!(
+            "{who:?}, actor_port_prio {step}: aggregators (active, per link) {:?}, distributing \
+             {:?}\n{}",
+            aggregators(&topo, &bond),
+            bond.distributing(&topo),
+            bond.describe(&topo)
+        )
+    };
+    let wait_chose = |step: &str, group: [usize; 2], within: Duration| -> Duration {
+        let t0 = Instant::now();
+        while !chose(&topo, &bond, group) {
+            assert!(
+                t0.elapsed() < within,
+                "{}",
+                fail(&format!(
+                    "{step}: links {group:?}'s aggregator not chosen within {within:?}"
+                ))
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+        t0.elapsed()
+    };
+    let flap = || {
+        run("ip", &["-n", &b, "link", "set", &names[1], "down"]).expect("link 1's far end");
+        thread::sleep(Duration::from_millis(500));
+        run("ip", &["-n", &b, "link", "set", &names[1], "up"]).expect("link 1's far end");
+        thread::sleep(Duration::from_millis(500));
+    };
+    // Some aggregator first (all at 255: the one with the lower id among equals).
+    let t0 = Instant::now();
+    while !(chose(&topo, &bond, [0, 1]) || chose(&topo, &bond, [2, 3])) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{}",
+            fail("start: no aggregator distributing within 20 s")
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let formed = t0.elapsed();
+    let first = if chose(&topo, &bond, [0, 1]) {
+        "switch"
+    } else {
+        "backup switch"
+    };
+    set_port_prios(&topo, &bond, &[(0, 1000), (2, 10)]);
+    flap();
+    let select = wait_chose("select", [0, 1], Duration::from_secs(15));
+    // Held for a second.
+    thread::sleep(Duration::from_secs(1));
+    assert!(chose(&topo, &bond, [0, 1]), "{}", fail("select: not held"));
+    set_port_prios(&topo, &bond, &[(0, 10), (2, 1000)]);
+    let before_flap = if who == Who::Lagd {
+        // lagd chooses again at once: the backup's ports wait out the aggregate wait, the
+        // switch's leave at once.
+        format!(
+            "chosen again before the flap after {:.2} s",
+            wait_chose(
+                "switch (lagd, before the flap)",
+                [2, 3],
+                Duration::from_secs(10)
+            )
+            .as_secs_f64()
+        )
+    } else {
+        thread::sleep(Duration::from_secs(1));
+        format!(
+            "1 s after the change, before the flap: {}",
+            if chose(&topo, &bond, [0, 1]) {
+                "the switch still"
+            } else {
+                "not the switch"
+            }
+        )
+    };
+    flap();
+    let switched = wait_chose("switch", [2, 3], Duration::from_secs(15));
+    thread::sleep(Duration::from_secs(1));
+    assert!(chose(&topo, &bond, [2, 3]), "{}", fail("switch: not held"));
+    // Added here: back to the priorities of step 1, so that the choice of the switch is seen
+    // made against a current choice (at the start all are 255, and on a tie the current
+    // active aggregator stays, whichever formed first).
+    set_port_prios(&topo, &bond, &[(0, 1000), (2, 10)]);
+    flap();
+    let back = wait_chose("back", [0, 1], Duration::from_secs(15));
+    thread::sleep(Duration::from_secs(1));
+    assert!(chose(&topo, &bond, [0, 1]), "{}", fail("back: not held"));
+    report(
+        who,
+        kernel,
+        "LACP port priority (ad_select actor_port_prio)",
+        &format!(
+            "formed on the {} in {:.2} s; setting: read back; select: the switch's aggregator \
+             (1255 against 265) {:.2} s after the flap; switch: {before_flap}, the backup's \
+             (1255 against 265) {:.2} s after the flap; back: the switch's {:.2} s after the \
+             flap; each held 1 s",
+            first,
+            formed.as_secs_f64(),
+            select.as_secs_f64(),
+            switched.as_secs_f64(),
+            back.as_secs_f64()
+        ),
+    );
+    bond.remove(&mut topo);
+    for id in switches {
+        topo.stop(id);
+    }
+    topo.teardown().expect("lab cleanup");
+}
+
+/// On a kernel bond whose driver predates `actor_port_prio` (Linux 6.18): neither
+/// `ad_select actor_port_prio` nor the per-slave `actor_port_prio` may be taken (a probe bond
+/// over one end of a veth pair, in the guest's own namespace). Returns how each was answered.
+fn actor_port_prio_not_taken(kernel: &str) -> String {
+    assert!(
+        !driver_takes("802.3ad", "ad_select", "actor_port_prio"),
+        "the bonding driver of {kernel} takes ad_select actor_port_prio (Linux 6.18)"
+    );
+    let (bond, slave, peer) = ("stprobe0", "stprobe1", "stprobe2");
+    run(
+        "ip",
+        &["link", "add", bond, "type", "bond", "mode", "802.3ad"],
+    )
+    .expect("a probe bond");
+    run(
+        "ip",
+        &["link", "add", slave, "type", "veth", "peer", "name", peer],
+    )
+    .expect("a probe veth pair");
+    run("ip", &["link", "set", slave, "master", bond]).expect("enslaving the probe");
+    let answer = run(
+        "ip",
+        &[
+            "link",
+            "set",
+            slave,
+            "type",
+            "bond_slave",
+            "actor_port_prio",
+            "1000",
+        ],
+    );
+    let shown = run("ip", &["-d", "link", "show", slave]).expect("ip -d link show");
+    run("ip", &["link", "del", slave]).expect("deleting the probe veth");
+    run("ip", &["link", "del", bond]).expect("deleting the probe bond");
+    assert!(
+        !shown.contains("actor_port_prio 1000"),
+        "the bonding driver of {kernel} took a slave's actor_port_prio:\n{shown}"
+    );
+    format!(
+        "ad_select actor_port_prio not taken; a slave's actor_port_prio {}",
+        match answer {
+            Ok(_) => "accepted by ip and ignored by the driver".to_owned(),
+            Err(e) => format!(
+                "refused ({})",
+                format!("{e:#}").lines().last().unwrap_or("").trim()
+            ),
+        }
+    )
+}
+
 /// Every scenario with `who` as the bond, on kernel `kernel` (a label for the report).
 fn scenarios(who: Who, kernel: &str) {
     assert!(
@@ -1259,6 +1618,22 @@ fn scenarios(who: Who, kernel: &str) {
         }
     });
     timed("address lists", &|| address_lists(who, kernel));
+    timed("LACP port priority", &|| {
+        // No kernel of the matrix has actor_port_prio (Linux 6.18): the driver must not take
+        // it, and the scenario runs with lagd as the bond only (selftests_lagd). A driver
+        // that has it runs the scenario as lagd does.
+        if who == Who::Kernel && !driver_takes("802.3ad", "ad_select", "actor_port_prio") {
+            let how = actor_port_prio_not_taken(kernel);
+            report(
+                who,
+                kernel,
+                "LACP port priority (ad_select actor_port_prio)",
+                &format!("not run: this driver has no actor_port_prio (Linux 6.18): {how}"),
+            );
+        } else {
+            lacp_prio(who, kernel);
+        }
+    });
     timed("passive LACP", &|| {
         if lacks("802.3ad", "lacp_active", "off") {
             lacp_active_missing(kernel);
