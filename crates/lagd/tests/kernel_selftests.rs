@@ -41,6 +41,13 @@
 //!   of the matrix has the option: there the scenario checks the driver takes neither the
 //!   policy nor the per-slave value, and runs with lagd as the bond only.
 //!
+//! - **Peer notification** (the options selftest's `num_grat_arp` test): active-backup,
+//!   `miimon 10`, `peer_notif_delay 100`, `num_grat_arp` 10, 20 and 30; after a failover host
+//!   B must receive exactly that many gratuitous ARPs on the new active member's link, and as
+//!   many unsolicited NAs (`num_unsol_na` is the same number in the driver), 100 ms apart.
+//!   (This found lagd keeping `num_unsol_na` apart from `num_grat_arp`: fixed in lagd-proto,
+//!   either name now sets both as in the driver.)
+//!
 //! - **`prio`** (from the options selftest): three members with prio 0, 10 and 11, the second
 //!   the primary; members lost and returned, the active member checked against the driver's
 //!   rule after each step, under `primary_reselect` always, better and failure, with the MII
@@ -1196,6 +1203,247 @@ fn prio(who: Who, kernel: &str, mode: &str, monitor: &str, reselect: &str, with_
     topo.teardown().expect("lab cleanup");
 }
 
+/// Host A's and host B's IPv6 addresses in the peer notification scenario.
+const NOTIFY_V6: (&str, &str) = ("2001:db8:5e1f::1", "2001:db8:5e1f::2");
+
+/// What a capture file holds from the bond after a failover: the times (s) of the
+/// gratuitous ARPs for `v4` (a request whose sender and target are both `v4`) and of the
+/// unsolicited neighbour advertisements from `v6` to all nodes.
+fn announcements(file: &std::path::Path, v4: &str, v6: &str) -> (Vec<f64>, Vec<f64>) {
+    let text =
+        run("tcpdump", &["-r", &file.to_string_lossy(), "-n", "-tt"]).expect("reading the capture");
+    let (mut arp, mut na) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        let Some(t) = line.split_whitespace().next().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        if line.contains(&format!("Request who-has {v4} tell {v4},")) {
+            arp.push(t);
+        } else if line.contains(&format!("{v6} > ff02::1: ICMP6, neighbor advertisement")) {
+            na.push(t);
+        }
+    }
+    (arp, na)
+}
+
+/// The gaps between consecutive times, in ms.
+fn gaps_ms(times: &[f64]) -> Vec<u64> {
+    times
+        .windows(2)
+        .map(|w| ((w[1] - w[0]) * 1000.0).round() as u64)
+        .collect()
+}
+
+/// The options selftest's gratuitous-ARP test (`num_grat_arp`), and the same for unsolicited
+/// neighbour advertisements: active-backup with `miimon 10`, `peer_notif_delay 100` and
+/// `num_grat_arp` `n` (the selftest's values: 10, 20, 30), host B a bridge over its ends of
+/// both links, the bond with an IPv4 and an IPv6 address, each pinged once (lagd learns the
+/// bond's addresses from the host's own ARP and neighbour discovery). The active member's far
+/// end goes down; on the new active member's link, host B must receive exactly `n` gratuitous
+/// ARPs (the selftest counts them with a tc filter, here tcpdump) and `n` unsolicited NAs for
+/// the IPv6 address (`num_unsol_na` is the same number in the driver), each series
+/// `peer_notif_delay` apart (no gap under 50 ms, the whole series at least 90 % of
+/// (n - 1) × 100 ms).
+fn peer_notify(who: Who, kernel: &str, n: u8) {
+    let mut topo = Topology::create(2).expect("topology");
+    for side in [Side::A, Side::B] {
+        for scope in ["all", "default"] {
+            topo.sysctl(side, &format!("net/ipv6/conf/{scope}/disable_ipv6"), "0")
+                .expect("IPv6 on");
+        }
+    }
+    let b = topo.ns(Side::B).to_owned();
+    let br = "stbr";
+    run("ip", &["-n", &b, "link", "add", br, "type", "bridge"]).expect("bridge");
+    for l in topo.links().to_vec() {
+        run("ip", &["-n", &b, "link", "set", &l.name, "master", br]).expect("bridge port");
+    }
+    address_bond(&topo, Side::B, br, 2).expect("bridge address");
+    topo.ip(
+        Side::B,
+        &[
+            "-6",
+            "addr",
+            "add",
+            &format!("{}/64", NOTIFY_V6.1),
+            "dev",
+            br,
+            "nodad",
+        ],
+    )
+    .expect("the bridge's IPv6 address");
+    let count = n.to_string();
+    // iproute2 spells the option peer_notify_delay; the driver's (sysfs) name and lagd's is
+    // peer_notif_delay.
+    let delay_key = if who == Who::Kernel {
+        "peer_notify_delay"
+    } else {
+        "peer_notif_delay"
+    };
+    let opts = [
+        ("mode", "active-backup"),
+        ("miimon", "10"),
+        ("num_grat_arp", count.as_str()),
+        (delay_key, "100"),
+    ];
+    let bond = Bond::create(&mut topo, who, Side::A, "st0", &opts, None);
+    topo.ip(
+        Side::A,
+        &[
+            "-6",
+            "addr",
+            "add",
+            &format!("{}/64", NOTIFY_V6.0),
+            "dev",
+            "st0",
+            "nodad",
+        ],
+    )
+    .expect("the bond's IPv6 address");
+    let names: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let v4 = topo.address(1).to_string();
+    let fail = |topo: &Topology, what: &str| -> String {
+        format!(
+            "{who:?}, num_grat_arp {n}: {what}; active {:?}, members {:?}\n{}",
+            active_member(topo, &bond),
+            bond.mii(topo),
+            bond.describe(topo)
+        )
+    };
+    let t0 = Instant::now();
+    for i in 0..2 {
+        wait_mii_up(&topo, &bond, i, t0, Duration::from_secs(10));
+    }
+    ping_until(&topo, t0, Duration::from_secs(10), || {
+        fail(&topo, "no IPv4 ping")
+    });
+    let ping6 = || {
+        Command::new("ip")
+            .args(["netns", "exec", topo.ns(Side::A), "ping", "-6", "-n", "-q"])
+            .args(["-c", "1", "-W", "1", NOTIFY_V6.1])
+            .output()
+            .expect("ping -6 (iputils-ping)")
+            .status
+            .success()
+    };
+    while !ping6() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "{}",
+            fail(&topo, "no IPv6 ping came back")
+        );
+    }
+    // Whatever the start announced is over (n rounds 100 ms apart) before the capture.
+    thread::sleep(Duration::from_millis(100 * u64::from(n) + 500));
+    let old = active_member(&topo, &bond)
+        .unwrap_or_else(|| panic!("{}", fail(&topo, "no active member")));
+    let old_i = names
+        .iter()
+        .position(|l| *l == old)
+        .unwrap_or_else(|| panic!("{}", fail(&topo, "the active member is not a link")));
+    let new_i = 1 - old_i;
+    let file = topo.dir().join(format!("notify-{n}.pcap"));
+    let tcpdump = topo
+        .spawn(
+            Side::B,
+            &format!("tcpdump-notify-{n}"),
+            std::path::Path::new("tcpdump"),
+            &[
+                "-i",
+                &names[new_i],
+                "-n",
+                "-Q",
+                "in",
+                "--immediate-mode",
+                "-U",
+                "-w",
+                &file.to_string_lossy(),
+                "arp or icmp6",
+            ],
+        )
+        .expect("tcpdump");
+    let started = Instant::now();
+    while !topo.log_tail(tcpdump, 5).contains("listening on") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "tcpdump did not start: {}",
+            topo.log_tail(tcpdump, 5)
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let lost = Instant::now();
+    run("ip", &["-n", &b, "link", "set", &names[old_i], "down"]).expect("the far end");
+    while active_member(&topo, &bond).as_deref() != Some(names[new_i].as_str()) {
+        assert!(
+            lost.elapsed() < Duration::from_secs(2),
+            "{}",
+            fail(&topo, "no failover within 2 s")
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let failover = lost.elapsed();
+    // The series takes (n - 1) × 100 ms; the selftest waits up to n + 5 s for the count. A
+    // second more shows that no more come.
+    let deadline = Duration::from_secs(u64::from(n) + 5);
+    loop {
+        thread::sleep(Duration::from_millis(250));
+        let (arp, na) = announcements(&file, &v4, NOTIFY_V6.0);
+        if (arp.len() >= n.into() && na.len() >= n.into()) || lost.elapsed() > deadline {
+            break;
+        }
+    }
+    thread::sleep(Duration::from_secs(1));
+    topo.stop(tcpdump);
+    let (arp, na) = announcements(&file, &v4, NOTIFY_V6.0);
+    let (arp_gaps, na_gaps) = (gaps_ms(&arp), gaps_ms(&na));
+    let median = |g: &[u64]| {
+        let mut g = g.to_vec();
+        g.sort_unstable();
+        g.get(g.len() / 2).copied().unwrap_or(0)
+    };
+    report(
+        who,
+        kernel,
+        &format!("num_grat_arp {n}, peer_notif_delay 100, miimon 10"),
+        &format!(
+            "failover after {:.2} s; on the new active member's link {} gratuitous ARPs (gaps \
+             {}-{} ms, median {}) and {} unsolicited NAs (median gap {} ms)",
+            failover.as_secs_f64(),
+            arp.len(),
+            arp_gaps.iter().min().unwrap_or(&0),
+            arp_gaps.iter().max().unwrap_or(&0),
+            median(&arp_gaps),
+            na.len(),
+            median(&na_gaps)
+        ),
+    );
+    for (what, times, gaps) in [
+        ("gratuitous ARPs", &arp, &arp_gaps),
+        ("unsolicited NAs", &na, &na_gaps),
+    ] {
+        assert_eq!(
+            times.len(),
+            usize::from(n),
+            "{}",
+            fail(
+                &topo,
+                &format!("{what} on the new active member's link (gaps {gaps:?} ms)")
+            )
+        );
+        let span = times.last().unwrap() - times.first().unwrap();
+        assert!(
+            gaps.iter().all(|&g| g >= 50) && span >= 0.09 * f64::from(n - 1),
+            "{}",
+            fail(
+                &topo,
+                &format!("{what} not peer_notif_delay (100 ms) apart: gaps {gaps:?} ms")
+            )
+        );
+    }
+    bond.remove(&mut topo);
+    topo.teardown().expect("lab cleanup");
+}
+
 /// The lagd binary under test.
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 
@@ -1618,6 +1866,11 @@ fn scenarios(who: Who, kernel: &str) {
         }
     });
     timed("address lists", &|| address_lists(who, kernel));
+    timed("peer notification", &|| {
+        for n in [10, 20, 30] {
+            peer_notify(who, kernel, n);
+        }
+    });
     timed("LACP port priority", &|| {
         // No kernel of the matrix has actor_port_prio (Linux 6.18): the driver must not take
         // it, and the scenario runs with lagd as the bond only (selftests_lagd). A driver

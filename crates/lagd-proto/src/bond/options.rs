@@ -289,9 +289,11 @@ pub struct BondOptions {
     pub primary_reselect: PrimaryReselect,
     /// `fail_over_mac`.
     pub fail_over_mac: FailOverMac,
-    /// `num_grat_arp`: gratuitous ARPs after a failover.
+    /// `num_grat_arp`: gratuitous ARPs after a failover. The kernel's `num_peer_notif`, which
+    /// `num_unsol_na` names too: setting either sets both.
     pub num_grat_arp: u8,
-    /// `num_unsol_na`: unsolicited IPv6 neighbour advertisements after a failover.
+    /// `num_unsol_na`: unsolicited IPv6 neighbour advertisements (one per address) after a
+    /// failover; always equal to `num_grat_arp` when set through the option names.
     pub num_unsol_na: u8,
     /// `all_slaves_active`: deliver frames received on backup members too.
     pub all_slaves_active: bool,
@@ -630,8 +632,13 @@ impl BondOptions {
             "fail_over_mac" => {
                 self.fail_over_mac = choice(value, FailOverMac::parse, FailOverMac::expected())?
             }
-            "num_grat_arp" => self.num_grat_arp = number(value, 0, 255, "a count")? as u8,
-            "num_unsol_na" => self.num_unsol_na = number(value, 0, 255, "a count")? as u8,
+            // One value in the driver (its num_peer_notif): either name sets both, the last
+            // one given wins.
+            "num_grat_arp" | "num_unsol_na" => {
+                let n = number(value, 0, 255, "a count")? as u8;
+                self.num_grat_arp = n;
+                self.num_unsol_na = n;
+            }
             "all_slaves_active" => self.all_slaves_active = boolean(value)?,
             "resend_igmp" => self.resend_igmp = number(value, 0, 255, "a count")? as u8,
             "arp_interval" => {
@@ -1053,6 +1060,21 @@ mod test {
         assert!(e.reason.contains("balance-xor"), "{e}");
         let e = o.set("xmit_hash_policy", "ovs-tcp").unwrap_err();
         assert!(e.reason.contains("layer3+4"), "{e}");
+        let mut n = BondOptions::default();
+        n.set("num_grat_arp", "10").unwrap();
+        assert_eq!(
+            (n.num_grat_arp, n.num_unsol_na),
+            (10, 10),
+            "one value, two names"
+        );
+        n.set("num_unsol_na", "3").unwrap();
+        assert_eq!(
+            (n.num_grat_arp, n.num_unsol_na),
+            (3, 3),
+            "the last one given wins"
+        );
+        assert!(n.set("num_unsol_na", "256").is_err());
+        assert_eq!((n.num_grat_arp, n.num_unsol_na), (3, 3));
         let e = o.set("ad_select", "9").unwrap_err();
         assert_eq!(e.key, "ad_select");
         let e = o.set("miimonn", "100").unwrap_err();

@@ -220,8 +220,12 @@ pub fn export(config: &Config, dialect: &str) -> Result<Exported, String> {
         let needed = value != default
             || key == "mode"
             || (key == "miimon" && matches!(dialect, "nm" | "nmstate"));
-        // NetworkManager (1.44) sets prio on each port: its port files carry it.
-        if !needed || (key == "prio" && dialect == "nm") {
+        // NetworkManager (1.44) sets prio on each port: its port files carry it. The driver's
+        // num_unsol_na is num_grat_arp under another name: written once, as num_grat_arp.
+        if !needed
+            || (key == "prio" && dialect == "nm")
+            || (key == "num_unsol_na" && o.num_unsol_na == o.num_grat_arp)
+        {
             continue;
         }
         match key_in(dialect, key) {
