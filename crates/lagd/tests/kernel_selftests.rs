@@ -32,7 +32,11 @@
 //! - **Address lists** (dev_addr_lists.sh): a macvlan's unicast MAC on the bond and the
 //!   solicited-node multicast group of an IPv6 address on it must be taken by some member while
 //!   the bond lives (in its address lists, or by a promiscuous member: lagd keeps its members
-//!   promiscuous rather than copying the lists) and by none once the bond is gone.
+//!   promiscuous rather than copying the lists) and by none once the bond is gone; in
+//!   active-backup, balance-xor and 802.3ad. In 802.3ad also the LACPDU multicast address in
+//!   every member's list while the bond is up, and in none once it is gone; with the bond
+//!   device set down the driver takes it off, lagd (whose LACP does not follow its device's
+//!   state) keeps it.
 //!
 //! - **LACP port priority** (bond_lacp_prio.sh, Linux 6.18): host A's 802.3ad bond with
 //!   `ad_select actor_port_prio` over two links to a switch and two to a backup switch; the
@@ -819,16 +823,60 @@ fn passive(who: Who, kernel: &str) {
 /// Whether member `dev` of host A takes frames for `mac`: the address is in its address lists
 /// (`bridge fdb show dev`: its unicast and multicast lists) or it is promiscuous.
 fn member_accepts(topo: &Topology, dev: &str, mac: &str) -> bool {
-    let ns = topo.ns(Side::A);
-    let fdb = run("bridge", &["-n", ns, "fdb", "show", "dev", dev]).expect("bridge fdb show");
-    let listed = fdb
-        .lines()
-        .any(|l| l.split_whitespace().next() == Some(mac));
+    let listed = member_lists(topo, dev, mac);
     let text = topo
         .ip(Side::A, &["-d", "-j", "link", "show", dev])
         .expect("ip -d -j link show");
     let v: serde_json::Value = serde_json::from_str(&text).expect("ip's JSON");
     listed || v[0]["promiscuity"].as_u64().unwrap_or(0) > 0
+}
+
+/// Whether `mac` is in the address lists of member `dev` of host A (`bridge fdb show dev`).
+fn member_lists(topo: &Topology, dev: &str, mac: &str) -> bool {
+    let ns = topo.ns(Side::A);
+    let fdb = run("bridge", &["-n", ns, "fdb", "show", "dev", dev]).expect("bridge fdb show");
+    fdb.lines()
+        .any(|l| l.split_whitespace().next() == Some(mac))
+}
+
+/// The slow-protocols multicast address LACPDUs go to.
+const LACPDU_MC: &str = "01:80:c2:00:00:02";
+
+/// In 802.3ad, the address-list selftest's LACPDU part (bond_listen_lacpdu_multicast): every
+/// member must have the LACPDU multicast address in its list while the bond is up. Then the
+/// bond device is set down and up: the driver takes the address off its members while the
+/// bond is down and puts it back; lagd keeps LACP running whatever its bond device's state
+/// (the device is the host's side only), so its members keep the address. Returns what was
+/// seen, for the report.
+fn lacpdu_address(topo: &Topology, who: Who, kernel: &str, members: &[String]) -> String {
+    let on = |topo: &Topology| -> Vec<bool> {
+        members
+            .iter()
+            .map(|m| member_lists(topo, m, LACPDU_MC))
+            .collect()
+    };
+    let up = on(topo);
+    assert!(
+        up.iter().all(|&l| l),
+        "{who:?} on {kernel}, 802.3ad: members without {LACPDU_MC} in their lists: {up:?}"
+    );
+    topo.ip(Side::A, &["link", "set", "st0", "down"])
+        .expect("the bond down");
+    let down = on(topo);
+    topo.ip(Side::A, &["link", "set", "st0", "up"])
+        .expect("the bond up");
+    let again = on(topo);
+    let kept = who == Who::Lagd;
+    assert!(
+        down.iter().all(|&l| l == kept) && again.iter().all(|&l| l),
+        "{who:?} on {kernel}, 802.3ad: {LACPDU_MC} on the members with the bond down {down:?} \
+         ({} expected), up again {again:?}",
+        if kept { "kept" } else { "removed" }
+    );
+    format!(
+        "802.3ad: {LACPDU_MC} on every member while up, {} while the bond is down, back when up",
+        if kept { "kept" } else { "removed" }
+    )
 }
 
 /// The unicast address of the address-list scenario's macvlan on the bond.
@@ -847,7 +895,7 @@ const MC_FOR: (&str, &str) = ("fe80::78:9abc", "33:33:ff:78:9a:bc");
 /// the bond's MAC), which its packet sockets undo when they close.
 fn address_lists(who: Who, kernel: &str) {
     let mut seen = Vec::new();
-    for mode in ["active-backup", "balance-xor"] {
+    for mode in ["active-backup", "balance-xor", "802.3ad"] {
         let mut topo = Topology::create(2).expect("topology");
         for scope in ["all", "default"] {
             topo.sysctl(Side::A, &format!("net/ipv6/conf/{scope}/disable_ipv6"), "0")
@@ -898,6 +946,9 @@ fn address_lists(who: Who, kernel: &str) {
             thread::sleep(Duration::from_millis(50));
         }
         seen.push(format!("{mode} {:.2} s", t.elapsed().as_secs_f64()));
+        if mode == "802.3ad" {
+            seen.push(lacpdu_address(&topo, who, kernel, &members));
+        }
         bond.remove(&mut topo);
         if who == Who::Kernel && kernel == "5.10" {
             // The 5.10 driver (5.10.46) left both addresses on a member after the bond was
@@ -918,13 +969,17 @@ fn address_lists(who: Who, kernel: &str) {
             continue;
         }
         let t = Instant::now();
-        while anyone(&topo, UC_ADDR) || anyone(&topo, MC_FOR.1) {
+        let lacpdu = |topo: &Topology| {
+            mode == "802.3ad" && members.iter().any(|m| member_lists(topo, m, LACPDU_MC))
+        };
+        while anyone(&topo, UC_ADDR) || anyone(&topo, MC_FOR.1) || lacpdu(&topo) {
             assert!(
                 t.elapsed() < Duration::from_secs(5),
                 "{who:?}, {mode}: the bond is gone but a member still takes frames for its \
-                 addresses (unicast: {}, multicast: {})",
+                 addresses (unicast: {}, multicast: {}, LACPDU multicast listed: {})",
                 anyone(&topo, UC_ADDR),
-                anyone(&topo, MC_FOR.1)
+                anyone(&topo, MC_FOR.1),
+                lacpdu(&topo)
             );
             thread::sleep(Duration::from_millis(50));
         }
@@ -933,7 +988,8 @@ fn address_lists(who: Who, kernel: &str) {
     report(
         who,
         kernel,
-        "address lists (a macvlan's unicast, an IPv6 solicited-node multicast)",
+        "address lists (a macvlan's unicast, an IPv6 solicited-node multicast; in 802.3ad the \
+         LACPDU multicast)",
         &format!(
             "a member takes both while the bond lives (after: {}), {}",
             seen.join(", "),
