@@ -1299,7 +1299,8 @@ fn gaps_ms(times: &[f64]) -> Vec<u64> {
 /// ARPs (the selftest counts them with a tc filter, here tcpdump) and `n` unsolicited NAs for
 /// the IPv6 address (`num_unsol_na` is the same number in the driver), each series
 /// `peer_notif_delay` apart (no gap under 50 ms, the whole series at least 90 % of
-/// (n - 1) × 100 ms).
+/// (n - 1) × 100 ms; in a guest the driver's rounds come 200 ms apart, its 10 ms timer
+/// taking two of the guest's 10 ms ticks).
 fn peer_notify(who: Who, kernel: &str, n: u8) {
     let mut topo = Topology::create(2).expect("topology");
     for side in [Side::A, Side::B] {
@@ -1389,8 +1390,12 @@ fn peer_notify(who: Who, kernel: &str, n: u8) {
             fail(&topo, "no IPv6 ping came back")
         );
     }
-    // Whatever the start announced is over (n rounds 100 ms apart) before the capture.
-    thread::sleep(Duration::from_millis(100 * u64::from(n) + 500));
+    // Whatever the start announced is over before the failover: the driver counts its rounds
+    // down from when its first active member was chosen, and a series still running at the
+    // failover adds its round to the new one's (21 of 20 seen in a guest). A guest's timer
+    // ticks take twice the `miimon` of 10 ms (200 ms between rounds, measured), so three
+    // times the series' nominal length.
+    thread::sleep(Duration::from_millis(300 * u64::from(n) + 1000));
     let old = active_member(&topo, &bond)
         .unwrap_or_else(|| panic!("{}", fail(&topo, "no active member")));
     let old_i = names
