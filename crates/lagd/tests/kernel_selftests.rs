@@ -845,9 +845,9 @@ const LACPDU_MC: &str = "01:80:c2:00:00:02";
 /// In 802.3ad, the address-list selftest's LACPDU part (bond_listen_lacpdu_multicast): every
 /// member must have the LACPDU multicast address in its list while the bond is up. Then the
 /// bond device is set down and up: the driver takes the address off its members while the
-/// bond is down and puts it back; lagd keeps LACP running whatever its bond device's state
-/// (the device is the host's side only), so its members keep the address. Returns what was
-/// seen, for the report.
+/// bond is down and puts it back (not the 5.10 driver: it keeps it); lagd keeps LACP running
+/// whatever its bond device's state (the device is the host's side only), so its members keep
+/// the address. Returns what was seen, for the report.
 fn lacpdu_address(topo: &Topology, who: Who, kernel: &str, members: &[String]) -> String {
     let on = |topo: &Topology| -> Vec<bool> {
         members
@@ -866,7 +866,11 @@ fn lacpdu_address(topo: &Topology, who: Who, kernel: &str, members: &[String]) -
     topo.ip(Side::A, &["link", "set", "st0", "up"])
         .expect("the bond up");
     let again = on(topo);
-    let kept = who == Who::Lagd;
+    // The 5.10 driver (5.10.46) kept the address on its members with the bond down: the
+    // failure bond_listen_lacpdu_multicast was written for (6.1 and 6.12 take it off);
+    // asserted as what it does.
+    let old_driver = who == Who::Kernel && kernel == "5.10";
+    let kept = who == Who::Lagd || old_driver;
     assert!(
         down.iter().all(|&l| l == kept) && again.iter().all(|&l| l),
         "{who:?} on {kernel}, 802.3ad: {LACPDU_MC} on the members with the bond down {down:?} \
@@ -875,7 +879,13 @@ fn lacpdu_address(topo: &Topology, who: Who, kernel: &str, members: &[String]) -
     );
     format!(
         "802.3ad: {LACPDU_MC} on every member while up, {} while the bond is down, back when up",
-        if kept { "kept" } else { "removed" }
+        if old_driver {
+            "kept (this driver's leak)"
+        } else if kept {
+            "kept"
+        } else {
+            "removed"
+        }
     )
 }
 
@@ -1478,13 +1488,22 @@ fn peer_notify(who: Who, kernel: &str, n: u8) {
             median(&na_gaps)
         ),
     );
+    // The 5.10 driver (5.10.46) counts the rounds' ticks (n × 10 here) in a u8: 300 wraps to
+    // 44, 4 rounds; the overflow the selftest's num_grat_arp 30 was written for (fixed in
+    // 6.2). Asserted as what that driver does.
+    let ticks = u32::from(n) * 10;
+    let want = if who == Who::Kernel && kernel == "5.10" && ticks > 255 {
+        (ticks % 256 / 10) as usize
+    } else {
+        usize::from(n)
+    };
     for (what, times, gaps) in [
         ("gratuitous ARPs", &arp, &arp_gaps),
         ("unsolicited NAs", &na, &na_gaps),
     ] {
         assert_eq!(
             times.len(),
-            usize::from(n),
+            want,
             "{}",
             fail(
                 &topo,
@@ -1493,7 +1512,7 @@ fn peer_notify(who: Who, kernel: &str, n: u8) {
         );
         let span = times.last().unwrap() - times.first().unwrap();
         assert!(
-            gaps.iter().all(|&g| g >= 50) && span >= 0.09 * f64::from(n - 1),
+            gaps.iter().all(|&g| g >= 50) && span >= 0.09 * (want - 1) as f64,
             "{}",
             fail(
                 &topo,
@@ -1825,6 +1844,16 @@ fn actor_port_prio_not_taken(kernel: &str) -> String {
         &["link", "add", slave, "type", "veth", "peer", "name", peer],
     )
     .expect("a probe veth pair");
+    // The driver itself, past iproute2 (which may not know the name): the policy written to
+    // sysfs while the bond is down, as the option wants, and read back.
+    let sysfs = format!("/sys/class/net/{bond}/bonding/ad_select");
+    let written = std::fs::write(&sysfs, "actor_port_prio");
+    let read = std::fs::read_to_string(&sysfs).expect("the bond's ad_select in sysfs");
+    assert!(
+        written.is_err() && !read.contains("actor_port_prio"),
+        "the bonding driver of {kernel} took ad_select actor_port_prio through sysfs \
+         (write {written:?}, reads {read:?})"
+    );
     run("ip", &["link", "set", slave, "master", bond]).expect("enslaving the probe");
     let answer = run(
         "ip",
@@ -1846,7 +1875,10 @@ fn actor_port_prio_not_taken(kernel: &str) -> String {
         "the bonding driver of {kernel} took a slave's actor_port_prio:\n{shown}"
     );
     format!(
-        "ad_select actor_port_prio not taken; a slave's actor_port_prio {}",
+        "ad_select actor_port_prio not taken (sysfs: {}, reads {}); a slave's \
+         actor_port_prio (netlink only) {}",
+        written.map_or_else(|e| format!("refused, {e}"), |()| "accepted".to_owned()),
+        read.trim(),
         match answer {
             Ok(_) => "accepted by ip and ignored by the driver".to_owned(),
             Err(e) => format!(
