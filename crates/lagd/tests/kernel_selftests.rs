@@ -1490,7 +1490,7 @@ fn peer_notify(who: Who, kernel: &str, n: u8) {
     );
     // The 5.10 driver (5.10.46) counts the rounds' ticks (n × 10 here) in a u8: 300 wraps to
     // 44, 4 rounds; the overflow the selftest's num_grat_arp 30 was written for (fixed in
-    // 6.2). Asserted as what that driver does.
+    // 2023, after 5.10.46). Asserted as what that driver does.
     let ticks = u32::from(n) * 10;
     let want = if who == Who::Kernel && kernel == "5.10" && ticks > 255 {
         (ticks % 256 / 10) as usize
