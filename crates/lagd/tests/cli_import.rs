@@ -550,6 +550,20 @@ fn nmstate_spellings_and_kubernetes_policies() {
         ..Expect::default()
     };
     check(&write("nmstate-ports", &[("bond0.yml", state)]), &want);
+    // ports-config: the members with the bond port priority (the kernel's per-slave prio);
+    // queue-id does not carry over.
+    let config = "interfaces:\n- name: bond0\n  type: bond\n  state: up\n  link-aggregation:\n    \
+                  mode: active-backup\n    options:\n      miimon: 100\n    ports-config:\n    \
+                  - name: eth0\n      priority: 5\n    - name: eth1\n      priority: \"-3\"\n      \
+                  queue-id: 2\n";
+    check(
+        &write("nmstate-ports-config", &[("bond0.yml", config)]),
+        &Expect {
+            opts: "mode=active-backup miimon=100 prio=eth0:5,eth1:-3",
+            dropped: &["!queue-id"],
+            ..Expect::default()
+        },
+    );
     let indent = |t: &str| t.lines().map(|l| format!("    {l}\n")).collect::<String>();
     let nncp = format!(
         "apiVersion: nmstate.io/v1\nkind: NodeNetworkConfigurationPolicy\nmetadata:\n  name: \

@@ -20,17 +20,24 @@ impl Bond {
                 info.speed_mbps.unwrap_or(0),
                 info.full_duplex.unwrap_or(false),
             );
-            if let Some((_, prio)) = self
-                .opts
-                .actor_port_prio
-                .iter()
-                .find(|(n, _)| *n == info.name)
-            {
-                params.port_priority = *prio;
-            }
+            params.port_priority = actor_port_prio(&self.opts.actor_port_prio, &info.name);
             // Port ids are enslave positions on both sides, so the add cannot collide.
             l.add_port(now, id, params).expect("fresh LACP port id");
         }
+    }
+
+    /// Gives every member the `actor_port_prio` the options name for it (255 if none), after
+    /// the option changed at run time. Other modes: nothing.
+    pub(super) fn set_lacp_priorities(&mut self, now: Instant) {
+        let Some(l) = &mut self.lacp else { return };
+        for (i, p) in self.ports.iter().enumerate() {
+            let id = PortId(i as u16);
+            if l.has_port(id) {
+                let prio = actor_port_prio(&self.opts.actor_port_prio, &p.info.name);
+                l.set_port_priority(now, id, prio);
+            }
+        }
+        self.sync_lacp(now);
     }
 
     /// Tells the LACP engine about every member whose usability changed.
@@ -87,4 +94,12 @@ impl Bond {
         }
         self.update_weighted(now);
     }
+}
+
+/// The `actor_port_prio` the option gives member `name`: its value, else the kernel's 255.
+fn actor_port_prio(table: &[(String, u16)], name: &str) -> u16 {
+    table
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or(255, |(_, p)| *p)
 }

@@ -43,7 +43,7 @@ pub fn liveness(key: &str) -> Liveness {
         | "primary_reselect" | "num_grat_arp" | "num_unsol_na" | "resend_igmp"
         | "all_slaves_active" | "arp_interval" | "arp_ip_target" | "ns_ip6_target"
         | "arp_validate" | "arp_all_targets" | "arp_missed_max" | "xmit_hash_policy"
-        | "packets_per_slave" | "prio" => Liveness::Live,
+        | "packets_per_slave" | "prio" | "actor_port_prio" => Liveness::Live,
         "mode" | "fail_over_mac" => Liveness::NoMembers,
         "lacp_rate" | "lacp_active" | "ad_select" | "ad_user_port_key" | "tlb_dynamic_lb"
         | "coupled_control" => Liveness::BondDown,
@@ -118,15 +118,18 @@ impl Bond {
             if key == "primary" && !value.is_empty() && self.port_by_name(value).is_none() {
                 return Err(refuse(format!("'{value}' is not a member of the bond")));
             }
-            if key == "prio" {
-                // The driver sets prio on a member; lagd names the members in the value.
-                if let Some((m, _)) = opts
-                    .prio
+            // The driver sets these on a member; lagd names the members in the value.
+            let named: Vec<&str> = match key.as_str() {
+                "prio" => opts.prio.iter().map(|(m, _)| m.as_str()).collect(),
+                "actor_port_prio" => opts
+                    .actor_port_prio
                     .iter()
-                    .find(|(m, _)| self.port_by_name(m).is_none())
-                {
-                    return Err(refuse(format!("'{m}' is not a member of the bond")));
-                }
+                    .map(|(m, _)| m.as_str())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if let Some(m) = named.iter().find(|m| self.port_by_name(m).is_none()) {
+                return Err(refuse(format!("'{m}' is not a member of the bond")));
             }
             changed.push(format!("{key}={value}"));
         }
@@ -183,7 +186,8 @@ impl Bond {
             arp_missed_max,
             xmit_hash_policy,
             packets_per_slave,
-            prio
+            prio,
+            actor_port_prio
         );
         probe.explicit_miimon = cur.explicit_miimon;
         // Which keys were given is bookkeeping for warnings, not an option.
@@ -281,6 +285,9 @@ impl Bond {
         }
         if arp_changed {
             self.arp = ArpMonitor::new(&self.opts);
+        }
+        if old.actor_port_prio != self.opts.actor_port_prio {
+            self.set_lacp_priorities(now);
         }
         // The driver reselects when primary or primary_reselect is set, and when a member's
         // prio is set while no primary member is configured.

@@ -39,8 +39,9 @@
 //! member going back is used at once (the driver ignores `updelay` then, and so does lagd).
 //!
 //! After an active-backup failover the bond announces itself on the new active member with
-//! `num_grat_arp` gratuitous ARPs and `num_unsol_na` unsolicited IPv6 neighbour advertisements
-//! (one per address, to all nodes, with the Override flag), `peer_notif_delay` apart (one
+//! `num_grat_arp` gratuitous ARPs and as many unsolicited IPv6 neighbour advertisements (one per
+//! address, to all nodes, with the Override flag; `num_unsol_na` is the same number under
+//! another name, as in the driver), `peer_notif_delay` apart (one
 //! `miimon` interval when 0), so switches and neighbours relearn where the bond's MAC lives. The
 //! bond's addresses are learned from the ARP and neighbour-discovery frames the host sends
 //! (in [`Bond::transmit`]); lagd needs no address configuration of its own.

@@ -289,9 +289,11 @@ pub struct BondOptions {
     pub primary_reselect: PrimaryReselect,
     /// `fail_over_mac`.
     pub fail_over_mac: FailOverMac,
-    /// `num_grat_arp`: gratuitous ARPs after a failover.
+    /// `num_grat_arp`: gratuitous ARPs after a failover. The kernel's `num_peer_notif`, which
+    /// `num_unsol_na` names too: setting either sets both.
     pub num_grat_arp: u8,
-    /// `num_unsol_na`: unsolicited IPv6 neighbour advertisements after a failover.
+    /// `num_unsol_na`: unsolicited IPv6 neighbour advertisements (one per address) after a
+    /// failover; always equal to `num_grat_arp` when set through the option names.
     pub num_unsol_na: u8,
     /// `all_slaves_active`: deliver frames received on backup members too.
     pub all_slaves_active: bool,
@@ -340,7 +342,9 @@ pub struct BondOptions {
     /// long to the partner it had skips the aggregate wait (flap dampening).
     pub lacp_rejoin_hold: u32,
     /// `actor_port_prio` per member (the kernel's per-slave option, Linux 6.18), written
-    /// `actor_port_prio=eth0:100,eth1:200`; members not named keep 255. Lower is preferred.
+    /// `actor_port_prio=eth0:100,eth1:200`; members not named keep 255. Sent in the members'
+    /// LACPDUs; with `ad_select=actor_port_prio` the aggregator whose members' values add up
+    /// to the most carries the traffic. Changes at run time (as the kernel's per-slave option).
     pub actor_port_prio: Vec<(String, u16)>,
     /// `prio` per member (the kernel's per-slave option, Linux 6.0), written
     /// `prio=eth0:10,eth1:-50`; members not named have 0. Higher is preferred: with no
@@ -628,8 +632,13 @@ impl BondOptions {
             "fail_over_mac" => {
                 self.fail_over_mac = choice(value, FailOverMac::parse, FailOverMac::expected())?
             }
-            "num_grat_arp" => self.num_grat_arp = number(value, 0, 255, "a count")? as u8,
-            "num_unsol_na" => self.num_unsol_na = number(value, 0, 255, "a count")? as u8,
+            // One value in the driver (its num_peer_notif): either name sets both, the last
+            // one given wins.
+            "num_grat_arp" | "num_unsol_na" => {
+                let n = number(value, 0, 255, "a count")? as u8;
+                self.num_grat_arp = n;
+                self.num_unsol_na = n;
+            }
             "all_slaves_active" => self.all_slaves_active = boolean(value)?,
             "resend_igmp" => self.resend_igmp = number(value, 0, 255, "a count")? as u8,
             "arp_interval" => {
@@ -695,7 +704,7 @@ impl BondOptions {
             "lacp_active" => self.lacp_active = boolean(value)?,
             "ad_select" => {
                 self.ad_select = value.parse().map_err(|_| {
-                    format!("invalid value '{value}': expected one of stable, bandwidth, count")
+                    format!("invalid value '{value}': expected one of stable, bandwidth, count, actor_port_prio")
                 })?
             }
             "ad_actor_sys_prio" => {
@@ -1051,6 +1060,21 @@ mod test {
         assert!(e.reason.contains("balance-xor"), "{e}");
         let e = o.set("xmit_hash_policy", "ovs-tcp").unwrap_err();
         assert!(e.reason.contains("layer3+4"), "{e}");
+        let mut n = BondOptions::default();
+        n.set("num_grat_arp", "10").unwrap();
+        assert_eq!(
+            (n.num_grat_arp, n.num_unsol_na),
+            (10, 10),
+            "one value, two names"
+        );
+        n.set("num_unsol_na", "3").unwrap();
+        assert_eq!(
+            (n.num_grat_arp, n.num_unsol_na),
+            (3, 3),
+            "the last one given wins"
+        );
+        assert!(n.set("num_unsol_na", "256").is_err());
+        assert_eq!((n.num_grat_arp, n.num_unsol_na), (3, 3));
         let e = o.set("ad_select", "9").unwrap_err();
         assert_eq!(e.key, "ad_select");
         let e = o.set("miimonn", "100").unwrap_err();

@@ -1258,6 +1258,40 @@ fn actor_port_prio_reaches_the_lacpdus() {
     assert!(seen, "LACPDUs were sent");
 }
 
+#[test]
+fn actor_port_prio_changes_at_run_time() {
+    let mut b = bond("mode=802.3ad lacp_rate=fast actor_port_prio=eth1:7", 2);
+    b.tick(at(0));
+    let mut buf = [0u8; 128];
+    while b.poll_at(at(0), &mut buf).is_some() {}
+    let kv = |v: &str| vec![("actor_port_prio".to_owned(), v.to_owned())];
+    // A member that is not the bond's is refused, and nothing changes.
+    let e = b.change_options(at(100), &kv("eth9:5")).unwrap_err();
+    assert_eq!(e.key, "actor_port_prio");
+    assert!(e.reason.contains("eth9"), "{e}");
+    assert_eq!(
+        b.snapshot(at(100)).lacp.unwrap().ports[1]
+            .actor
+            .port_priority,
+        7
+    );
+    // eth0 named, eth1 no longer: eth1 goes back to 255; both sent at once.
+    let done = b.change_options(at(1500), &kv("eth0:1000")).unwrap();
+    b.tick(at(1500));
+    assert_eq!(done.changed, ["actor_port_prio=eth0:1000"]);
+    assert_eq!(b.options().actor_port_prio, [("eth0".to_owned(), 1000)]);
+    let snap = b.snapshot(at(1500)).lacp.unwrap();
+    assert_eq!(snap.ports[0].actor.port_priority, 1000);
+    assert_eq!(snap.ports[1].actor.port_priority, 255);
+    let mut sent = Vec::new();
+    while let Some(tx) = b.poll_at(at(1500), &mut buf) {
+        let pdu = crate::wire::slow::LacpRepr::parse_frame(&buf[..tx.len]).unwrap();
+        sent.push((tx.port, pdu.actor.port_priority));
+    }
+    sent.sort();
+    assert_eq!(sent, [(PortId(0), 1000), (PortId(1), 255)]);
+}
+
 /// A neighbour solicitation the host sends from the bond's MAC and address 2001:db8::10.
 fn host_ns() -> Vec<u8> {
     let src: std::net::Ipv6Addr = "2001:db8::10".parse().unwrap();
@@ -1314,7 +1348,12 @@ fn failover_sends_unsolicited_neighbour_advertisements() {
         }
     }
     kinds.sort();
-    assert_eq!(kinds, [(1000, "arp"), (1000, "na"), (1100, "na")]);
+    // num_unsol_na=2 given last sets num_grat_arp too (one value in the driver): two rounds
+    // of both.
+    assert_eq!(
+        kinds,
+        [(1000, "arp"), (1000, "na"), (1100, "arp"), (1100, "na")]
+    );
 }
 
 /// Every frame the bond wants sent at `now`: (member, frame).

@@ -53,6 +53,9 @@ pub enum AdSelect {
     Bandwidth,
     /// The aggregator with the most ports; ties by bandwidth.
     Count,
+    /// The aggregator whose ports' `actor_port_prio` values add up to the most (Linux 6.18);
+    /// ties by port count, then by bandwidth. The kernel's value 3.
+    ActorPortPrio,
 }
 
 /// A config value name that is not one of the kernel's.
@@ -97,12 +100,13 @@ impl fmt::Display for LacpRate {
 }
 
 impl AdSelect {
-    /// The kernel's name: `stable`, `bandwidth` or `count`.
+    /// The kernel's name: `stable`, `bandwidth`, `count` or `actor_port_prio`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Stable => "stable",
             Self::Bandwidth => "bandwidth",
             Self::Count => "count",
+            Self::ActorPortPrio => "actor_port_prio",
         }
     }
 }
@@ -110,12 +114,14 @@ impl AdSelect {
 impl FromStr for AdSelect {
     type Err = ParseNameError;
 
-    /// Accepts the kernel's names and numbers: `stable`/`0`, `bandwidth`/`1`, `count`/`2`.
+    /// Accepts the kernel's names and numbers: `stable`/`0`, `bandwidth`/`1`, `count`/`2`,
+    /// `actor_port_prio`/`3`.
     fn from_str(s: &str) -> Result<Self, ParseNameError> {
         match s {
             "stable" | "0" => Ok(Self::Stable),
             "bandwidth" | "1" => Ok(Self::Bandwidth),
             "count" | "2" => Ok(Self::Count),
+            "actor_port_prio" | "3" => Ok(Self::ActorPortPrio),
             _ => Err(ParseNameError),
         }
     }

@@ -152,7 +152,9 @@ pub struct PortParams {
     pub speed_mbps: u32,
     /// The last known duplex.
     pub full_duplex: bool,
-    /// The port priority (lower is better; default 255, as Linux).
+    /// The port priority (`actor_port_prio`; default 255, as Linux). Sent in the LACPDUs;
+    /// with `ad_select=actor_port_prio` the aggregator whose ports' priorities add up to the
+    /// most is the active one.
     pub port_priority: u16,
 }
 
@@ -662,6 +664,26 @@ impl Lacp {
             // A new operational key: the port must be selected again, and the partner told.
             p.key = key;
             p.selected = Selected::Unselected;
+            p.ntt = true;
+        }
+        self.run(now);
+        self.note(&before);
+    }
+
+    /// Sets a port's priority (`actor_port_prio`) at run time, as the kernel's per-slave option
+    /// does: the port's next LACPDU carries it (sent at once), and under
+    /// `ad_select=actor_port_prio` the active aggregator is chosen again with it.
+    ///
+    /// # Panics
+    /// If the bond has no such port.
+    pub fn set_port_priority(&mut self, now: Instant, port: PortId, priority: u16) {
+        let now = self.advance(now);
+        let before = self.observe();
+        self.run(now);
+        let idx = self.expect_index(port);
+        let p = &mut self.ports[idx];
+        if p.priority != priority {
+            p.priority = priority;
             p.ntt = true;
         }
         self.run(now);
@@ -1195,6 +1217,10 @@ mod test {
         assert_eq!("0".parse(), Ok(LacpRate::Slow));
         assert_eq!("count".parse(), Ok(AdSelect::Count));
         assert_eq!("1".parse(), Ok(AdSelect::Bandwidth));
+        assert_eq!("actor_port_prio".parse(), Ok(AdSelect::ActorPortPrio));
+        assert_eq!("3".parse(), Ok(AdSelect::ActorPortPrio));
+        assert_eq!("4".parse::<AdSelect>(), Err(ParseNameError));
+        assert_eq!(AdSelect::ActorPortPrio.to_string(), "actor_port_prio");
         assert_eq!("bogus".parse::<AdSelect>(), Err(ParseNameError));
         assert_eq!(AdSelect::Stable.to_string(), "stable");
         assert_eq!(LacpRate::Fast.to_string(), "fast");

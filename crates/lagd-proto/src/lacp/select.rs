@@ -21,12 +21,19 @@
 //!
 //! 1. not Individual where the best is;
 //! 2. else has a partner (non-zero system) where the best has none;
-//! 3. else, by policy — `count`: more ports, ties by bandwidth; `stable` and `bandwidth`:
-//!    more bandwidth (the sum of the ports' speeds).
+//! 3. else, by policy — `actor_port_prio` (Linux 6.18): the larger sum of the ports'
+//!    `actor_port_prio` values, ties as `count`; `count`: more ports, ties by bandwidth;
+//!    `stable` and `bandwidth`: more bandwidth (the sum of the ports' speeds).
 //!
-//! Ties keep the earlier best. With `stable`, the current active aggregator stays while it is
+//! Ports, bandwidth and priorities count the aggregator's ports that have carrier. Note that
+//! under `actor_port_prio` the larger number wins (the kernel's rule), where LACP itself
+//! prefers the lower port priority. Ties keep the earlier best. With `stable`, the current active aggregator stays while it is
 //! a candidate and it has a partner or neither it nor the best has one (unless its key is 0
 //! and the best's is not).
+//!
+//! The choice is made again whenever the machines run, so a port priority changed at run time
+//! takes effect at once; the kernel makes it at its next selection (a member's link change,
+//! one selected or released), which its own selftest causes by setting a member down and up.
 //!
 //! Ports selected to the active aggregator are SELECTED; ports selected to any other are
 //! STANDBY: a bond forwards over one aggregator, so the others must not attach (their Mux
@@ -233,6 +240,8 @@ struct Candidate {
     key: u16,
     ports: usize,
     bandwidth: u64,
+    /// The sum of the ports' `actor_port_prio` values.
+    priority: u64,
 }
 
 fn candidates(ports: &[Port], aggs: &[Aggregator]) -> Vec<Candidate> {
@@ -242,8 +251,12 @@ fn candidates(ports: &[Port], aggs: &[Aggregator]) -> Vec<Candidate> {
             let members = ports.iter().filter(|p| {
                 p.aggregator == Some(a.id) && p.port_enabled && p.selected != Selected::Unselected
             });
-            let (n, bw) = members.fold((0usize, 0u64), |(n, bw), p| {
-                (n + 1, bw + u64::from(p.speed_mbps))
+            let (n, bw, prio) = members.fold((0usize, 0u64, 0u64), |(n, bw, prio), p| {
+                (
+                    n + 1,
+                    bw + u64::from(p.speed_mbps),
+                    prio + u64::from(p.priority),
+                )
             });
             (n > 0).then_some(Candidate {
                 id: a.id,
@@ -252,6 +265,7 @@ fn candidates(ports: &[Port], aggs: &[Aggregator]) -> Vec<Candidate> {
                 key: a.actor_key,
                 ports: n,
                 bandwidth: bw,
+                priority: prio,
             })
         })
         .collect();
@@ -268,7 +282,8 @@ fn better(c: &Candidate, best: &Candidate, policy: AdSelect) -> bool {
         return c.has_partner;
     }
     match policy {
-        AdSelect::Count if c.ports != best.ports => c.ports > best.ports,
+        AdSelect::ActorPortPrio if c.priority != best.priority => c.priority > best.priority,
+        AdSelect::Count | AdSelect::ActorPortPrio if c.ports != best.ports => c.ports > best.ports,
         _ => c.bandwidth > best.bandwidth,
     }
 }
@@ -307,7 +322,12 @@ mod test {
             key: 15,
             ports,
             bandwidth: bw,
+            priority: 255 * ports as u64,
         }
+    }
+
+    fn with_prio(c: Candidate, priority: u64) -> Candidate {
+        Candidate { priority, ..c }
     }
 
     #[test]
@@ -335,5 +355,42 @@ mod test {
             &two_slow,
             AdSelect::Bandwidth
         ));
+    }
+
+    #[test]
+    fn actor_port_prio_the_larger_sum_wins_whatever_count_or_bandwidth() {
+        let many = with_prio(cand(1, false, true, 3, 30_000), 30);
+        let one = with_prio(cand(2, false, true, 1, 1_000), 1000);
+        assert!(better(&one, &many, AdSelect::ActorPortPrio));
+        assert!(!better(&many, &one, AdSelect::ActorPortPrio));
+        // The other policies do not look at the priorities.
+        assert!(better(&many, &one, AdSelect::Count));
+        assert!(better(&many, &one, AdSelect::Bandwidth));
+    }
+
+    #[test]
+    fn actor_port_prio_ties_go_to_count_then_bandwidth_then_the_earlier() {
+        let two = with_prio(cand(1, false, true, 2, 2_000), 510);
+        let three = with_prio(cand(2, false, true, 3, 3_000), 510);
+        assert!(better(&three, &two, AdSelect::ActorPortPrio));
+        assert!(!better(&two, &three, AdSelect::ActorPortPrio));
+        let slow = with_prio(cand(3, false, true, 2, 2_000), 510);
+        let fast = with_prio(cand(4, false, true, 2, 20_000), 510);
+        assert!(better(&fast, &slow, AdSelect::ActorPortPrio));
+        assert!(!better(&slow, &fast, AdSelect::ActorPortPrio));
+        // All equal: the best so far stays.
+        assert!(!better(&two, &slow, AdSelect::ActorPortPrio));
+        assert!(!better(&slow, &two, AdSelect::ActorPortPrio));
+    }
+
+    #[test]
+    fn actor_port_prio_comes_after_individual_and_partner() {
+        let lag = with_prio(cand(1, false, true, 1, 1_000), 1);
+        let ind = with_prio(cand(2, true, true, 1, 1_000), 65_535);
+        let lonely = with_prio(cand(3, false, false, 1, 1_000), 65_535);
+        assert!(!better(&ind, &lag, AdSelect::ActorPortPrio));
+        assert!(!better(&lonely, &lag, AdSelect::ActorPortPrio));
+        assert!(better(&lag, &ind, AdSelect::ActorPortPrio));
+        assert!(better(&lag, &lonely, AdSelect::ActorPortPrio));
     }
 }

@@ -220,8 +220,13 @@ pub fn export(config: &Config, dialect: &str) -> Result<Exported, String> {
         let needed = value != default
             || key == "mode"
             || (key == "miimon" && matches!(dialect, "nm" | "nmstate"));
-        // NetworkManager (1.44) sets prio on each port: its port files carry it.
-        if !needed || (key == "prio" && dialect == "nm") {
+        // NetworkManager (1.44) sets prio on each port: its port files carry it (nmstate: its
+        // ports-config, each port's priority). The driver's
+        // num_unsol_na is num_grat_arp under another name: written once, as num_grat_arp.
+        if !needed
+            || (key == "prio" && matches!(dialect, "nm" | "nmstate"))
+            || (key == "num_unsol_na" && o.num_unsol_na == o.num_grat_arp)
+        {
             continue;
         }
         match key_in(dialect, key) {
@@ -343,6 +348,12 @@ pub fn export(config: &Config, dialect: &str) -> Result<Exported, String> {
                     yaml_str(v)
                 };
                 let _ = writeln!(s, "      {k}: {v}");
+            }
+            if !o.prio.is_empty() {
+                let _ = writeln!(s, "    ports-config:");
+                for (m, p) in &o.prio {
+                    let _ = writeln!(s, "    - name: {}\n      priority: {p}", yaml_str(m));
+                }
             }
             for m in members {
                 let _ = writeln!(s, "- name: {}\n  type: ethernet\n  state: up", yaml_str(m));

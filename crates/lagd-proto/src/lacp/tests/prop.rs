@@ -72,7 +72,8 @@ fn config() -> impl Strategy<Value = LacpConfig> {
         prop_oneof![
             Just(AdSelect::Stable),
             Just(AdSelect::Bandwidth),
-            Just(AdSelect::Count)
+            Just(AdSelect::Count),
+            Just(AdSelect::ActorPortPrio)
         ],
         0..3u32,
         prop_oneof![Just(None), Just(Some(Duration::from_secs(4)))],

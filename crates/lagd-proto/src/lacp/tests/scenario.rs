@@ -339,6 +339,46 @@ fn ad_select_count_and_bandwidth_disagree() {
 }
 
 #[test]
+fn ad_select_actor_port_prio_follows_the_priorities() {
+    // Three equal links: two to bond 1, one to bond 2. Count and bandwidth choose bond 1;
+    // actor_port_prio chooses the larger sum of priorities.
+    let mut sim = split(AdSelect::ActorPortPrio, [10_000; 3]);
+    sim.bonds[0].set_port_priority(sim.now, PortId(2), 1000);
+    sim.all_links_up();
+    sim.run_until(at(10_000));
+    assert_eq!(sim.distributing(0), [2], "1000 beats 255 + 255");
+    // The default priorities: 510 against 255.
+    let mut sim = split(AdSelect::ActorPortPrio, [10_000; 3]);
+    sim.all_links_up();
+    sim.run_until(at(10_000));
+    assert_eq!(sim.distributing(0), [0, 1]);
+    // Changed at run time: the new priority is sent at once and the choice follows it, with
+    // no link event (the kernel waits for its next selection).
+    let t = sim.now;
+    sim.bonds[0].set_port_priority(t, PortId(2), 600);
+    sim.run_until(t + LATENCY);
+    assert!(
+        sim.lacpdus_sent(0, 2).contains(&t),
+        "a LACPDU with the new priority at once"
+    );
+    sim.run_until(at(20_000));
+    assert_eq!(sim.distributing(0), [2], "600 beats 510");
+    assert_eq!(sim.snap(0).ports[2].actor.port_priority, 600);
+    // Not sticky (unlike stable): the other aggregator takes over again when it leads.
+    sim.bonds[0].set_port_priority(sim.now, PortId(0), 400);
+    sim.run_until(at(30_000));
+    assert_eq!(sim.distributing(0), [0, 1], "400 + 255 beats 600");
+    // Ties go to the port count: 600 against 345 + 255.
+    sim.bonds[0].set_port_priority(sim.now, PortId(0), 345);
+    sim.run_until(at(40_000));
+    assert_eq!(sim.distributing(0), [0, 1]);
+    // Only ports with carrier count: link 1 lost leaves 345 against 600.
+    sim.link_down(1);
+    sim.run_until(at(50_000));
+    assert_eq!(sim.distributing(0), [2]);
+}
+
+#[test]
 fn ad_select_stable_keeps_the_active_aggregator() {
     for (select, want) in [
         (AdSelect::Stable, vec![2]),

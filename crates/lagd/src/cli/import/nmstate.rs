@@ -148,6 +148,50 @@ pub(super) fn import_nmstate(
                                 }
                             }
                         }
+                        "ports-config" => {
+                            // Each port's `priority` is the bond port's prio (NetworkManager's
+                            // [bond-port] prio, the kernel's per-slave prio), not the LACP
+                            // actor_port_prio; `queue-id` has no counterpart in lagd.
+                            let mut prios = Vec::new();
+                            for pc in lv.as_vec().into_iter().flatten() {
+                                let Some(port) = pc["name"].as_str() else {
+                                    out.drop_setting(
+                                        "link-aggregation.ports-config: an entry without a name",
+                                    );
+                                    continue;
+                                };
+                                out.add_member(port);
+                                for (pk, pv) in pc.as_hash().into_iter().flatten() {
+                                    match pk.as_str() {
+                                        Some("name") => {}
+                                        Some("priority") => match yaml_text(pv) {
+                                            Some(p) => prios.push(format!("{port}:{p}")),
+                                            None => out.drop_setting(format!(
+                                                "link-aggregation.ports-config {port} \
+                                                 priority: value not understood"
+                                            )),
+                                        },
+                                        Some("queue-id") => out.drop_setting(format!(
+                                            "link-aggregation.ports-config {port} queue-id: \
+                                             lagd has no per-member transmit queue id"
+                                        )),
+                                        other => out.drop_setting(format!(
+                                            "link-aggregation.ports-config {port} {}: not a \
+                                             bond port setting lagd knows",
+                                            other.unwrap_or("?")
+                                        )),
+                                    }
+                                }
+                            }
+                            if !prios.is_empty() {
+                                take_option(
+                                    &mut out,
+                                    "prio",
+                                    &prios.join(","),
+                                    "link-aggregation.ports-config priority",
+                                );
+                            }
+                        }
                         "options" => {
                             for (ok, ov) in lv.as_hash().into_iter().flatten() {
                                 let Some(ok) = ok.as_str() else { continue };

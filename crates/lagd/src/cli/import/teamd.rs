@@ -146,7 +146,10 @@ pub(super) fn import_team_config(
                 Some(p @ ("lacp_prio" | "lacp_prio_stable")) => {
                     out.set("ad_select", "stable");
                     out.drop_setting(format!(
-                        "runner.agg_select_policy={p}: the kernel has no LACP-priority aggregator choice; ad_select=stable"
+                        "runner.agg_select_policy={p}: the kernel has no LACP-priority aggregator choice \
+                         (its ad_select=actor_port_prio, Linux 6.18, prefers the larger sum of the \
+                         members' priorities, where teamd orders them as LACP does, lower first); \
+                         ad_select=stable"
                     ));
                 }
                 _ => out.drop_setting(format!(
