@@ -1016,7 +1016,8 @@ INLINE void tlb_source(struct __sk_buff *skb, const struct table *t, int from_bo
 
 // The common frame's layer3+4 hash (common_send, below, says which frame that is), in the
 // fewest instructions: balance-xor and 802.3ad with layer3+4 (and encap3+4, which comes to
-// the same hash for this frame) are what most bonds run. 0: not the common frame.
+// the same hash for this frame) are what most bonds run. Returns the frame's IP protocol (6
+// or 17), 0 when it is not the common frame.
 INLINE int plain_l34_hash(struct __sk_buff *skb, __u32 *out) {
     if (skb->vlan_present)
         return 0;
@@ -1026,14 +1027,19 @@ INLINE int plain_l34_hash(struct __sk_buff *skb, __u32 *out) {
         return 0;
     __u16 type = *(const __u16 *)(p + 12);
     __u32 h;
+    int l4;
     if (type == __builtin_bswap16(ETH_P_IP)) {
         // Version and IHL 0x45; flags and offset but DF zero (not a fragment).
+        l4 = p[23];
         if (p[14] != 0x45 || (*(const __u16 *)(p + 20) & __builtin_bswap16(0x3fff)) ||
-            (p[23] != 6 && p[23] != 17))
+            (l4 != 6 && l4 != 17))
             return 0;
         h = *(const __u32 *)(p + 34) ^ *(const __u32 *)(p + 26) ^ *(const __u32 *)(p + 30);
     } else if (type == __builtin_bswap16(ETH_P_IPV6)) {
-        if (p + 14 + 40 + 4 > end || (p[20] != 6 && p[20] != 17))
+        if (p + 14 + 40 + 4 > end)
+            return 0;
+        l4 = p[20];
+        if (l4 != 6 && l4 != 17)
             return 0;
         const __u32 *a = (const __u32 *)(p + 22);
         h = *(const __u32 *)(p + 54) ^ a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
@@ -1043,7 +1049,7 @@ INLINE int plain_l34_hash(struct __sk_buff *skb, __u32 *out) {
     h ^= h >> 16;
     h ^= h >> 8;
     *out = h >> 1;
-    return 1;
+    return l4;
 }
 
 // The member modulo or buckets picks for `hash` (NO_PORT if none), buckets counting the
@@ -1196,6 +1202,52 @@ INLINE int common_send(struct __sk_buff *skb, const struct table *t) {
     return balanced_send(skb, t, l34 ? h >> 1 : h, 0, from_bond);
 }
 
+// Broadcast (RULE_ALL); `tcp`: the frame carries TCP.
+INLINE int broadcast_send(struct __sk_buff *skb, const struct table *t, int tcp) {
+    // The frame itself goes on the last usable member (tcx knows no "consumed" verdict,
+    // and a drop would tell the sender, TCP, that it never left); every other member gets
+    // a clone. A TCP segment's clones go round their member's receive path first
+    // (DEFERRED_COPY), so that the far end receives the segment itself before them: the
+    // clone helper made the segment's own head private, and a busy receiving TCP merges
+    // the next segment into an unshared duplicate that arrived last (bench/kernels.md,
+    // "Broadcast on 6.12"). Other frames' clones leave at once (no such merging; the
+    // extra pass costs small datagrams more than it is worth).
+    __u32 n = t->n_usable;
+    if (n == 0 || n > MAX_MEMBERS) {
+        count_tx(MAX_MEMBERS, skb->len);
+        return TC_ACT_SHOT;
+    }
+    __u64 how = 0;
+    __u32 mark = skb->mark, cb3 = skb->cb[3], cb4 = skb->cb[4];
+    if (n > 1 && tcp) {
+        how = BPF_F_INGRESS;
+        skb->mark = DEFERRED_COPY;
+        skb->cb[4] = DEFERRED_COPY;
+    }
+    #pragma unroll
+    for (__u32 i = 0; i < MAX_MEMBERS - 1; i++) {
+        if (i + 1 >= n)
+            break;
+        __u32 port = t->usable[i] & (MAX_MEMBERS - 1);
+        __u32 ifindex = t->ifindex[port];
+        if (how)
+            skb->cb[3] = DEFERRED_COPY ^ ifindex;
+        if (ifindex != 0 && bpf_clone_redirect(skb, ifindex, how) == 0)
+            count_tx(port, skb->len);
+    }
+    skb->mark = mark;
+    skb->cb[3] = cb3;
+    skb->cb[4] = cb4;
+    __u32 last = t->usable[BOUND(n - 1, MAX_MEMBERS - 1)] & (MAX_MEMBERS - 1);
+    skb->cb[1] = last;
+    if (t->ifindex[last] == 0) {
+        count_tx(MAX_MEMBERS, skb->len);
+        return TC_ACT_SHOT;
+    }
+    count_tx(last, skb->len);
+    return bpf_redirect(t->ifindex[last], 0);
+}
+
 SEC("tcx/egress")
 int lagd_tap_egress(struct __sk_buff *skb) {
     if (orphaned(ALIVE_TAP_DROPPED))
@@ -1203,7 +1255,13 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     struct table *t = current_table();
     if (!t || t->rule == RULE_LAGD)
         return TC_ACT_OK;
-    if (t->rule != RULE_ALL && t->rule != RULE_STRIPE) {
+    if (t->rule == RULE_ALL) {
+        // The common frame is TCP or UDP, never lagd's.
+        __u32 hash;
+        int l4 = plain_l34_hash(skb, &hash);
+        if (l4)
+            return broadcast_send(skb, t, l4 == 6);
+    } else if (t->rule != RULE_STRIPE) {
         int verdict = common_send(skb, t);
         if (verdict >= 0)
             return verdict;
@@ -1230,45 +1288,8 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         count_tx(port, skb->len);
         return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], 0);
     }
-    if (t->rule == RULE_ALL) {
-        // The frame itself goes on the last usable member (tcx knows no "consumed" verdict,
-        // and a drop would tell the sender, TCP, that it never left); every other member gets
-        // a clone. A TCP segment's clones go round their member's receive path first
-        // (DEFERRED_COPY), so that the far end receives the segment itself before them: the
-        // clone helper made the segment's own head private, and a busy receiving TCP merges
-        // the next segment into an unshared duplicate that arrived last (bench/kernels.md,
-        // "Broadcast on 6.12"). Other frames' clones leave at once (no such merging; the
-        // extra pass costs small datagrams more than it is worth).
-        __u32 n = t->n_usable;
-        if (n == 0 || n > MAX_MEMBERS) {
-            count_tx(MAX_MEMBERS, skb->len);
-            return TC_ACT_SHOT;
-        }
-        __u64 how = 0;
-        __u32 mark = skb->mark;
-        if (n > 1 && carries_tcp(skb, &v)) {
-            how = BPF_F_INGRESS;
-            skb->mark = DEFERRED_COPY;
-        }
-        #pragma unroll
-        for (__u32 i = 0; i < MAX_MEMBERS - 1; i++) {
-            if (i + 1 >= n)
-                break;
-            __u32 port = t->usable[i] & (MAX_MEMBERS - 1);
-            __u32 ifindex = t->ifindex[port];
-            if (ifindex != 0 && bpf_clone_redirect(skb, ifindex, how) == 0)
-                count_tx(port, skb->len);
-        }
-        skb->mark = mark;
-        __u32 last = t->usable[BOUND(n - 1, MAX_MEMBERS - 1)] & (MAX_MEMBERS - 1);
-        skb->cb[1] = last;
-        if (t->ifindex[last] == 0) {
-            count_tx(MAX_MEMBERS, skb->len);
-            return TC_ACT_SHOT;
-        }
-        count_tx(last, skb->len);
-        return bpf_redirect(t->ifindex[last], 0);
-    }
+    if (t->rule == RULE_ALL)
+        return broadcast_send(skb, t, carries_tcp(skb, &v));
     __u32 hash = 0;
     int tlb = (t->flags & FLAG_TLB) != 0;
     int by_active = t->rule == RULE_ACTIVE;
@@ -1535,9 +1556,13 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     // Broadcast's clone for this member, handed to its receive path by the TAP's program:
     // it leaves by the member now, whatever the table says by then (a frame from the wire
     // never carries the mark: the kernel clears marks between namespaces, and a NIC sets
-    // none).
-    if (skb->mark == DEFERRED_COPY) {
+    // none). Where the kernel cleared the mark on the way here too, the clone's control
+    // block still holds the tag (a NIC's frames start with a zeroed one).
+    if (skb->mark == DEFERRED_COPY ||
+        (skb->cb[4] == DEFERRED_COPY && skb->cb[3] == (DEFERRED_COPY ^ skb->ifindex))) {
         skb->mark = 0;
+        skb->cb[3] = 0;
+        skb->cb[4] = 0;
         return bpf_redirect(skb->ifindex, 0);
     }
     struct table *t = current_table();

@@ -28,8 +28,11 @@ enum lagd_limits {
     NO_PORT = 0xff,   // "no member" in the table's port fields and in cb[1]
 };
 
-// The mark (`skb->mark`) on broadcast's clones while they go round a member's receive path
-// (the TAP's program hands them there, the members' program sends them out).
+// The tag on broadcast's clones while they go round a member's receive path (the TAP's
+// program hands them there, the members' program sends them out): `skb->mark`, and, for the
+// kernels that clear the mark when a frame enters a receive path within its namespace (5.10
+// as Debian 11 first shipped it: `skb_scrub_packet` always cross-namespace there), `cb[4]`
+// with `cb[3]` the same value XOR the member's interface index.
 enum lagd_marks {
     DEFERRED_COPY = 0x6c616764, // 'lagd'; never on a frame from the wire
 };

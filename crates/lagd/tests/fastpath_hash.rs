@@ -655,6 +655,19 @@ fn marked_broadcast_clones_leave_by_their_member_whatever_the_table() {
             before,
             "{rule:?}: a clone leaving is no frame received"
         );
+        // Where the kernel cleared the mark on the way: the control block's tag, bound to
+        // the member's interface (a test run's frame is on the loopback device, index 1).
+        let mut cb = [0; 5];
+        cb[3] = DEFERRED_COPY ^ 1;
+        cb[4] = DEFERRED_COPY;
+        let tagged = fp.test_ingress_with_cb(data, 0, 0, cb).unwrap();
+        assert_eq!(tagged.verdict, REDIRECT, "{rule:?}: a tagged clone leaves");
+        cb[3] ^= 1;
+        assert_eq!(
+            fp.test_ingress_with_cb(data, 0, 0, cb).unwrap().verdict,
+            unmarked,
+            "{rule:?}: a tag for another member is any frame"
+        );
         let other = fp.test_ingress_marked(data, 0, DEFERRED_COPY ^ 1).unwrap();
         assert_eq!(
             other.verdict, unmarked,
@@ -666,6 +679,93 @@ fn marked_broadcast_clones_leave_by_their_member_whatever_the_table() {
             "{rule:?}"
         );
     }
+}
+
+/// Broadcast on real interfaces (a test namespace pair joined by two veth links): a TCP
+/// segment's clone goes round its member's receive path, where the members' program sends it
+/// out by the member (so the far end gets the segment itself first); every other frame's clone
+/// leaves at once. Without the members' program on the member the TCP clone never reaches the
+/// far end, which tells the two ways apart.
+#[test]
+fn broadcast_defers_tcp_clones_through_their_members_receive_path() {
+    use lagd_lab::topology::{Side, Topology, link_counters};
+    use lagd_sys::clsact::Attach;
+    use lagd_sys::netns::NetNs;
+    require_root();
+    let topo = Topology::create(2).expect("a namespace pair with two links");
+    let (a, b) = (topo.ns(Side::A).to_owned(), topo.ns(Side::B).to_owned());
+    let links: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
+    let ifindex = |dev: &str| -> u32 {
+        let out = topo
+            .ip(Side::A, &["-o", "link", "show", "dev", dev])
+            .expect("ip link show");
+        out.split(':')
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .expect("ifindex")
+    };
+    let fp = FastPath::load().expect("load the fast path programs");
+    let mut t = table(Rule::All, 0, 0);
+    t.ifindex = [0; MAX_MEMBERS];
+    t.ifindex[0] = ifindex(&links[0]);
+    t.ifindex[1] = ifindex(&links[1]);
+    t.usable = vec![0, 1];
+    fp.set_table(&t).unwrap();
+    let ns = NetNs::open(&a).expect("open the test namespace");
+    // The far end's frames received on the first link (the clone's member), over one run of the
+    // TAP's program on `frame` (the frame itself is the second link's: a test run does not send
+    // it).
+    let clones_arriving = |frame: &[u8]| -> u64 {
+        let before = link_counters(&b, &links[0]).unwrap();
+        let run = ns.run(|| fp.test_egress(frame)).unwrap().unwrap();
+        assert_eq!(
+            (run.verdict, run.port),
+            (REDIRECT, 1),
+            "the frame itself: last member"
+        );
+        // The far end counts what its veth received; give the softirq a moment.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        link_counters(&b, &links[0])
+            .unwrap()
+            .since(before)
+            .rx_packets
+    };
+    // The common frame's path and, tagged, the general path.
+    let tcp = tcp_segment(true, false, 100);
+    let tagged = tcp_segment(true, true, 100);
+    let udp = udp_datagram(40000, 100);
+    assert_eq!(
+        clones_arriving(&udp),
+        1,
+        "a UDP datagram's clone leaves at once"
+    );
+    for (what, f) in [("TCP segment", &tcp), ("tagged TCP segment", &tagged)] {
+        assert_eq!(
+            clones_arriving(f),
+            0,
+            "a {what}'s clone goes to its member's receive path, not out"
+        );
+    }
+    // With the members' program on the member, the marked clone leaves from there.
+    let attached = ns
+        .run(|| fp.attach_member(t.ifindex[0], Attach::Tc))
+        .unwrap()
+        .expect("attach the members' program");
+    for (what, f) in [("TCP segment", &tcp), ("tagged TCP segment", &tagged)] {
+        assert_eq!(
+            clones_arriving(f),
+            1,
+            "the {what}'s clone leaves by its member from its receive path"
+        );
+    }
+    assert_eq!(
+        clones_arriving(&udp),
+        1,
+        "the UDP datagram's clone as before"
+    );
+    ns.run(|| attached.detach()).unwrap().expect("detach");
 }
 
 /// An IPv6 TCP frame behind `n` destination-options headers (8 bytes each).

@@ -12,7 +12,7 @@ pub const MAX_MEMBERS: u32 = 16;
 /// "no member" in the table's port fields and in cb\[1\]
 pub const NO_PORT: u32 = 255;
 
-// enum lagd_marks: The mark (`skb->mark`) on broadcast's clones while they go round a member's receive path (the TAP's program hands them there, the members' program sends them out).
+// enum lagd_marks: The tag on broadcast's clones while they go round a member's receive path (the TAP's program hands them there, the members' program sends them out): `skb->mark`, and, for the kernels that clear the mark when a frame enters a receive path within its namespace (5.10 as Debian 11 first shipped it: `skb_scrub_packet` always cross-namespace there), `cb\[4\]` with `cb\[3\]` the same value XOR the member's interface index.
 /// 'lagd'; never on a frame from the wire
 pub const DEFERRED_COPY: u32 = 1818322788;
 

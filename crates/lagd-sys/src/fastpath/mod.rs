@@ -1067,7 +1067,7 @@ impl FastPath {
     }
 
     fn test_run(&self, prog: &OwnedFd, frame: &[u8], ingress_ifindex: u32) -> io::Result<TestRun> {
-        self.timed_run(prog, frame, ingress_ifindex, 0, 1)
+        self.timed_run(prog, frame, ingress_ifindex, 0, UNSET_CB, 1)
             .map(|(run, _)| run)
     }
 
@@ -1079,13 +1079,13 @@ impl FastPath {
         frame: &[u8],
         ingress_ifindex: u32,
         mark: u32,
+        cb: [u32; 5],
         repeat: u32,
     ) -> io::Result<(TestRun, u32)> {
         let mut ctx = [0u8; SKB_LEN];
         ctx[SKB_INGRESS_IFINDEX..SKB_INGRESS_IFINDEX + 4]
             .copy_from_slice(&ingress_ifindex.to_ne_bytes());
         ctx[SKB_MARK..SKB_MARK + 4].copy_from_slice(&mark.to_ne_bytes());
-        let cb = [NO_PORT as u32; 5];
         for (i, w) in cb.iter().enumerate() {
             ctx[SKB_CB + i * 4..SKB_CB + i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
         }
@@ -1116,7 +1116,7 @@ impl FastPath {
             // apart from a refused frame by running the frame without one.
             if ingress_ifindex != 0
                 && e.raw_os_error() == Some(libc::EINVAL)
-                && self.timed_run(prog, frame, 0, mark, 1).is_ok()
+                && self.timed_run(prog, frame, 0, mark, cb, 1).is_ok()
             {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -1163,7 +1163,23 @@ impl FastPath {
         ingress_ifindex: u32,
         mark: u32,
     ) -> io::Result<TestRun> {
-        self.timed_run(&self.ingress, frame, ingress_ifindex, mark, 1)
+        self.timed_run(&self.ingress, frame, ingress_ifindex, mark, UNSET_CB, 1)
+            .map(|(run, _)| run)
+    }
+
+    /// [`FastPath::test_ingress_marked`] with the control block's words `cb` (`skb->cb[]`) as
+    /// the frame brings them (the other test runs bring [`NO_PORT`] in each).
+    ///
+    /// # Errors
+    /// As [`FastPath::test_ingress`].
+    pub fn test_ingress_with_cb(
+        &self,
+        frame: &[u8],
+        ingress_ifindex: u32,
+        mark: u32,
+        cb: [u32; 5],
+    ) -> io::Result<TestRun> {
+        self.timed_run(&self.ingress, frame, ingress_ifindex, mark, cb, 1)
             .map(|(run, _)| run)
     }
 
@@ -1171,7 +1187,7 @@ impl FastPath {
     /// run's result and the kernel's mean time per run in ns (what a frame costs the program,
     /// with the test run's own per-run overhead; per-CPU state advances once per run).
     pub fn time_egress(&self, frame: &[u8], repeat: u32) -> io::Result<(TestRun, u32)> {
-        self.timed_run(&self.egress, frame, 0, 0, repeat)
+        self.timed_run(&self.egress, frame, 0, 0, UNSET_CB, repeat)
     }
 
     /// [`FastPath::time_egress`] for the members' program, the frame arriving on
@@ -1185,9 +1201,13 @@ impl FastPath {
         ingress_ifindex: u32,
         repeat: u32,
     ) -> io::Result<(TestRun, u32)> {
-        self.timed_run(&self.ingress, frame, ingress_ifindex, 0, repeat)
+        self.timed_run(&self.ingress, frame, ingress_ifindex, 0, UNSET_CB, repeat)
     }
 }
+
+/// The control block a test run's frame brings unless told otherwise: [`NO_PORT`] in every
+/// word (what the programs leave in `cb[0]` and `cb[1]` is read back).
+const UNSET_CB: [u32; 5] = [NO_PORT as u32; 5];
 
 /// The inner map: one table.
 fn inner_def() -> MapDef {
