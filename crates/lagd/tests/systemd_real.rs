@@ -248,6 +248,33 @@ impl Hosts {
         (ab.join().unwrap(), ba.join().unwrap())
     }
 
+    /// `systemctl VERB UNIT` under the probes (a datagram every ms each way, from 1 s before
+    /// it until 4 s in): what each way sent and received, printed with how long systemctl took.
+    fn probe_systemctl(
+        &self,
+        port: u16,
+        mode: &str,
+        verb: &str,
+        unit: &str,
+    ) -> ((u64, u64), (u64, u64)) {
+        let mut took = Duration::ZERO;
+        let (ab, ba) =
+            self.probe_through(port, Duration::from_secs(4), Duration::from_secs(1), || {
+                let t = Instant::now();
+                systemctl(&[verb, unit]);
+                took = t.elapsed();
+            });
+        eprintln!(
+            "systemd {mode}: systemctl {verb} ({} ms): A->B {} of {} lost, B->A {} of {} lost",
+            took.as_millis(),
+            ab.0 - ab.1,
+            ab.0,
+            ba.0 - ba.1,
+            ba.0
+        );
+        (ab, ba)
+    }
+
     fn teardown(self) {
         let _ = Command::new("ip")
             .args(["netns", "delete", &self.root_ns])
@@ -305,26 +332,8 @@ fn under_systemd(mode: &str, kernel: &str) {
 
     // (a) systemctl restart: ExecStop's lagctl sees the restart job, lagd leaves the kernel
     // path to the next one, which takes the store.
-    let mut took = Duration::ZERO;
-    let (ab, ba) = hosts.probe_through(
-        40061,
-        Duration::from_secs(4),
-        Duration::from_secs(1),
-        || {
-            let t = Instant::now();
-            systemctl(&["restart", &unit]);
-            took = t.elapsed();
-        },
-    );
+    let (ab, ba) = hosts.probe_systemctl(40061, mode, "restart", &unit);
     let second = number(&unit, "MainPID");
-    eprintln!(
-        "systemd {mode}: systemctl restart ({} ms): A->B {} of {} lost, B->A {} of {} lost",
-        took.as_millis(),
-        ab.0 - ab.1,
-        ab.0,
-        ba.0 - ba.1,
-        ba.0
-    );
     let log = journal(&unit);
     assert!(
         log.contains("no restart job") || log.contains("left: lagd"),
@@ -455,26 +464,8 @@ fn under_systemd(mode: &str, kernel: &str) {
     // one, which hands it the bond, tells systemd MAINPID= the new one and exits; the new one
     // is the unit's main process, and its keep-alives are taken.
     let watchdog_before = number(&unit, "WatchdogTimestampMonotonic");
-    let mut took = Duration::ZERO;
-    let (ab, ba) = hosts.probe_through(
-        40065,
-        Duration::from_secs(4),
-        Duration::from_secs(1),
-        || {
-            let t = Instant::now();
-            systemctl(&["reload", &unit]);
-            took = t.elapsed();
-        },
-    );
+    let (ab, ba) = hosts.probe_systemctl(40065, mode, "reload", &unit);
     let fourth = number(&unit, "MainPID");
-    eprintln!(
-        "systemd {mode}: systemctl reload ({} ms): A->B {} of {} lost, B->A {} of {} lost",
-        took.as_millis(),
-        ab.0 - ab.1,
-        ab.0,
-        ba.0 - ba.1,
-        ba.0
-    );
     let log = journal(&unit);
     assert!(
         log.contains(&format!(
