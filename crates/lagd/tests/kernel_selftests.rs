@@ -1037,13 +1037,7 @@ fn set_prios(topo: &Topology, bond: &Bond, prios: &[i32]) {
                 .zip(prios)
                 .map(|(l, p)| format!("{}:{p}", l.name))
                 .collect();
-            lagd::control::request(
-                &lagd::control::Endpoint::File(control.clone()),
-                &lagd::control::Request::Set {
-                    options: vec![("prio".into(), value.join(","))],
-                },
-            )
-            .expect("lagd's prio set at run time");
+            set_at_run_time(control, "prio", value.join(","));
             let got: Vec<i32> = query_status(control)
                 .expect("lagd status")
                 .members
@@ -1082,6 +1076,18 @@ fn set_prios(topo: &Topology, bond: &Bond, prios: &[i32]) {
             assert_eq!(got, want, "the kernel bond's members' prio");
         }
     }
+}
+
+/// `lagctl set OPTION=VALUE` on the lagd answering at `control`, as a test step (panics if
+/// lagd refuses it).
+fn set_at_run_time(control: &std::path::Path, option: &str, value: String) {
+    lagd::control::request(
+        &lagd::control::Endpoint::File(control.to_path_buf()),
+        &lagd::control::Request::Set {
+            options: vec![(option.into(), value)],
+        },
+    )
+    .unwrap_or_else(|e| panic!("lagd's {option} set at run time: {e}"));
 }
 
 /// On a kernel bond whose driver has no per-slave `prio` (before Linux 6.0): tries to set
@@ -1593,13 +1599,7 @@ fn set_port_prios(topo: &Topology, bond: &Bond, prios: &[(usize, u16)]) {
                 .iter()
                 .map(|(i, p)| format!("{}:{p}", links[*i].name))
                 .collect();
-            lagd::control::request(
-                &lagd::control::Endpoint::File(control.clone()),
-                &lagd::control::Request::Set {
-                    options: vec![("actor_port_prio".into(), value.join(","))],
-                },
-            )
-            .expect("lagd's actor_port_prio set at run time");
+            set_at_run_time(control, "actor_port_prio", value.join(","));
             query_status(control)
                 .expect("lagd status")
                 .members
