@@ -45,6 +45,17 @@ pub(crate) fn in_guest(
     timeout_s: u32,
     body: impl FnOnce(&str),
 ) -> String {
+    guest_run(kernel, test, timeout_s, body, false)
+}
+
+/// What [`in_guest`] and [`in_systemd_guest`] do; `systemd`: the guest's PID 1 is systemd.
+fn guest_run(
+    kernel: &str,
+    test: &str,
+    timeout_s: u32,
+    body: impl FnOnce(&str),
+    systemd: bool,
+) -> String {
     if let Some(version) = guest_kernel() {
         assert_eq!(
             version, kernel,
@@ -58,13 +69,24 @@ pub(crate) fn in_guest(
         "the kernel-matrix tests boot user-mode Linux kernels (ptrace, hostfs of /): run them as \
          root (CI does)"
     );
+    if systemd {
+        assert!(
+            std::path::Path::new("/lib/systemd/systemd").exists(),
+            "/lib/systemd/systemd is missing (apt-get install systemd): the guest boots it as \
+             PID 1"
+        );
+    }
     let uml = repo_root().join("tools/uml.py");
     assert!(uml.exists(), "{} is missing", uml.display());
     let exe = std::env::current_exe().expect("this test binary's path");
     let started = Instant::now();
-    let out = Command::new("python3")
-        .arg(&uml)
-        .args(["run", kernel, "--timeout", &timeout_s.to_string(), "-e"])
+    let mut run = Command::new("python3");
+    run.arg(&uml).args(["run", kernel]);
+    if systemd {
+        run.arg("--systemd");
+    }
+    let out = run
+        .args(["--timeout", &timeout_s.to_string(), "-e"])
         .arg(format!("{GUEST_ENV}={kernel}"))
         .arg("--")
         .arg(&exe)
@@ -84,16 +106,21 @@ pub(crate) fn in_guest(
                 uml.display()
             )
         });
+    let guest = if systemd {
+        "guest with systemd"
+    } else {
+        "guest"
+    };
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     eprintln!(
-        "--- guest {kernel}, test {test}: {} in {:.1} s\n{stdout}{stderr}",
+        "--- {guest} {kernel}, test {test}: {} in {:.1} s\n{stdout}{stderr}",
         out.status,
         started.elapsed().as_secs_f64()
     );
     assert!(
         out.status.success(),
-        "test {test} in the {kernel} guest failed ({}); see its output above. tools/uml.py needs \
+        "test {test} in the {kernel} {guest} failed ({}); see its output above. tools/uml.py needs \
          root, python3, apt-get and dpkg-deb with access to Debian's registry for the first \
          install, a C compiler, kmod and, for 6.12 on an older glibc, patchelf",
         out.status
@@ -262,59 +289,5 @@ pub(crate) fn in_systemd_guest(
     timeout_s: u32,
     body: impl FnOnce(&str),
 ) -> String {
-    if let Some(version) = guest_kernel() {
-        assert_eq!(
-            version, kernel,
-            "test {test} for kernel {kernel} runs in a {version} guest"
-        );
-        body(&version);
-        return String::new();
-    }
-    assert!(
-        lagd_lab::topology::is_root(),
-        "the systemd guest boots a user-mode Linux kernel (ptrace, hostfs of /): run it as root \
-         (CI does)"
-    );
-    assert!(
-        std::path::Path::new("/lib/systemd/systemd").exists(),
-        "/lib/systemd/systemd is missing (apt-get install systemd): the guest boots it as PID 1"
-    );
-    let uml = repo_root().join("tools/uml.py");
-    let exe = std::env::current_exe().expect("this test binary's path");
-    let started = Instant::now();
-    let out = Command::new("python3")
-        .arg(&uml)
-        .args([
-            "run",
-            kernel,
-            "--systemd",
-            "--timeout",
-            &timeout_s.to_string(),
-            "-e",
-        ])
-        .arg(format!("{GUEST_ENV}={kernel}"))
-        .arg("--")
-        .arg(&exe)
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .current_dir(repo_root())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run python3 {}: {e}", uml.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    eprintln!(
-        "--- systemd guest {kernel}, test {test}: {} in {:.1} s\n{stdout}{stderr}",
-        out.status,
-        started.elapsed().as_secs_f64()
-    );
-    assert!(
-        out.status.success(),
-        "test {test} in the {kernel} guest with systemd failed ({}); see its output above",
-        out.status
-    );
-    assert!(
-        stdout.contains("1 passed"),
-        "the guest did not run test {test}:\n{stdout}"
-    );
-    stdout
+    guest_run(kernel, test, timeout_s, body, true)
 }
