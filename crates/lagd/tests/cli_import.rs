@@ -1176,6 +1176,45 @@ fn export_refusals_and_standard_output() {
     assert_eq!(mode & 0o777, 0o600);
 }
 
+/// Linux 6.18's `ad_select actor_port_prio` goes to the tools that pass the kernel's option
+/// names on (NetworkManager), and is named as not carried over (exit code 4) to netplan and
+/// networkd, whose ad-select / AdSelect= know only stable, bandwidth and count.
+#[test]
+fn export_of_ad_select_actor_port_prio() {
+    let src = write(
+        "export-adselect",
+        &[(
+            "lagd.toml",
+            "bond = \"bond0\"\nmembers = [\"eth0\", \"eth1\"]\n[options]\nmode = \"802.3ad\"\n\
+             ad_select = \"actor_port_prio\"\n",
+        )],
+    )
+    .remove(0);
+    let export = |to: &str| {
+        let out = Command::new(LAGCTL)
+            .args(["export", "--to", to])
+            .arg(&src)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap())
+    };
+    for to in ["netplan", "networkd"] {
+        let (code, text) = export(to);
+        assert_eq!(code, Some(4), "{to}: {text}");
+        assert!(
+            text.contains("# not carried over: ad_select=actor_port_prio"),
+            "{to}: {text}"
+        );
+        assert!(
+            !text.contains("ad-select") && !text.contains("AdSelect="),
+            "{to}: {text}"
+        );
+    }
+    let (code, text) = export("nm");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("ad_select=actor_port_prio"), "{text}");
+}
+
 /// A file that sources itself, or a sourced file also given on the command line, is read once.
 #[test]
 fn ifupdown_source_loops_read_each_file_once() {

@@ -229,6 +229,19 @@ pub fn export(config: &Config, dialect: &str) -> Result<Exported, String> {
         {
             continue;
         }
+        // netplan's ad-select and networkd's AdSelect= take stable, bandwidth and count;
+        // Linux 6.18's actor_port_prio came after them.
+        if key == "ad_select"
+            && value == "actor_port_prio"
+            && matches!(dialect, "netplan" | "networkd")
+        {
+            dropped.push(format!(
+                "ad_select=actor_port_prio: {dialect} takes only stable, bandwidth and count \
+                 (the bond would select by bandwidth, the kernel's fallback, not by the \
+                 members' actor_port_prio)"
+            ));
+            continue;
+        }
         match key_in(dialect, key) {
             Some(k) => opts.push((k, value, key)),
             None => dropped.push(format!(
