@@ -237,8 +237,8 @@ pub fn export(config: &Config, dialect: &str) -> Result<Exported, String> {
         {
             dropped.push(format!(
                 "ad_select=actor_port_prio: {dialect} takes only stable, bandwidth and count \
-                 (the bond would select by bandwidth, the kernel's fallback, not by the \
-                 members' actor_port_prio)"
+                 (the bond would select as with stable, the default, not by the members' \
+                 actor_port_prio)"
             ));
             continue;
         }
