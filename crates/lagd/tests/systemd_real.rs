@@ -35,6 +35,10 @@ const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
 const UNIT: &str = include_str!("../../../dist/lagd@.service");
 /// Where the guest's copy of the unit finds `%i.toml`, in place of /etc/lagd.
 const CONF_DIR: &str = "/run/lagd-systemd-test";
+/// Where the guest's copy of the unit finds lagd and lagctl, in place of /usr/local/bin: copies
+/// of the ones cargo built, which may lie under /tmp (a checkout there), and the unit's
+/// `PrivateTmp=yes` gives the service a /tmp of its own.
+const BIN_DIR: &str = "/run/lagd-systemd-test/bin";
 
 /// `systemctl ARGS`; panics with its error output when it fails.
 fn systemctl(args: &[&str]) -> String {
@@ -82,14 +86,11 @@ fn journal(unit: &str) -> String {
         .unwrap_or_else(|e| format!("(journalctl: {e})"))
 }
 
-/// `dist/lagd@.service` with only its paths changed: the binaries are the ones cargo built
-/// (beside each other), the configuration directory is [`CONF_DIR`].
+/// `dist/lagd@.service` with only its paths changed: the binaries are in [`BIN_DIR`], the
+/// configuration directory is [`CONF_DIR`].
 fn unit_copy() -> String {
-    let bin = Path::new(LAGD).parent().expect("lagd's directory");
-    assert_eq!(Path::new(LAGCTL).parent(), Some(bin));
-    let bin = format!("{}/", bin.display());
     let text = UNIT
-        .replace("/usr/local/bin/", &bin)
+        .replace("/usr/local/bin/", &format!("{BIN_DIR}/"))
         .replace("/etc/lagd/", &format!("{CONF_DIR}/"));
     // What changed is the paths and nothing else.
     let changed: Vec<(&str, &str)> = UNIT
@@ -545,6 +546,11 @@ fn in_the_guest(kernel: &str) {
     let version = systemctl(&["--version"]);
     eprintln!("{}", version.lines().next().unwrap_or_default());
     std::fs::create_dir_all(CONF_DIR).unwrap();
+    std::fs::create_dir_all(BIN_DIR).unwrap();
+    for (built, name) in [(LAGD, "lagd"), (LAGCTL, "lagctl")] {
+        std::fs::copy(built, Path::new(BIN_DIR).join(name))
+            .unwrap_or_else(|e| panic!("copying {built} to {BIN_DIR}: {e}"));
+    }
     std::fs::write("/run/systemd/system/lagd@.service", unit_copy()).unwrap();
     systemctl(&["daemon-reload"]);
     for mode in [
