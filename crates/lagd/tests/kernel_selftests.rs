@@ -431,6 +431,19 @@ fn wait_mii_up(
     }
 }
 
+/// Host B's bridge in the scenarios that face a switch.
+const SWITCH: &str = "stbr";
+
+/// Makes host B the switch: [`SWITCH`] over its link ends, with address 2 (returned).
+fn switch_at_b(topo: &Topology) -> std::net::Ipv4Addr {
+    let b = topo.ns(Side::B);
+    run("ip", &["-n", b, "link", "add", SWITCH, "type", "bridge"]).expect("bridge");
+    for l in topo.links() {
+        run("ip", &["-n", b, "link", "set", &l.name, "master", SWITCH]).expect("bridge port");
+    }
+    address_bond(topo, Side::B, SWITCH, 2).expect("bridge address")
+}
+
 /// The mode-1 and mode-2 recovery selftests, with `updelay` ms: host B is a bridge (address 2)
 /// over its ends of both links, host A the bond (address 1, `miimon 100`).
 ///
@@ -448,12 +461,7 @@ fn recovery(who: Who, kernel: &str, mode: &str, updelay: u32) {
     let scenario = format!("{mode} recovery, updelay {updelay}");
     let mut topo = Topology::create(2).expect("topology");
     let b = topo.ns(Side::B).to_owned();
-    let br = "stbr";
-    run("ip", &["-n", &b, "link", "add", br, "type", "bridge"]).expect("bridge");
-    for l in topo.links().to_vec() {
-        run("ip", &["-n", &b, "link", "set", &l.name, "master", br]).expect("bridge port");
-    }
-    address_bond(&topo, Side::B, br, 2).expect("bridge address");
+    switch_at_b(&topo);
     let updelay_s = updelay.to_string();
     let bond = Bond::create(
         &mut topo,
@@ -629,15 +637,8 @@ fn arp_validate(who: Who, kernel: &str, v6: bool) {
     let mut failures = Vec::new();
     for validate in ArpValidate::ALL.iter().map(|v| v.name()) {
         let mut topo = Topology::create(2).expect("topology");
-        let b = topo.ns(Side::B).to_owned();
-        let br = "stbr";
-        run("ip", &["-n", &b, "link", "add", br, "type", "bridge"]).expect("bridge");
-        for l in topo.links().to_vec() {
-            run("ip", &["-n", &b, "link", "set", &l.name, "master", br]).expect("bridge port");
-        }
-        let v4_target = address_bond(&topo, Side::B, br, 2)
-            .expect("bridge address")
-            .to_string();
+        let br = SWITCH;
+        let v4_target = switch_at_b(&topo).to_string();
         // With the IPv6 target, IPv6 on in both namespaces and the interval of the link-local
         // target selftest: with IPv6 on only for the bridge and the bond and probes every
         // 100 ms, the kernel bond's members flapped in 6.12 even without validation (4-5
@@ -1150,14 +1151,7 @@ fn prio(who: Who, kernel: &str, mode: &str, monitor: &str, reselect: &str, with_
     );
     let mut topo = Topology::create(3).expect("topology");
     let b = topo.ns(Side::B).to_owned();
-    let br = "stbr";
-    run("ip", &["-n", &b, "link", "add", br, "type", "bridge"]).expect("bridge");
-    for l in topo.links().to_vec() {
-        run("ip", &["-n", &b, "link", "set", &l.name, "master", br]).expect("bridge port");
-    }
-    let target = address_bond(&topo, Side::B, br, 2)
-        .expect("bridge address")
-        .to_string();
+    let target = switch_at_b(&topo).to_string();
     let names: Vec<String> = topo.links().iter().map(|l| l.name.clone()).collect();
     let mut opts: Vec<(&str, &str)> = vec![("mode", mode)];
     if monitor == "miimon" {
@@ -1326,12 +1320,8 @@ fn peer_notify(who: Who, kernel: &str, n: u8) {
         }
     }
     let b = topo.ns(Side::B).to_owned();
-    let br = "stbr";
-    run("ip", &["-n", &b, "link", "add", br, "type", "bridge"]).expect("bridge");
-    for l in topo.links().to_vec() {
-        run("ip", &["-n", &b, "link", "set", &l.name, "master", br]).expect("bridge port");
-    }
-    address_bond(&topo, Side::B, br, 2).expect("bridge address");
+    let br = SWITCH;
+    switch_at_b(&topo);
     topo.ip(
         Side::B,
         &[
