@@ -27,7 +27,7 @@ mod common;
 mod guest;
 mod probe;
 
-use common::start_lagd;
+use common::{start_lagd, wait_for};
 use probe::probe;
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
@@ -56,14 +56,6 @@ fn number(unit: &str, name: &str) -> u64 {
     let v = property(unit, name);
     v.parse()
         .unwrap_or_else(|_| panic!("{unit} {name}={v:?} is not a number"))
-}
-
-fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The seconds since midnight of a time written `...HH:MM:SS.frac...` (`T` or a space before

@@ -21,6 +21,15 @@ use lagd_proto::lacp::{
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
 
+/// Polls `check` every 20 ms until it holds; panics naming `what` after `timeout`.
+pub(crate) fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A UDP/IPv4 frame with the flow's addresses and ports (MACs do not matter to layer3+4).
 pub(crate) fn udp_frame(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
     let mut f = vec![0u8; 12];
