@@ -1,4 +1,7 @@
 //! A datagram every millisecond each way, counted: what the restart tests measure a gap with.
+//!
+//! Each test binary that includes this module uses only some of it.
+#![allow(dead_code)]
 
 use std::net::Ipv4Addr;
 use std::thread;
@@ -7,11 +10,31 @@ use std::time::{Duration, Instant};
 /// A running [`probe`].
 pub(crate) type ProbeHandle = thread::JoinHandle<(u64, u64)>;
 
-/// Datagrams every millisecond from `from_ns` (bound to `from`) to `to:port` for `span`, each
-/// carrying its sequence number; the receiver in `to_ns` counts the distinct ones that came.
-/// Returns (sent, received). The receiver's buffer holds every datagram of the span, so a
-/// receiving thread the one-CPU guests do not schedule in time loses none (a sender behind its
-/// schedule catches up in a burst); the namespace's UDP buffer overflows, if any, are printed.
+/// What a [`timed_probe`] found: when each datagram was sent (its number is its index) and the
+/// numbers that arrived.
+pub(crate) struct Timed {
+    /// The time each datagram was sent.
+    pub(crate) sent: Vec<Instant>,
+    /// The numbers received.
+    pub(crate) seen: std::collections::BTreeSet<u64>,
+}
+
+impl Timed {
+    /// (sent, received), as [`probe`] returns them.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.sent.len() as u64, self.seen.len() as u64)
+    }
+
+    /// The datagrams sent from `from` to `to` that did not arrive.
+    pub(crate) fn lost_between(&self, from: Instant, to: Instant) -> u64 {
+        (0u64..)
+            .zip(&self.sent)
+            .filter(|(n, t)| **t >= from && **t <= to && !self.seen.contains(n))
+            .count() as u64
+    }
+}
+
+/// [`timed_probe`], counted.
 pub(crate) fn probe(
     from_ns: String,
     to_ns: String,
@@ -19,14 +42,33 @@ pub(crate) fn probe(
     port: u16,
     span: Duration,
 ) -> ProbeHandle {
+    let timed = timed_probe(from_ns, to_ns, to, port, span);
+    thread::spawn(move || timed.join().unwrap().counts())
+}
+
+/// Datagrams every millisecond from `from_ns` (bound to `from`) to `to:port` for `span`, each
+/// carrying its sequence number; the receiver in `to_ns` counts the distinct ones that came.
+/// Returns when each was sent and which arrived. The receiver's buffer holds every datagram
+/// of the span, so a receiving thread the one-CPU guests do not schedule in time loses none (a
+/// sender behind its schedule catches up in a burst); the namespace's UDP buffer overflows, if
+/// any, and the runs of datagrams that did not arrive are printed.
+pub(crate) fn timed_probe(
+    from_ns: String,
+    to_ns: String,
+    to: Ipv4Addr,
+    port: u16,
+    span: Duration,
+) -> thread::JoinHandle<Timed> {
     use std::net::UdpSocket;
     // The sender starts once the receiver's socket is bound: a one-CPU guest may not run the
     // receiver's thread for longer than any fixed pause, and datagrams to an unbound port are
     // lost before any path is tested.
     let (bound_tx, bound_rx) = std::sync::mpsc::channel::<()>();
-    // The receiver stops 300 ms after the sender's last datagram (what is still on its way
-    // arrives in far less), so the probe lasts little more than its span: the tests measure
-    // within lagd's 3 s bound for a kernel path without lagd.
+    // The receiver stops once 300 ms passed with nothing arriving after the sender's last
+    // datagram: what is still on its way (a sender behind its schedule catches up in a burst,
+    // which a busy one-CPU guest forwards through lagd for longer than that) arrives first,
+    // and where nothing comes any more the probe lasts little more than its span (the tests
+    // measure within lagd's 3 s bound for a kernel path without lagd).
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let receiver = thread::spawn(move || {
         lagd_lab::topology::in_named_ns(&to_ns, move || {
@@ -39,17 +81,21 @@ pub(crate) fn probe(
             let _ = bound_tx.send(());
             let mut buf = [0u8; 64];
             let mut done_at = None;
+            let mut last = Instant::now();
             loop {
                 let now = Instant::now();
                 if done_at.is_none() && done_rx.try_recv().is_ok() {
                     done_at = Some(now);
                 }
-                if now >= cap || done_at.is_some_and(|t| now >= t + Duration::from_millis(300)) {
+                let quiet =
+                    done_at.is_some_and(|t| now >= t.max(last) + Duration::from_millis(300));
+                if now >= cap || quiet {
                     break;
                 }
                 if let Ok(n) = s.recv(&mut buf) {
                     if n >= 8 {
                         seen.insert(u64::from_be_bytes(buf[..8].try_into().unwrap()));
+                        last = Instant::now();
                     }
                 }
             }
@@ -57,7 +103,7 @@ pub(crate) fn probe(
             if overflows > 0 {
                 eprintln!("{to}:{port}: {overflows} UDP receive buffer overflows during the probe");
             }
-            seen.len() as u64
+            seen
         })
         .unwrap()
     });
@@ -68,8 +114,10 @@ pub(crate) fn probe(
         let sent = lagd_lab::topology::in_named_ns(&from_ns, move || {
             let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
             let start = Instant::now();
+            let mut sent = Vec::with_capacity(span.as_millis() as usize);
             let mut seq = 0u64;
             while start.elapsed() < span {
+                sent.push(Instant::now());
                 let _ = s.send_to(&seq.to_be_bytes(), (to, port));
                 seq += 1;
                 let next = start + Duration::from_millis(seq);
@@ -77,11 +125,17 @@ pub(crate) fn probe(
                     thread::sleep(wait);
                 }
             }
-            seq
+            sent
         })
         .unwrap();
         let _ = done_tx.send(());
-        (sent, receiver.join().unwrap())
+        let seen = receiver.join().unwrap();
+        let gaps = gaps(&seen, sent.len() as u64);
+        if !gaps.is_empty() {
+            // A datagram leaves about every millisecond: a gap's numbers are its times.
+            eprintln!("{to}:{port}: missing datagrams (numbers, ~ms into the probe): {gaps}");
+        }
+        Timed { sent, seen }
     })
 }
 
@@ -98,4 +152,23 @@ fn udp_receive_buffer_errors() -> i64 {
         .find(|(n, _)| *n == "RcvbufErrors")
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// The runs of the numbers below `sent` missing from `seen`, as `a-b` (at most ten, and how
+/// many more), empty if none.
+fn gaps(seen: &std::collections::BTreeSet<u64>, sent: u64) -> String {
+    let mut runs = Vec::new();
+    let mut next = 0u64;
+    for &n in seen.iter().chain(std::iter::once(&sent)) {
+        if n > next {
+            runs.push(format!("{next}-{}", n - 1));
+        }
+        next = n + 1;
+    }
+    let more = runs.len().saturating_sub(10);
+    runs.truncate(10);
+    if more > 0 {
+        runs.push(format!("and {more} more"));
+    }
+    runs.join(", ")
 }
