@@ -631,8 +631,14 @@ struct Upgraded(u32);
 
 impl Drop for Upgraded {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.to_string()).status();
         let proc = PathBuf::from(format!("/proc/{}", self.0));
+        // Only the lagd an upgrade started: one that ended already (upgraded away in its turn)
+        // may have left its PID to another process.
+        let cmdline = std::fs::read(proc.join("cmdline")).unwrap_or_default();
+        if !cmdline.split(|&b| b == 0).any(|a| a == b"--take-over") {
+            return;
+        }
+        let _ = Command::new("kill").arg(self.0.to_string()).status();
         let t = Instant::now();
         while proc.exists() && t.elapsed() < Duration::from_secs(10) {
             thread::sleep(Duration::from_millis(20));
