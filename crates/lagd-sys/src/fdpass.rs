@@ -214,21 +214,6 @@ pub fn pass_fds(command: &mut Command, fds: Vec<OwnedFd>) -> &mut Command {
     }
 }
 
-/// Makes `command`'s child the leader of a session of its own (`setsid`): it has no controlling
-/// terminal and outlives the session of whoever started it (a planned upgrade's new lagd).
-pub fn new_session(command: &mut Command) -> &mut Command {
-    // SAFETY: the closure runs in the child between fork and exec and calls only setsid, which
-    // is async-signal-safe; it touches no allocator and no lock.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    }
-}
-
 /// Points this process's standard output and standard error at `fd` (`dup2` onto 1 and 2):
 /// what it logs from now on goes there, and whatever they were open on before is let go.
 pub fn redirect_stdout_stderr(fd: BorrowedFd<'_>) -> io::Result<()> {

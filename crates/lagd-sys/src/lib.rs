@@ -22,6 +22,8 @@
 //! * [`lock`]: `flock` claims on files and the process's effective user id.
 //! * [`netns`]: run a closure inside a named network namespace on a fresh thread (tests, lab).
 //! * [`launcher`]: a process forked at lagd's start that runs `lagctl upgrade` when asked.
+//! * [`orphan`]: starting a program as a child of whatever adopts orphans (the service
+//!   manager), not of the caller: `lagctl upgrade`'s new lagd.
 //! * [`caps`]: keeping only the capabilities the running daemon needs.
 //! * [`seccomp`]: a filter that refuses the system calls the running daemon never makes.
 //! * [`fastpath`]: the kernel fast path's tcx programs and their maps (`bpf/fastpath.c`).
@@ -51,6 +53,7 @@ pub mod launcher;
 pub mod link;
 pub mod lock;
 pub mod netns;
+pub mod orphan;
 pub mod packet;
 pub mod peer;
 pub mod poll;

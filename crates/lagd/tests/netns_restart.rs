@@ -869,7 +869,7 @@ fn a_failed_upgrade_leaves_the_running_lagd_serving() {
     let wrapper_s = wrapper.to_string_lossy().into_owned();
     for (binary, says) in [
         ("/nonexistent/lagd", "starting /nonexistent/lagd"),
-        ("/bin/false", "exited (exit status: 1) before taking over"),
+        ("/bin/false", "exited before taking over"),
         (&wrapper_s, "interface 'lgnosuch0' does not exist"),
     ] {
         let (ab, ba) = pair.start_probes(40031, Duration::from_millis(1500));

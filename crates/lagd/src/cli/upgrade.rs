@@ -1,7 +1,8 @@
 //! `lagctl upgrade`: a planned upgrade of a running lagd without a service manager. lagctl
 //! starts the new lagd binary with the running one's arguments and `--take-over`, in a session
-//! of its own; the new lagd asks the running one for the bond over the control socket
-//! ([`handover`](crate::daemon::handover)), and the running one exits without undoing
+//! of its own and as an orphan (the child of the service manager or init, not of lagctl:
+//! [`lagd_sys::orphan`]); the new lagd asks the running one for the bond over the control
+//! socket ([`handover`](crate::daemon::handover)), and the running one exits without undoing
 //! anything once the new one has adopted it: the kernel path never stops forwarding.
 //!
 //! The new lagd's standard error comes to lagctl until it has taken over (then it logs where
@@ -10,7 +11,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -84,8 +85,11 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    lagd_sys::fdpass::new_session(&mut command);
-    let mut child = command.spawn().map_err(|e| {
+    // Not as lagctl's child but as an orphan, the service manager's child from the start: a
+    // service manager takes the new lagd as the main process (`MAINPID=`) while lagctl still
+    // runs, and systemd does not wait, when the service stops, for a main process that was not
+    // its own child then (`lagd_sys::orphan`).
+    let mut child = lagd_sys::orphan::spawn(&mut command).map_err(|e| {
         anyhow!(
             "starting {}: {e}; lagd {old} keeps the bond",
             binary.display()
@@ -114,11 +118,10 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
     };
     let mut closed = false;
     loop {
-        if let Some(status) = child.try_wait().map_err(CliError::Io)? {
-            return Err(failed(
-                format!("exited ({status}) before taking over"),
-                &said,
-            ));
+        // Its exit status goes to its parent, the service manager or init: the reason is
+        // what it said.
+        if child.exited().map_err(CliError::Io)? {
+            return Err(failed("exited before taking over".into(), &said));
         }
         // Its standard error is the old lagd's log once it has taken over.
         closed = closed || ended.try_recv().is_ok();
@@ -132,16 +135,12 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
                 println!("upgraded: lagd {old} handed over to lagd {new}");
                 return Ok(());
             }
-            if let Some(status) = child.try_wait().map_err(CliError::Io)? {
-                return Err(failed(
-                    format!("exited ({status}) while taking over"),
-                    &said,
-                ));
+            if child.exited().map_err(CliError::Io)? {
+                return Err(failed("exited while taking over".into(), &said));
             }
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
-            let _ = child.wait();
             return Err(failed(
                 format!(
                     "did not take over within {} s (stopped)",
@@ -156,7 +155,9 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
 
 /// Reads `child`'s standard error on a thread: what it said comes on the first channel once
 /// it closes (the second says when).
-fn collect_stderr(child: &mut Child) -> (mpsc::Receiver<Vec<u8>>, mpsc::Receiver<()>) {
+fn collect_stderr(
+    child: &mut lagd_sys::orphan::Orphan,
+) -> (mpsc::Receiver<Vec<u8>>, mpsc::Receiver<()>) {
     let (said_tx, said) = mpsc::channel();
     let (ended_tx, ended) = mpsc::channel();
     if let Some(mut pipe) = child.stderr.take() {

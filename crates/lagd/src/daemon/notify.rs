@@ -22,7 +22,10 @@
 //! started without `NOTIFY_SOCKET`, by `ExecReload=`), and, once the new one has adopted the
 //! bond, tells the manager `MAINPID=` the new one's process id (systemd accepts it from the
 //! main process, for a process in the unit's control group) before it exits. Should the
-//! hand-over fail after that, it says `MAINPID=` its own id again.
+//! hand-over fail after that, it says `MAINPID=` its own id again. `lagctl upgrade` starts the
+//! new lagd as the manager's child, not its own (`lagd_sys::orphan`): systemd does not wait, when
+//! the service stops, for a main process that was not its child when it was named, and would
+//! send `SIGKILL` right after `SIGTERM`, in the middle of lagd's teardown.
 
 use std::ffi::OsStr;
 use std::io;
