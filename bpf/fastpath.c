@@ -1206,12 +1206,15 @@ INLINE int common_send(struct __sk_buff *skb, const struct table *t) {
 INLINE int broadcast_send(struct __sk_buff *skb, const struct table *t, int tcp) {
     // The frame itself goes on the last usable member (tcx knows no "consumed" verdict,
     // and a drop would tell the sender, TCP, that it never left); every other member gets
-    // a clone. A TCP segment's clones go round their member's receive path first
-    // (DEFERRED_COPY), so that the far end receives the segment itself before them: the
-    // clone helper made the segment's own head private, and a busy receiving TCP merges
-    // the next segment into an unshared duplicate that arrived last (bench/kernels.md,
-    // "Broadcast on 6.12"). Other frames' clones leave at once (no such merging; the
-    // extra pass costs small datagrams more than it is worth).
+    // a clone. With FLAG_DEFER_TCP_CLONES a TCP segment's clones go round their member's
+    // receive path first (DEFERRED_COPY), so that the far end receives the segment itself
+    // before them: the clone helper made the segment's own head private, and a busy
+    // receiving TCP of 6.12 merges the next segment into an unshared duplicate that arrived
+    // last (bench/kernels.md, "Broadcast on 6.12"). lagd sets the flag on kernels after
+    // 6.1: on 5.10 the detour costs the receiver backlog drops and thousands of
+    // retransmits, on 6.1 clones at once do as well ("Broadcast's TCP clones by kernel").
+    // Other frames' clones leave at once (no such merging; the extra pass costs small
+    // datagrams more than it is worth).
     __u32 n = t->n_usable;
     if (n == 0 || n > MAX_MEMBERS) {
         count_tx(MAX_MEMBERS, skb->len);
@@ -1219,7 +1222,7 @@ INLINE int broadcast_send(struct __sk_buff *skb, const struct table *t, int tcp)
     }
     __u64 how = 0;
     __u32 mark = skb->mark, cb3 = skb->cb[3], cb4 = skb->cb[4];
-    if (n > 1 && tcp) {
+    if (n > 1 && tcp && (t->flags & FLAG_DEFER_TCP_CLONES)) {
         how = BPF_F_INGRESS;
         skb->mark = DEFERRED_COPY;
         skb->cb[4] = DEFERRED_COPY;

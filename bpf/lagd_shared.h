@@ -67,6 +67,8 @@ enum table_flags {
     FLAG_TLB = 2,         // balance-tlb: hash only unicast IP (rest on the active member); MACs per member
     FLAG_NDISC_TO_LAGD = 4, // the members' untagged neighbour solicitations and advertisements go to
                             // lagd (the IPv6 half of the ARP monitor, ns_ip6_target)
+    FLAG_DEFER_TCP_CLONES = 8, // broadcast: a TCP segment's clones go round their member's receive
+                               // path before they leave (the segment itself arrives first)
 };
 
 // The distribution, one value of the inner map (swapped whole through the outer map

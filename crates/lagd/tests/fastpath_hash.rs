@@ -681,11 +681,12 @@ fn marked_broadcast_clones_leave_by_their_member_whatever_the_table() {
     }
 }
 
-/// Broadcast on real interfaces (a test namespace pair joined by two veth links): a TCP
-/// segment's clone goes round its member's receive path, where the members' program sends it
-/// out by the member (so the far end gets the segment itself first); every other frame's clone
-/// leaves at once. Without the members' program on the member the TCP clone never reaches the
-/// far end, which tells the two ways apart.
+/// Broadcast on real interfaces (a test namespace pair joined by two veth links): with the
+/// table's `defer_tcp_clones` a TCP segment's clone goes round its member's receive path,
+/// where the members' program sends it out by the member (so the far end gets the segment
+/// itself first); every other frame's clone leaves at once, and without the flag (the kernels
+/// where the detour hurts) the TCP segment's too. Without the members' program on the member
+/// a deferred clone never reaches the far end, which tells the two ways apart.
 #[test]
 fn broadcast_defers_tcp_clones_through_their_members_receive_path() {
     use lagd_lab::topology::{Side, Topology, link_counters};
@@ -712,6 +713,7 @@ fn broadcast_defers_tcp_clones_through_their_members_receive_path() {
     t.ifindex[0] = ifindex(&links[0]);
     t.ifindex[1] = ifindex(&links[1]);
     t.usable = vec![0, 1];
+    t.defer_tcp_clones = true;
     fp.set_table(&t).unwrap();
     let ns = NetNs::open(&a).expect("open the test namespace");
     // The far end's frames received on the first link (the clone's member), over one run of the
@@ -748,6 +750,18 @@ fn broadcast_defers_tcp_clones_through_their_members_receive_path() {
             "a {what}'s clone goes to its member's receive path, not out"
         );
     }
+    // Without the flag every clone leaves at once.
+    t.defer_tcp_clones = false;
+    fp.set_table(&t).unwrap();
+    for (what, f) in [("TCP segment", &tcp), ("tagged TCP segment", &tagged)] {
+        assert_eq!(
+            clones_arriving(f),
+            1,
+            "without defer_tcp_clones a {what}'s clone leaves at once"
+        );
+    }
+    t.defer_tcp_clones = true;
+    fp.set_table(&t).unwrap();
     // With the members' program on the member, the marked clone leaves from there.
     let attached = ns
         .run(|| fp.attach_member(t.ifindex[0], Attach::Tc))

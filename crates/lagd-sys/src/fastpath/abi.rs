@@ -59,6 +59,8 @@ pub const FLAG_ARP_TO_LAGD: u32 = 1;
 pub const FLAG_TLB: u32 = 2;
 /// the members' untagged neighbour solicitations and advertisements go to
 pub const FLAG_NDISC_TO_LAGD: u32 = 4;
+/// broadcast: a TCP segment's clones go round their member's receive
+pub const FLAG_DEFER_TCP_CLONES: u32 = 8;
 
 /// `struct table`: The distribution, one value of the inner map (swapped whole through the outer map lagd_tables). Written by lagd only; read by both programs.
 #[repr(C)]

@@ -122,6 +122,9 @@ pub(crate) struct Kernel {
     /// Per member position: frames the members' program saw (delivered or dropped) when last
     /// read, for the ARP monitor.
     rx_seen: Vec<u64>,
+    /// Broadcast: this kernel's TCP wants its clones deferred
+    /// ([`lagd_sys::fastpath::defer_tcp_clones_on`] of the running release).
+    defer_tcp_clones: bool,
 }
 
 /// Stripe's receive table shared with the members' program, by flow: the protocol on its
@@ -225,6 +228,11 @@ impl Kernel {
             reads,
             ndisc: false,
             rx_seen: Vec::new(),
+            defer_tcp_clones: lagd_sys::fastpath::defer_tcp_clones_on(
+                std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                    .unwrap_or_default()
+                    .trim(),
+            ),
         })
     }
 
@@ -490,6 +498,7 @@ impl Kernel {
     fn table(&self, d: &DistributionTable) -> Table {
         let mut t = Table::lagd_only(self.tap_ifindex);
         t.arp_to_lagd = self.reads.member_arp;
+        t.defer_tcp_clones = self.defer_tcp_clones;
         let port = |p: PortId| u8::try_from(p.0).unwrap_or(NO_PORT);
         match &d.tx {
             TxRule::Modulo(policy) => {
