@@ -133,6 +133,20 @@ impl Supervisor {
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// The log once it holds `line`, or after 10 s without it: a lagd logs on its own time,
+    /// which on a busy one-CPU guest can come after the event the test saw (lagctl's answer,
+    /// the old lagd's exit).
+    fn log_with(&self, line: &str) -> String {
+        let t = Instant::now();
+        loop {
+            let log = self.log();
+            if log.contains(line) || t.elapsed() > Duration::from_secs(10) {
+                return log;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 impl Drop for Supervisor {
@@ -827,11 +841,8 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
             );
         }
         // The new lagd logs where the old one did.
-        assert!(
-            pair.sup.log().contains("took over from the old lagd"),
-            "{}",
-            pair.sup.log()
-        );
+        let log = pair.sup.log_with("took over from the old lagd");
+        assert!(log.contains("took over from the old lagd"), "{log}");
         let (ab, ba) = pair.probes(40023, Duration::from_millis(500));
         most_arrive(ab, ba, "after the upgrade", "");
         drop(new);
@@ -887,16 +898,11 @@ fn a_failed_upgrade_leaves_the_running_lagd_serving() {
         most_arrive(ab, ba, &format!("with {binary}"), "");
     }
     // lagctl answers when the new lagd has exited; the old lagd logs when it reads the end of
-    // the handover's connection, which on a busy one-CPU guest can come after the test looks.
-    let logged = || pair.sup.log().contains("this lagd keeps the bond");
-    let t = Instant::now();
-    while !logged() && t.elapsed() < Duration::from_secs(10) {
-        thread::sleep(Duration::from_millis(50));
-    }
+    // the handover's connection.
+    let log = pair.sup.log_with("this lagd keeps the bond");
     assert!(
-        logged(),
-        "the handover that began and failed is logged:\n{}",
-        pair.sup.log()
+        log.contains("this lagd keeps the bond"),
+        "the handover that began and failed is logged:\n{log}"
     );
     let (new, _) = pair.upgrade_from(old, "an upgrade after the failed ones");
     let (ab, ba) = pair.probes(40033, Duration::from_millis(500));
@@ -1413,6 +1419,7 @@ fn sigusr2_upgrades_and_loses_nothing_on_the_kernel_path() {
     assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
     assert_eq!(ab.1, ab.0, "A->B through the upgrade: {ab:?}");
     assert_eq!(ba.1, ba.0, "B->A through the upgrade: {ba:?}");
+    let log = pair.sup.log_with("took over from the old lagd");
     assert!(
         log.contains("took over from the old lagd"),
         "the new lagd logs where the old one did:\n{log}"
