@@ -20,7 +20,7 @@ mod common;
 mod probe;
 
 use common::{address_bonds, start_lagd, wait_for};
-use probe::{ProbeHandle, probe, timed_probe};
+use probe::{ProbeHandle, Timed, probe, timed_probe};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 
@@ -313,13 +313,7 @@ impl Pair {
         pair.start_a();
         pair.addrs = address_bonds(&pair.topo, &pair.bonds);
         if opts.contains("802.3ad") {
-            wait_for("LACP distributing", Duration::from_secs(15), || {
-                lagd::control::query_status(&pair.control).is_ok_and(|s| {
-                    s.members
-                        .iter()
-                        .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
-                })
-            });
+            pair.wait_distributing();
         }
         let _ = Command::new("ip")
             .args([
@@ -358,6 +352,22 @@ impl Pair {
         self.topo.ns(side)
     }
 
+    /// 802.3ad: waits until every member distributes at both ends.
+    fn wait_distributing(&self) {
+        let all = |c: &Path| {
+            lagd::control::query_status(c).is_ok_and(|s| {
+                s.members
+                    .iter()
+                    .all(|m| m.lacp.as_ref().is_some_and(|l| l.distributing))
+            })
+        };
+        wait_for(
+            "LACP distributing at both ends",
+            Duration::from_secs(20),
+            || all(&self.control) && all(&self.control_b),
+        );
+    }
+
     /// Starts lagd A under the supervisor (again), and waits for it to answer.
     fn start_a(&mut self) {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
@@ -373,6 +383,20 @@ impl Pair {
     fn probes(&self, port: u16, span: Duration) -> ((u64, u64), (u64, u64)) {
         let (ab, ba) = self.start_probes(port, span);
         (ab.join().unwrap(), ba.join().unwrap())
+    }
+
+    /// [`timed_probe`]s both ways at once for `span` (A->B to `port`, B->A to `port + 1`),
+    /// started and left running.
+    fn start_timed_probes(
+        &self,
+        port: u16,
+        span: Duration,
+    ) -> (thread::JoinHandle<Timed>, thread::JoinHandle<Timed>) {
+        let (a, b) = (self.ns(Side::A).to_owned(), self.ns(Side::B).to_owned());
+        (
+            timed_probe(a.clone(), b.clone(), self.addrs[1], port, span),
+            timed_probe(b, a, self.addrs[0], port + 1, span),
+        )
     }
 
     /// [`Pair::probes`], started and left running.
@@ -477,6 +501,10 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
             pair.teardown();
             continue;
         }
+        // B's LACP may have let A go while it was away (above): the aggregate back first.
+        if mode.contains("802.3ad") {
+            pair.wait_distributing();
+        }
         // Through a kill and a restart.
         let (ab, ba) = pair.start_probes(40001, Duration::from_secs(3));
         thread::sleep(Duration::from_millis(1000));
@@ -491,14 +519,16 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
         assert_eq!(
             ab.1,
             ab.0,
-            "{mode} ({attach}): A->B through kill -9 and restart: {ab:?}\n{}",
-            pair.sup.log()
+            "{mode} ({attach}): A->B through kill -9 and restart: {ab:?}\n{}\nB's log:\n{}",
+            pair.sup.log(),
+            pair.topo.log_tail(pair.lagd_b, 20)
         );
         assert_eq!(
             ba.1,
             ba.0,
-            "{mode} ({attach}): B->A through kill -9 and restart: {ba:?}\n{}",
-            pair.sup.log()
+            "{mode} ({attach}): B->A through kill -9 and restart: {ba:?}\n{}\nB's log:\n{}",
+            pair.sup.log(),
+            pair.topo.log_tail(pair.lagd_b, 20)
         );
         // Afterwards nothing is lost either way.
         let (ab, ba) = pair.probes(40003, Duration::from_millis(500));
@@ -748,9 +778,7 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         // Through lagd what waits in the queues arrives once the new lagd runs: a span that
         // outlasts a slow upgrade (seconds in the one-CPU guests) counts it.
         let span = Duration::from_secs(if fastpath == "off" { 6 } else { 3 });
-        let (ns_a, ns_b) = (pair.ns(Side::A).to_owned(), pair.ns(Side::B).to_owned());
-        let ab = timed_probe(ns_a.clone(), ns_b.clone(), pair.addrs[1], 40021, span);
-        let ba = timed_probe(ns_b, ns_a, pair.addrs[0], 40022, span);
+        let (ab, ba) = pair.start_timed_probes(40021, span);
         thread::sleep(Duration::from_millis(1000));
         let queues = drop_counters(&pair);
         let started = Instant::now();
@@ -1493,7 +1521,8 @@ fn a_failed_sigusr2_upgrade_leaves_the_running_lagd_serving() {
 /// millisecond's worth of frames waiting, which at this rate happens only after a stall). A
 /// restart slower than the TAP's queue is long (txqueuelen frames, 500 ms at this rate: a slow
 /// guest) also loses, A->B, what the queue dropped, counted in the TAP's `tx_dropped`. The
-/// new lagd says it took the members' sockets over.
+/// losses judged are of the datagrams sent from the kill (or lagctl's start) until the new lagd
+/// answered; the rest are printed. The new lagd says it took the members' sockets over.
 #[test]
 fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     assert!(is_root(), "network namespace tests need root");
@@ -1525,26 +1554,43 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     );
     // 6 s of probes, the restart 1 s in: what waited in the queues arrives within the span
     // even where a restart takes seconds (the one-CPU guests).
-    let (ab, ba) = pair.start_probes(40061, Duration::from_secs(6));
+    // Judged on what was sent from the kill until the new lagd answered (and 100 ms more): a
+    // busy one-CPU guest that does not run lagd for a while afterwards loses what the queues
+    // cannot hold, which is printed, not judged (bench/restart.md, "In busy one-CPU guests").
+    let (ab, ba) = pair.start_timed_probes(40061, Duration::from_secs(6));
     thread::sleep(Duration::from_millis(1000));
     let tap_drops = tx_dropped(&pair.topo, &pair.bonds[0]);
+    let killed = Instant::now();
     pair.sup.kill();
     pair.start_a();
+    let window = (killed, Instant::now() + Duration::from_millis(100));
     let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+    let in_restart = (
+        ab.lost_between(window.0, window.1),
+        ba.lost_between(window.0, window.1),
+    );
+    let (ab, ba) = (ab.counts(), ba.counts());
     // What the TAP's queue (txqueuelen frames) could not hold while no lagd read it: a restart
     // longer than that many milliseconds (a slow guest) drops the rest, and counts them.
     let overflow = tx_dropped(&pair.topo, &pair.bonds[0]) - tap_drops;
     eprintln!(
-        "fastpath=off: kill -9 and restart: {}; the TAP's queue dropped {overflow}",
+        "fastpath=off: kill -9 and restart: {}, of them sent during the restart {in_restart:?}; \
+         the TAP's queue dropped {overflow}",
         losses(&ab, &ba)
     );
     let log = pair.sup.log();
     assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
     assert!(
-        ab.0 - ab.1 <= 1 + overflow,
-        "A->B through kill -9: {ab:?}, {overflow} dropped by the TAP's queue\n{log}"
+        in_restart.0 <= 1 + overflow,
+        "A->B through kill -9: {ab:?}, {} sent during the restart lost, {overflow} dropped by \
+         the TAP's queue\n{log}",
+        in_restart.0
     );
-    assert!(ba.0 - ba.1 <= 1, "B->A through kill -9: {ba:?}\n{log}");
+    assert!(
+        in_restart.1 <= 1,
+        "B->A through kill -9: {ba:?}, {} sent during the restart lost\n{log}",
+        in_restart.1
+    );
     assert!(
         log.contains("took over 6 of 6 member sockets from the last lagd"),
         "the members' sockets were not taken over:\n{log}"
@@ -1557,23 +1603,37 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     // The planned upgrade.
     let old = server_pid(&pair.control);
     let before = sockets_of(old);
-    let (ab, ba) = pair.start_probes(40063, Duration::from_secs(6));
+    let (ab, ba) = pair.start_timed_probes(40063, Duration::from_secs(6));
     thread::sleep(Duration::from_millis(1000));
     let tap_drops = tx_dropped(&pair.topo, &pair.bonds[0]);
+    let started = Instant::now();
     let (new, _) = pair.upgrade_from(old, "fastpath=off");
+    let window = (started, Instant::now() + Duration::from_millis(100));
     let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+    let in_upgrade = (
+        ab.lost_between(window.0, window.1),
+        ba.lost_between(window.0, window.1),
+    );
+    let (ab, ba) = (ab.counts(), ba.counts());
     let overflow = tx_dropped(&pair.topo, &pair.bonds[0]) - tap_drops;
     eprintln!(
-        "fastpath=off: lagctl upgrade: {}; the TAP's queue dropped {overflow}",
+        "fastpath=off: lagctl upgrade: {}, of them sent during the upgrade {in_upgrade:?}; the \
+         TAP's queue dropped {overflow}",
         losses(&ab, &ba)
     );
     assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
     assert!(
-        ab.0 - ab.1 <= overflow,
-        "A->B through the upgrade: {ab:?}, {overflow} dropped by the TAP's queue\n{}",
+        in_upgrade.0 <= overflow,
+        "A->B through the upgrade: {ab:?}, {} sent during it lost, {overflow} dropped by the \
+         TAP's queue\n{}",
+        in_upgrade.0,
         pair.sup.log()
     );
-    assert_eq!(ba.1, ba.0, "B->A through the upgrade: {ba:?}");
+    assert_eq!(
+        in_upgrade.1, 0,
+        "B->A through the upgrade: {ba:?}, {} sent during it lost",
+        in_upgrade.1
+    );
     // The six member sockets are the same open sockets in the new lagd (nothing else it
     // holds is a socket of the old one's).
     let kept = sockets_of(new.0).intersection(&before).count();
