@@ -743,23 +743,17 @@ fn broadcast_defers_tcp_clones_through_their_members_receive_path() {
         1,
         "a UDP datagram's clone leaves at once"
     );
-    for (what, f) in [("TCP segment", &tcp), ("tagged TCP segment", &tagged)] {
-        assert_eq!(
-            clones_arriving(f),
-            0,
-            "a {what}'s clone goes to its member's receive path, not out"
-        );
-    }
+    // The far end's count of the clones of both TCP segments, one run each.
+    let tcp_clones = |why: &str, want: u64| {
+        for (what, f) in [("TCP segment", &tcp), ("tagged TCP segment", &tagged)] {
+            assert_eq!(clones_arriving(f), want, "the {what}'s clone: {why}");
+        }
+    };
+    tcp_clones("goes to its member's receive path, not out", 0);
     // Without the flag every clone leaves at once.
     t.defer_tcp_clones = false;
     fp.set_table(&t).unwrap();
-    for (what, f) in [("TCP segment", &tcp), ("tagged TCP segment", &tagged)] {
-        assert_eq!(
-            clones_arriving(f),
-            1,
-            "without defer_tcp_clones a {what}'s clone leaves at once"
-        );
-    }
+    tcp_clones("without defer_tcp_clones it leaves at once", 1);
     t.defer_tcp_clones = true;
     fp.set_table(&t).unwrap();
     // With the members' program on the member, the marked clone leaves from there.
@@ -767,13 +761,7 @@ fn broadcast_defers_tcp_clones_through_their_members_receive_path() {
         .run(|| fp.attach_member(t.ifindex[0], Attach::Tc))
         .unwrap()
         .expect("attach the members' program");
-    for (what, f) in [("TCP segment", &tcp), ("tagged TCP segment", &tagged)] {
-        assert_eq!(
-            clones_arriving(f),
-            1,
-            "the {what}'s clone leaves by its member from its receive path"
-        );
-    }
+    tcp_clones("leaves by its member from its receive path", 1);
     assert_eq!(
         clones_arriving(&udp),
         1,
