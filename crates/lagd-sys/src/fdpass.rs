@@ -214,6 +214,19 @@ pub fn pass_fds(command: &mut Command, fds: Vec<OwnedFd>) -> &mut Command {
     }
 }
 
+/// Creates a pipe, both ends close-on-exec (the launcher's requests and answers, an
+/// orphan's process id).
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if r != 0 {
+        return Err(error::last("pipe2", None));
+    }
+    // SAFETY: pipe2 succeeded: both descriptors are new and owned by nothing else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
 /// Points this process's standard output and standard error at `fd` (`dup2` onto 1 and 2):
 /// what it logs from now on goes there, and whatever they were open on before is let go.
 pub fn redirect_stdout_stderr(fd: BorrowedFd<'_>) -> io::Result<()> {

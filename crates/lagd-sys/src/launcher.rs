@@ -21,7 +21,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -33,18 +33,6 @@ pub struct Launcher {
     buffer: Vec<u8>,
     pid: i32,
     command: Vec<OsString>,
-}
-
-/// Creates a pipe, both ends close-on-exec.
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    if r != 0 {
-        return Err(crate::error::last("pipe2", None));
-    }
-    // SAFETY: pipe2 succeeded: both descriptors are new and owned by nothing else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// The number of threads of this process (`/proc/self/task`).
@@ -67,8 +55,8 @@ impl Launcher {
                 "the launcher must be forked while the process has one thread ({n} now)"
             )));
         }
-        let (ask_rx, ask_tx) = pipe()?;
-        let (answer_rx, answer_tx) = pipe()?;
+        let (ask_rx, ask_tx) = crate::fdpass::pipe()?;
+        let (answer_rx, answer_tx) = crate::fdpass::pipe()?;
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         // SAFETY: the process has a single thread (checked above), so the child is a full copy

@@ -29,18 +29,6 @@ pub struct Orphan {
     pub stderr: Option<ChildStderr>,
 }
 
-/// Creates a pipe, both ends close-on-exec.
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    if r != 0 {
-        return Err(crate::error::last("pipe2", None));
-    }
-    // SAFETY: pipe2 succeeded: both descriptors are new and owned by nothing else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 /// Starts `command` as an orphan in a session of its own (`setsid`: no controlling terminal,
 /// and it outlives the session of whoever started it). What the command's standard streams
 /// are, its directory and environment, are `command`'s; an `exec` that fails is returned as
@@ -50,7 +38,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// `pipe2`, `fork` or `exec` fails, or the intermediate process does not report the orphan's
 /// process id.
 pub fn spawn(command: &mut Command) -> io::Result<Orphan> {
-    let (pid_rx, pid_tx) = pipe()?;
+    let (pid_rx, pid_tx) = crate::fdpass::pipe()?;
     let tx = pid_tx.as_raw_fd();
     // SAFETY: the closure runs in the child between fork and exec and calls only fork, write,
     // _exit and setsid, which are async-signal-safe (and glibc's fork resets its own locks in
