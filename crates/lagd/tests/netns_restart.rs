@@ -19,7 +19,7 @@ use lagd_lab::topology::{ProcessId, Side, Topology, is_root};
 mod common;
 mod probe;
 
-use common::{address_bonds, start_lagd, wait_for};
+use common::{address_bonds, poll_until, start_lagd, wait_for};
 use probe::{ProbeHandle, Timed, probe, timed_probe};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
@@ -138,14 +138,8 @@ impl Supervisor {
     /// which on a busy one-CPU guest can come after the event the test saw (lagctl's answer,
     /// the old lagd's exit).
     fn log_with(&self, line: &str) -> String {
-        let t = Instant::now();
-        loop {
-            let log = self.log();
-            if log.contains(line) || t.elapsed() > Duration::from_secs(10) {
-                return log;
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
+        poll_until(Duration::from_secs(10), || self.log().contains(line));
+        self.log()
     }
 }
 
@@ -683,10 +677,7 @@ impl Drop for Upgraded {
             return;
         }
         let _ = Command::new("kill").arg(self.0.to_string()).status();
-        let t = Instant::now();
-        while proc.exists() && t.elapsed() < Duration::from_secs(10) {
-            thread::sleep(Duration::from_millis(20));
-        }
+        poll_until(Duration::from_secs(10), || !proc.exists());
     }
 }
 
@@ -800,12 +791,8 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         };
         // The upgrade's span: from lagctl's start until it returned (the new lagd adopted the
         // bond, the old one exited), and 100 ms more.
-        let upgrade = (started, started + took + Duration::from_millis(100));
-        let in_upgrade = (
-            ab.lost_between(upgrade.0, upgrade.1),
-            ba.lost_between(upgrade.0, upgrade.1),
-        );
-        let (ab, ba) = (ab.counts(), ba.counts());
+        let (ab, ba, in_upgrade) =
+            lost_within(ab, ba, started, started + took + Duration::from_millis(100));
         eprintln!(
             "{mode} fastpath={fastpath} ({}): lagctl upgrade ({took:?}): {}, of them sent \
              during the upgrade {in_upgrade:?}; queues' drops: {}; {}",
@@ -1563,13 +1550,9 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     let killed = Instant::now();
     pair.sup.kill();
     pair.start_a();
-    let window = (killed, Instant::now() + Duration::from_millis(100));
+    let answered = Instant::now() + Duration::from_millis(100);
     let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
-    let in_restart = (
-        ab.lost_between(window.0, window.1),
-        ba.lost_between(window.0, window.1),
-    );
-    let (ab, ba) = (ab.counts(), ba.counts());
+    let (ab, ba, in_restart) = lost_within(ab, ba, killed, answered);
     // What the TAP's queue (txqueuelen frames) could not hold while no lagd read it: a restart
     // longer than that many milliseconds (a slow guest) drops the rest, and counts them.
     let overflow = tx_dropped(&pair.topo, &pair.bonds[0]) - tap_drops;
@@ -1608,13 +1591,9 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     let tap_drops = tx_dropped(&pair.topo, &pair.bonds[0]);
     let started = Instant::now();
     let (new, _) = pair.upgrade_from(old, "fastpath=off");
-    let window = (started, Instant::now() + Duration::from_millis(100));
+    let adopted = Instant::now() + Duration::from_millis(100);
     let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
-    let in_upgrade = (
-        ab.lost_between(window.0, window.1),
-        ba.lost_between(window.0, window.1),
-    );
-    let (ab, ba) = (ab.counts(), ba.counts());
+    let (ab, ba, in_upgrade) = lost_within(ab, ba, started, adopted);
     let overflow = tx_dropped(&pair.topo, &pair.bonds[0]) - tap_drops;
     eprintln!(
         "fastpath=off: lagctl upgrade: {}, of them sent during the upgrade {in_upgrade:?}; the \
@@ -1642,6 +1621,21 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     most_arrive(ab, ba, "after the upgrade", "");
     drop(new);
     pair.teardown();
+}
+
+/// Both ways' (sent, received), and how many of the datagrams sent from `from` to `to` were
+/// lost, A->B and B->A.
+fn lost_within(
+    ab: Timed,
+    ba: Timed,
+    from: Instant,
+    to: Instant,
+) -> ((u64, u64), (u64, u64), (u64, u64)) {
+    (
+        ab.counts(),
+        ba.counts(),
+        (ab.lost_between(from, to), ba.lost_between(from, to)),
+    )
 }
 
 /// The sockets process `pid` holds open (their inode numbers, from `/proc/PID/fd`).

@@ -21,13 +21,23 @@ use lagd_proto::lacp::{
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
 
-/// Polls `check` every 20 ms until it holds; panics naming `what` after `timeout`.
-pub(crate) fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+/// Polls `check` every 20 ms until it holds (true) or `timeout` passed (false).
+pub(crate) fn poll_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
         thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Polls `check` every 20 ms until it holds; panics naming `what` after `timeout`.
+pub(crate) fn wait_for(what: &str, timeout: Duration, check: impl FnMut() -> bool) {
+    assert!(poll_until(timeout, check), "timed out waiting for {what}");
 }
 
 /// A UDP/IPv4 frame with the flow's addresses and ports (MACs do not matter to layer3+4).
