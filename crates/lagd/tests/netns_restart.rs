@@ -777,15 +777,11 @@ fn a_planned_upgrade_loses_nothing_on_the_kernel_path() {
         let took = started.elapsed();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         let after = drop_counters(&pair);
-        let grew = |key: String| after.get(&key).unwrap_or(&0) - queues.get(&key).unwrap_or(&0);
         // Through lagd, what a host sent waited in its TAP's queue: past txqueuelen frames (an
         // upgrade slower than that many milliseconds, as in a slow guest) the queue drops them,
         // and counts them. On the kernel path the TAP's program forwards all along.
         let (overflow_ab, overflow_ba) = if fastpath == "off" {
-            (
-                grew(format!("A {} tx_dropped", pair.bonds[0])),
-                grew(format!("B {} tx_dropped", pair.bonds[1])),
-            )
+            tap_overflows(&pair, &queues, &after)
         } else {
             (0, 0)
         };
@@ -1507,9 +1503,12 @@ fn a_failed_sigusr2_upgrade_leaves_the_running_lagd_serving() {
 /// killed lagd had read and not yet sent on (a batch of more than one needs more than a
 /// millisecond's worth of frames waiting, which at this rate happens only after a stall). A
 /// restart slower than the TAP's queue is long (txqueuelen frames, 500 ms at this rate: a slow
-/// guest) also loses, A->B, what the queue dropped, counted in the TAP's `tx_dropped`. The
-/// losses judged are of the datagrams sent from the kill (or lagctl's start) until the new lagd
-/// answered; the rest are printed. The new lagd says it took the members' sockets over.
+/// guest) also loses, A->B, what the queue dropped, counted in the TAP's `tx_dropped`; and a
+/// busy one-CPU guest that does not run B's lagd for as long loses, B->A, what B's TAP's queue
+/// dropped and counted. The losses judged are of the datagrams sent from the kill (or
+/// lagctl's start) until the new lagd answered; the rest are printed, with every queue's drop
+/// counter and both hosts' neighbour events. The new lagd says it took the members' sockets
+/// over.
 #[test]
 fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     assert!(is_root(), "network namespace tests need root");
@@ -1544,35 +1543,44 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     // Judged on what was sent from the kill until the new lagd answered (and 100 ms more): a
     // busy one-CPU guest that does not run lagd for a while afterwards loses what the queues
     // cannot hold, which is printed, not judged (bench/restart.md, "In busy one-CPU guests").
+    let neigh = NeighWatch::start(&pair);
+    let queues = drop_counters(&pair);
     let (ab, ba) = pair.start_timed_probes(40061, Duration::from_secs(6));
     thread::sleep(Duration::from_millis(1000));
-    let tap_drops = tx_dropped(&pair.topo, &pair.bonds[0]);
     let killed = Instant::now();
     pair.sup.kill();
     pair.start_a();
     let answered = Instant::now() + Duration::from_millis(100);
     let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
     let (ab, ba, in_restart) = lost_within(ab, ba, killed, answered);
-    // What the TAP's queue (txqueuelen frames) could not hold while no lagd read it: a restart
-    // longer than that many milliseconds (a slow guest) drops the rest, and counts them.
-    let overflow = tx_dropped(&pair.topo, &pair.bonds[0]) - tap_drops;
+    // What a TAP's queue (txqueuelen frames) could not hold while no lagd read it: A's, for a
+    // restart longer than that many milliseconds (a slow guest); B's, when a busy one-CPU
+    // guest did not run B's lagd for as long. Counted, as (A's, B's).
+    let after = drop_counters(&pair);
+    let overflow = tap_overflows(&pair, &queues, &after);
     eprintln!(
         "fastpath=off: kill -9 and restart: {}, of them sent during the restart {in_restart:?}; \
-         the TAP's queue dropped {overflow}",
-        losses(&ab, &ba)
+         the TAPs' queues dropped {overflow:?}; queues' drops: {}; {}\n{}",
+        losses(&ab, &ba),
+        grown(&queues, &after),
+        lagd_drops(&pair),
+        neigh.stop()
     );
     let log = pair.sup.log();
     assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
     assert!(
-        in_restart.0 <= 1 + overflow,
-        "A->B through kill -9: {ab:?}, {} sent during the restart lost, {overflow} dropped by \
-         the TAP's queue\n{log}",
-        in_restart.0
+        in_restart.0 <= 1 + overflow.0,
+        "A->B through kill -9: {ab:?}, {} sent during the restart lost, {} dropped by A's \
+         TAP's queue\n{log}",
+        in_restart.0,
+        overflow.0
     );
     assert!(
-        in_restart.1 <= 1,
-        "B->A through kill -9: {ba:?}, {} sent during the restart lost\n{log}",
-        in_restart.1
+        in_restart.1 <= 1 + overflow.1,
+        "B->A through kill -9: {ba:?}, {} sent during the restart lost, {} dropped by B's \
+         TAP's queue\n{log}",
+        in_restart.1,
+        overflow.1
     );
     assert!(
         log.contains("took over 6 of 6 member sockets from the last lagd"),
@@ -1586,32 +1594,41 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     // The planned upgrade.
     let old = server_pid(&pair.control);
     let before = sockets_of(old);
+    let neigh = NeighWatch::start(&pair);
+    let queues = drop_counters(&pair);
     let (ab, ba) = pair.start_timed_probes(40063, Duration::from_secs(6));
     thread::sleep(Duration::from_millis(1000));
-    let tap_drops = tx_dropped(&pair.topo, &pair.bonds[0]);
     let started = Instant::now();
     let (new, _) = pair.upgrade_from(old, "fastpath=off");
     let adopted = Instant::now() + Duration::from_millis(100);
     let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
     let (ab, ba, in_upgrade) = lost_within(ab, ba, started, adopted);
-    let overflow = tx_dropped(&pair.topo, &pair.bonds[0]) - tap_drops;
+    let after = drop_counters(&pair);
+    let overflow = tap_overflows(&pair, &queues, &after);
     eprintln!(
-        "fastpath=off: lagctl upgrade: {}, of them sent during the upgrade {in_upgrade:?}; the \
-         TAP's queue dropped {overflow}",
-        losses(&ab, &ba)
+        "fastpath=off: lagctl upgrade ({:?}): {}, of them sent during the upgrade \
+         {in_upgrade:?}; the TAPs' queues dropped {overflow:?}; queues' drops: {}; {}\n{}",
+        adopted - started,
+        losses(&ab, &ba),
+        grown(&queues, &after),
+        lagd_drops(&pair),
+        neigh.stop()
     );
     assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
     assert!(
-        in_upgrade.0 <= overflow,
-        "A->B through the upgrade: {ab:?}, {} sent during it lost, {overflow} dropped by the \
-         TAP's queue\n{}",
+        in_upgrade.0 <= overflow.0,
+        "A->B through the upgrade: {ab:?}, {} sent during it lost, {} dropped by A's TAP's \
+         queue\n{}",
         in_upgrade.0,
+        overflow.0,
         pair.sup.log()
     );
-    assert_eq!(
-        in_upgrade.1, 0,
-        "B->A through the upgrade: {ba:?}, {} sent during it lost",
-        in_upgrade.1
+    assert!(
+        in_upgrade.1 <= overflow.1,
+        "B->A through the upgrade: {ba:?}, {} sent during it lost, {} dropped by B's TAP's \
+         queue",
+        in_upgrade.1,
+        overflow.1
     );
     // The six member sockets are the same open sockets in the new lagd (nothing else it
     // holds is a socket of the old one's).
@@ -1621,6 +1638,53 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
     most_arrive(ab, ba, "after the upgrade", "");
     drop(new);
     pair.teardown();
+}
+
+/// The neighbour tables' changes in both namespaces (`ip -ts monitor neigh`) while it lives:
+/// a peer that cannot confirm the other's address during a long outage (an ARP probe unanswered
+/// while no lagd forwards) drops what it sends, which no queue counts.
+struct NeighWatch(Vec<(&'static str, Child)>);
+
+impl NeighWatch {
+    fn start(pair: &Pair) -> Self {
+        let mut out = Vec::new();
+        for (side, name) in [(Side::A, "A"), (Side::B, "B")] {
+            let child = Command::new("ip")
+                .args(["-n", pair.ns(side), "-ts", "monitor", "neigh"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("ip monitor neigh");
+            out.push((name, child));
+        }
+        thread::sleep(Duration::from_millis(100));
+        Self(out)
+    }
+
+    /// Ends the monitors (by their PIDs) and returns what they printed, each line with its side.
+    fn stop(mut self) -> String {
+        let mut text = String::new();
+        for (name, mut child) in std::mem::take(&mut self.0) {
+            let _ = child.kill();
+            let out = child
+                .wait_with_output()
+                .map(|o| o.stdout)
+                .unwrap_or_default();
+            for l in String::from_utf8_lossy(&out).lines() {
+                text.push_str(&format!("{name}: {l}\n"));
+            }
+        }
+        text
+    }
+}
+
+impl Drop for NeighWatch {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// Both ways' (sent, received), and how many of the datagrams sent from `from` to `to` were
@@ -1648,16 +1712,21 @@ fn sockets_of(pid: u32) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-/// The TAP `dev`'s `tx_dropped` in host A's namespace: frames the host sent that its queue
-/// could not hold (nobody read them in time).
-fn tx_dropped(topo: &Topology, dev: &str) -> u64 {
-    let out = topo
-        .ip(Side::A, &["-j", "-s", "link", "show", dev])
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    v[0]["stats64"]["tx"]["dropped"]
-        .as_u64()
-        .expect("tx dropped")
+/// What each host's TAP queue dropped between two [`drop_counters`] readings, (A's, B's):
+/// frames the host sent that no lagd read in time (txqueuelen of them were waiting).
+fn tap_overflows(
+    pair: &Pair,
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) -> (u64, u64) {
+    let grew = |key: String| {
+        let was = before.get(&key).copied().unwrap_or(0);
+        after.get(&key).copied().unwrap_or(0).saturating_sub(was)
+    };
+    (
+        grew(format!("A {} tx_dropped", pair.bonds[0])),
+        grew(format!("B {} tx_dropped", pair.bonds[1])),
+    )
 }
 
 /// Every counter of a frame dropped in a queue on the way between the two hosts, per

@@ -46,6 +46,26 @@ pub(crate) fn probe(
     thread::spawn(move || timed.join().unwrap().counts())
 }
 
+/// The ports the probes' receivers bind (each test picks its own in this range).
+const RECEIVER_PORTS: std::ops::Range<u16> = 40000..41000;
+
+/// A UDP socket for a probe's sender, on an ephemeral port outside [`RECEIVER_PORTS`]: the
+/// sender of one direction may bind before the receiver of the other binds in the same
+/// namespace, and an ephemeral port taken there first refuses the receiver's bind (seen once
+/// in a one-CPU guest). Ports drawn in the range are held until one outside it is found, so
+/// none is drawn twice.
+fn sender_socket() -> std::net::UdpSocket {
+    let mut held = Vec::new();
+    loop {
+        let s = std::net::UdpSocket::bind(("0.0.0.0", 0)).expect("a UDP socket for the probe");
+        let port = s.local_addr().expect("its address").port();
+        if !RECEIVER_PORTS.contains(&port) {
+            return s;
+        }
+        held.push(s);
+    }
+}
+
 /// Datagrams every millisecond from `from_ns` (bound to `from`) to `to:port` for `span`, each
 /// carrying its sequence number; the receiver in `to_ns` counts the distinct ones that came.
 /// Returns when each was sent and which arrived. The receiver's buffer holds every datagram
@@ -112,7 +132,7 @@ pub(crate) fn timed_probe(
             .recv_timeout(Duration::from_secs(20))
             .expect("the probe's receiver did not bind");
         let sent = lagd_lab::topology::in_named_ns(&from_ns, move || {
-            let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
+            let s = sender_socket();
             let start = Instant::now();
             let mut sent = Vec::with_capacity(span.as_millis() as usize);
             let mut seq = 0u64;
