@@ -502,6 +502,7 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
         // Through a kill and a restart.
         let (ab, ba) = pair.start_probes(40001, Duration::from_secs(3));
         thread::sleep(Duration::from_millis(1000));
+        let killed = Instant::now();
         pair.sup.kill();
         pair.start_a();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
@@ -524,7 +525,16 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
             pair.sup.log(),
             pair.topo.log_tail(pair.lagd_b, 20)
         );
-        // Afterwards nothing is lost either way.
+        // B lets A go 3 s after A's last LACPDU, which the killed lagd sent up to 1 s before
+        // the kill: a new lagd whose first LACPDU comes later (a start of more than about 2 s,
+        // as the 5.10 guest's 2.3 s once, loading the programs in the interpreter) loses B's
+        // aggregate for a moment, after the probes above. Past that bound and with the
+        // aggregate back, nothing is lost either way.
+        if mode.contains("802.3ad") {
+            let bound = killed + Duration::from_millis(3_200);
+            thread::sleep(bound.saturating_duration_since(Instant::now()));
+            pair.wait_distributing();
+        }
         let (ab, ba) = pair.probes(40003, Duration::from_millis(500));
         most_arrive(
             ab,
