@@ -1729,14 +1729,17 @@ fn tap_overflows(
     before: &BTreeMap<String, u64>,
     after: &BTreeMap<String, u64>,
 ) -> (u64, u64) {
-    let grew = |key: String| {
-        let was = before.get(&key).copied().unwrap_or(0);
-        after.get(&key).copied().unwrap_or(0).saturating_sub(was)
-    };
     (
-        grew(format!("A {} tx_dropped", pair.bonds[0])),
-        grew(format!("B {} tx_dropped", pair.bonds[1])),
+        grew_by(before, after, &format!("A {} tx_dropped", pair.bonds[0])),
+        grew_by(before, after, &format!("B {} tx_dropped", pair.bonds[1])),
     )
+}
+
+/// How much counter `key` grew between two [`drop_counters`] readings (a counter missing from
+/// one reads 0).
+fn grew_by(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, key: &str) -> u64 {
+    let read = |m: &BTreeMap<String, u64>| m.get(key).copied().unwrap_or(0);
+    read(after).saturating_sub(read(before))
 }
 
 /// Every counter of a frame dropped in a queue on the way between the two hosts, per
@@ -1811,9 +1814,9 @@ fn drop_counters(pair: &Pair) -> BTreeMap<String, u64> {
 /// What grew between two [`drop_counters`] readings, as `name +n` (nothing: "none").
 fn grown(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> String {
     let grew: Vec<String> = after
-        .iter()
-        .filter_map(|(k, v)| {
-            let d = v.saturating_sub(before.get(k).copied().unwrap_or(0));
+        .keys()
+        .filter_map(|k| {
+            let d = grew_by(before, after, k);
             (d > 0).then(|| format!("{k} +{d}"))
         })
         .collect();
