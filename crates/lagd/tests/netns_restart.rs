@@ -503,13 +503,22 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
         let (ab, ba) = pair.start_probes(40001, Duration::from_secs(3));
         thread::sleep(Duration::from_millis(1000));
         let killed = Instant::now();
+        let b_lost_partner = pair
+            .topo
+            .log_tail(pair.lagd_b, 10_000)
+            .matches(LOST)
+            .count();
         pair.sup.kill();
         pair.start_a();
+        let restarted = killed.elapsed();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         eprintln!(
-            "{mode} ({attach}): kill -9 and restart: {}",
+            "{mode} ({attach}): kill -9 and restart ({restarted:?}): {}",
             losses(&ab, &ba)
         );
+        if mode.contains("802.3ad") {
+            told_at_once(&pair, restarted, b_lost_partner);
+        }
         assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
         assert_eq!(
             ab.1,
@@ -543,6 +552,41 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
             &format!("\n{}", pair.sup.log()),
         );
         pair.teardown();
+    }
+}
+
+/// What B's lagd logs when A's LACP information times out.
+const LOST: &str = "LACP partner: none";
+
+/// The lagd that resumed LACP told each partner so before it loaded its programs (an LACPDU
+/// in sync, collecting and distributing, as the last one said), and, if it was ready within
+/// 2 s of the kill, B never let A's members go: B lets a partner go 3 s after its last
+/// LACPDU, which the killed lagd sent at most 1 s before the kill. `lost_before` is how many
+/// times B's log said so before the kill.
+fn told_at_once(pair: &Pair, restarted: Duration, lost_before: usize) {
+    const TOLD: &str = "the partner is told at once that this member resumes";
+    let log = pair.sup.log_with(TOLD);
+    let told: Vec<&str> = log.lines().filter(|l| l.contains(TOLD)).collect();
+    assert!(
+        told.len() >= 2,
+        "the restarted lagd told both members' partners at once:\n{log}"
+    );
+    for line in told {
+        eprintln!("A: {line}");
+        for bit in ["sync", "collecting", "distributing"] {
+            assert!(line.contains(bit), "{bit} in: {line}");
+        }
+    }
+    let b_log = pair.topo.log_tail(pair.lagd_b, 10_000);
+    let lost = b_log.matches(LOST).count() - lost_before;
+    eprintln!("restarted in {restarted:?}; B let a partner go {lost} time(s)");
+    if restarted < Duration::from_secs(2) {
+        assert_eq!(
+            lost,
+            0,
+            "B let A go although A was back in {restarted:?}:\n{}\nA's log:\n{log}",
+            pair.topo.log_tail(pair.lagd_b, 30)
+        );
     }
 }
 

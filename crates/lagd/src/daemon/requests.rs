@@ -459,6 +459,7 @@ impl Daemon {
             mtu,
             self.kernel.as_deref_mut(),
             &mut Vec::new(),
+            None,
         );
         let member = match opened {
             Ok(m) => m,

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{Context, Result};
 use lagd_proto::bond::FastPathAttach;
-use lagd_proto::bond::{Bond, PortId, PortInfo};
+use lagd_proto::bond::{Bond, NoDataplane, PortId, PortInfo, Transmit};
 use lagd_proto::time::Instant;
 use lagd_proto::wire::EthernetAddress;
+use lagd_proto::wire::slow::{LacpInfo, LacpRepr};
 use lagd_sys::isolate::{IngressDrop, quiet_stack};
 use lagd_sys::link::{Duplex, LinkControl, LinkEvents};
 use lagd_sys::packet::{Membership, PacketOptions, PacketSocket};
@@ -295,6 +296,15 @@ impl Daemon {
         // open_member would bind is used as is, with the frames queued on it meanwhile.
         let mut sockets = passed.take_all(handover::PACKET);
         let passed_sockets = sockets.len();
+        // The slow-protocols sockets before the programs load (over a second in a slow guest):
+        // a restart that resumes LACP tells the partners so at once, from them.
+        let mut slow = Vec::new();
+        for (name, &ifindex) in config.members.iter().zip(found) {
+            slow.push(Some(open_slow(&mut sockets, name, ifindex)?));
+        }
+        if bond.lacp().is_some() && !undo.recovered_lacp().is_empty() {
+            announce_resumed(&link, &config, mac, epoch, &slow, undo.recovered_lacp());
+        }
         let (mut kernel, dataplane_reason) =
             match Choice::decide(&bond, config.members.len(), tap_ifindex) {
                 Ok(Choice::Kernel(k)) => (Some(k), None),
@@ -302,7 +312,7 @@ impl Daemon {
                 Err(e) => return Err(StartError::Config(e)),
             };
         let mut members = Vec::new();
-        for (name, &ifindex) in config.members.iter().zip(found) {
+        for ((name, &ifindex), slow) in config.members.iter().zip(found).zip(&mut slow) {
             let m = Self::open_member(
                 &link,
                 &mut bond,
@@ -312,6 +322,7 @@ impl Daemon {
                 member_mtu,
                 kernel.as_deref_mut(),
                 &mut sockets,
+                slow.take(),
             )?;
             // The kernel path's programs are attached later (Kernel::go_live).
             if m.isolation.as_ref().is_some_and(IngressDrop::added_qdisc) {
@@ -328,21 +339,15 @@ impl Daemon {
             sockets.clear();
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
-        if bond.lacp().is_some() {
-            for r in undo.recovered_lacp() {
-                if let Some(port) = bond.port_by_name(&r.member) {
-                    let partner = r.partner();
-                    info!(
-                        member = %r.member,
-                        system = %partner.system,
-                        key = partner.key,
-                        port = partner.port,
-                        "LACP: the last lagd did not stop cleanly; the member takes up with \
-                         this partner where it left (no aggregate wait)"
-                    );
-                    bond.resume_lacp(port, partner);
-                }
-            }
+        for (member, partner) in resume_recorded(&mut bond, undo.recovered_lacp()) {
+            info!(
+                %member,
+                system = %partner.system,
+                key = partner.key,
+                port = partner.port,
+                "LACP: the last lagd did not stop cleanly; the member takes up with this \
+                 partner where it left (no aggregate wait)"
+            );
         }
 
         let metrics = config.metrics.as_ref().map(metrics::bind).transpose()?;
@@ -479,7 +484,8 @@ impl Daemon {
     /// sockets, and its port in the bond. Its sockets are taken from `passed` (the last lagd's,
     /// see [`handover::PACKET`]) where one there is bound to it with the options it would be
     /// opened with ([`PacketSocket::adopt`]): the frames the member received while no lagd
-    /// read them are then still queued on them.
+    /// read them are then still queued on them. `slow` is its slow-protocols sockets if
+    /// [`open_slow`] opened them already.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn open_member(
         link: &LinkControl,
@@ -490,6 +496,7 @@ impl Daemon {
         mtu: u32,
         kernel: Option<&mut Kernel>,
         passed: &mut Vec<OwnedFd>,
+        slow: Option<SlowSockets>,
     ) -> Result<Member> {
         link.set_mtu(name, mtu)
             .with_context(|| format!("setting MTU {mtu} on member {name}"))?;
@@ -527,41 +534,10 @@ impl Daemon {
         socket
             .exclude_ethertype(lagd_sys::packet::ETH_P_SLOW)
             .with_context(|| format!("socket filter on member {name}"))?;
-        let control = packet_socket(
-            passed,
-            ifindex,
-            PacketOptions {
-                protocol: lagd_sys::packet::ETH_P_SLOW,
-                ignore_outgoing: true,
-                // TC_PRIO_CONTROL, as the kernel sends LACPDUs: a priority-aware qdisc
-                // (pfifo_fast, prio, mqprio) sends them, and the bond's other own frames, ahead
-                // of the bulk data saturating the member.
-                priority: Some(lagd_sys::packet::TC_PRIO_CONTROL),
-                ..PacketOptions::default()
-            },
-        )
-        // A socket taken over may have been the last lagd's partner socket: no filter, as a
-        // new one (the confirmed partner's filter comes with Dataplane::follow_partner).
-        .and_then(|c| c.detach_filter().map(|()| c))
-        .with_context(|| format!("slow-protocols socket on member {name}"))?;
-        control
-            .add_membership(Membership::Multicast(
-                lagd_sys::packet::SLOW_PROTOCOLS_MULTICAST,
-            ))
-            .with_context(|| format!("slow-protocols multicast on member {name}"))?;
-        // The confirmed LACP partner's frames, once there is one (Dataplane::follow_partner);
-        // nothing until then.
-        let partner = packet_socket(
-            passed,
-            ifindex,
-            PacketOptions {
-                protocol: lagd_sys::packet::ETH_P_SLOW,
-                ignore_outgoing: true,
-                ..PacketOptions::default()
-            },
-        )
-        .and_then(|p| p.filter_source(None, true).map(|()| p))
-        .with_context(|| format!("LACP partner socket on member {name}"))?;
+        let SlowSockets { control, partner } = match slow {
+            Some(s) => s,
+            None => open_slow(passed, name, ifindex)?,
+        };
         // Promiscuous: a physical NIC must accept frames for the bond's MAC. Undone when the
         // socket closes.
         socket
@@ -580,15 +556,7 @@ impl Daemon {
                 .with_context(|| format!("packet socket for 0x{protocol:04x} on member {name}"))
             })
             .collect::<Result<Vec<_>>>()?;
-        let perm = link.permanent_mac(name).unwrap_or([0; 6]);
-        let sd = link.speed_duplex(name).ok();
-        let carrier = link.carrier(name).unwrap_or(false);
-        let info = PortInfo {
-            name: name.to_owned(),
-            perm_mac: EthernetAddress(perm),
-            speed_mbps: sd.and_then(|s| s.speed_mbps),
-            full_duplex: sd.and_then(|s| duplex(s.duplex)),
-        };
+        let (info, carrier) = port_info(link, name);
         bond.add_port(now_since(epoch), info, carrier);
         Ok(Member {
             name: name.to_owned(),
@@ -662,6 +630,132 @@ fn isolate(name: &str, ifindex: u32, how: FastPathAttach) -> (Option<IngressDrop
                 "no ingress drop ({e}); relying on arp_ignore/disable_ipv6"
             );
             (None, format!("sysctls only, no ingress drop ({e})"))
+        }
+    }
+}
+
+/// A member's slow-protocols sockets: LACPDUs and the bond's other own frames leave on
+/// `control`, which reads every slow-protocols frame until there is a confirmed partner;
+/// `partner` then reads that partner's alone (see `Dataplane::follow_partner`).
+pub(super) struct SlowSockets {
+    control: PacketSocket,
+    partner: PacketSocket,
+}
+
+/// Opens member `name`'s [`SlowSockets`], or takes them from `passed` as [`packet_socket`] does.
+fn open_slow(passed: &mut Vec<OwnedFd>, name: &str, ifindex: u32) -> Result<SlowSockets> {
+    let control = packet_socket(
+        passed,
+        ifindex,
+        PacketOptions {
+            protocol: lagd_sys::packet::ETH_P_SLOW,
+            ignore_outgoing: true,
+            // TC_PRIO_CONTROL, as the kernel sends LACPDUs: a priority-aware qdisc
+            // (pfifo_fast, prio, mqprio) sends them, and the bond's other own frames, ahead
+            // of the bulk data saturating the member.
+            priority: Some(lagd_sys::packet::TC_PRIO_CONTROL),
+            ..PacketOptions::default()
+        },
+    )
+    // A socket taken over may have been the last lagd's partner socket: no filter, as a
+    // new one (the confirmed partner's filter comes with Dataplane::follow_partner).
+    .and_then(|c| c.detach_filter().map(|()| c))
+    .with_context(|| format!("slow-protocols socket on member {name}"))?;
+    control
+        .add_membership(Membership::Multicast(
+            lagd_sys::packet::SLOW_PROTOCOLS_MULTICAST,
+        ))
+        .with_context(|| format!("slow-protocols multicast on member {name}"))?;
+    // The confirmed LACP partner's frames, once there is one (Dataplane::follow_partner);
+    // nothing until then.
+    let partner = packet_socket(
+        passed,
+        ifindex,
+        PacketOptions {
+            protocol: lagd_sys::packet::ETH_P_SLOW,
+            ignore_outgoing: true,
+            ..PacketOptions::default()
+        },
+    )
+    .and_then(|p| p.filter_source(None, true).map(|()| p))
+    .with_context(|| format!("LACP partner socket on member {name}"))?;
+    Ok(SlowSockets { control, partner })
+}
+
+/// What the bond needs to know of member `name` to add its port, and its carrier.
+fn port_info(link: &LinkControl, name: &str) -> (PortInfo, bool) {
+    let perm = link.permanent_mac(name).unwrap_or([0; 6]);
+    let sd = link.speed_duplex(name).ok();
+    let info = PortInfo {
+        name: name.to_owned(),
+        perm_mac: EthernetAddress(perm),
+        speed_mbps: sd.and_then(|s| s.speed_mbps),
+        full_duplex: sd.and_then(|s| duplex(s.duplex)),
+    };
+    (info, link.carrier(name).unwrap_or(false))
+}
+
+/// Resumes LACP on each member of `bond` that `records` (the last lagd's state file) names
+/// with its partner; returns those members and partners.
+fn resume_recorded(bond: &mut Bond, records: &[restore::LacpRecord]) -> Vec<(String, LacpInfo)> {
+    if bond.lacp().is_none() {
+        return Vec::new();
+    }
+    let mut resumed = Vec::new();
+    for r in records {
+        if let Some(port) = bond.port_by_name(&r.member) {
+            let partner = r.partner();
+            bond.resume_lacp(port, partner);
+            resumed.push((r.member.clone(), partner));
+        }
+    }
+    resumed
+}
+
+/// A restart that resumes LACP tells each partner at once that nothing changed. Without this
+/// the first LACPDU leaves from the main loop, after the programs are loaded and the members
+/// opened: 1.1 s in a one-CPU guest without a JIT, which with the supervisor's delay and up
+/// to a second since the last lagd's last LACPDU outlived a partner's 3 s expiry (fast rate).
+/// A bond built for this alone, with the members' ports and the recorded partners, makes the
+/// LACPDUs the real one will (same options, ports in the same order); they leave on `slow`'s
+/// control sockets now. A member it fails on is told by the main loop, as before.
+fn announce_resumed(
+    link: &LinkControl,
+    config: &Config,
+    mac: EthernetAddress,
+    epoch: StdInstant,
+    slow: &[Option<SlowSockets>],
+    records: &[restore::LacpRecord],
+) {
+    let now = now_since(epoch);
+    let mut bond = Bond::new(config.options.clone(), mac);
+    for name in &config.members {
+        let (info, carrier) = port_info(link, name);
+        bond.add_port(now, info, carrier);
+    }
+    if resume_recorded(&mut bond, records).is_empty() {
+        return;
+    }
+    if bond.poll_timeout().is_some_and(|t| t <= now) {
+        bond.handle_timeout(now, &mut NoDataplane);
+    }
+    let mut frame = [0u8; 1600];
+    while let Some(Transmit { port, len }) = bond.poll_transmit(now, &mut frame) {
+        // LACPDUs alone: the bond's other own frames (announcements) are the real one's.
+        let (Some(s), Ok(pdu)) = (
+            slow.get(port.index()).and_then(Option::as_ref),
+            LacpRepr::parse_frame(&frame[..len]),
+        ) else {
+            continue;
+        };
+        let member = &config.members[port.index()];
+        match s.control.send(&frame[..len]) {
+            Ok(_) => info!(
+                %member,
+                state = %pdu.actor.state,
+                "LACP: the partner is told at once that this member resumes"
+            ),
+            Err(e) => warn!(%member, "LACPDU on resuming not sent: {e}"),
         }
     }
 }
