@@ -508,6 +508,7 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
             .log_tail(pair.lagd_b, 10_000)
             .matches(LOST)
             .count();
+        let told_before = pair.sup.log().matches(TOLD).count();
         pair.sup.kill();
         pair.start_a();
         let restarted = killed.elapsed();
@@ -517,7 +518,7 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
             losses(&ab, &ba)
         );
         if mode.contains("802.3ad") {
-            told_at_once(&pair, restarted, b_lost_partner);
+            told_at_once(&pair, restarted, told_before, b_lost_partner);
         }
         assert!(ab.0 >= 300 && ba.0 >= 300, "probes sent: {ab:?} {ba:?}");
         assert_eq!(
@@ -557,16 +558,26 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
 
 /// What B's lagd logs when A's LACP information times out.
 const LOST: &str = "LACP partner: none";
+/// What A's lagd logs per member when it tells the partner at once that it resumes.
+const TOLD: &str = "the partner is told at once that this member resumes";
 
 /// The lagd that resumed LACP told each partner so before it loaded its programs (an LACPDU
 /// in sync, collecting and distributing, as the last one said), and, if it was ready within
 /// 2 s of the kill, B never let A's members go: B lets a partner go 3 s after its last
-/// LACPDU, which the killed lagd sent at most 1 s before the kill. `lost_before` is how many
-/// times B's log said so before the kill.
-fn told_at_once(pair: &Pair, restarted: Duration, lost_before: usize) {
-    const TOLD: &str = "the partner is told at once that this member resumes";
-    let log = pair.sup.log_with(TOLD);
-    let told: Vec<&str> = log.lines().filter(|l| l.contains(TOLD)).collect();
+/// LACPDU, which the killed lagd sent at most 1 s before the kill. `told_before` and
+/// `lost_before` are how many times A's and B's logs said so before the kill: only what the
+/// restarted lagd logged counts.
+fn told_at_once(pair: &Pair, restarted: Duration, told_before: usize, lost_before: usize) {
+    // A lagd logs on its own time: wait for both members' lines (at most 10 s).
+    poll_until(Duration::from_secs(10), || {
+        pair.sup.log().matches(TOLD).count() >= told_before + 2
+    });
+    let log = pair.sup.log();
+    let told: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(TOLD))
+        .skip(told_before)
+        .collect();
     assert!(
         told.len() >= 2,
         "the restarted lagd told both members' partners at once:\n{log}"
