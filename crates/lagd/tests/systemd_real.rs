@@ -58,6 +58,19 @@ fn number(unit: &str, name: &str) -> u64 {
         .unwrap_or_else(|_| panic!("{unit} {name}={v:?} is not a number"))
 }
 
+/// The nice value of process `pid` (field 19 of `/proc/PID/stat`).
+fn nice_of(pid: u64) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/stat: {e}"));
+    // The name in brackets may hold spaces; the fields after it start with the state (3).
+    let after = &stat[stat.rfind(')').expect("(comm)") + 1..];
+    after
+        .split_whitespace()
+        .nth(16)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no nice value in {stat:?}"))
+}
+
 /// The seconds since midnight of a time written `...HH:MM:SS.frac...` (`T` or a space before
 /// it, anything after the fraction), for the differences the test prints.
 fn seconds_of_day(text: &str) -> Option<f64> {
@@ -298,6 +311,7 @@ fn under_systemd(mode: &str, kernel: &str) {
     systemctl(&["start", &unit]);
     let first = number(&unit, "MainPID");
     assert_ne!(first, 0, "{unit} runs:\n{}", journal(&unit));
+    assert_eq!(nice_of(first), -10, "the unit's Nice= (see its comment)");
     hosts.address();
     if mode.contains("802.3ad") {
         wait_for("LACP distributing", Duration::from_secs(20), || {
@@ -465,6 +479,11 @@ fn under_systemd(mode: &str, kernel: &str) {
     let watchdog_before = number(&unit, "WatchdogTimestampMonotonic");
     let (ab, ba) = hosts.probe_systemctl(40065, mode, "reload", &unit);
     let fourth = number(&unit, "MainPID");
+    assert_eq!(
+        nice_of(fourth),
+        -10,
+        "the lagd an upgrade started keeps the unit's Nice="
+    );
     let log = journal(&unit);
     assert!(
         log.contains(&format!(
