@@ -36,7 +36,9 @@
 # pairs),
 # OUT (bench/kernels.md: the section between the kernels.sh markers is replaced, the rest kept),
 # KEEP (set: keep the work directory with every guest's raw results and lagd's logs),
-# LAGD_EXTRA (more lagd options for every lagd setup, e.g. fastpath_attach=tc).
+# LAGD_EXTRA (more lagd options for every lagd setup, e.g. fastpath_attach=tc),
+# LAGD_NICE (-10: lagd runs at the priority its systemd unit gives it, dist/lagd@.service; 0
+# for the default).
 # Needs: python3, cargo, cc, iperf3, jq, iproute2, ping; tools/uml.py's needs.
 set -euo pipefail
 
@@ -163,7 +165,7 @@ setup() {
             n=1
             for ns in $(bond_ends "$s"); do
                 for i in 0 1; do ip -n "$ns" link set "m$i" up; done
-                ip netns exec "$ns" "$BIN/lagd" --bond lg0 --members m0,m1 --opts "$opts" \
+                ip netns exec "$ns" nice -n "${LAGD_NICE:--10}" "$BIN/lagd" --bond lg0 --members m0,m1 --opts "$opts" \
                     >>"$R/$s.$round.$ns.log" 2>&1 &
             done
             for ns in $(bond_ends "$s"); do
@@ -306,11 +308,11 @@ for k in $KERNELS; do
     # ~20 s per setup and round; a guest that hangs is killed.
     python3 tools/uml.py run "$k" --rw "$work" --timeout $((ROUNDS * ${#SETUPS[@]} * 40 + 60)) \
         -e ROUNDS="$ROUNDS" -e DURATION="$DURATION" -e FAIL_AT="$FAIL_AT" -e SETUPS="${SETUPS[*]}" \
-        -e LAGD_EXTRA="${LAGD_EXTRA:-}" \
+        -e LAGD_EXTRA="${LAGD_EXTRA:-}" -e LAGD_NICE="${LAGD_NICE:--10}" \
         -- bash bench/kernels.sh --guest "$work" 2>&1 | tee "$work/run-$k.log" || true
 done
 
-python3 bench/tools/kernels_report.py "$work" "$OUT" "$started" "$(git rev-parse --short HEAD)" \
+LAGD_NICE="${LAGD_NICE:--10}" python3 bench/tools/kernels_report.py "$work" "$OUT" "$started" "$(git rev-parse --short HEAD)" \
     "$ROUNDS" "$DURATION" "$FAIL_AT" "$KERNELS" "$(uname -r)" \
     "$(iperf3 --version | head -1 | cut -d' ' -f1-2)"
 echo "wrote $OUT"

@@ -19,6 +19,8 @@ BEGIN = "<!-- bench/kernels.sh: begin -->"
 END = "<!-- bench/kernels.sh: end -->"
 
 work, out, started, commit, rounds, duration, fail_at, kernels, host, iperf = sys.argv[1:11]
+# The priority lagd ran at in the guests (bench/kernels.sh passes it on).
+NICE = os.environ.get("LAGD_NICE", "-10")
 TESTS = [
     ("tcp1", "TCP 1 stream, Gbit/s"),
     ("tcp8", "TCP 8 streams (2 × -P 4), Gbit/s"),
@@ -122,7 +124,13 @@ lines += [
     "driver (balance-xor `xmit_hash_policy layer3+4`, or 802.3ad `lacp_rate fast` with the same "
     "policy; `miimon 100`); *lagd*: lagd at both ends with the same options and `fastpath=on` "
     "(lagd refuses to start without its kernel path; `fastpath_attach=auto`: clsact filters "
-    "where the kernel has no tcx, tcx on 6.12). Ratios in brackets: to the kernel bond of the "
+    "where the kernel has no tcx, tcx on 6.12), "
+    + (
+        f"at nice {NICE} as its systemd unit runs it"
+        if NICE == "-10"
+        else f"at nice {NICE} (its systemd unit runs it at -10)"
+    )
+    + ". Ratios in brackets: to the kernel bond of the "
     "same mode, in the same guest (direct: to balance-xor). TCP: iperf3 `-l 1M`; 8 streams: two "
     "clients with `-P 4` (direct: one per link address; bonds: two ports on the bond's "
     "address). UDP: one flow of 64-byte datagrams, sent with `sendmmsg` and read with "
