@@ -690,17 +690,32 @@ fn arp_validate(who: Who, kernel: &str, v6: bool) {
         ping_until(&topo, Instant::now(), Duration::from_secs(5), || {
             fail("no ping came back")
         });
-        let before = failure_counts(&topo, &bond);
-        // At least three intervals, so that a member the monitor would take out goes.
-        thread::sleep(Duration::from_secs(if v6 { 4 } else { 3 }));
-        let mii = bond.mii(&topo);
-        let after = failure_counts(&topo, &bond);
-        let carrier = topo
-            .ip(Side::A, &["-o", "link", "show", "st0"])
-            .expect("ip link show")
-            .contains("LOWER_UP");
-        if mii.iter().all(|m| m == "up") && after == before && carrier {
-            results.push(format!("{validate} {:.2} s", up.as_secs_f64()));
+        // At least three intervals, so that a member the monitor would take out goes. A
+        // window with a failure is watched once more: a one-CPU guest stalls now and then for
+        // longer than two 100 ms intervals (bench/kernels.md: silences of about 1 s), and the
+        // kernel bond's monitor counts that as a member's failure once (6.1, `all`, one CI
+        // run); a member that flaps does it in the second window too.
+        let window = |before: &[u64]| {
+            thread::sleep(Duration::from_secs(if v6 { 4 } else { 3 }));
+            let mii = bond.mii(&topo);
+            let after = failure_counts(&topo, &bond);
+            let carrier = topo
+                .ip(Side::A, &["-o", "link", "show", "st0"])
+                .expect("ip link show")
+                .contains("LOWER_UP");
+            let steady = mii.iter().all(|m| m == "up") && after == before && carrier;
+            (steady, mii, after, carrier)
+        };
+        let mut before = failure_counts(&topo, &bond);
+        let (mut steady, mut mii, mut after, mut carrier) = window(&before);
+        let mut second_look = String::new();
+        if !steady {
+            second_look = format!(" (on a second look; the first: {mii:?} failures {after:?})");
+            before = after;
+            (steady, mii, after, carrier) = window(&before);
+        }
+        if steady {
+            results.push(format!("{validate} {:.2} s{second_look}", up.as_secs_f64()));
         } else {
             results.push(format!(
                 "{validate} NOT STEADY {mii:?} failures {after:?} carrier {carrier}"
