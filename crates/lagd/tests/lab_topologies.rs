@@ -216,8 +216,11 @@ fn clients_flows_land_on_the_members_their_hash_picks() {
     assert_eq!(v["clients"], 4);
     let flows = v["flows"].as_array().expect("flows");
     assert_eq!(flows.len(), 8, "one flow per client and direction: {v}");
+    // Moved at all (0.2 Mbit/s): what this guards against is a flow that never connects. Three
+    // TCP flows share one shaped 100 Mbit/s member each way, and one of them can be starved to
+    // a few Mbit/s for a 3 s run (CI: c1>a at 3.8 Mbit/s beside c2>a at 52).
     for fl in flows {
-        assert!(f(fl, "gbps") > 0.005, "every client's flow moved: {v}");
+        assert!(f(fl, "gbps") > 0.0002, "every client's flow moved: {v}");
     }
     let a = endpoint(&v, "a");
     let mut out_used = [false; 2];
