@@ -64,12 +64,31 @@ fn import(files: &[PathBuf], extra: &[&str]) -> (bool, String, String) {
     (code == Some(0), out, err)
 }
 
-/// Writes `(name, text)` files into a fresh directory; returns their paths.
-fn write(tag: &str, files: &[(&str, &str)]) -> Vec<PathBuf> {
+/// Files a test wrote into a directory of its own; the directory goes when this does.
+struct Scratch {
+    dir: PathBuf,
+    files: Vec<PathBuf>,
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = [PathBuf];
+    fn deref(&self) -> &[PathBuf] {
+        &self.files
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Writes `(name, text)` files into a fresh directory; returns their paths (in order).
+fn write(tag: &str, files: &[(&str, &str)]) -> Scratch {
     let dir = std::env::temp_dir().join(format!("lagctl-import-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    files
+    let files = files
         .iter()
         .map(|(n, t)| {
             let p = dir.join(n);
@@ -77,7 +96,8 @@ fn write(tag: &str, files: &[(&str, &str)]) -> Vec<PathBuf> {
             std::fs::write(&p, t).unwrap();
             p
         })
-        .collect()
+        .collect();
+    Scratch { dir, files }
 }
 
 fn check(files: &[PathBuf], e: &Expect<'_>) {
@@ -718,7 +738,7 @@ fn networkd_bond_network_mtu_and_mac() {
     );
 }
 
-fn teamd(tag: &str, json: &str) -> Vec<PathBuf> {
+fn teamd(tag: &str, json: &str) -> Scratch {
     write(tag, &[("team0.conf", json)])
 }
 
@@ -1054,7 +1074,8 @@ fn export_then_import_is_the_identity() {
         for (name, body) in configs {
             let tag = format!("export-{dialect}-{name}");
             let toml = format!("bond = \"bond0\"\nmembers = [\"eth0\", \"eth1\"]\n{body}");
-            let src = write(&tag, &[("lagd.toml", &toml)]).remove(0);
+            let scratch = write(&tag, &[("lagd.toml", &toml)]);
+            let src = scratch[0].clone();
             let dir = src.with_file_name("out");
             let out = Command::new(LAGCTL)
                 .args(["export", "--to", dialect, "-o"])
@@ -1121,14 +1142,14 @@ fn export_then_import_is_the_identity() {
 /// A mode only lagd has cannot be exported; standard output holds every file, each named.
 #[test]
 fn export_refusals_and_standard_output() {
-    let src = write(
+    let scratch = write(
         "export-slb",
         &[(
             "lagd.toml",
             "bond = \"bond0\"\nmembers = [\"eth0\", \"eth1\"]\n[options]\nmode = \"balance-slb\"\n",
         )],
-    )
-    .remove(0);
+    );
+    let src = scratch[0].clone();
     let out = Command::new(LAGCTL)
         .args(["export", "--to", "netplan"])
         .arg(&src)
@@ -1181,15 +1202,15 @@ fn export_refusals_and_standard_output() {
 /// networkd, whose ad-select / AdSelect= know only stable, bandwidth and count.
 #[test]
 fn export_of_ad_select_actor_port_prio() {
-    let src = write(
+    let scratch = write(
         "export-adselect",
         &[(
             "lagd.toml",
             "bond = \"bond0\"\nmembers = [\"eth0\", \"eth1\"]\n[options]\nmode = \"802.3ad\"\n\
              ad_select = \"actor_port_prio\"\n",
         )],
-    )
-    .remove(0);
+    );
+    let src = scratch[0].clone();
     let export = |to: &str| {
         let out = Command::new(LAGCTL)
             .args(["export", "--to", to])
