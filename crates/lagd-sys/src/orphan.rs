@@ -152,8 +152,9 @@ impl Orphan {
     }
 }
 
-/// Whether process `pid` exists and is not a zombie (without a pidfd).
-fn alive(pid: i32) -> bool {
+/// Whether process `pid` exists and is not a zombie (from `/proc`, without a pidfd: for a
+/// process that is not one's own child).
+pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // "PID (COMM) STATE ...": the state follows the last ')'.
         Ok(stat) => stat

@@ -98,7 +98,8 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
     let new = child.id();
     let (said, ended) = collect_stderr(&mut child);
     let deadline = Instant::now() + START_TIME + ADOPT_TIME;
-    let failed = |why: String, said: &mpsc::Receiver<Vec<u8>>| {
+    let keeps = format!("lagd {old} keeps the bond");
+    let failed = |why: String, after: &str, said: &mpsc::Receiver<Vec<u8>>| {
         let text = String::from_utf8_lossy(
             &said
                 .recv_timeout(Duration::from_secs(1))
@@ -112,7 +113,7 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
             text
         };
         CliError::Failed(anyhow!(
-            "the new lagd ({}, pid {new}) {why}; lagd {old} keeps the bond. It said:\n{text}",
+            "the new lagd ({}, pid {new}) {why}; {after}. It said:\n{text}",
             binary.display()
         ))
     };
@@ -121,7 +122,7 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
         // Its exit status goes to its parent, the service manager or init: the reason is
         // what it said.
         if child.exited().map_err(CliError::Io)? {
-            return Err(failed("exited before taking over".into(), &said));
+            return Err(failed("exited before taking over".into(), &keeps, &said));
         }
         // Its standard error is the old lagd's log once it has taken over.
         closed = closed || ended.try_recv().is_ok();
@@ -136,7 +137,20 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
                 return Ok(());
             }
             if child.exited().map_err(CliError::Io)? {
-                return Err(failed("exited while taking over".into(), &said));
+                // Its standard error also closes when it exits, a moment before the exit shows:
+                // it had taken over only if the old lagd let go, which it does by exiting (the
+                // new one turns its standard error to the old one's log after that).
+                if lagd_sys::orphan::alive(old as i32) {
+                    return Err(failed("exited before taking over".into(), &keeps, &said));
+                }
+                return Err(failed(
+                    "exited while taking over".into(),
+                    &format!(
+                        "lagd {old} had let go: no lagd drives the bond (its kernel path \
+                         forwards on the last table until the bound; start lagd)"
+                    ),
+                    &said,
+                ));
             }
         }
         if Instant::now() >= deadline {
@@ -146,6 +160,7 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
                     "did not take over within {} s (stopped)",
                     (START_TIME + ADOPT_TIME).as_secs()
                 ),
+                &keeps,
                 &said,
             ));
         }
