@@ -76,20 +76,24 @@ static long (*bpf_skb_store_bytes)(void *skb, __u32 off, const void *from, __u32
 #define SLOW_INTERVAL_NS 5000000ULL // 200 per second
 #define SLOW_BURST 50
 
-// Stripe's receive side (struct stripe_rx in lagd_shared.h): how long a hole may wait here.
+// Stripe's receive side (struct stripe_rx in lagd_shared.h): how long a hole may wait here
+// (STRIPE_HOLD_NS, lagd_shared.h).
 //
 // Most holes are not holes: a member's frames are received on the CPU that queued them (veth,
 // or a NIC's queues on their interrupts' CPUs), so segments the sender put on two CPUs, or on
-// two members, race each other, and the one behind is in another CPU's queue for a few
-// microseconds. A segment ahead of `next` of a flow that delivered within STRIPE_HOLD_NS
-// therefore goes round again: to the end of this CPU's receive queue, through its member's
-// ingress, where the program sees it once more after what was queued meanwhile (`held`
-// counts the rounds). Only a flow that delivered nothing for that long (a segment lost, or a
-// member slow or silent) goes to lagd, whose resequencer holds, times out and detects losses.
-// The bound is short on purpose: a round costs half a microsecond of the CPU, and the skew
-// of shaped or slow links (half a millisecond for a 64 KB frame at 1 Gbit/s) is lagd's to
-// absorb; waiting it out here would spin for nothing.
-#define STRIPE_HOLD_NS 30000ULL // 30 us: cross-CPU races, not links' skew (see above)
+// two members, race each other, and the one behind is in another CPU's queue until that CPU
+// runs its receive work. A segment ahead of `next` of a flow that delivered within
+// STRIPE_HOLD_NS therefore goes round again: to the end of this CPU's receive queue, through
+// its member's ingress, where the program sees it once more after what was queued meanwhile
+// (`held` counts the rounds). Only a flow that delivered nothing for that long (a segment
+// lost, or a member slow or silent) goes to lagd, whose resequencer holds, times out and
+// detects losses. The bound covers a CPU busy with other work for a while (the sending or the
+// receiving application, on 2 CPUs): at 30 us lagd took 7.6 % of one unshaped stream's
+// segments and gave up on 274 holes in 3 runs of 8 s, at 100 us 0.5 % and 39, with about one
+// round per segment either way (bench/stripe.md). It stays short of links' skew (half a
+// millisecond for a 64 KB frame at 1 Gbit/s), which is lagd's to absorb: over shaped links
+// the longer bound costs more rounds (a round is half a microsecond of CPU) but no more CPU
+// time that shows.
 
 // Map definitions: what build.py records for lagd-sys, which creates the maps itself.
 struct map_def {
@@ -1427,7 +1431,7 @@ INLINE int stripe_rx(struct __sk_buff *skb, const struct table *t, __u32 port) {
     if (ahead < 0)
         return stripe_deliver(skb, t, port);
     // Ahead of next while the flow is moving: round again (see STRIPE_HOLD_NS).
-    if (bpf_ktime_get_ns() - e->last_ns < STRIPE_HOLD_NS) {
+    if (bpf_ktime_get_ns() - e->last_ns < (__u64)STRIPE_HOLD_NS) {
         __sync_fetch_and_add(&e->held, 1);
         return bpf_redirect(t->ifindex[port & (MAX_MEMBERS - 1)], BPF_F_INGRESS);
     }

@@ -131,6 +131,13 @@ enum stripe_dims {
     STRIPE_RX_SLOTS = 1024, // entries of lagd_stripe_rx
 };
 
+// How long stripe's receive side holds a TCP segment that overtook another (fastpath.c,
+// stripe_rx: it goes round its member's queue while its flow delivered within this long),
+// in ns. lagd's tests judge the program's rounds by it.
+enum stripe_hold {
+    STRIPE_HOLD_NS = 100000, // 100 us
+};
+
 // Stripe's receive side, one entry of lagd_stripe_rx per TCP flow slot
 // (lagd_proto::stripe::tcp::FlowKey's kernel_slot): the program delivers a flow's segment when
 // it is the next in sequence and lagd does not hold the flow, so the host sees the flow in

@@ -1566,7 +1566,7 @@ fn stripe_kernel_holds_a_segment_that_overtook_another_and_the_host_sees_order()
         })
         .collect();
     let tcp = |s: &Status| s.stripe.as_ref().unwrap().tcp.clone();
-    // The hold lasts 30 us from the first segment's delivery: a thread preempted between two
+    // The hold lasts STRIPE_HOLD_NS (100 us) from the first segment's delivery: a thread preempted between two
     // sends misses it (the third then goes to lagd at once), so a few flows are tried. Every
     // one must reach the host in order.
     let mut rounds = Vec::new();

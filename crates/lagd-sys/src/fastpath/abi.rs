@@ -336,6 +336,10 @@ pub const STRIPE_SLOT_SHIFT: u32 = 16;
 /// entries of lagd_stripe_rx
 pub const STRIPE_RX_SLOTS: u32 = 1024;
 
+// enum stripe_hold: How long stripe's receive side holds a TCP segment that overtook another (fastpath.c, stripe_rx: it goes round its member's queue while its flow delivered within this long), in ns. lagd's tests judge the program's rounds by it.
+/// 100 us
+pub const STRIPE_HOLD_NS: u32 = 100000;
+
 // enum stripe_rx_state: Stripe's receive side, one entry of lagd_stripe_rx per TCP flow slot (lagd_proto::stripe::tcp::FlowKey's kernel_slot): the program delivers a flow's segment when it is the next in sequence and lagd does not hold the flow, so the host sees the flow in order whoever delivers. `word` is shared with lagd through a mapping of the array and only changed by compare-and-swap: bits 0-31 the next sequence number the host expects, 32-47 a generation (every change of state or owner counts), 48-55 the state. The program only writes a word in state KERNEL: it advances `next` by what it delivered, or hands the flow to lagd (state LAGD) on a segment ahead of `next`; lagd hands it back (KERNEL) when it holds nothing, and claims free or long-idle slots for new flows (CLAIM while it writes the key).
 /// no flow
 pub const STRIPE_RX_FREE: u32 = 0;
