@@ -63,6 +63,8 @@ use crate::clsact::{self, Attach, Hook, TcFilter};
 use crate::error;
 use crate::link;
 
+/// `BPF_MAP_CREATE` in `enum bpf_cmd`.
+pub(crate) const BPF_MAP_CREATE: libc::c_int = 0;
 /// `BPF_PROG_LOAD` in `enum bpf_cmd`.
 const BPF_PROG_LOAD: libc::c_int = 5;
 /// `BPF_LINK_CREATE` in `enum bpf_cmd` (Linux 5.7+).
@@ -408,7 +410,7 @@ pub(crate) unsafe fn sys_bpf_int<T>(cmd: libc::c_int, attr: &mut T) -> io::Resul
     // SAFETY: `attr` is valid for reads and writes of `size_of::<T>()` bytes (the kernel copies
     // it in and may write output fields such as `log_true_size` back); the caller guarantees the
     // addresses inside it. The arguments are passed as `long`, which is what syscall(2) reads.
-    let ret = unsafe {
+    let mut call = || unsafe {
         libc::syscall(
             libc::SYS_bpf,
             libc::c_long::from(cmd),
@@ -416,10 +418,47 @@ pub(crate) unsafe fn sys_bpf_int<T>(cmd: libc::c_int, attr: &mut T) -> io::Resul
             size_of::<T>() as libc::c_long,
         )
     };
+    let mut ret = call();
+    // Kernels before 5.11 charge maps and programs to RLIMIT_MEMLOCK and say EPERM when it is
+    // spent; a service manager's default (64 KiB in systemd before 253, Debian 11's) is below
+    // what the fast path's maps take. Raised as far as the process may, and tried again.
+    if ret < 0
+        && io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        && matches!(cmd, BPF_MAP_CREATE | BPF_PROG_LOAD)
+        && raise_memlock()
+    {
+        ret = call();
+    }
     if ret < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(ret)
+}
+
+/// Raises RLIMIT_MEMLOCK to unlimited (with CAP_SYS_RESOURCE), or else its soft limit to the
+/// hard one. Whether the limit went up.
+fn raise_memlock() -> bool {
+    let mut now = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `now` is a valid `rlimit` for the kernel to write.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut now) } != 0
+        || now.rlim_cur == libc::RLIM_INFINITY
+    {
+        return false;
+    }
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    let hard = libc::rlimit {
+        rlim_cur: now.rlim_max,
+        rlim_max: now.rlim_max,
+    };
+    // SAFETY: `limit` is a valid `rlimit` the kernel only reads.
+    let set = |limit: &libc::rlimit| unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, limit) } == 0;
+    set(&unlimited) || (now.rlim_max > now.rlim_cur && set(&hard))
 }
 
 /// Loads `program` as a tc classifier expected at

@@ -46,8 +46,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use crate::clsact::{Attach, Hook};
 
 use crate::isolate::{
-    BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfInfo, BpfInsn, Hold, LinkInfo, addr, attach_at,
-    load_program, object_info, sys_bpf, sys_bpf_int,
+    BPF_MAP_CREATE, BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfInfo, BpfInsn, Hold, LinkInfo, addr,
+    attach_at, load_program, object_info, sys_bpf, sys_bpf_int,
 };
 
 /// Members the table holds (the kernel bond has no such limit; lagd's fast path does):
@@ -59,7 +59,6 @@ const _: () = assert!(abi::NO_PORT <= u8::MAX as u32);
 /// The encoded size of [`Table`] (`struct table` in `bpf/lagd_shared.h`).
 pub const TABLE_LEN: usize = abi::Table::SIZE;
 
-const BPF_MAP_CREATE: libc::c_int = 0;
 const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 const BPF_PROG_TEST_RUN: libc::c_int = 10;
