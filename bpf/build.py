@@ -498,6 +498,7 @@ MAP_NAMES = {
     "lagd_stripe_tx": "StripeTx",
     "lagd_stripe_rx": "StripeRx",
     "lagd_alive": "Alive",
+    "lagd_dedup": "Dedup",
 }
 
 

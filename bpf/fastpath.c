@@ -54,6 +54,9 @@
 
 // Helpers, by number (enum bpf_func_id).
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) =
+    (void *)BPF_FUNC_map_update_elem;
+static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_delete_elem;
 static __u64 (*bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
 static long (*bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)BPF_FUNC_redirect;
 static long (*bpf_clone_redirect)(void *skb, __u32 ifindex, __u64 flags) =
@@ -144,6 +147,25 @@ struct map_def lagd_alive SEC("maps") = {
     .key_size = 4,
     .value_size = 8,
     .max_entries = ALIVE_ENTRIES,
+};
+
+// broadcast_dedup (FLAG_DEDUP): the frames members delivered lately, by what the copies of one
+// frame share (enum dedup).
+struct dedup_key {
+    __u32 len;             // the frame's length
+    __u32 tag;             // its accelerated VLAN tag with bit 16 set, 0 for none
+    __u8 head[DEDUP_HEAD]; // its first bytes (zeros past its end)
+};
+struct dedup_seen {
+    __u64 at;     // when its first copy arrived (ns)
+    __u32 copies; // copies arrived since, that one included
+    __u32 pad;
+};
+struct map_def lagd_dedup SEC("maps") = {
+    .type = BPF_MAP_TYPE_LRU_HASH,
+    .key_size = sizeof(struct dedup_key),
+    .value_size = sizeof(struct dedup_seen),
+    .max_entries = DEDUP_ENTRIES,
 };
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -1537,8 +1559,50 @@ INLINE int stripe_ordered(struct __sk_buff *skb, const struct table *t, const __
     return 0;
 }
 
-// A frame a member may deliver goes to the TAP's ingress (the host stack), one it may not is
-// dropped; both counted.
+// Whether the frame is a copy of one another member delivered lately (enum dedup). The first
+// copy is remembered, the next n_usable - 1 within the window are copies, and the last of them
+// forgets it; an identical frame after them, or after the window, is a new one (a
+// retransmission, or the next of a sender's identical frames). Two copies on two CPUs at once
+// may both pass: the host then gets one twice, as without this. A frame too short to be a
+// whole Ethernet header passes.
+INLINE int duplicate(struct __sk_buff *skb, const struct table *t) {
+    struct dedup_key k;
+    __builtin_memset(&k, 0, sizeof(k));
+    __u32 len = skb->len;
+    k.len = len;
+    k.tag = skb->vlan_present ? 0x10000 | skb->vlan_tci : 0;
+    __u32 n = len < DEDUP_HEAD ? len : DEDUP_HEAD;
+    // Checked again after the compiler lost sight of it, for the verifier to see the bounds.
+    asm volatile("" : "+r"(n));
+    if (n < 14 || n > DEDUP_HEAD || bpf_skb_load_bytes(skb, 0, k.head, n) < 0)
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    struct dedup_seen *seen = bpf_map_lookup_elem(&lagd_dedup, &k);
+    if (seen) {
+        if (now - seen->at < DEDUP_WINDOW_NS && seen->copies < t->n_usable) {
+            // The last copy due takes the frame out: an identical frame after it is new.
+            __u32 copies = seen->copies + 1;
+            if (copies >= t->n_usable)
+                bpf_map_delete_elem(&lagd_dedup, &k);
+            else
+                seen->copies = copies;
+            return 1;
+        }
+        // A copy was lost and the window is over, or the bond has fewer members now: a new
+        // frame.
+        seen->at = now;
+        seen->copies = 1;
+        return 0;
+    }
+    if (t->n_usable > 1) {
+        struct dedup_seen first = {.at = now, .copies = 1};
+        bpf_map_update_elem(&lagd_dedup, &k, &first, BPF_ANY);
+    }
+    return 0;
+}
+
+// A frame a member may deliver goes to the TAP's ingress (the host stack), one it may not (or,
+// with FLAG_DEDUP, a copy of one delivered) is dropped; all counted.
 INLINE int member_deliver(struct __sk_buff *skb, const struct table *t, __u32 port,
                           const __u8 *eth) {
     struct port_counters *c = bpf_map_lookup_elem(&lagd_ports, &port);
@@ -1547,6 +1611,11 @@ INLINE int member_deliver(struct __sk_buff *skb, const struct table *t, __u32 po
     if (!ok) {
         if (c)
             c->rx_dropped++;
+        return TC_ACT_SHOT;
+    }
+    if ((t->flags & FLAG_DEDUP) && duplicate(skb, t)) {
+        if (c)
+            c->rx_duplicates++;
         return TC_ACT_SHOT;
     }
     if (c) {

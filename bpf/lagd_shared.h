@@ -69,6 +69,18 @@ enum table_flags {
                             // lagd (the IPv6 half of the ARP monitor, ns_ip6_target)
     FLAG_DEFER_TCP_CLONES = 8, // broadcast: a TCP segment's clones go round their member's receive
                                // path before they leave (the segment itself arrives first)
+    FLAG_DEDUP = 16, // broadcast_dedup: a frame another member delivered lately is not delivered again
+};
+
+// broadcast_dedup: the far end sends every frame on each link, so each reaches the host once per
+// member. A member delivers a frame unless a frame identical in its length, accelerated VLAN tag
+// and first DEDUP_HEAD bytes arrived less than DEDUP_WINDOW_NS before and fewer copies of it
+// than the bond has usable members arrived since (lagd_proto's bond::dedup does the same on
+// lagd's path, where it has the module documentation).
+enum dedup {
+    DEDUP_HEAD = 96,            // bytes of the frame compared (headers to TCP's timestamps in IPv6)
+    DEDUP_WINDOW_NS = 10000000, // 10 ms: how long a frame's copies are waited for
+    DEDUP_ENTRIES = 8192,       // frames whose copies are due, at most (least recently used go first)
 };
 
 // The distribution, one value of the inner map (swapped whole through the outer map
@@ -112,6 +124,7 @@ struct port_counters {
     __u64 rx_packets;   // frames the member's program delivered to the host
     __u64 rx_bytes;     // their bytes
     __u64 rx_dropped;   // frames the member's program dropped (the member may not deliver them)
+    __u64 rx_duplicates; // frames it dropped as copies of one another member delivered (FLAG_DEDUP)
     __u64 slow_policed; // slow-protocol frames dropped here (not from the partner, over the rate)
     __u64 slow_tat;     // the slow-protocol policer's theoretical arrival time (ns)
 };

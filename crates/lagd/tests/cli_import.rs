@@ -1030,7 +1030,7 @@ fn values(o: &BondOptions) -> String {
 /// 4 then, 0 otherwise), which come back as the defaults.
 #[test]
 fn export_then_import_is_the_identity() {
-    let configs: [(&str, &str); 7] = [
+    let configs: [(&str, &str); 8] = [
         (
             "lacp",
             "mtu = 9000\nmac = \"02:00:5e:00:53:0a\"\n[options]\nmode = \"802.3ad\"\n\
@@ -1067,6 +1067,11 @@ fn export_then_import_is_the_identity() {
             "buckets",
             "[options]\nmode = \"balance-xor\"\nmiimon = 100\ndistribution = \"buckets\"\n\
              xmit_hash_policy = \"layer2+3\"\n",
+        ),
+        (
+            // lagd's broadcast delivers one copy of each frame; the kernel's cannot.
+            "broadcast",
+            "[options]\nmode = \"broadcast\"\nmiimon = 100\n",
         ),
     ];
     let mut lossless = 0;
@@ -1110,6 +1115,11 @@ fn export_then_import_is_the_identity() {
             if lost.is_empty() {
                 lossless += 1;
             }
+            assert_eq!(
+                lost.contains(&"broadcast_dedup"),
+                name == "broadcast",
+                "{dialect} {name}: {text}"
+            );
             // Import the files (for nmstate and netplan the one file; for the others all).
             let (code, imported, ierr) = run(&files, &["--from", dialect]);
             assert_eq!(

@@ -1368,6 +1368,105 @@ fn frames_reach_the_host_once_on_lagds_path_auto() {
     delivered_once("fastpath=off");
 }
 
+/// Broadcast at both ends: each frame crosses both links, and the receiving lagd hands the
+/// host one copy (`broadcast_dedup`, on by default), on the kernel path (`fastpath=on`) and on
+/// lagd's (`fastpath=off`): a ping train each way shows no duplicate, a UDP count receives
+/// each datagram once, and the receiver counts the copies it kept from the host. With
+/// `broadcast_dedup=off` (the control, and the kernel bond's way) the ping train shows them.
+fn broadcast_delivers_once(opts: &str) {
+    let dedup = !opts.contains("broadcast_dedup=off");
+    let lab = Lab::new(2, &format!("mode=broadcast miimon=100 {opts}"));
+    lab.wait_carrier();
+    assert!(lab.ping(Side::B), "{opts}");
+    let dups = |lab: &Lab| -> u64 {
+        let s = lab.status(Side::A);
+        s.members
+            .iter()
+            .flat_map(|m| m.rx_dropped.iter())
+            .filter(|(why, _)| why == "duplicate")
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let before = dups(&lab);
+    for from in [Side::A, Side::B] {
+        let text = ping_train(&lab, from);
+        assert_eq!(
+            text.contains("DUP!"),
+            !dedup,
+            "{opts}: duplicates from {from:?}:\n{text}"
+        );
+        assert!(
+            text.contains("200 packets transmitted, 200 received"),
+            "{opts}: {from:?}:\n{text}"
+        );
+    }
+    if !dedup {
+        assert_eq!(dups(&lab), before, "{opts}: nothing counted as a copy");
+        return;
+    }
+    let addr_a = lab.addrs[0];
+    let rx = lab
+        .topo
+        .in_ns(Side::A, move || UdpSocket::bind((addr_a, 5443)))
+        .expect("namespace")
+        .expect("bind");
+    rx.set_read_timeout(Some(Duration::from_secs(1)))
+        .expect("timeout");
+    const SENT: u32 = 500;
+    let reader = thread::spawn(move || {
+        let mut seen = vec![0u32; SENT as usize];
+        let mut buf = [0u8; 64];
+        while let Ok(n) = rx.recv(&mut buf) {
+            assert_eq!(n, 4);
+            seen[u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize] += 1;
+        }
+        seen
+    });
+    lab.topo
+        .in_ns(Side::B, move || -> std::io::Result<()> {
+            let tx = UdpSocket::bind("0.0.0.0:0")?;
+            for n in 0..SENT {
+                tx.send_to(&n.to_be_bytes(), (addr_a, 5443))?;
+                thread::sleep(Duration::from_micros(500));
+            }
+            Ok(())
+        })
+        .expect("namespace")
+        .expect("send");
+    let seen = reader.join().expect("reader");
+    let twice = seen.iter().filter(|&&c| c > 1).count();
+    let missing = seen.iter().filter(|&&c| c == 0).count();
+    assert_eq!(
+        (seen.iter().sum::<u32>(), twice, missing),
+        (SENT, 0, 0),
+        "{opts}: received, delivered more than once, missing"
+    );
+    // The ping train's 200 requests or replies, and each datagram's second copy.
+    let kept = dups(&lab) - before;
+    assert!(
+        kept >= u64::from(SENT) + 200,
+        "{opts}: {kept} copies counted"
+    );
+    if opts.contains("fastpath=on") {
+        assert_kernel_carried(&lab, Side::A, 300);
+    }
+}
+
+#[test]
+fn broadcast_delivers_each_frame_once_on_the_kernel_path() {
+    broadcast_delivers_once("fastpath=on");
+}
+
+#[test]
+fn broadcast_delivers_each_frame_once_on_lagds_path() {
+    broadcast_delivers_once("fastpath=off");
+}
+
+#[test]
+fn broadcast_without_dedup_delivers_every_copy_as_the_kernel_bond_does() {
+    broadcast_delivers_once("fastpath=on broadcast_dedup=off");
+}
+
 /// The control for the tests above: with lagd's drop filter deleted behind its back, the
 /// member carrying the bond's MAC hands the frames to the host's stack as well, and the ping
 /// train shows it (so the check can fail).

@@ -107,6 +107,9 @@ pub struct DistributionTable {
     pub active: Option<PortId>,
     /// Per member, in enslave order: whether its frames reach the host.
     pub rx: Vec<MemberRx>,
+    /// A member does not deliver a copy of a frame another member delivered (broadcast with
+    /// `broadcast_dedup`: [`super::dedup`]).
+    pub dedup: bool,
 }
 
 impl DistributionTable {
@@ -164,6 +167,7 @@ impl DistributionTable {
                     multicast: r.multicast.is_none(),
                 })
                 .collect(),
+            dedup: opts.mode == Mode::Broadcast && opts.broadcast_dedup,
         }
     }
 

@@ -75,6 +75,7 @@
 //! 802.3ad. balance-tlb and balance-alb come with the balancers.
 
 mod ad;
+pub mod dedup;
 pub mod distribution;
 mod event;
 mod igmp;
@@ -177,6 +178,7 @@ impl Bond {
             member_macs: Vec::new(),
             weighted: Vec::new(),
             generation: 0,
+            dedup: dedup::Dedup::default(),
             ports: Vec::new(),
             opts,
         }

@@ -356,6 +356,13 @@ pub struct BondOptions {
     pub fastpath: FastPathMode,
     /// lagd's `fastpath_attach`.
     pub fastpath_attach: FastPathAttach,
+    /// lagd's `broadcast_dedup` (on by default): in broadcast mode the far end sends every
+    /// frame on each link, and the kernel bond hands the host each copy (ping says `DUP!`,
+    /// TCP answers each duplicate with an ACK). With it a member does not deliver a frame
+    /// identical to one another member delivered within the last millisecond, as long as
+    /// fewer copies of it than usable members arrived ([`super::dedup`]). Off: the kernel's
+    /// behaviour.
+    pub broadcast_dedup: bool,
     /// lagd's `distribution` for balance-xor and 802.3ad (balance-slb and balance-tcp always
     /// use buckets; balance-tlb and balance-alb use them with `tlb_dynamic_lb`).
     pub distribution: Distribution,
@@ -422,6 +429,7 @@ impl Default for BondOptions {
             distribution: Distribution::Modulo,
             fastpath: FastPathMode::Auto,
             fastpath_attach: FastPathAttach::Auto,
+            broadcast_dedup: true,
             rebalance_interval: 10_000,
             rebalance_idle_gap: 50,
             rebalance_max_moves: 16,
@@ -475,6 +483,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "distribution",
     "fastpath",
     "fastpath_attach",
+    "broadcast_dedup",
     "rebalance_interval",
     "rebalance_idle_gap",
     "rebalance_max_moves",
@@ -751,6 +760,7 @@ impl BondOptions {
                 self.fastpath_attach =
                     choice(value, FastPathAttach::parse, FastPathAttach::expected())?
             }
+            "broadcast_dedup" => self.broadcast_dedup = boolean(value)?,
             "rebalance_interval" => self.rebalance_interval = ms(value)?,
             "rebalance_idle_gap" => {
                 self.rebalance_idle_gap = number(value, 0, 10_000, "milliseconds")? as u32
@@ -947,6 +957,9 @@ impl BondOptions {
         if self.fastpath_attach != FastPathAttach::Auto {
             v.push(format!("fastpath_attach={}", self.fastpath_attach));
         }
+        if self.mode == Mode::Broadcast && !self.broadcast_dedup {
+            v.push("broadcast_dedup=off".to_owned());
+        }
         if self.uses_buckets() {
             v.push(format!("distribution={}", Distribution::Buckets));
             v.push(format!("rebalance_interval={}", self.rebalance_interval));
@@ -964,6 +977,7 @@ impl BondOptions {
                 | "lacp_active"
                 | "coupled_control"
                 | "use_carrier"
+                | "broadcast_dedup"
         )
     }
 
@@ -1001,6 +1015,25 @@ mod test {
         assert_eq!(o.miimon, 100);
         let (o, _) = BondOptions::parse_opts("xmit_hash_policy=2").unwrap();
         assert_eq!(o.xmit_hash_policy, HashPolicy::Layer23);
+    }
+
+    #[test]
+    fn broadcast_dedup_is_on_unless_turned_off_and_shows_when_off() {
+        let (o, _) = BondOptions::parse_opts("mode=broadcast").unwrap();
+        assert!(o.broadcast_dedup);
+        assert!(!o.to_opts().contains("broadcast_dedup"));
+        for (text, want) in [("off", false), ("0", false), ("on", true), ("1", true)] {
+            let (o, w) =
+                BondOptions::parse_opts(&format!("mode=broadcast broadcast_dedup={text}")).unwrap();
+            assert_eq!(o.broadcast_dedup, want, "{text}");
+            assert!(w.is_empty(), "{w:?}");
+            assert_eq!(o.to_opts().contains("broadcast_dedup=off"), !want);
+        }
+        // lagd's TOML writes it true or false.
+        assert!(BondOptions::takes_boolean("broadcast_dedup"));
+        let mut o = BondOptions::default();
+        let e = o.set("broadcast_dedup", "yes").unwrap_err();
+        assert_eq!(e.key, "broadcast_dedup");
     }
 
     #[test]

@@ -10,6 +10,12 @@ use crate::time::Instant;
 use crate::wire::ethernet::{EtherType, EthernetFrame};
 
 impl Bond {
+    /// Whether the members drop copies of frames another member delivered: broadcast with
+    /// `broadcast_dedup` ([`super::dedup`]).
+    pub(super) fn dedups(&self) -> bool {
+        self.opts.mode == super::options::Mode::Broadcast && self.opts.broadcast_dedup
+    }
+
     /// Whether a frame received on `port` behind a `header_len`-byte driver header reaches
     /// the host (see `Bond::receive_with_header`).
     #[inline]
@@ -47,6 +53,9 @@ impl Bond {
         };
         if let Some(reason) = refused {
             return RxVerdict::Drop(reason);
+        }
+        if self.dedups() && self.dedup.is_copy(now, frame, self.sel.usable.len()) {
+            return RxVerdict::Drop(DropReason::Duplicate);
         }
         let macs = Macs {
             bond: self.mac,

@@ -1,6 +1,7 @@
 //! The [`Bond`] type's state: every field, shared by the files that implement it (the API in
 //! `mod.rs`, the machinery in its sibling files by role).
 
+use super::dedup::Dedup;
 use std::collections::VecDeque;
 
 use super::event::BondEvent;
@@ -49,6 +50,8 @@ pub struct Bond {
     pub(super) weighted: Vec<(PortId, u32)>,
     /// Counts changes of the distribution (see [`Bond::distribution`]).
     pub(super) generation: u64,
+    /// broadcast with `broadcast_dedup`: the frames the members delivered lately.
+    pub(super) dedup: Dedup,
 }
 
 impl Bond {

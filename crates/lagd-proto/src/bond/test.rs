@@ -231,6 +231,41 @@ fn broadcast_uses_all_and_drops_when_none() {
 }
 
 #[test]
+fn broadcast_delivers_one_copy_of_each_frame_unless_told_otherwise() {
+    let mut b = bond("mode=broadcast miimon=100", 2);
+    assert!(b.distribution().dedup);
+    // The far end's two copies of each frame: the first delivered, the other not.
+    for (n, frame) in [tcp(1), tcp(2), tcp(1)].iter().enumerate() {
+        let t = at(n as u64);
+        assert_eq!(b.member_rx(t, PortId(1), frame), RxVerdict::Deliver, "{n}");
+        assert_eq!(
+            b.member_rx(t, PortId(0), frame),
+            RxVerdict::Drop(DropReason::Duplicate),
+            "{n}"
+        );
+    }
+    // With one member left, every frame comes once: none is taken for a copy.
+    b.handle_carrier(at(10), PortId(0), false);
+    for _ in 0..2 {
+        assert_eq!(b.member_rx(at(11), PortId(1), &tcp(3)), RxVerdict::Deliver);
+    }
+    let mut kernel_like = bond("mode=broadcast miimon=100 broadcast_dedup=off", 2);
+    assert!(!kernel_like.distribution().dedup);
+    for port in [PortId(0), PortId(1)] {
+        assert_eq!(
+            kernel_like.member_rx(at(0), port, &tcp(1)),
+            RxVerdict::Deliver
+        );
+    }
+    // Other modes never drop a frame for being a copy.
+    let mut xor = bond("mode=balance-xor miimon=100", 2);
+    assert!(!xor.distribution().dedup);
+    for port in [PortId(0), PortId(1)] {
+        assert_eq!(xor.member_rx(at(0), port, &tcp(1)), RxVerdict::Deliver);
+    }
+}
+
+#[test]
 fn active_backup_failover_and_inactive_receive() {
     let mut b = bond("mode=active-backup miimon=100", 2);
     assert_eq!(b.active(), Some(PortId(0)));
@@ -566,6 +601,7 @@ mod props {
             let mut b = bond(&format!("{opts} miimon=100 updelay=200 downdelay=100"), 3);
             let mut now = 0;
             let mut last = b.distribution();
+            let mut probe = 0u16;
             for (port, carrier, dt) in events {
                 now += dt;
                 b.handle_carrier(at(now), PortId(port), carrier);
@@ -612,9 +648,11 @@ mod props {
                 }
                 let table = b.distribution();
                 for rx in &table.rx {
-                    let mut bcast = tcp(1);
+                    // A frame of its own each time: broadcast's dedup takes none for a copy.
+                    probe = probe.wrapping_add(1);
+                    let mut bcast = tcp(probe);
                     bcast[..6].copy_from_slice(&[0xff; 6]);
-                    let uni = b.member_rx(at(now), rx.port, &tcp(1)) == RxVerdict::Deliver;
+                    let uni = b.member_rx(at(now), rx.port, &tcp(probe)) == RxVerdict::Deliver;
                     let multi = b.member_rx(at(now), rx.port, &bcast) == RxVerdict::Deliver;
                     prop_assert_eq!((uni, multi), (rx.unicast, rx.multicast), "{:?}", rx.port);
                 }

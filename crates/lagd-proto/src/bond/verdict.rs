@@ -144,15 +144,18 @@ pub enum DropReason {
     Runt,
     /// Arrived on an 802.3ad member that LACP does not let collect.
     NotCollecting,
+    /// A copy of a frame another member delivered (broadcast with `broadcast_dedup`).
+    Duplicate,
 }
 
 impl DropReason {
     /// Every reason, for counters.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::InactiveMember,
         Self::SlowProtocols,
         Self::Runt,
         Self::NotCollecting,
+        Self::Duplicate,
     ];
 
     /// A short name for counters and status.
@@ -162,6 +165,7 @@ impl DropReason {
             Self::SlowProtocols => "slow_protocols",
             Self::Runt => "runt",
             Self::NotCollecting => "not_collecting",
+            Self::Duplicate => "duplicate",
         }
     }
 
@@ -172,6 +176,7 @@ impl DropReason {
             Self::SlowProtocols => 1,
             Self::Runt => 2,
             Self::NotCollecting => 3,
+            Self::Duplicate => 4,
         }
     }
 }

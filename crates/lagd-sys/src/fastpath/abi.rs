@@ -61,6 +61,16 @@ pub const FLAG_TLB: u32 = 2;
 pub const FLAG_NDISC_TO_LAGD: u32 = 4;
 /// broadcast: a TCP segment's clones go round their member's receive
 pub const FLAG_DEFER_TCP_CLONES: u32 = 8;
+/// broadcast_dedup: a frame another member delivered lately is not delivered again
+pub const FLAG_DEDUP: u32 = 16;
+
+// enum dedup: broadcast_dedup: the far end sends every frame on each link, so each reaches the host once per member. A member delivers a frame unless a frame identical in its length, accelerated VLAN tag and first DEDUP_HEAD bytes arrived less than DEDUP_WINDOW_NS before and fewer copies of it than the bond has usable members arrived since (lagd_proto's bond::dedup does the same on lagd's path, where it has the module documentation).
+/// bytes of the frame compared (headers to TCP's timestamps in IPv6)
+pub const DEDUP_HEAD: u32 = 96;
+/// 10 ms: how long a frame's copies are waited for
+pub const DEDUP_WINDOW_NS: u32 = 10000000;
+/// frames whose copies are due, at most (least recently used go first)
+pub const DEDUP_ENTRIES: u32 = 8192;
 
 /// `struct table`: The distribution, one value of the inner map (swapped whole through the outer map lagd_tables). Written by lagd only; read by both programs.
 #[repr(C)]
@@ -232,24 +242,27 @@ pub struct PortCounters {
     pub rx_bytes: u64,
     /// frames the member's program dropped (the member may not deliver them)
     pub rx_dropped: u64,
+    /// frames it dropped as copies of one another member delivered (FLAG_DEDUP)
+    pub rx_duplicates: u64,
     /// slow-protocol frames dropped here (not from the partner, over the rate)
     pub slow_policed: u64,
     /// the slow-protocol policer's theoretical arrival time (ns)
     pub slow_tat: u64,
 }
 
-const _: () = assert!(size_of::<PortCounters>() == 56);
+const _: () = assert!(size_of::<PortCounters>() == 64);
 const _: () = assert!(core::mem::offset_of!(PortCounters, tx_packets) == 0);
 const _: () = assert!(core::mem::offset_of!(PortCounters, tx_bytes) == 8);
 const _: () = assert!(core::mem::offset_of!(PortCounters, rx_packets) == 16);
 const _: () = assert!(core::mem::offset_of!(PortCounters, rx_bytes) == 24);
 const _: () = assert!(core::mem::offset_of!(PortCounters, rx_dropped) == 32);
-const _: () = assert!(core::mem::offset_of!(PortCounters, slow_policed) == 40);
-const _: () = assert!(core::mem::offset_of!(PortCounters, slow_tat) == 48);
+const _: () = assert!(core::mem::offset_of!(PortCounters, rx_duplicates) == 40);
+const _: () = assert!(core::mem::offset_of!(PortCounters, slow_policed) == 48);
+const _: () = assert!(core::mem::offset_of!(PortCounters, slow_tat) == 56);
 
 impl PortCounters {
     /// `sizeof(struct port_counters)`.
-    pub const SIZE: usize = 56;
+    pub const SIZE: usize = 64;
 
     /// Every field 0.
     pub const ZERO: Self = Self {
@@ -258,33 +271,36 @@ impl PortCounters {
         rx_packets: 0,
         rx_bytes: 0,
         rx_dropped: 0,
+        rx_duplicates: 0,
         slow_policed: 0,
         slow_tat: 0,
     };
 
     /// The bytes of `struct port_counters`, in this machine's byte order (padding 0).
-    pub fn to_ne_bytes(&self) -> [u8; 56] {
-        let mut b = [0u8; 56];
+    pub fn to_ne_bytes(&self) -> [u8; 64] {
+        let mut b = [0u8; 64];
         b[0..8].copy_from_slice(&self.tx_packets.to_ne_bytes());
         b[8..16].copy_from_slice(&self.tx_bytes.to_ne_bytes());
         b[16..24].copy_from_slice(&self.rx_packets.to_ne_bytes());
         b[24..32].copy_from_slice(&self.rx_bytes.to_ne_bytes());
         b[32..40].copy_from_slice(&self.rx_dropped.to_ne_bytes());
-        b[40..48].copy_from_slice(&self.slow_policed.to_ne_bytes());
-        b[48..56].copy_from_slice(&self.slow_tat.to_ne_bytes());
+        b[40..48].copy_from_slice(&self.rx_duplicates.to_ne_bytes());
+        b[48..56].copy_from_slice(&self.slow_policed.to_ne_bytes());
+        b[56..64].copy_from_slice(&self.slow_tat.to_ne_bytes());
         b
     }
 
     /// The `struct port_counters` in `b`, in this machine's byte order.
-    pub fn from_ne_bytes(b: &[u8; 56]) -> Self {
+    pub fn from_ne_bytes(b: &[u8; 64]) -> Self {
         Self {
             tx_packets: u64::from_ne_bytes(take(b, 0)),
             tx_bytes: u64::from_ne_bytes(take(b, 8)),
             rx_packets: u64::from_ne_bytes(take(b, 16)),
             rx_bytes: u64::from_ne_bytes(take(b, 24)),
             rx_dropped: u64::from_ne_bytes(take(b, 32)),
-            slow_policed: u64::from_ne_bytes(take(b, 40)),
-            slow_tat: u64::from_ne_bytes(take(b, 48)),
+            rx_duplicates: u64::from_ne_bytes(take(b, 40)),
+            slow_policed: u64::from_ne_bytes(take(b, 48)),
+            slow_tat: u64::from_ne_bytes(take(b, 56)),
         }
     }
 }

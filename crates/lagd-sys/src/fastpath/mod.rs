@@ -153,6 +153,11 @@ pub struct Table {
     /// leave, so that the far end receives the segment itself first (the kernels where that
     /// helps are lagd's to name: [`defer_tcp_clones_on`]).
     pub defer_tcp_clones: bool,
+    /// broadcast_dedup: a member drops a frame identical to one another member delivered within
+    /// the last millisecond, as long as fewer copies than usable members came (`lagd_dedup`;
+    /// the rule in `bpf/lagd_shared.h`, enum dedup), and counts it in
+    /// [`PortCounters::rx_duplicates`].
+    pub dedup: bool,
     /// balance-rr: `packets_per_slave` (0: a random member per frame).
     pub rr_packets: u32,
     /// balance-rr: the bond's members, usable or not (the turn is taken modulo this).
@@ -216,6 +221,7 @@ impl Table {
             ndisc_to_lagd: false,
             slow_partner: [None; MAX_MEMBERS],
             defer_tcp_clones: false,
+            dedup: false,
             rr_packets: 0,
             rr_members: 0,
             rr_next: [NO_PORT; MAX_MEMBERS],
@@ -247,6 +253,7 @@ impl Table {
                 (self.ndisc_to_lagd, abi::FLAG_NDISC_TO_LAGD),
                 (self.tlb.is_some(), abi::FLAG_TLB),
                 (self.defer_tcp_clones, abi::FLAG_DEFER_TCP_CLONES),
+                (self.dedup, abi::FLAG_DEDUP),
             ]
             .iter()
             .filter(|(on, _)| *on)
@@ -284,6 +291,8 @@ pub struct PortCounters {
     pub rx_bytes: u64,
     /// Frames the member's program dropped (the member may not deliver them).
     pub rx_dropped: u64,
+    /// Frames it dropped as copies of a frame another member delivered (`broadcast_dedup`).
+    pub rx_duplicates: u64,
     /// Slow-protocol frames the member's program dropped: not from the member's confirmed
     /// LACP partner, and over the policer's rate (200 per second per CPU, bursts of 50).
     pub slow_policed: u64,
@@ -734,6 +743,7 @@ struct Maps {
     stripe_tx: OwnedFd,
     stripe_rx: OwnedFd,
     alive: OwnedFd,
+    dedup: OwnedFd,
 }
 
 impl Maps {
@@ -748,6 +758,7 @@ impl Maps {
             stripe_tx: map_create(&programs::STRIPE_TX_DEF, "lagd_stripe_tx", None)?,
             stripe_rx: map_create(&programs::STRIPE_RX_DEF, "lagd_stripe_rx", None)?,
             alive: alive_map()?,
+            dedup: map_create(&programs::DEDUP_DEF, "lagd_dedup", None)?,
         })
     }
 }
@@ -780,6 +791,7 @@ pub fn load_check() -> io::Result<Vec<LoadCheck>> {
         (MapId::StripeTx, &m.stripe_tx),
         (MapId::StripeRx, &m.stripe_rx),
         (MapId::Alive, &m.alive),
+        (MapId::Dedup, &m.dedup),
     ];
     let mut out = Vec::new();
     for (program, attach_type) in [
@@ -847,6 +859,7 @@ impl FastPath {
             stripe_tx,
             stripe_rx,
             alive,
+            dedup,
         } = Maps::create()?;
         let maps = [
             (MapId::Tables, &tables),
@@ -855,6 +868,7 @@ impl FastPath {
             (MapId::StripeTx, &stripe_tx),
             (MapId::StripeRx, &stripe_rx),
             (MapId::Alive, &alive),
+            (MapId::Dedup, &dedup),
         ];
         // The two programs are verified in parallel (the kernel verifies each in the calling
         // thread): the TAP's takes the longest, and a restart without a service manager's
@@ -1056,6 +1070,7 @@ impl FastPath {
             rx_packets: a.rx_packets.wrapping_add(c.rx_packets),
             rx_bytes: a.rx_bytes.wrapping_add(c.rx_bytes),
             rx_dropped: a.rx_dropped.wrapping_add(c.rx_dropped),
+            rx_duplicates: a.rx_duplicates.wrapping_add(c.rx_duplicates),
             slow_policed: a.slow_policed.wrapping_add(c.slow_policed),
         };
         // `slow_tat` is the policer's state, not a counter (its sum means nothing).
@@ -1067,6 +1082,7 @@ impl FastPath {
                 rx_packets: c.rx_packets,
                 rx_bytes: c.rx_bytes,
                 rx_dropped: c.rx_dropped,
+                rx_duplicates: c.rx_duplicates,
                 slow_policed: c.slow_policed,
             }
         };
@@ -1283,6 +1299,7 @@ mod test {
         t.arp_to_lagd = true;
         t.ndisc_to_lagd = true;
         t.defer_tcp_clones = true;
+        t.dedup = true;
         for i in 0..MAX_MEMBERS {
             t.ifindex[i] = 100 + i as u32;
             t.rx_unicast[i] = i % 2 == 0;
@@ -1345,6 +1362,7 @@ mod test {
                 | abi::FLAG_NDISC_TO_LAGD
                 | abi::FLAG_TLB
                 | abi::FLAG_DEFER_TCP_CLONES
+                | abi::FLAG_DEDUP
         );
         let bond_mac = offset_of!(abi::Table, bond_mac);
         assert_eq!(b[bond_mac..bond_mac + 6], [2, 0xbb, 1, 2, 3, 4]);

@@ -25,6 +25,8 @@ pub(crate) enum MapId {
     StripeRx,
     /// lagd's heartbeat (a deadline) and the frames dropped once it passed.
     Alive,
+    /// broadcast_dedup: the frames the members delivered lately.
+    Dedup,
 }
 
 /// A program as built: its instructions and which `ld_imm64` names which map.

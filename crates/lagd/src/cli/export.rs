@@ -254,6 +254,15 @@ pub fn export(config: &Config, dialect: &str) -> Result<Exported, String> {
             )),
         }
     }
+    // lagd's broadcast hands the host one copy of each frame (on by default); the kernel's
+    // hands it one per member.
+    if o.mode == Mode::Broadcast && o.broadcast_dedup {
+        dropped.push(
+            "broadcast_dedup=1: lagd's own option; the kernel bond has none (its host receives \
+             each frame once per member)"
+                .to_owned(),
+        );
+    }
     let bond = &config.bond;
     let members = &config.members;
     let mut files = Vec::new();

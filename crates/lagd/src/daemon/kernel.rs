@@ -427,7 +427,10 @@ impl Kernel {
         let counters = self.fp.port_counters()?;
         self.rx_seen.resize(self.ifindexes.len(), 0);
         for (i, (seen, c)) in self.rx_seen.iter_mut().zip(&counters).enumerate() {
-            let total = c.rx_packets.wrapping_add(c.rx_dropped);
+            let total = c
+                .rx_packets
+                .wrapping_add(c.rx_dropped)
+                .wrapping_add(c.rx_duplicates);
             if total != *seen {
                 *seen = total;
                 bond.note_received_elsewhere(now, PortId(i as u16));
@@ -499,6 +502,7 @@ impl Kernel {
         let mut t = Table::lagd_only(self.tap_ifindex);
         t.arp_to_lagd = self.reads.member_arp;
         t.defer_tcp_clones = self.defer_tcp_clones;
+        t.dedup = d.dedup;
         let port = |p: PortId| u8::try_from(p.0).unwrap_or(NO_PORT);
         match &d.tx {
             TxRule::Modulo(policy) => {

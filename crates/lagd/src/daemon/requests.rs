@@ -579,6 +579,12 @@ impl Daemon {
                             .push(("not_delivering".to_owned(), k.rx_dropped));
                         m.rx_dropped
                             .push(("slow_policed".to_owned(), k.slow_policed));
+                        // Copies lagd's path dropped are under the same reason: one count.
+                        let duplicate = lagd_proto::bond::verdict::DropReason::Duplicate.as_str();
+                        match m.rx_dropped.iter_mut().find(|(r, _)| r == duplicate) {
+                            Some((_, n)) => *n += k.rx_duplicates,
+                            None => m.rx_dropped.push((duplicate.to_owned(), k.rx_duplicates)),
+                        }
                         if let Some(l) = &mut m.lacp {
                             l.kernel_policed = k.slow_policed;
                         }
