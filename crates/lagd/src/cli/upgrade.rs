@@ -119,11 +119,6 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
     };
     let mut closed = false;
     loop {
-        // Its exit status goes to its parent, the service manager or init: the reason is
-        // what it said.
-        if child.exited().map_err(CliError::Io)? {
-            return Err(failed("exited before taking over".into(), &keeps, &said));
-        }
         // Its standard error is the old lagd's log once it has taken over.
         closed = closed || ended.try_recv().is_ok();
         if closed {
@@ -136,22 +131,23 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
                 println!("upgraded: lagd {old} handed over to lagd {new}");
                 return Ok(());
             }
-            if child.exited().map_err(CliError::Io)? {
-                // Its standard error also closes when it exits, a moment before the exit shows:
-                // it had taken over only if the old lagd let go, which it does by exiting (the
-                // new one turns its standard error to the old one's log after that).
-                if lagd_sys::orphan::alive(old as i32) {
-                    return Err(failed("exited before taking over".into(), &keeps, &said));
-                }
-                return Err(failed(
-                    "exited while taking over".into(),
-                    &format!(
-                        "lagd {old} had let go: no lagd drives the bond (its kernel path \
-                         forwards on the last table until the bound; start lagd)"
-                    ),
-                    &said,
-                ));
+        }
+        // Its exit status goes to its parent, the service manager or init: the reason is what
+        // it said. Its standard error also closes when it exits, a moment before the exit
+        // shows, so that does not tell: it had taken over only if the old lagd let go, which
+        // the old one does by exiting.
+        if child.exited().map_err(CliError::Io)? {
+            if lagd_sys::orphan::alive(old as i32) {
+                return Err(failed("exited before taking over".into(), &keeps, &said));
             }
+            return Err(failed(
+                "exited while taking over".into(),
+                &format!(
+                    "lagd {old} had let go: no lagd drives the bond (its kernel path \
+                     forwards on the last table until the bound; start lagd)"
+                ),
+                &said,
+            ));
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
