@@ -10,7 +10,9 @@
 #   rr       balance-rr (packets_per_slave=1)
 #   ab       active-backup                 lacp     802.3ad layer3+4
 #   tlb      balance-tlb layer3+4          alb      balance-alb layer3+4
-#   bcast    broadcast
+#   bcast    broadcast (the receiving lagd hands its host one copy of each frame)
+#   bcastdup broadcast with broadcast_dedup=off (every copy reaches the host, as from the
+#            kernel bond; not in the default list: SETUPS="direct xor bcast bcastdup")
 #   stripe   stripe (TCP striped over both links, ordered in the kernel; other frames one link
 #            per flow)
 #   (every lagd with fastpath=on and miimon=100; tlb and alb: lagd on host A only, host B a
@@ -42,20 +44,24 @@ TESTS=(tcp1 tcp8 udp64)
 . bench/lib.sh
 bench_start modes.sh lgmd ip iperf3 jq python3
 
-setup_args() { # setup
-    local lagd="--lagd $LAGD --bond-opts fastpath=on"
+setup_args() { # setup: one argument a line
+    local lagd=(--lagd "$LAGD" --bond-opts fastpath=on)
     case "$1" in
-        direct) echo "--baseline direct --mode balance-xor --policy layer3+4" ;;
-        xor) echo "$lagd --mode balance-xor --policy layer3+4" ;;
-        encap34) echo "$lagd --mode balance-xor --policy encap3+4" ;;
-        encap23) echo "$lagd --mode balance-xor --policy encap2+3" ;;
-        rr) echo "$lagd --mode balance-rr --policy layer3+4" ;;
-        ab) echo "$lagd --mode active-backup --policy layer3+4" ;;
-        lacp) echo "$lagd --mode 802.3ad --policy layer3+4" ;;
-        tlb) echo "$lagd --mode balance-tlb --policy layer3+4" ;;
-        alb) echo "$lagd --mode balance-alb --policy layer3+4" ;;
-        bcast) echo "$lagd --mode broadcast --policy layer3+4" ;;
-        stripe) echo "$lagd --mode stripe --policy layer3+4" ;;
+        direct) printf '%s\n' --baseline direct --mode balance-xor --policy layer3+4 ;;
+        xor) printf '%s\n' "${lagd[@]}" --mode balance-xor --policy layer3+4 ;;
+        encap34) printf '%s\n' "${lagd[@]}" --mode balance-xor --policy encap3+4 ;;
+        encap23) printf '%s\n' "${lagd[@]}" --mode balance-xor --policy encap2+3 ;;
+        rr) printf '%s\n' "${lagd[@]}" --mode balance-rr --policy layer3+4 ;;
+        ab) printf '%s\n' "${lagd[@]}" --mode active-backup --policy layer3+4 ;;
+        lacp) printf '%s\n' "${lagd[@]}" --mode 802.3ad --policy layer3+4 ;;
+        tlb) printf '%s\n' "${lagd[@]}" --mode balance-tlb --policy layer3+4 ;;
+        alb) printf '%s\n' "${lagd[@]}" --mode balance-alb --policy layer3+4 ;;
+        bcast) printf '%s\n' "${lagd[@]}" --mode broadcast --policy layer3+4 ;;
+        bcastdup)
+            printf '%s\n' --lagd "$LAGD" --bond-opts "fastpath=on broadcast_dedup=off" \
+                --mode broadcast --policy layer3+4
+            ;;
+        stripe) printf '%s\n' "${lagd[@]}" --mode stripe --policy layer3+4 ;;
         *) echo "modes.sh: unknown setup $1" >&2; return 1 ;;
     esac
 }
@@ -67,9 +73,11 @@ measure() { # setup test run
         python3 bench/tools/lagd_watch.py "$LAGD" "$LAGCTL" "$base.watch" "$DURATION" &
         watcher=$!
     fi
-    # shellcheck disable=SC2046 # the argument lists are meant to split
+    local args
+    mapfile -t args < <(setup_args "$1")
+    # shellcheck disable=SC2046 # the test's argument list is meant to split
     if "$LAGCTL" lab --links 2 --rate 0 --json --quiet --duration "$DURATION" \
-        $(setup_args "$1") $(lab_test_args "$2") >"$base.json" 2>"$base.err"; then
+        "${args[@]}" $(lab_test_args "$2") >"$base.json" 2>"$base.err"; then
         printf '  %-7s %-5s run %s: %s\n' "$1" "$2" "$3" "$(jq -r 'if .udp_pps then "\(.udp_pps) datagrams/s" else "\(.aggregate_gbps) Gbit/s, retransmits \(.retransmits)" end + ", shares \([.members[].share * 100 | round] | map(tostring) | join("/"))"' "$base.json")"
     else
         rm -f "$base.json"

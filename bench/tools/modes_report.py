@@ -27,6 +27,7 @@ LABELS = {
     "tlb": "balance-tlb layer3+4",
     "alb": "balance-alb layer3+4",
     "bcast": "broadcast",
+    "bcastdup": "broadcast, broadcast_dedup=off",
     "stripe": "stripe",
 }
 # test, label, unit, goal as a fraction of direct
