@@ -1245,6 +1245,47 @@ fn ping_train(lab: &Lab, from: Side) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Sends `sent` numbered datagrams from host B to host A's `port`, one every 0.5 ms, reading
+/// them at A meanwhile (the socket's buffer would not hold them all) until a second passes
+/// without one: the datagrams received, those received more than once, those never received.
+fn udp_count_b_to_a(lab: &Lab, port: u16, sent: u32) -> (u32, usize, usize) {
+    let addr_a = lab.addrs[0];
+    let rx = lab
+        .topo
+        .in_ns(Side::A, move || UdpSocket::bind((addr_a, port)))
+        .expect("namespace")
+        .expect("bind");
+    rx.set_read_timeout(Some(Duration::from_secs(1)))
+        .expect("timeout");
+    let reader = thread::spawn(move || {
+        let mut seen = vec![0u32; sent as usize];
+        let mut buf = [0u8; 64];
+        while let Ok(n) = rx.recv(&mut buf) {
+            assert_eq!(n, 4);
+            let k = u32::from_be_bytes(buf[..4].try_into().unwrap());
+            seen[k as usize] += 1;
+        }
+        seen
+    });
+    lab.topo
+        .in_ns(Side::B, move || -> std::io::Result<()> {
+            let tx = UdpSocket::bind("0.0.0.0:0")?;
+            for n in 0..sent {
+                tx.send_to(&n.to_be_bytes(), (addr_a, port))?;
+                thread::sleep(Duration::from_micros(500));
+            }
+            Ok(())
+        })
+        .expect("namespace")
+        .expect("send");
+    let seen = reader.join().expect("reader");
+    (
+        seen.iter().sum(),
+        seen.iter().filter(|&&c| c > 1).count(),
+        seen.iter().filter(|&&c| c == 0).count(),
+    )
+}
+
 /// Frames addressed to the bond's MAC arriving on the member that carries it (the bond took
 /// the first member's MAC) reach the host's stack once: through the bond (the kernel path or
 /// lagd), never also through the member's own stack (the ingress program or drop keeps it
@@ -1252,7 +1293,6 @@ fn ping_train(lab: &Lab, from: Side) -> String {
 /// one, so every frame arrives on a member carrying its bond's MAC. A ping train each way
 /// shows no duplicate, a UDP count receives exactly what was sent.
 fn delivered_once(opts: &str) {
-    use std::net::UdpSocket;
     let lab = Lab::new(2, &format!("mode=active-backup miimon=100 {opts}"));
     lab.wait_carrier();
     assert!(lab.ping(Side::B), "{opts}");
@@ -1299,43 +1339,8 @@ fn delivered_once(opts: &str) {
         );
     }
     // A UDP count from B to A: every datagram once.
-    let addr_a = lab.addrs[0];
-    let rx = lab
-        .topo
-        .in_ns(Side::A, move || UdpSocket::bind((addr_a, 5441)))
-        .expect("namespace")
-        .expect("bind");
-    rx.set_read_timeout(Some(Duration::from_secs(1)))
-        .expect("timeout");
     const SENT: u32 = 500;
-    // Read while B sends (the socket's buffer would not hold them all), until a second passes
-    // without a datagram.
-    let reader = thread::spawn(move || {
-        let mut seen = vec![0u32; SENT as usize];
-        let mut buf = [0u8; 64];
-        while let Ok(n) = rx.recv(&mut buf) {
-            assert_eq!(n, 4);
-            let k = u32::from_be_bytes(buf[..4].try_into().unwrap());
-            seen[k as usize] += 1;
-        }
-        seen
-    });
-    let sender = lab
-        .topo
-        .in_ns(Side::B, move || -> std::io::Result<()> {
-            let tx = UdpSocket::bind("0.0.0.0:0")?;
-            for n in 0..SENT {
-                tx.send_to(&n.to_be_bytes(), (addr_a, 5441))?;
-                thread::sleep(Duration::from_micros(500));
-            }
-            Ok(())
-        })
-        .expect("namespace");
-    sender.expect("send");
-    let seen = reader.join().expect("reader");
-    let twice = seen.iter().filter(|&&c| c > 1).count();
-    let missing = seen.iter().filter(|&&c| c == 0).count();
-    let received: u32 = seen.iter().sum();
+    let (received, twice, missing) = udp_count_b_to_a(&lab, 5441, SENT);
     let rx = lab.status(Side::A).members[0].rx_packets - rx_before;
     assert!(
         rx >= u64::from(SENT) + 200,
@@ -1404,40 +1409,10 @@ fn broadcast_delivers_once(opts: &str) {
         assert_eq!(dups(&lab), before, "{opts}: nothing counted as a copy");
         return;
     }
-    let addr_a = lab.addrs[0];
-    let rx = lab
-        .topo
-        .in_ns(Side::A, move || UdpSocket::bind((addr_a, 5443)))
-        .expect("namespace")
-        .expect("bind");
-    rx.set_read_timeout(Some(Duration::from_secs(1)))
-        .expect("timeout");
     const SENT: u32 = 500;
-    let reader = thread::spawn(move || {
-        let mut seen = vec![0u32; SENT as usize];
-        let mut buf = [0u8; 64];
-        while let Ok(n) = rx.recv(&mut buf) {
-            assert_eq!(n, 4);
-            seen[u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize] += 1;
-        }
-        seen
-    });
-    lab.topo
-        .in_ns(Side::B, move || -> std::io::Result<()> {
-            let tx = UdpSocket::bind("0.0.0.0:0")?;
-            for n in 0..SENT {
-                tx.send_to(&n.to_be_bytes(), (addr_a, 5443))?;
-                thread::sleep(Duration::from_micros(500));
-            }
-            Ok(())
-        })
-        .expect("namespace")
-        .expect("send");
-    let seen = reader.join().expect("reader");
-    let twice = seen.iter().filter(|&&c| c > 1).count();
-    let missing = seen.iter().filter(|&&c| c == 0).count();
+    let (received, twice, missing) = udp_count_b_to_a(&lab, 5443, SENT);
     assert_eq!(
-        (seen.iter().sum::<u32>(), twice, missing),
+        (received, twice, missing),
         (SENT, 0, 0),
         "{opts}: received, delivered more than once, missing"
     );
