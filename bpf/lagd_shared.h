@@ -76,7 +76,8 @@ enum table_flags {
 // member. A member delivers a frame unless a frame identical in its length, accelerated VLAN tag
 // and first DEDUP_HEAD bytes arrived less than DEDUP_WINDOW_NS before and fewer copies of it
 // than the bond has usable members arrived since (lagd_proto's bond::dedup does the same on
-// lagd's path, where it has the module documentation).
+// lagd's path, where it has the module documentation, and also takes a frame within 256 of the
+// first for a copy: lagd judges frames when it reads them, not when they arrived).
 enum dedup {
     DEDUP_HEAD = 96,            // bytes of the frame compared (headers to TCP's timestamps in IPv6)
     DEDUP_WINDOW_NS = 10000000, // 10 ms: how long a frame's copies are waited for

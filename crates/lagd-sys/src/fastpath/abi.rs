@@ -64,7 +64,7 @@ pub const FLAG_DEFER_TCP_CLONES: u32 = 8;
 /// broadcast_dedup: a frame another member delivered lately is not delivered again
 pub const FLAG_DEDUP: u32 = 16;
 
-// enum dedup: broadcast_dedup: the far end sends every frame on each link, so each reaches the host once per member. A member delivers a frame unless a frame identical in its length, accelerated VLAN tag and first DEDUP_HEAD bytes arrived less than DEDUP_WINDOW_NS before and fewer copies of it than the bond has usable members arrived since (lagd_proto's bond::dedup does the same on lagd's path, where it has the module documentation).
+// enum dedup: broadcast_dedup: the far end sends every frame on each link, so each reaches the host once per member. A member delivers a frame unless a frame identical in its length, accelerated VLAN tag and first DEDUP_HEAD bytes arrived less than DEDUP_WINDOW_NS before and fewer copies of it than the bond has usable members arrived since (lagd_proto's bond::dedup does the same on lagd's path, where it has the module documentation, and also takes a frame within 256 of the first for a copy: lagd judges frames when it reads them, not when they arrived).
 /// bytes of the frame compared (headers to TCP's timestamps in IPv6)
 pub const DEDUP_HEAD: u32 = 96;
 /// 10 ms: how long a frame's copies are waited for
