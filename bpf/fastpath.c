@@ -1602,9 +1602,11 @@ INLINE int duplicate(struct __sk_buff *skb, const struct table *t) {
 }
 
 // A frame a member may deliver goes to the TAP's ingress (the host stack), one it may not (or,
-// with FLAG_DEDUP, a copy of one delivered) is dropped; all counted.
+// with FLAG_DEDUP, a copy of one delivered) is dropped; all counted. `dedup` is a constant:
+// 0 where the rule cannot be broadcast's (stripe), so that branch carries no copy of
+// duplicate().
 INLINE int member_deliver(struct __sk_buff *skb, const struct table *t, __u32 port,
-                          const __u8 *eth) {
+                          const __u8 *eth, const int dedup) {
     struct port_counters *c = bpf_map_lookup_elem(&lagd_ports, &port);
     __u8 ok = eth[0] & 1 ? t->rx_multicast[port & (MAX_MEMBERS - 1)]
                          : t->rx_unicast[port & (MAX_MEMBERS - 1)];
@@ -1613,7 +1615,7 @@ INLINE int member_deliver(struct __sk_buff *skb, const struct table *t, __u32 po
             c->rx_dropped++;
         return TC_ACT_SHOT;
     }
-    if ((t->flags & FLAG_DEDUP) && duplicate(skb, t)) {
+    if (dedup && (t->flags & FLAG_DEDUP) && duplicate(skb, t)) {
         if (c)
             c->rx_duplicates++;
         return TC_ACT_SHOT;
@@ -1656,7 +1658,7 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
         if (!skb->vlan_present && be16(&eth[12]) == ETH_P_SLOW)
             return TC_ACT_OK;
         if (!stripe_ordered(skb, t, eth))
-            return member_deliver(skb, t, port, eth);
+            return member_deliver(skb, t, port, eth, 0);
         if (receiver)
             return stripe_rx(skb, t, port);
         // No receiver on this kernel: lagd orders the flows.
@@ -1689,7 +1691,7 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     __u32 port = member_port(skb, t);
     if (port >= MAX_MEMBERS)
         return TC_ACT_SHOT;
-    return member_deliver(skb, t, port, eth);
+    return member_deliver(skb, t, port, eth, 1);
 }
 
 SEC("tcx/ingress")
