@@ -23,10 +23,10 @@
 #
 # Tests: TCP 1 stream (iperf3 -l 1M); TCP 8 streams (2 x iperf3 -P 4 -l 1M, one server per link
 # address for direct, two ports on the bond's address otherwise); UDP 64 B from a batched sender
-# (bench/tools/mmsg.c: sendmmsg/recvmmsg, one flow); failover gap: a datagram every ms, and
-# FAIL_AT s in the link that carries it is cut (its far end set down); the longest silence at
-# the receiver and the datagrams lost (direct: nothing to fail over to, so the same probe runs
-# without a cut, giving the guest's own scheduling jitter).
+# (bench/tools/mmsg.c: sendmmsg/recvmmsg, one flow, each datagram counted once); failover gap:
+# a datagram every ms, and FAIL_AT s in the link that carries it is cut (its far end set
+# down); the longest silence at the receiver and the datagrams lost (direct: nothing to fail
+# over to, so the same probe runs without a cut, giving the guest's own scheduling jitter).
 # Each round runs every setup once, the order rotating from round to round; medians over the
 # rounds, ratios to the kernel bond of the same mode in the same guest.
 #

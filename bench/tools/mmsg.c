@@ -6,10 +6,11 @@
  *       a flood in batches of 64 (INTERVAL_US 0 or absent) or one datagram every INTERVAL_US
  *   mmsg recv PORT SECONDS
  *       reads until SECONDS have passed or, once datagrams came, none came for 2 s; prints
- *       {"datagrams":N,"pps":R,"max_gap_ms":G,"lost":L} where pps runs from the first datagram
- *       to the last, max_gap_ms is the longest wait between two reads that returned data and
- *       lost counts the sequence numbers below the highest that never arrived (duplicates
- *       make it smaller, so "dups" counts datagrams whose number was not above the previous).
+ *       {"datagrams":N,"pps":R,"max_gap_ms":G,"lost":L,"dups":D} where N counts each sequence
+ *       number once (a broadcast bond without dedup delivers every datagram once per link;
+ *       those copies are D, not throughput), pps is N over the time from the first datagram
+ *       to the last, max_gap_ms the longest wait between two reads that returned data and
+ *       lost the sequence numbers below the highest that never arrived.
  *
  * Build: cc -O2 -o mmsg mmsg.c
  */
@@ -129,6 +130,10 @@ static int do_recv(int argc, char **argv)
         msgs[i].msg_hdr.msg_iovlen = 1;
     }
     uint64_t count = 0, maxseq = 0, dups = 0;
+    /* One bit per sequence number seen, grown as they come (a flood of 64-byte datagrams
+     * for a few seconds: some megabits). */
+    uint8_t *seen = NULL;
+    size_t seen_len = 0;
     double start = now(), first = 0, last = 0, gap = 0;
     while (now() < start + seconds) {
         int n = recvmmsg(fd, msgs, BATCH, MSG_WAITFORONE, NULL);
@@ -148,8 +153,26 @@ static int do_recv(int argc, char **argv)
             if (msgs[i].msg_len < 8)
                 continue;
             memcpy(&s, bufs[i], 8);
-            if (count && s <= maxseq)
+            if (s >= (uint64_t)1 << 40)
+                continue; /* not one of our numbers */
+            if (s / 8 >= seen_len) {
+                size_t len = seen_len ? seen_len : 1 << 16;
+                while (s / 8 >= len)
+                    len *= 2;
+                uint8_t *grown = realloc(seen, len);
+                if (!grown) {
+                    perror("realloc");
+                    return 1;
+                }
+                memset(grown + seen_len, 0, len - seen_len);
+                seen = grown;
+                seen_len = len;
+            }
+            if (seen[s / 8] & (1u << (s % 8))) {
                 dups++;
+                continue;
+            }
+            seen[s / 8] |= 1u << (s % 8);
             if (s > maxseq)
                 maxseq = s;
             count++;
@@ -160,6 +183,7 @@ static int do_recv(int argc, char **argv)
     printf("{\"datagrams\":%llu,\"pps\":%.0f,\"max_gap_ms\":%.1f,\"lost\":%lld,\"dups\":%llu}\n",
            (unsigned long long)count, span > 0 ? count / span : 0.0, gap * 1000, lost,
            (unsigned long long)dups);
+    free(seen);
     return 0;
 }
 

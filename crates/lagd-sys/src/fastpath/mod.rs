@@ -154,7 +154,7 @@ pub struct Table {
     /// helps are lagd's to name: [`defer_tcp_clones_on`]).
     pub defer_tcp_clones: bool,
     /// broadcast_dedup: a member drops a frame identical to one another member delivered within
-    /// the last millisecond, as long as fewer copies than usable members came (`lagd_dedup`;
+    /// the window (10 ms), as long as fewer copies than usable members came (`lagd_dedup`;
     /// the rule in `bpf/lagd_shared.h`, enum dedup), and counts it in
     /// [`PortCounters::rx_duplicates`].
     pub dedup: bool,
