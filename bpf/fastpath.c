@@ -54,9 +54,6 @@
 
 // Helpers, by number (enum bpf_func_id).
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
-static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) =
-    (void *)BPF_FUNC_map_update_elem;
-static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_delete_elem;
 static __u64 (*bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
 static long (*bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)BPF_FUNC_redirect;
 static long (*bpf_clone_redirect)(void *skb, __u32 ifindex, __u64 flags) =
@@ -149,24 +146,21 @@ struct map_def lagd_alive SEC("maps") = {
     .max_entries = ALIVE_ENTRIES,
 };
 
-// broadcast_dedup (FLAG_DEDUP): the frames members delivered lately, by what the copies of one
-// frame share (enum dedup).
-struct dedup_key {
-    __u32 len;             // the frame's length
-    __u32 tag;             // its accelerated VLAN tag with bit 16 set, 0 for none
-    __u8 head[DEDUP_HEAD]; // its first bytes (zeros past its end)
-};
-struct dedup_seen {
+// broadcast_dedup (FLAG_DEDUP): the frames members delivered lately, one slot per sum (enum
+// dedup), direct-mapped: no locks and no allocation on the way of a frame.
+struct dedup_slot {
+    __u64 sum;    // the frame's sum (0: empty)
     __u64 at;     // when its first copy arrived (ns)
     __u32 copies; // copies arrived since, that one included
     __u32 pad;
 };
 struct map_def lagd_dedup SEC("maps") = {
-    .type = BPF_MAP_TYPE_LRU_HASH,
-    .key_size = sizeof(struct dedup_key),
-    .value_size = sizeof(struct dedup_seen),
-    .max_entries = DEDUP_ENTRIES,
+    .type = BPF_MAP_TYPE_ARRAY,
+    .key_size = 4,
+    .value_size = sizeof(struct dedup_slot),
+    .max_entries = DEDUP_SLOTS,
 };
+#define DEDUP_MUL 0x9e3779b97f4a7c15ULL // the sums' multiplier (enum dedup)
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -1566,37 +1560,44 @@ INLINE int stripe_ordered(struct __sk_buff *skb, const struct table *t, const __
 // may both pass: the host then gets one twice, as without this. A frame too short to be a
 // whole Ethernet header passes.
 INLINE int duplicate(struct __sk_buff *skb, const struct table *t) {
-    struct dedup_key k;
-    __builtin_memset(&k, 0, sizeof(k));
+    __u64 words[DEDUP_HEAD / 8];
+    __builtin_memset(words, 0, sizeof(words));
     __u32 len = skb->len;
-    k.len = len;
-    k.tag = skb->vlan_present ? 0x10000 | skb->vlan_tci : 0;
     __u32 n = len < DEDUP_HEAD ? len : DEDUP_HEAD;
     // Checked again after the compiler lost sight of it, for the verifier to see the bounds.
     asm volatile("" : "+r"(n));
-    if (n < 14 || n > DEDUP_HEAD || bpf_skb_load_bytes(skb, 0, k.head, n) < 0)
+    if (n < 14 || n > DEDUP_HEAD || bpf_skb_load_bytes(skb, 0, words, n) < 0)
+        return 0;
+    __u64 h = t->dedup_seed ^ (__u64)len << 32 ^ (skb->vlan_present ? 0x10000 | skb->vlan_tci : 0);
+    #pragma unroll
+    for (int i = 0; i < DEDUP_HEAD / 8; i++) {
+        h = (h ^ words[i]) * DEDUP_MUL;
+        h ^= h >> 29;
+    }
+    h ^= h >> 32;
+    h *= DEDUP_MUL;
+    h ^= h >> 29;
+    __u32 key = h & (DEDUP_SLOTS - 1);
+    __u64 sum = h | 1;
+    struct dedup_slot *slot = bpf_map_lookup_elem(&lagd_dedup, &key);
+    if (!slot)
         return 0;
     __u64 now = bpf_ktime_get_ns();
-    struct dedup_seen *seen = bpf_map_lookup_elem(&lagd_dedup, &k);
-    if (seen) {
-        if (now - seen->at < DEDUP_WINDOW_NS && seen->copies < t->n_usable) {
-            // The last copy due takes the frame out: an identical frame after it is new.
-            __u32 copies = seen->copies + 1;
-            if (copies >= t->n_usable)
-                bpf_map_delete_elem(&lagd_dedup, &k);
-            else
-                seen->copies = copies;
-            return 1;
-        }
-        // A copy was lost and the window is over, or the bond has fewer members now: a new
-        // frame.
-        seen->at = now;
-        seen->copies = 1;
-        return 0;
+    if (slot->sum == sum && now - slot->at < DEDUP_WINDOW_NS && slot->copies < t->n_usable) {
+        // The last copy due empties the slot: an identical frame after it is new.
+        __u32 copies = slot->copies + 1;
+        if (copies >= t->n_usable)
+            slot->sum = 0;
+        else
+            slot->copies = copies;
+        return 1;
     }
+    // A new frame (or one whose copy was lost and whose window is over, or the bond has fewer
+    // members now).
     if (t->n_usable > 1) {
-        struct dedup_seen first = {.at = now, .copies = 1};
-        bpf_map_update_elem(&lagd_dedup, &k, &first, BPF_ANY);
+        slot->sum = sum;
+        slot->at = now;
+        slot->copies = 1;
     }
     return 0;
 }

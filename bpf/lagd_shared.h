@@ -73,15 +73,22 @@ enum table_flags {
 };
 
 // broadcast_dedup: the far end sends every frame on each link, so each reaches the host once per
-// member. A member delivers a frame unless a frame identical in its length, accelerated VLAN tag
-// and first DEDUP_HEAD bytes arrived less than DEDUP_WINDOW_NS before and fewer copies of it
-// than the bond has usable members arrived since (lagd_proto's bond::dedup does the same on
-// lagd's path, where it has the module documentation, and also takes a frame within 256 of the
-// first for a copy: lagd judges frames when it reads them, not when they arrived).
+// member. A member delivers a frame unless a frame with the same sum (below) arrived less than
+// DEDUP_WINDOW_NS before and fewer copies of it than the bond has usable members arrived since
+// (lagd_proto's bond::dedup does the same on lagd's path, where it has the module
+// documentation, and also takes a frame within 256 of the first for a copy: lagd judges frames
+// when it reads them, not when they arrived).
+// The sum of a frame: h = seed ^ len << 32 ^ tag (the accelerated VLAN tag with bit 16 set, 0
+// for none); then for each of the 12 little-endian 64-bit words of its first DEDUP_HEAD bytes
+// (zeros past its end): h = (h ^ word) * M, h ^= h >> 29; then h ^= h >> 32, h *= M,
+// h ^= h >> 29, and the sum is h | 1 (0 marks an empty slot). M is 0x9e3779b97f4a7c15, 2^64
+// over the golden ratio (DEDUP_MUL in fastpath.c, dedup::MUL in lagd_proto). A frame's slot in
+// lagd_dedup is h % DEDUP_SLOTS; a frame that lands on a slot whose copies are still due
+// replaces it (those copies then reach the host, as without this).
 enum dedup {
-    DEDUP_HEAD = 96,            // bytes of the frame compared (headers to TCP's timestamps in IPv6)
+    DEDUP_HEAD = 96,            // bytes of the frame summed (headers to TCP's timestamps in IPv6)
     DEDUP_WINDOW_NS = 10000000, // 10 ms: how long a frame's copies are waited for
-    DEDUP_ENTRIES = 8192,       // frames whose copies are due, at most (least recently used go first)
+    DEDUP_SLOTS = 8192,         // slots of lagd_dedup (a power of two)
 };
 
 // The distribution, one value of the inner map (swapped whole through the outer map
@@ -105,6 +112,7 @@ struct table {
     __u8 rr_next[MAX_MEMBERS];         // balance-rr: position -> the first usable member from there on
     __u8 bond_mac[6];                  // FLAG_TLB: the bond's MAC
     __u8 wire_mac[MAX_MEMBERS][6];     // FLAG_TLB: the member's MAC as the network sees it
+    __u64 dedup_seed;                  // FLAG_DEDUP: the sums' key (random per lagd)
 };
 
 // The keys of lagd_alive, an array of __u64: lagd's heartbeat, and what the programs dropped

@@ -436,13 +436,13 @@ fn member_program_delivers_one_copy_of_each_broadcast_frame() {
     use lagd_sys::fastpath::abi;
     assert_eq!(abi::DEDUP_HEAD as usize, dedup::HEAD);
     assert_eq!(u128::from(abi::DEDUP_WINDOW_NS), dedup::WINDOW.as_nanos());
-    assert_eq!(abi::DEDUP_ENTRIES as usize, dedup::ENTRIES);
+    assert_eq!(abi::DEDUP_SLOTS as usize, dedup::SLOTS);
     require_root();
     let fp = FastPath::load().expect("load the fast path programs");
     let mut t = table(Rule::All, 0, 0);
     t.rx_unicast = [true; MAX_MEMBERS];
     t.rx_multicast = [true; MAX_MEMBERS];
-    t.dedup = true;
+    t.dedup = Some(0x5eed);
     fp.set_table(&t).unwrap();
     let mut data = frames()[10].clone();
     data[0] &= !1;
@@ -495,11 +495,97 @@ fn member_program_delivers_one_copy_of_each_broadcast_frame() {
     assert_eq!(verdict(&late, at(0)), REDIRECT);
     // Without the flag, every copy is delivered (the kernel bond's way).
     t.usable = vec![0, 1, 2];
-    t.dedup = false;
+    t.dedup = None;
     fp.set_table(&t).unwrap();
     for m in 0..3 {
         assert_eq!(verdict(&data, at(m)), REDIRECT);
     }
+}
+
+/// The members' program and lagd-proto's `Dedup` take the same frames for copies, frame by
+/// frame, with the same key: every IP frame of the corpus, its copies on three members a frame
+/// or two apart (every seventh frame's third copy lost), then frames that lagd-proto's sum puts
+/// on one slot, where only the same sum and slot in the program give the same verdicts (the
+/// second frame takes the first's slot, and the first's next copy is delivered).
+#[test]
+fn member_program_takes_the_frames_lagd_proto_takes_for_copies() {
+    use lagd_proto::bond::dedup::{self, Dedup};
+    use lagd_proto::time::Instant;
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    if !ingress_ifindex_settable(&fp, "broadcast_dedup against lagd-proto") {
+        // Before 5.16 a test run comes from no member, which delivers nothing: nothing to
+        // compare (member_program_delivers_one_copy_of_each_broadcast_frame checks that).
+        return;
+    }
+    const SEED: u64 = 0x0123_4567_89ab_cdef;
+    let mut t = table(Rule::All, 0, 0);
+    t.rx_unicast = [true; MAX_MEMBERS];
+    t.rx_multicast = [true; MAX_MEMBERS];
+    t.dedup = Some(SEED);
+    fp.set_table(&t).unwrap();
+    let mut corpus: Vec<Vec<u8>> = frames()
+        .into_iter()
+        .filter(|f| {
+            !harness_refuses(f) && matches!(u16::from_be_bytes([f[12], f[13]]), 0x0800 | 0x86dd)
+        })
+        .collect();
+    corpus.sort();
+    corpus.dedup();
+    assert!(corpus.len() > 50, "{}", corpus.len());
+    // Frames on one slot: variations of the first in two bytes of its IP header, until one
+    // lands where it does (about one in dedup::SLOTS).
+    let slot = |f: &[u8]| dedup::sum(SEED, f, 0) as usize % dedup::SLOTS;
+    let mut same_slot = Vec::new();
+    for base in corpus.iter().take(4) {
+        let other = (0..=u16::MAX)
+            .map(|i| {
+                let mut f = base.clone();
+                f[14 + 4..14 + 6].copy_from_slice(&i.to_be_bytes());
+                f
+            })
+            .find(|f| f != base && slot(f) == slot(base))
+            .expect("a frame on the same slot");
+        same_slot.push((base.clone(), other));
+    }
+    let mut events: Vec<(Vec<u8>, usize)> = Vec::new();
+    for i in 0..corpus.len() + 2 {
+        for copy in 0..3 {
+            let Some(n) = i.checked_sub(copy) else {
+                continue;
+            };
+            if n < corpus.len() && !(copy == 2 && n % 7 == 0) {
+                events.push((corpus[n].clone(), (n + copy) % 3));
+            }
+        }
+    }
+    // a, b (its slot taken), a (delivered: b holds the slot), a (a copy), b, b.
+    for (a, b) in &same_slot {
+        for (f, m) in [(a, 0), (b, 1), (a, 1), (a, 2), (b, 2), (b, 0)] {
+            events.push((f.clone(), m));
+        }
+    }
+    let start = std::time::Instant::now();
+    let mut d = Dedup::with_seed(SEED);
+    let mut copies = 0;
+    for (k, (f, m)) in events.iter().enumerate() {
+        let now = Instant::from_micros(start.elapsed().as_micros() as u64);
+        let want = d.is_copy(now, f, 3);
+        copies += usize::from(want);
+        let got = fp.test_ingress(f, 1000 + *m as u32).unwrap().verdict;
+        assert_eq!(
+            got,
+            if want { DROP } else { REDIRECT },
+            "event {k} of {}: member {m}, lagd-proto takes it for a copy: {want}",
+            events.len()
+        );
+    }
+    let c = fp.port_counters().unwrap();
+    assert_eq!(
+        c[..3].iter().map(|c| c.rx_duplicates).sum::<u64>(),
+        copies as u64
+    );
+    eprintln!("{} frames compared, {copies} copies", events.len());
 }
 
 /// The ARP monitor's frames on the members: untagged ARP goes to lagd's sockets (passed on)

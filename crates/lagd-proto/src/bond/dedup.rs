@@ -8,7 +8,9 @@
 //!
 //! - two frames are copies when they have the same length and the same first [`HEAD`] bytes
 //!   (96: up to TCP's timestamps behind an IPv6 header, so that a retransmission, whose
-//!   timestamp or IPv4 identification differs, is not taken for one);
+//!   timestamp or IPv4 identification differs, is not taken for one), as told by a keyed 64-bit
+//!   sum of those ([`sum`]; the key is random per lagd, so that no sender can aim two frames at
+//!   one sum);
 //! - the first to arrive is delivered and remembered; the next `usable - 1` within [`WINDOW`]
 //!   of it are copies, dropped and counted, and the last of them forgets it. An identical frame
 //!   after them is a new frame (a retransmission that repeats the original byte for byte, or
@@ -19,8 +21,10 @@
 //!   that far apart too. What a lost copy can cost: the frame's next identical
 //!   transmission within the window is taken for the copy (and the one after it delivered),
 //!   which only matters if the host's stack dropped the copy it was given;
-//! - at most [`ENTRIES`] frames whose copies are due are remembered; the oldest go first (their
-//!   copies then reach the host, as without this).
+//! - frames are remembered in [`SLOTS`] slots, one per sum (`sum % SLOTS`): a frame whose slot
+//!   holds another frame with copies still due takes it over, and that frame's copies then
+//!   reach the host, as without this. Copies follow their frame closely, so few frames are
+//!   waiting for theirs at any time, and the memory is fixed (reserved on the first frame);
 //! - on lagd's own path a frame is also a copy when it comes within [`NEAR`] (256) frames of
 //!   the first, however late. lagd judges a frame when it reads it, not when it arrived, and a
 //!   sending lagd puts the copies out in separate system calls; on a loaded one-CPU guest the
@@ -30,43 +34,47 @@
 //!   frame in one run.
 //!
 //! The kernel path's members' program does the same (`bpf/lagd_shared.h`, `enum dedup`, with
-//! the same three numbers, which lagd's tests hold to these).
+//! the same numbers and sum, which lagd's tests hold to these, frame by frame).
 
-use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use crate::time::Instant;
 
-/// Bytes of a frame compared.
+/// Bytes of a frame summed.
 pub const HEAD: usize = 96;
 /// How long after a frame's first copy another is taken for a copy.
 pub const WINDOW: Duration = Duration::from_millis(10);
-/// Frames whose copies are due, at most.
-pub const ENTRIES: usize = 8192;
+/// Slots: frames whose copies are due, at most (a power of two).
+pub const SLOTS: usize = 8192;
 /// On lagd's path a copy also counts as one within this many frames of the first, however long
 /// after it (see the module documentation).
 pub const NEAR: u64 = 256;
+/// The sum's multiplier: 2^64 over the golden ratio (odd).
+pub const MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    len: u32,
-    head: [u8; HEAD],
-}
-
-impl Key {
-    fn of(frame: &[u8]) -> Self {
-        let mut head = [0; HEAD];
-        let n = frame.len().min(HEAD);
-        head[..n].copy_from_slice(&frame[..n]);
-        Self {
-            len: u32::try_from(frame.len()).unwrap_or(u32::MAX),
-            head,
-        }
+/// The 64-bit sum of `frame` keyed with `seed`, `tag` being its accelerated VLAN tag with bit
+/// 16 set (0 for none; lagd's sockets hand lagd the tag inside the frame): the programs' sum
+/// (`bpf/lagd_shared.h`, enum dedup). Its slot is `sum % SLOTS`; the slot stores `sum | 1`.
+pub fn sum(seed: u64, frame: &[u8], tag: u32) -> u64 {
+    let mut head = [0u8; HEAD];
+    let n = frame.len().min(HEAD);
+    head[..n].copy_from_slice(&frame[..n]);
+    let len = u64::from(u32::try_from(frame.len()).unwrap_or(u32::MAX));
+    let mut h = seed ^ len << 32 ^ u64::from(tag);
+    for word in head.chunks_exact(8) {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or_default());
+        h = (h ^ w).wrapping_mul(MUL);
+        h ^= h >> 29;
     }
+    h ^= h >> 32;
+    h = h.wrapping_mul(MUL);
+    h ^ h >> 29
 }
 
-#[derive(Debug, Clone)]
-struct Seen {
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    /// The frame's sum with bit 0 set; 0: empty.
+    sum: u64,
     at: Instant,
     /// The frame's number among those judged (`Dedup::judged` then).
     nth: u64,
@@ -76,76 +84,75 @@ struct Seen {
 /// The frames delivered lately (see the [module documentation](self)).
 #[derive(Clone, Default)]
 pub struct Dedup {
-    seen: HashMap<Key, Seen>,
-    /// When each entry of `seen` was (re)started and its number, oldest first; an entry
-    /// restarted since has a later record, and only its latest removes it.
-    order: VecDeque<(Instant, u64, Key)>,
+    seed: u64,
+    /// [`SLOTS`] of them once a frame was judged.
+    slots: Vec<Slot>,
     /// Frames judged so far.
     judged: u64,
 }
 
 impl Dedup {
+    /// A table whose sums are keyed with `seed` (random per lagd).
+    pub fn with_seed(seed: u64) -> Self {
+        Self {
+            seed,
+            ..Self::default()
+        }
+    }
+
+    /// The sums' key.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// Whether `frame`, received at `now` on a bond with `usable` usable members, is a copy of
-    /// a frame already delivered (drop it) rather than a frame to deliver (remembered).
+    /// a frame already delivered (drop it) rather than a frame to deliver (remembered). A frame
+    /// shorter than an Ethernet header is never a copy.
     pub fn is_copy(&mut self, now: Instant, frame: &[u8], usable: usize) -> bool {
-        if self.order.capacity() == 0 {
-            // Room for the bound from the first frame on: the receive path allocates no more.
-            self.seen.reserve(ENTRIES + 1);
-            self.order.reserve(ENTRIES + 1);
-        }
         self.judged += 1;
-        let judged = self.judged;
-        let recent =
-            |at: Instant, nth: u64| now.saturating_since(at) < WINDOW || judged - nth <= NEAR;
-        while let Some(&(at, nth, _)) = self.order.front() {
-            if recent(at, nth) && self.order.len() <= ENTRIES {
-                break;
-            }
-            if let Some((_, nth, key)) = self.order.pop_front()
-                && self.seen.get(&key).is_some_and(|s| s.nth == nth)
-            {
-                self.seen.remove(&key);
-            }
-        }
-        let key = Key::of(frame);
-        let fresh = Seen {
-            at: now,
-            nth: judged,
-            copies: 1,
-        };
-        if let Some(s) = self.seen.get_mut(&key) {
-            if recent(s.at, s.nth) && s.copies < usable {
-                s.copies += 1;
-                if s.copies >= usable {
-                    self.seen.remove(&key);
-                }
-                return true;
-            }
-            *s = fresh;
-        } else if usable > 1 {
-            self.seen.insert(key.clone(), fresh);
-        } else {
+        if frame.len() < 14 {
             return false;
         }
-        self.order.push_back((now, judged, key));
+        if self.slots.is_empty() {
+            self.slots = vec![Slot::default(); SLOTS];
+        }
+        let h = sum(self.seed, frame, 0);
+        let judged = self.judged;
+        let slot = &mut self.slots[h as usize % SLOTS];
+        let recent = now.saturating_since(slot.at) < WINDOW || judged - slot.nth <= NEAR;
+        if slot.sum == h | 1 && recent && slot.copies < usable {
+            slot.copies += 1;
+            if slot.copies >= usable {
+                slot.sum = 0;
+            }
+            return true;
+        }
+        if usable > 1 {
+            *slot = Slot {
+                sum: h | 1,
+                at: now,
+                nth: judged,
+                copies: 1,
+            };
+        }
         false
     }
 
-    /// Frames remembered now.
+    /// Frames remembered now (a walk over every slot).
     pub fn len(&self) -> usize {
-        self.seen.len()
+        self.slots.iter().filter(|s| s.sum != 0).count()
     }
 
     /// Whether none is remembered.
     pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
+        self.len() == 0
     }
 }
 
 impl core::fmt::Debug for Dedup {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Dedup")
-            .field("remembered", &self.seen.len())
+            .field("remembered", &self.len())
             .finish()
     }
 }
@@ -245,16 +252,52 @@ mod test {
     }
 
     #[test]
-    fn memory_stays_bounded_and_old_frames_are_forgotten() {
+    fn a_frame_on_a_slot_whose_copies_are_due_takes_it_over() {
+        let mut d = Dedup::with_seed(0x1234_5678_9abc_def0);
+        let a = frame(1, 120);
+        let slot_of = |f: &[u8]| sum(d.seed(), f, 0) as usize % SLOTS;
+        // Another frame on a's slot (one in SLOTS of them, about).
+        let b = (0..=u16::MAX)
+            .map(|i| {
+                let mut f = frame(2, 120);
+                f[30..32].copy_from_slice(&i.to_be_bytes());
+                f
+            })
+            .find(|f| slot_of(f) == slot_of(&a))
+            .expect("a frame on the same slot");
+        assert!(!d.is_copy(T0, &a, 2));
+        assert!(!d.is_copy(T0, &b, 2), "b is new, and takes the slot");
+        assert!(!d.is_copy(T0, &a, 2), "a's copy reaches the host");
+        assert!(
+            d.is_copy(T0, &a, 2),
+            "a, remembered again, has its copy taken"
+        );
+        assert_eq!(d.len(), 0);
+    }
+
+    #[test]
+    fn the_sum_takes_the_key_the_length_the_tag_and_the_head_only() {
+        let f = frame(1, 200);
+        let h = sum(7, &f, 0);
+        assert_ne!(h, sum(8, &f, 0), "the key");
+        assert_ne!(h, sum(7, &f, 0x1_0005), "the tag");
+        assert_ne!(h, sum(7, &f[..199], 0), "the length");
+        let mut past = f.clone();
+        past[HEAD] ^= 1;
+        assert_eq!(h, sum(7, &past, 0), "past the head");
+        let mut inside = f.clone();
+        inside[HEAD - 1] ^= 1;
+        assert_ne!(h, sum(7, &inside, 0), "the head's last byte");
+        // Zeros past a short frame's end: the length keeps it apart from a longer frame.
+        let short = vec![0u8; 20];
+        assert_ne!(sum(7, &short, 0), sum(7, &[0u8; 21], 0));
+    }
+
+    #[test]
+    fn frames_shorter_than_an_ethernet_header_are_never_copies() {
         let mut d = Dedup::default();
-        for i in 0..(3 * ENTRIES) as u64 {
-            let mut f = vec![0; 80];
-            f[..8].copy_from_slice(&i.to_ne_bytes());
-            assert!(!d.is_copy(T0, &f, 2));
-            assert!(d.len() <= ENTRIES + 1, "{}", d.len());
-        }
-        // Once the window passed, the next frame forgets every older one but the last NEAR.
-        assert!(!d.is_copy(T0 + WINDOW, &frame(9, 80), 2));
-        assert_eq!(d.len() as u64, NEAR + 1);
+        let f = [1u8; 13];
+        assert!(!d.is_copy(T0, &f, 2));
+        assert!(!d.is_copy(T0, &f, 2));
     }
 }

@@ -108,8 +108,9 @@ pub struct DistributionTable {
     /// Per member, in enslave order: whether its frames reach the host.
     pub rx: Vec<MemberRx>,
     /// A member does not deliver a copy of a frame another member delivered (broadcast with
-    /// `broadcast_dedup`: [`super::dedup`]).
-    pub dedup: bool,
+    /// `broadcast_dedup`: [`super::dedup`]): the key of the sums that tell copies
+    /// ([`super::dedup::sum`]).
+    pub dedup: Option<u64>,
 }
 
 impl DistributionTable {
@@ -123,6 +124,7 @@ impl DistributionTable {
         sel: &Selection,
         rx: &[RxRule],
         carrier: bool,
+        dedup_seed: u64,
     ) -> Self {
         let tx = match state {
             _ if !carrier => TxRule::Active,
@@ -167,7 +169,7 @@ impl DistributionTable {
                     multicast: r.multicast.is_none(),
                 })
                 .collect(),
-            dedup: opts.mode == Mode::Broadcast && opts.broadcast_dedup,
+            dedup: (opts.mode == Mode::Broadcast && opts.broadcast_dedup).then_some(dedup_seed),
         }
     }
 

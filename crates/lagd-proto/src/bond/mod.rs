@@ -272,6 +272,14 @@ impl Bond {
         }
     }
 
+    /// `broadcast_dedup`: keys the sums by which copies are told ([`dedup::sum`]) with `seed`
+    /// (random per start of the daemon); the distribution table carries it to the kernel path,
+    /// so that both take the same frames for copies. Call before the first frame.
+    pub fn set_dedup_seed(&mut self, seed: u64) {
+        self.dedup = dedup::Dedup::with_seed(seed);
+        self.generation += 1;
+    }
+
     /// Stripe mode: starts the engine afresh with `epoch` (random per start of the daemon, so
     /// the peer can tell a restart). Call once, before the first frame. Other modes: nothing.
     pub fn set_stripe_epoch(&mut self, now: Instant, epoch: u32) {
@@ -497,6 +505,7 @@ impl Bond {
             &self.sel,
             &self.rx_rules,
             carrier,
+            self.dedup.seed(),
         )
     }
 

@@ -233,7 +233,12 @@ fn broadcast_uses_all_and_drops_when_none() {
 #[test]
 fn broadcast_delivers_one_copy_of_each_frame_unless_told_otherwise() {
     let mut b = bond("mode=broadcast miimon=100", 2);
-    assert!(b.distribution().dedup);
+    assert_eq!(b.distribution().dedup, Some(0));
+    // The daemon's key reaches the table (the kernel path sums with it) and changes it.
+    let generation = b.distribution_generation();
+    b.set_dedup_seed(0xfeed);
+    assert_eq!(b.distribution().dedup, Some(0xfeed));
+    assert_ne!(b.distribution_generation(), generation);
     // The far end's two copies of each frame: the first delivered, the other not.
     for (n, frame) in [tcp(1), tcp(2), tcp(1)].iter().enumerate() {
         let t = at(n as u64);
@@ -250,7 +255,7 @@ fn broadcast_delivers_one_copy_of_each_frame_unless_told_otherwise() {
         assert_eq!(b.member_rx(at(11), PortId(1), &tcp(3)), RxVerdict::Deliver);
     }
     let mut kernel_like = bond("mode=broadcast miimon=100 broadcast_dedup=off", 2);
-    assert!(!kernel_like.distribution().dedup);
+    assert_eq!(kernel_like.distribution().dedup, None);
     for port in [PortId(0), PortId(1)] {
         assert_eq!(
             kernel_like.member_rx(at(0), port, &tcp(1)),
@@ -259,7 +264,7 @@ fn broadcast_delivers_one_copy_of_each_frame_unless_told_otherwise() {
     }
     // Other modes never drop a frame for being a copy.
     let mut xor = bond("mode=balance-xor miimon=100", 2);
-    assert!(!xor.distribution().dedup);
+    assert_eq!(xor.distribution().dedup, None);
     for port in [PortId(0), PortId(1)] {
         assert_eq!(xor.member_rx(at(0), port, &tcp(1)), RxVerdict::Deliver);
     }

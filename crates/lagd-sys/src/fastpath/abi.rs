@@ -64,13 +64,13 @@ pub const FLAG_DEFER_TCP_CLONES: u32 = 8;
 /// broadcast_dedup: a frame another member delivered lately is not delivered again
 pub const FLAG_DEDUP: u32 = 16;
 
-// enum dedup: broadcast_dedup: the far end sends every frame on each link, so each reaches the host once per member. A member delivers a frame unless a frame identical in its length, accelerated VLAN tag and first DEDUP_HEAD bytes arrived less than DEDUP_WINDOW_NS before and fewer copies of it than the bond has usable members arrived since (lagd_proto's bond::dedup does the same on lagd's path, where it has the module documentation, and also takes a frame within 256 of the first for a copy: lagd judges frames when it reads them, not when they arrived).
-/// bytes of the frame compared (headers to TCP's timestamps in IPv6)
+// enum dedup: broadcast_dedup: the far end sends every frame on each link, so each reaches the host once per member. A member delivers a frame unless a frame with the same sum (below) arrived less than DEDUP_WINDOW_NS before and fewer copies of it than the bond has usable members arrived since (lagd_proto's bond::dedup does the same on lagd's path, where it has the module documentation, and also takes a frame within 256 of the first for a copy: lagd judges frames when it reads them, not when they arrived). The sum of a frame: h = seed ^ len << 32 ^ tag (the accelerated VLAN tag with bit 16 set, 0 for none); then for each of the 12 little-endian 64-bit words of its first DEDUP_HEAD bytes (zeros past its end): h = (h ^ word) * M, h ^= h >> 29; then h ^= h >> 32, h *= M, h ^= h >> 29, and the sum is h | 1 (0 marks an empty slot). M is 0x9e3779b97f4a7c15, 2^64 over the golden ratio (DEDUP_MUL in fastpath.c, dedup::MUL in lagd_proto). A frame's slot in lagd_dedup is h % DEDUP_SLOTS; a frame that lands on a slot whose copies are still due replaces it (those copies then reach the host, as without this).
+/// bytes of the frame summed (headers to TCP's timestamps in IPv6)
 pub const DEDUP_HEAD: u32 = 96;
 /// 10 ms: how long a frame's copies are waited for
 pub const DEDUP_WINDOW_NS: u32 = 10000000;
-/// frames whose copies are due, at most (least recently used go first)
-pub const DEDUP_ENTRIES: u32 = 8192;
+/// slots of lagd_dedup (a power of two)
+pub const DEDUP_SLOTS: u32 = 8192;
 
 /// `struct table`: The distribution, one value of the inner map (swapped whole through the outer map lagd_tables). Written by lagd only; read by both programs.
 #[repr(C)]
@@ -112,9 +112,11 @@ pub struct Table {
     pub bond_mac: [u8; 6],
     /// FLAG_TLB: the member's MAC as the network sees it
     pub wire_mac: [[u8; 6]; 16],
+    /// FLAG_DEDUP: the sums' key (random per lagd)
+    pub dedup_seed: u64,
 }
 
-const _: () = assert!(size_of::<Table>() == 620);
+const _: () = assert!(size_of::<Table>() == 632);
 const _: () = assert!(core::mem::offset_of!(Table, rule) == 0);
 const _: () = assert!(core::mem::offset_of!(Table, policy) == 4);
 const _: () = assert!(core::mem::offset_of!(Table, seed) == 8);
@@ -133,10 +135,11 @@ const _: () = assert!(core::mem::offset_of!(Table, rr_members) == 496);
 const _: () = assert!(core::mem::offset_of!(Table, rr_next) == 500);
 const _: () = assert!(core::mem::offset_of!(Table, bond_mac) == 516);
 const _: () = assert!(core::mem::offset_of!(Table, wire_mac) == 522);
+const _: () = assert!(core::mem::offset_of!(Table, dedup_seed) == 624);
 
 impl Table {
     /// `sizeof(struct table)`.
-    pub const SIZE: usize = 620;
+    pub const SIZE: usize = 632;
 
     /// Every field 0.
     pub const ZERO: Self = Self {
@@ -158,11 +161,12 @@ impl Table {
         rr_next: [0; 16],
         bond_mac: [0; 6],
         wire_mac: [[0; 6]; 16],
+        dedup_seed: 0,
     };
 
     /// The bytes of `struct table`, in this machine's byte order (padding 0).
-    pub fn to_ne_bytes(&self) -> [u8; 620] {
-        let mut b = [0u8; 620];
+    pub fn to_ne_bytes(&self) -> [u8; 632] {
+        let mut b = [0u8; 632];
         b[0..4].copy_from_slice(&self.rule.to_ne_bytes());
         b[4..8].copy_from_slice(&self.policy.to_ne_bytes());
         b[8..12].copy_from_slice(&self.seed.to_ne_bytes());
@@ -190,11 +194,12 @@ impl Table {
             let at0 = 522 + 6 * i0;
             b[at0..at0 + 6].copy_from_slice(v0);
         }
+        b[624..632].copy_from_slice(&self.dedup_seed.to_ne_bytes());
         b
     }
 
     /// The `struct table` in `b`, in this machine's byte order.
-    pub fn from_ne_bytes(b: &[u8; 620]) -> Self {
+    pub fn from_ne_bytes(b: &[u8; 632]) -> Self {
         Self {
             rule: u32::from_ne_bytes(take(b, 0)),
             policy: u32::from_ne_bytes(take(b, 4)),
@@ -214,6 +219,7 @@ impl Table {
             rr_next: take(b, 500),
             bond_mac: take(b, 516),
             wire_mac: core::array::from_fn(|i0| take(b, 522 + 6 * i0)),
+            dedup_seed: u64::from_ne_bytes(take(b, 624)),
         }
     }
 }

@@ -153,11 +153,11 @@ pub struct Table {
     /// leave, so that the far end receives the segment itself first (the kernels where that
     /// helps are lagd's to name: [`defer_tcp_clones_on`]).
     pub defer_tcp_clones: bool,
-    /// broadcast_dedup: a member drops a frame identical to one another member delivered within
-    /// the window (10 ms), as long as fewer copies than usable members came (`lagd_dedup`;
-    /// the rule in `bpf/lagd_shared.h`, enum dedup), and counts it in
-    /// [`PortCounters::rx_duplicates`].
-    pub dedup: bool,
+    /// broadcast_dedup, with the key of the sums that tell copies: a member drops a frame
+    /// identical to one another member delivered within the window (10 ms), as long as fewer
+    /// copies than usable members came (`lagd_dedup`; the rule in `bpf/lagd_shared.h`, enum
+    /// dedup), and counts it in [`PortCounters::rx_duplicates`].
+    pub dedup: Option<u64>,
     /// balance-rr: `packets_per_slave` (0: a random member per frame).
     pub rr_packets: u32,
     /// balance-rr: the bond's members, usable or not (the turn is taken modulo this).
@@ -221,7 +221,7 @@ impl Table {
             ndisc_to_lagd: false,
             slow_partner: [None; MAX_MEMBERS],
             defer_tcp_clones: false,
-            dedup: false,
+            dedup: None,
             rr_packets: 0,
             rr_members: 0,
             rr_next: [NO_PORT; MAX_MEMBERS],
@@ -253,7 +253,7 @@ impl Table {
                 (self.ndisc_to_lagd, abi::FLAG_NDISC_TO_LAGD),
                 (self.tlb.is_some(), abi::FLAG_TLB),
                 (self.defer_tcp_clones, abi::FLAG_DEFER_TCP_CLONES),
-                (self.dedup, abi::FLAG_DEDUP),
+                (self.dedup.is_some(), abi::FLAG_DEDUP),
             ]
             .iter()
             .filter(|(on, _)| *on)
@@ -262,6 +262,7 @@ impl Table {
             rr_packets: self.rr_packets,
             rr_members: self.rr_members,
             rr_next: self.rr_next,
+            dedup_seed: self.dedup.unwrap_or(0),
             ..abi::Table::ZERO
         };
         if let Some(m) = &self.tlb {
@@ -1299,7 +1300,7 @@ mod test {
         t.arp_to_lagd = true;
         t.ndisc_to_lagd = true;
         t.defer_tcp_clones = true;
-        t.dedup = true;
+        t.dedup = Some(0x0123_4567_89ab_cdef);
         for i in 0..MAX_MEMBERS {
             t.ifindex[i] = 100 + i as u32;
             t.rx_unicast[i] = i % 2 == 0;
@@ -1366,6 +1367,11 @@ mod test {
         );
         let bond_mac = offset_of!(abi::Table, bond_mac);
         assert_eq!(b[bond_mac..bond_mac + 6], [2, 0xbb, 1, 2, 3, 4]);
+        let seed = offset_of!(abi::Table, dedup_seed);
+        assert_eq!(
+            u64::from_ne_bytes(b[seed..seed + 8].try_into().unwrap()),
+            0x0123_4567_89ab_cdef
+        );
         for i in 0..MAX_MEMBERS {
             assert_eq!(
                 u32_at(offset_of!(abi::Table, ifindex) + 4 * i),

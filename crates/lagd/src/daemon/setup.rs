@@ -339,6 +339,7 @@ impl Daemon {
             sockets.clear();
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
+        bond.set_dedup_seed(random_u64());
         for (member, partner) in resume_recorded(&mut bond, undo.recovered_lacp()) {
             info!(
                 %member,
@@ -793,14 +794,19 @@ fn now_since(epoch: StdInstant) -> Instant {
     Instant::from_micros(epoch.elapsed().as_micros() as u64)
 }
 
-/// A random 32-bit value (stripe epochs): std's per-process random hasher keys, the pid and
-/// the time.
+/// A random 32-bit value (stripe epochs): [`random_u64`]'s low half.
 fn random_u32() -> u32 {
+    random_u64() as u32
+}
+
+/// A random 64-bit value (stripe epochs, broadcast_dedup's key): std's per-process random
+/// hasher keys, the pid and the time.
+fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
         h.write_u128(t.as_nanos());
     }
-    h.finish() as u32
+    h.finish()
 }
