@@ -149,9 +149,9 @@ struct map_def lagd_alive SEC("maps") = {
 // broadcast_dedup (FLAG_DEDUP): the frames members delivered lately, one slot per sum (enum
 // dedup), direct-mapped: no locks and no allocation on the way of a frame.
 struct dedup_slot {
-    __u64 sum;    // the frame's sum (0: empty)
+    __u64 sum;    // the frame's sum
     __u64 at;     // when its first copy arrived (ns)
-    __u32 copies; // copies arrived since, that one included
+    __u32 copies; // copies arrived since, that one included (0: the slot is empty)
     __u32 pad;
 };
 struct map_def lagd_dedup SEC("maps") = {
@@ -1578,24 +1578,21 @@ INLINE int duplicate(struct __sk_buff *skb, const struct table *t) {
     h *= DEDUP_MUL;
     h ^= h >> 29;
     __u32 key = h & (DEDUP_SLOTS - 1);
-    __u64 sum = h | 1;
     struct dedup_slot *slot = bpf_map_lookup_elem(&lagd_dedup, &key);
     if (!slot)
         return 0;
     __u64 now = bpf_ktime_get_ns();
-    if (slot->sum == sum && now - slot->at < DEDUP_WINDOW_NS && slot->copies < t->n_usable) {
+    if (slot->copies && slot->sum == h && now - slot->at < DEDUP_WINDOW_NS &&
+        slot->copies < t->n_usable) {
         // The last copy due empties the slot: an identical frame after it is new.
         __u32 copies = slot->copies + 1;
-        if (copies >= t->n_usable)
-            slot->sum = 0;
-        else
-            slot->copies = copies;
+        slot->copies = copies < t->n_usable ? copies : 0;
         return 1;
     }
     // A new frame (or one whose copy was lost and whose window is over, or the bond has fewer
     // members now).
     if (t->n_usable > 1) {
-        slot->sum = sum;
+        slot->sum = h;
         slot->at = now;
         slot->copies = 1;
     }

@@ -81,10 +81,10 @@ enum table_flags {
 // The sum of a frame: h = seed ^ len << 32 ^ tag (the accelerated VLAN tag with bit 16 set, 0
 // for none); then for each of the 12 little-endian 64-bit words of its first DEDUP_HEAD bytes
 // (zeros past its end): h = (h ^ word) * M, h ^= h >> 29; then h ^= h >> 32, h *= M,
-// h ^= h >> 29, and the sum is h | 1 (0 marks an empty slot). M is 0x9e3779b97f4a7c15, 2^64
-// over the golden ratio (DEDUP_MUL in fastpath.c, dedup::MUL in lagd_proto). A frame's slot in
-// lagd_dedup is h % DEDUP_SLOTS; a frame that lands on a slot whose copies are still due
-// replaces it (those copies then reach the host, as without this).
+// h ^= h >> 29, and that is the sum. M is 0x9e3779b97f4a7c15, 2^64 over the golden ratio
+// (DEDUP_MUL in fastpath.c, dedup::MUL in lagd_proto). A frame's slot in lagd_dedup is
+// sum % DEDUP_SLOTS; a frame that lands on a slot whose copies are still due replaces it
+// (those copies then reach the host, as without this).
 enum dedup {
     DEDUP_HEAD = 96,            // bytes of the frame summed (headers to TCP's timestamps in IPv6)
     DEDUP_WINDOW_NS = 10000000, // 10 ms: how long a frame's copies are waited for

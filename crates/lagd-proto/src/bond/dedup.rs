@@ -54,7 +54,7 @@ pub const MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// The 64-bit sum of `frame` keyed with `seed`, `tag` being its accelerated VLAN tag with bit
 /// 16 set (0 for none; lagd's sockets hand lagd the tag inside the frame): the programs' sum
-/// (`bpf/lagd_shared.h`, enum dedup). Its slot is `sum % SLOTS`; the slot stores `sum | 1`.
+/// (`bpf/lagd_shared.h`, enum dedup). Its slot is `sum % SLOTS`.
 pub fn sum(seed: u64, frame: &[u8], tag: u32) -> u64 {
     let mut head = [0u8; HEAD];
     let n = frame.len().min(HEAD);
@@ -73,11 +73,12 @@ pub fn sum(seed: u64, frame: &[u8], tag: u32) -> u64 {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
-    /// The frame's sum with bit 0 set; 0: empty.
+    /// The frame's sum.
     sum: u64,
     at: Instant,
     /// The frame's number among those judged (`Dedup::judged` then).
     nth: u64,
+    /// Copies arrived since, that one included (0: the slot is empty).
     copies: usize,
 }
 
@@ -120,16 +121,16 @@ impl Dedup {
         let judged = self.judged;
         let slot = &mut self.slots[h as usize % SLOTS];
         let recent = now.saturating_since(slot.at) < WINDOW || judged - slot.nth <= NEAR;
-        if slot.sum == h | 1 && recent && slot.copies < usable {
+        if slot.copies > 0 && slot.sum == h && recent && slot.copies < usable {
             slot.copies += 1;
             if slot.copies >= usable {
-                slot.sum = 0;
+                slot.copies = 0;
             }
             return true;
         }
         if usable > 1 {
             *slot = Slot {
-                sum: h | 1,
+                sum: h,
                 at: now,
                 nth: judged,
                 copies: 1,
@@ -140,7 +141,7 @@ impl Dedup {
 
     /// Frames remembered now (a walk over every slot).
     pub fn len(&self) -> usize {
-        self.slots.iter().filter(|s| s.sum != 0).count()
+        self.slots.iter().filter(|s| s.copies > 0).count()
     }
 
     /// Whether none is remembered.
