@@ -269,6 +269,8 @@ impl Daemon {
 
         let epoch = StdInstant::now();
         let mut bond = Bond::new(config.options.clone(), mac);
+        // Before anything reads the bond's distribution: the kernel path's table carries the key.
+        bond.set_dedup_seed(random_u64());
         // Stripe mode adds a header to every frame: the members carry 8 bytes more than the
         // bond (raised MTU), or, where a member cannot, the bond carries 8 bytes less.
         let overhead = config.options.mode.encap_overhead();
@@ -339,7 +341,6 @@ impl Daemon {
             sockets.clear();
         }
         bond.set_stripe_epoch(now_since(epoch), random_u32());
-        bond.set_dedup_seed(random_u64());
         for (member, partner) in resume_recorded(&mut bond, undo.recovered_lacp()) {
             info!(
                 %member,
