@@ -5,6 +5,8 @@
 # retransmits).
 #
 #   direct   no bond, an address pair on each veth (the baseline)
+#   bridge   the same address pairs, host B's ends on a Linux bridge over its link ends: the
+#            switch tlb and alb face below, without lagd (their second baseline)
 #   xor      lagd at both ends, balance-xor layer3+4 fastpath=on (the reference)
 #   encap34  balance-xor encap3+4          encap23  balance-xor encap2+3
 #   rr       balance-rr (packets_per_slave=1)
@@ -37,7 +39,7 @@ cd "$(dirname "$0")/.."
 RUNS="${RUNS:-4}"
 DURATION="${DURATION:-8}"
 OUT="${OUT:-bench/modes.md}"
-read -r -a SETUPS <<<"${SETUPS:-direct xor encap34 encap23 rr ab lacp tlb alb bcast stripe}"
+read -r -a SETUPS <<<"${SETUPS:-direct bridge xor encap34 encap23 rr ab lacp tlb alb bcast stripe}"
 TESTS=(tcp1 tcp8 udp64)
 
 # shellcheck source=bench/lib.sh
@@ -48,6 +50,7 @@ setup_args() { # setup: one argument a line
     local lagd=(--lagd "$LAGD" --bond-opts fastpath=on)
     case "$1" in
         direct) printf '%s\n' --baseline direct --mode balance-xor --policy layer3+4 ;;
+        bridge) printf '%s\n' --baseline bridge --mode balance-xor --policy layer3+4 ;;
         xor) printf '%s\n' "${lagd[@]}" --mode balance-xor --policy layer3+4 ;;
         encap34) printf '%s\n' "${lagd[@]}" --mode balance-xor --policy encap3+4 ;;
         encap23) printf '%s\n' "${lagd[@]}" --mode balance-xor --policy encap2+3 ;;
@@ -69,7 +72,7 @@ setup_args() { # setup: one argument a line
 measure() { # setup test run
     local base="$work/$1.$2.$3" watcher=
     cut -d' ' -f1 /proc/loadavg >"$base.load"
-    if [ "$1" != direct ]; then
+    if [ "$1" != direct ] && [ "$1" != bridge ]; then
         python3 bench/tools/lagd_watch.py "$LAGD" "$LAGCTL" "$base.watch" "$DURATION" &
         watcher=$!
     fi

@@ -29,6 +29,10 @@ pub enum Setup {
     Lagd(PathBuf),
     /// No bond: addresses directly on each veth, one address pair per link.
     Direct,
+    /// No bond, towards a switch: host B a Linux bridge over its link ends, as the lab puts
+    /// it in front of balance-tlb and balance-alb, with host B's end of every address pair
+    /// of [`Setup::Direct`] on the bridge. What those modes cost without lagd's part.
+    Bridge,
     /// An Open vSwitch userspace (`datapath_type=netdev`) bond at both ends.
     Ovs,
     /// The bare relay example at both ends (the binary to run): lagd's TAP and member sockets
@@ -37,11 +41,12 @@ pub enum Setup {
 }
 
 impl Setup {
-    /// `lagd`, `direct`, `ovs` or `relay`.
+    /// `lagd`, `direct`, `bridge`, `ovs` or `relay`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Lagd(_) => "lagd",
             Self::Direct => "direct",
+            Self::Bridge => "bridge",
             Self::Ovs => "ovs",
             Self::Relay(_) => "relay",
         }
@@ -127,7 +132,11 @@ pub fn bring_up(
     bond: &BondConfig,
 ) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
     match setup {
-        Setup::Direct => direct(topo),
+        Setup::Direct => direct(topo, None),
+        Setup::Bridge => {
+            let bridge = host_b_bridge(topo)?;
+            direct(topo, Some(&bridge))
+        }
         Setup::Lagd(binary) => lagd(topo, ctl, binary, bond),
         Setup::Ovs => ovs(topo, ctl, bond),
         Setup::Relay(binary) => relay(topo, ctl, binary),
@@ -176,8 +185,9 @@ fn relay(topo: &mut Topology, ctl: &Ctl, binary: &Path) -> Result<Vec<(Ipv4Addr,
     Ok(vec![(a, b)])
 }
 
-/// Link `i` gets the /30 `10.s.t.4i` (host A .4i+1, host B .4i+2).
-fn direct(topo: &mut Topology) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
+/// Link `i` gets the /30 `10.s.t.4i` (host A .4i+1, host B .4i+2). Host B's addresses go on
+/// its link ends, or all on `bridge` (host A's route to each /30 still takes link `i`).
+fn direct(topo: &mut Topology, bridge: Option<&str>) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
     let mut pairs = Vec::new();
     for (i, link) in topo.links().to_vec().iter().enumerate() {
         let a = topo.address(4 * i as u8 + 1);
@@ -186,13 +196,25 @@ fn direct(topo: &mut Topology) -> Result<Vec<(Ipv4Addr, Ipv4Addr)>> {
             Side::A,
             &["addr", "add", &format!("{a}/30"), "dev", &link.name],
         )?;
-        topo.ip(
-            Side::B,
-            &["addr", "add", &format!("{b}/30"), "dev", &link.name],
-        )?;
+        let b_dev = bridge.unwrap_or(&link.name);
+        topo.ip(Side::B, &["addr", "add", &format!("{b}/30"), "dev", b_dev])?;
         pairs.push((a, b));
     }
+    if let Some(bridge) = bridge {
+        topo.ip(Side::B, &["link", "set", bridge, "up"])?;
+    }
     Ok(pairs)
+}
+
+/// Makes host B a switch: a Linux bridge over its link ends (not yet up, no address); returns
+/// its name.
+fn host_b_bridge(topo: &mut Topology) -> Result<String> {
+    let bridge = format!("{}sw", topo.tag());
+    topo.ip(Side::B, &["link", "add", &bridge, "type", "bridge"])?;
+    for link in topo.links().to_vec() {
+        topo.ip(Side::B, &["link", "set", &link.name, "master", &bridge])?;
+    }
+    Ok(bridge)
 }
 
 /// Puts `host/24` on `dev` in a host and brings it up.
@@ -264,11 +286,7 @@ fn lagd(
     }
     let a = address_bond(topo, Side::A, &daemons[0].1, 1)?;
     let b = if switch {
-        let bridge = format!("{}sw", topo.tag());
-        topo.ip(Side::B, &["link", "add", &bridge, "type", "bridge"])?;
-        for link in topo.links().to_vec() {
-            topo.ip(Side::B, &["link", "set", &link.name, "master", &bridge])?;
-        }
+        let bridge = host_b_bridge(topo)?;
         address_bond(topo, Side::B, &bridge, 2)?
     } else {
         address_bond(topo, Side::B, &daemons[1].1, 2)?

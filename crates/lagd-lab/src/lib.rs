@@ -239,6 +239,7 @@ impl SweepConfig {
     pub fn label(&self) -> String {
         let mut label = match self.setup {
             Setup::Direct => "direct veth".to_string(),
+            Setup::Bridge => "direct veth towards a bridge".to_string(),
             _ => format!(
                 "{} {} {}",
                 self.setup.name(),
@@ -477,7 +478,7 @@ fn endpoints(routes: &[Route]) -> Result<Vec<report::Endpoint>> {
 /// hosts' bonds.
 fn switch_config(opts: &LabOptions, kind: SwitchKind) -> SwitchConfig {
     let channel = match &opts.setup {
-        Setup::Direct => PortChannel::None,
+        Setup::Direct | Setup::Bridge => PortChannel::None,
         Setup::Ovs => {
             let lacp = dataplane::ovs_bond(&opts.bond.mode, &opts.bond.policy)
                 .map(|o| o.lacp != "off")
@@ -575,7 +576,7 @@ fn measure(
         .map(|c| (c.tx_bytes, c.rx_bytes))
         .collect();
     let (mode, policy) = match opts.setup {
-        Setup::Direct => ("none".to_string(), "none".to_string()),
+        Setup::Direct | Setup::Bridge => ("none".to_string(), "none".to_string()),
         _ => (opts.bond.mode.clone(), opts.bond.policy.clone()),
     };
     let ovs = match opts.setup {

@@ -219,6 +219,7 @@ impl RunResult {
     fn base_label(&self) -> String {
         match self.setup.as_str() {
             "direct" => "direct veth".to_string(),
+            "bridge" => "direct veth towards a bridge".to_string(),
             "ovs" => format!(
                 "ovs {} (lacp {})",
                 self.ovs_bond_mode.as_deref().unwrap_or("?"),

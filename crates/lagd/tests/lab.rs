@@ -189,6 +189,81 @@ fn direct_baseline_reaches_two_link_ceiling_with_iperf3() {
     assert_ne!(f[0].0, f[1].0, "{f:?}");
 }
 
+/// The bridged baseline: host B is a Linux bridge over its two link ends (seen in its
+/// namespace while the run goes on, both ends its ports), and direct veth's address pairs
+/// still carry both links' ceiling through it, one iperf3 pair per link.
+#[test]
+fn bridge_baseline_runs_both_links_through_host_bs_bridge() {
+    require_root();
+    let child = lagctl()
+        .args([
+            "lab",
+            "--baseline",
+            "bridge",
+            "--links",
+            "2",
+            "--rate",
+            "100mbit",
+            "--duration",
+            "3",
+            "--json",
+            "--quiet",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lagctl lab");
+    // The lab's namespaces are `lagdlab-<its pid>-<tag>-a` and `-b`.
+    let mine = format!("lagdlab-{}-", child.id());
+    let mut ports = None;
+    let start = Instant::now();
+    while ports.is_none() && start.elapsed() < Duration::from_secs(5) {
+        if let Some(b) = namespaces(&mine).into_iter().find(|n| n.ends_with("-b")) {
+            let ip = |args: &[&str]| {
+                let out = Command::new("ip").arg("-n").arg(&b).args(args).output();
+                out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default()
+            };
+            let bridges = ip(&["-o", "link", "show", "type", "bridge"]);
+            if let Some(name) = bridges
+                .lines()
+                .next()
+                .and_then(|l| l.split(": ").nth(1))
+                .map(|n| n.trim().to_string())
+            {
+                let n = ip(&["-o", "link", "show", "master", &name]).lines().count();
+                if n == 2 {
+                    ports = Some(n);
+                }
+            }
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        ports,
+        Some(2),
+        "host B's bridge with both link ends as its ports"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["setup"], "bridge");
+    assert_eq!(v["mode"], "none");
+    assert_near(
+        gbps(&v),
+        2.0 * LINK_GBPS,
+        0.05,
+        "aggregate through the bridge",
+    );
+    assert_balanced(&v);
+    assert_eq!(flows(&v).len(), 2, "one flow per address pair");
+    assert_no_leftovers(v["prefix"].as_str().unwrap());
+}
+
 #[test]
 fn builtin_generator_measures_the_same_ceiling() {
     let v = direct_run(Some("2"), "3", "builtin");
@@ -628,6 +703,15 @@ fn bad_arguments_are_usage_errors() {
             &["--baseline", "direct", "--fail-after", "1"][..],
             "needs a bond",
         ),
+        (
+            &["--baseline", "bridge", "--fail-after", "1"][..],
+            "needs a bond",
+        ),
+        (
+            &["--baseline", "bridge", "--switch", "bridge"][..],
+            "no --switch",
+        ),
+        (&["--baseline", "bridge", "--sweep"][..], "no --sweep"),
         (
             &["--baseline", "ovs", "--mode", "balance-rr"][..],
             "Open vSwitch",

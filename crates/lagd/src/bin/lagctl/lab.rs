@@ -23,11 +23,19 @@ use lagd_lab::{
     report,
 };
 
+/// The baselines without a bond at all (direct veth, with or without host B's bridge).
+fn no_bond(setup: &Setup) -> bool {
+    matches!(setup, Setup::Direct | Setup::Bridge)
+}
+
 /// A baseline to measure instead of lagd.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Baseline {
     /// No bond: one address pair directly on each veth, streams spread over the links.
     Direct,
+    /// As direct, but host B is a Linux bridge over its link ends with its addresses on the
+    /// bridge: the switch that balance-tlb and balance-alb run towards in the lab, without lagd.
+    Bridge,
     /// An Open vSwitch userspace bond (datapath_type=netdev, userspace TSO) at both ends.
     Ovs,
 }
@@ -324,13 +332,20 @@ pub(crate) fn options(args: &LabArgs) -> Result<LabOptions, String> {
     };
     let setup = match (args.baseline, &args.relay) {
         (Some(Baseline::Direct), _) => Setup::Direct,
+        (Some(Baseline::Bridge), _) => Setup::Bridge,
         (Some(Baseline::Ovs), _) => Setup::Ovs,
         (None, Some(relay)) => Setup::Relay(relay.clone()),
         (None, None) => Setup::Lagd(lagd_binary.clone()),
     };
     let topology = topology_options(args, &setup, lagd_binary)?;
-    if fail_after.is_some() && setup == Setup::Direct {
-        return Err("--fail-after needs a bond (not --baseline direct)".into());
+    if fail_after.is_some() && no_bond(&setup) {
+        return Err(format!(
+            "--fail-after needs a bond (not --baseline {})",
+            setup.name()
+        ));
+    }
+    if setup == Setup::Bridge && args.sweep {
+        return Err("--baseline bridge measures one run (no --sweep)".into());
     }
     if matches!(setup, Setup::Relay(_)) && (fail_after.is_some() || args.sweep) {
         return Err("--relay measures throughput only (no --fail-after, no --sweep)".into());
@@ -437,8 +452,11 @@ fn topology_options(
         if per_link {
             return Err("--clients needs one switch for every link (not --switches N)".into());
         }
-        if *setup == Setup::Direct {
-            return Err("--clients needs a bond on host A (not --baseline direct)".into());
+        if no_bond(setup) {
+            return Err(format!(
+                "--clients needs a bond on host A (not --baseline {})",
+                setup.name()
+            ));
         }
         switch = switch.or(Some(SwitchKind::Bridge));
     }
@@ -450,9 +468,15 @@ fn topology_options(
         if args.clients > 0 {
             return Err("--overlay runs between host A and host B (not with --clients)".into());
         }
-        if *setup == Setup::Direct {
-            return Err("--overlay needs one address per host (not --baseline direct)".into());
+        if no_bond(setup) {
+            return Err(format!(
+                "--overlay needs one address per host (not --baseline {})",
+                setup.name()
+            ));
         }
+    }
+    if *setup == Setup::Bridge && switch.is_some() {
+        return Err("--baseline bridge is host B as the switch (no --switch, --switches)".into());
     }
     if matches!(setup, Setup::Relay(_)) && (switch.is_some() || args.overlay.is_some()) {
         return Err("--relay runs back to back only (no --switch, --clients, --overlay)".into());
