@@ -14,9 +14,12 @@ later it takes the first snapshot (`lagctl show --json` of every lagd, then thei
 Writes to OUT, as JSON:
 
   window_s        time between the two CPU readings
-  lagds           per lagd: control socket, `dataplane` of its status (path, reason) at both
-                  snapshots, member frames in the window (total, sent or received by the kernel
-                  programs, and the rest: through lagd's own sockets), CPU seconds in the window
+  lagds           per lagd (one control socket: a lagd is two processes, lagd and the
+                  launcher it forks at its start with the same command line, and both count
+                  here as one lagd): control socket, its processes, `dataplane` of its status (path,
+                  reason) at both snapshots, member frames in the window (total, sent or
+                  received by the kernel programs, and the rest: through lagd's own sockets),
+                  CPU seconds in the window, all its processes together
   cpu_core_pct    lagd's CPU, every lagd together, in % of one core over the window
 
 Writes nothing if the traffic does not start (the script that started the watcher ends it).
@@ -33,7 +36,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def lagds(binary):
-    """PIDs of the processes running `binary`, with their control sockets."""
+    """The lagds running `binary`: their control sockets, each with its processes' PIDs."""
     out = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -50,19 +53,22 @@ def lagds(binary):
             if a == b"--control":
                 control = args[i + 1].decode()
         if control:
-            out[int(entry)] = control
-    return out
+            out.setdefault(control, []).append(int(entry))
+    return {c: sorted(pids) for c, pids in out.items()}
 
 
-def cpu_seconds(pid):
-    """User + system CPU seconds of `pid` so far (None once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    # After the name: state is field 3, utime 14 and stime 15.
-    return (int(fields[11]) + int(fields[12])) / TICK
+def cpu_seconds(pids):
+    """User + system CPU seconds of the processes `pids` so far (None once one is gone)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        # After the name: state is field 3, utime 14 and stime 15.
+        total += (int(fields[11]) + int(fields[12])) / TICK
+    return total
 
 
 def netns_bytes(pid):
@@ -105,7 +111,8 @@ def wait_for_traffic(binary):
     while True:
         found = lagds(binary)
         now = time.monotonic()
-        for pid in found:
+        for pids in found.values():
+            pid = pids[0]
             b = netns_bytes(pid)
             if b is None:
                 continue
@@ -121,27 +128,27 @@ def main():
     binary, lagctl, out, duration = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
     found, start = wait_for_traffic(binary)
     time.sleep(0.5)
-    first = {pid: show(lagctl, c) for pid, c in found.items()}
-    cpu0 = {pid: cpu_seconds(pid) for pid in found}
+    first = {c: show(lagctl, c) for c in found}
+    cpu0 = {c: cpu_seconds(pids) for c, pids in found.items()}
     t0 = time.monotonic()
     time.sleep(max(0.5, start + duration - 1.5 - time.monotonic()))
-    cpu1 = {pid: cpu_seconds(pid) for pid in found}
+    cpu1 = {c: cpu_seconds(pids) for c, pids in found.items()}
     t1 = time.monotonic()
-    second = {pid: show(lagctl, c) for pid, c in found.items()}
+    second = {c: show(lagctl, c) for c in found}
     result = {"window_s": round(t1 - t0, 3), "lagds": []}
     total_cpu = 0.0
-    for pid, control in sorted(found.items()):
-        a, b = first[pid], second[pid]
-        entry = {"control": control, "first": a.get("dataplane"), "second": b.get("dataplane"),
-                 "mode": b.get("mode")}
+    for control, pids in sorted(found.items()):
+        a, b = first[control], second[control]
+        entry = {"control": control, "pids": pids, "first": a.get("dataplane"),
+                 "second": b.get("dataplane"), "mode": b.get("mode")}
         if "error" in a or "error" in b:
             entry["error"] = a.get("error") or b.get("error")
         else:
             frames = b["frames"] - a["frames"]
             kernel = b["kernel_frames"] - a["kernel_frames"]
             entry.update(frames=frames, kernel_frames=kernel, lagd_frames=frames - kernel)
-        if cpu0[pid] is not None and cpu1[pid] is not None:
-            entry["cpu_s"] = round(cpu1[pid] - cpu0[pid], 3)
+        if cpu0[control] is not None and cpu1[control] is not None:
+            entry["cpu_s"] = round(cpu1[control] - cpu0[control], 3)
             total_cpu += entry["cpu_s"]
         result["lagds"].append(entry)
     result["cpu_core_pct"] = round(100 * total_cpu / (t1 - t0), 2)

@@ -55,6 +55,20 @@ def load(setup, test, run, ext):
             return None
 
 
+def bonds(w):
+    """A watch's lagds, one per control socket. Watches written before lagd_watch.py grouped
+    a lagd's processes (lagd and the launcher it forks, same command line) hold one entry
+    per process, each with the same status: those are merged, their CPU added."""
+    merged = {}
+    for lg in w["lagds"]:
+        m = merged.get(lg["control"])
+        if m is None:
+            merged[lg["control"]] = dict(lg)
+        elif "cpu_s" in lg:
+            m["cpu_s"] = m.get("cpu_s", 0) + lg["cpu_s"]
+    return list(merged.values())
+
+
 def value(d, test):
     if d is None:
         return None
@@ -111,7 +125,7 @@ def paths(s):
                 if data[s, t, r] is not None:
                     missing += 1
                 continue
-            for lg in w["lagds"]:
+            for lg in bonds(w):
                 for snap in (lg.get("first"), lg.get("second")):
                     if snap:
                         reason = f" ({snap['reason']})" if snap.get("reason") else ""
@@ -204,7 +218,7 @@ for s in setups:
     for t, *_ in TESTS:
         ws = [watch[s, t, r] for r in range(1, runs + 1)]
         per[t] = med([w["cpu_core_pct"] for w in ws if w])
-        nlagd |= {len(w["lagds"]) for w in ws if w}
+        nlagd |= {len(bonds(w)) for w in ws if w}
     k = max(nlagd) if nlagd else None
     c8 = per.get("tcp8")
     each = c8 / k if c8 is not None and k else None
@@ -243,8 +257,8 @@ for t, label, unit, _ in TESTS:
                       for d in runs_) if t != "udp64" else ""
         sh = " ".join(shares(d) for d in runs_)
         cpu = " ".join(f"{w['cpu_core_pct']:.2f}" if w else "–" for w in ws) if s not in BASELINES else ""
-        lf = " ".join(str(sum(lg.get("lagd_frames", 0) for lg in w["lagds"])) + "/"
-                      + str(sum(lg.get("frames", 0) for lg in w["lagds"])) if w else "–"
+        lf = " ".join(str(sum(lg.get("lagd_frames", 0) for lg in bonds(w))) + "/"
+                      + str(sum(lg.get("frames", 0) for lg in bonds(w))) if w else "–"
                       for w in ws) if s not in BASELINES else ""
         details.append(f"| {label} | {LABELS.get(s, s)} | {v} | {rt} | {sh} | {cpu} | {lf} |")
 
