@@ -69,6 +69,37 @@ fn lab_json(args: &[&str]) -> Value {
     v
 }
 
+/// Starts `lagctl lab --rate 100mbit --duration 3 --json --quiet ARGS` in the background.
+fn spawn_lab(args: &[&str]) -> Child {
+    require_root();
+    lagctl()
+        .args([
+            "lab",
+            "--rate",
+            "100mbit",
+            "--duration",
+            "3",
+            "--json",
+            "--quiet",
+        ])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lagctl lab")
+}
+
+/// Waits for a lab of [`spawn_lab`], which must succeed; its JSON.
+fn finish_lab(child: Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
 /// Lab namespaces whose names start with `prefix`.
 fn namespaces(prefix: &str) -> Vec<String> {
     let out = Command::new("ip")
@@ -194,25 +225,7 @@ fn direct_baseline_reaches_two_link_ceiling_with_iperf3() {
 /// still carry both links' ceiling through it, one iperf3 pair per link.
 #[test]
 fn bridge_baseline_runs_both_links_through_host_bs_bridge() {
-    require_root();
-    let child = lagctl()
-        .args([
-            "lab",
-            "--baseline",
-            "bridge",
-            "--links",
-            "2",
-            "--rate",
-            "100mbit",
-            "--duration",
-            "3",
-            "--json",
-            "--quiet",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start lagctl lab");
+    let child = spawn_lab(&["--baseline", "bridge", "--links", "2"]);
     // The lab's namespaces are `lagdlab-<its pid>-<tag>-a` and `-b`.
     let mine = format!("lagdlab-{}-", child.id());
     let mut ports = None;
@@ -239,18 +252,12 @@ fn bridge_baseline_runs_both_links_through_host_bs_bridge() {
         }
         thread::sleep(Duration::from_millis(100));
     }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let v = finish_lab(child);
     assert_eq!(
         ports,
         Some(2),
         "host B's bridge with both link ends as its ports"
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["setup"], "bridge");
     assert_eq!(v["mode"], "none");
     assert_near(
@@ -587,35 +594,11 @@ fn sigint_during_ovs_run_cleans_up() {
 
 #[test]
 fn two_labs_run_at_once() {
-    require_root();
-    let start = |args: &[&str]| {
-        lagctl()
-            .args([
-                "lab",
-                "--rate",
-                "100mbit",
-                "--duration",
-                "3",
-                "--json",
-                "--quiet",
-            ])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start lagctl lab")
-    };
-    let a = start(&["--baseline", "direct"]);
-    let b = start(&["--lagd", lagd(), "--streams", "16"]);
+    let a = spawn_lab(&["--baseline", "direct"]);
+    let b = spawn_lab(&["--lagd", lagd(), "--streams", "16"]);
     let mut prefixes = Vec::new();
     for child in [a, b] {
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = finish_lab(child);
         assert_near(
             gbps(&v),
             2.0 * LINK_GBPS,
