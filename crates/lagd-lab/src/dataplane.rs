@@ -41,6 +41,11 @@ pub enum Setup {
 }
 
 impl Setup {
+    /// No bond at all: the direct baselines, with or without host B's bridge.
+    pub fn without_bond(&self) -> bool {
+        matches!(self, Self::Direct | Self::Bridge)
+    }
+
     /// `lagd`, `direct`, `bridge`, `ovs` or `relay`.
     pub fn name(&self) -> &'static str {
         match self {

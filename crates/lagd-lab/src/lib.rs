@@ -478,7 +478,7 @@ fn endpoints(routes: &[Route]) -> Result<Vec<report::Endpoint>> {
 /// hosts' bonds.
 fn switch_config(opts: &LabOptions, kind: SwitchKind) -> SwitchConfig {
     let channel = match &opts.setup {
-        Setup::Direct | Setup::Bridge => PortChannel::None,
+        s if s.without_bond() => PortChannel::None,
         Setup::Ovs => {
             let lacp = dataplane::ovs_bond(&opts.bond.mode, &opts.bond.policy)
                 .map(|o| o.lacp != "off")
@@ -575,9 +575,10 @@ fn measure(
         .iter()
         .map(|c| (c.tx_bytes, c.rx_bytes))
         .collect();
-    let (mode, policy) = match opts.setup {
-        Setup::Direct | Setup::Bridge => ("none".to_string(), "none".to_string()),
-        _ => (opts.bond.mode.clone(), opts.bond.policy.clone()),
+    let (mode, policy) = if opts.setup.without_bond() {
+        ("none".to_string(), "none".to_string())
+    } else {
+        (opts.bond.mode.clone(), opts.bond.policy.clone())
     };
     let ovs = match opts.setup {
         Setup::Ovs => dataplane::ovs_bond(&opts.bond.mode, &opts.bond.policy).ok(),

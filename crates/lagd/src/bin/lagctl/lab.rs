@@ -23,11 +23,6 @@ use lagd_lab::{
     report,
 };
 
-/// The baselines without a bond at all (direct veth, with or without host B's bridge).
-fn no_bond(setup: &Setup) -> bool {
-    matches!(setup, Setup::Direct | Setup::Bridge)
-}
-
 /// A baseline to measure instead of lagd.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Baseline {
@@ -338,7 +333,7 @@ pub(crate) fn options(args: &LabArgs) -> Result<LabOptions, String> {
         (None, None) => Setup::Lagd(lagd_binary.clone()),
     };
     let topology = topology_options(args, &setup, lagd_binary)?;
-    if fail_after.is_some() && no_bond(&setup) {
+    if fail_after.is_some() && setup.without_bond() {
         return Err(format!(
             "--fail-after needs a bond (not --baseline {})",
             setup.name()
@@ -452,7 +447,7 @@ fn topology_options(
         if per_link {
             return Err("--clients needs one switch for every link (not --switches N)".into());
         }
-        if no_bond(setup) {
+        if setup.without_bond() {
             return Err(format!(
                 "--clients needs a bond on host A (not --baseline {})",
                 setup.name()
@@ -468,7 +463,7 @@ fn topology_options(
         if args.clients > 0 {
             return Err("--overlay runs between host A and host B (not with --clients)".into());
         }
-        if no_bond(setup) {
+        if setup.without_bond() {
             return Err(format!(
                 "--overlay needs one address per host (not --baseline {})",
                 setup.name()
