@@ -24,11 +24,17 @@ use probe::{ProbeHandle, Timed, probe, timed_probe};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 
+/// The field of the test's own marker datagrams on the notification socket.
+const MARKER: &str = "LAGDTEST_MARKER=";
+
 /// What the supervisor was told, and the descriptors it keeps, by name.
 #[derive(Default)]
 struct Store {
     messages: Vec<String>,
     fds: BTreeMap<String, Vec<OwnedFd>>,
+    /// The last of the test's own markers the socket's reader has come to (see
+    /// [`Supervisor::settled`]).
+    marker: u64,
 }
 
 /// A service manager for one lagd: its notification socket and descriptor store.
@@ -64,6 +70,10 @@ impl Supervisor {
                         .map(str::to_owned)
                 };
                 let mut s = kept.lock().unwrap();
+                if let Some(n) = field(MARKER).and_then(|n| n.parse().ok()) {
+                    s.marker = n;
+                    continue;
+                }
                 let name = field("FDNAME=").unwrap_or_else(|| "stored".into());
                 if field("FDSTORE=").as_deref() == Some("1") {
                     // As systemd: the same open file is kept once.
@@ -87,7 +97,7 @@ impl Supervisor {
     /// Starts lagd in `ns` with `args`, handing it what the store holds.
     fn start(&mut self, ns: &str, args: &[&str]) {
         let (names, fds): (Vec<String>, Vec<OwnedFd>) = {
-            let s = self.store.lock().unwrap();
+            let s = self.settled();
             s.fds
                 .iter()
                 .flat_map(|(n, v)| v.iter().map(move |fd| (n.clone(), fd.try_clone().unwrap())))
@@ -126,8 +136,33 @@ impl Supervisor {
         child.wait().unwrap();
     }
 
+    /// The store once its reader has taken in every datagram sent to the socket before this
+    /// call: a marker of the test's own goes in behind them (a datagram socket keeps the
+    /// order) and the store is returned once the reader has come to it. Without this, a read
+    /// just after lagd's exit can miss the last of what lagd stored, as systemd never does
+    /// (it reads its notification socket before it handles the exit).
+    fn settled(&self) -> std::sync::MutexGuard<'_, Store> {
+        let n = self.store.lock().unwrap().marker + 1;
+        UnixDatagram::unbound()
+            .and_then(|s| s.send_to(format!("{MARKER}{n}\n").as_bytes(), &self.path))
+            .expect("a marker to the notification socket");
+        let t0 = Instant::now();
+        loop {
+            let s = self.store.lock().unwrap();
+            if s.marker >= n {
+                return s;
+            }
+            drop(s);
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the notification socket's reader did not come to marker {n} in 10 s"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn stored(&self) -> Vec<String> {
-        self.store.lock().unwrap().fds.keys().cloned().collect()
+        self.settled().fds.keys().cloned().collect()
     }
 
     fn log(&self) -> String {
@@ -224,7 +259,7 @@ fn a_crash_under_the_supervisor_keeps_the_carrier_and_the_neighbours() {
             sup.stored().contains(&"tap".to_owned())
         });
         if !store {
-            sup.store.lock().unwrap().fds.clear();
+            sup.settled().fds.clear();
         }
         let before = neighbour(&topo, &bonds[0], &peer);
         assert!(before.contains("lladdr"), "{before}");
@@ -402,6 +437,40 @@ impl Pair {
         )
     }
 
+    /// Both lagds' members as they see them (the programs' and lagd's counters), and lagd
+    /// A's log: what a failed loss assertion shows.
+    fn diagnosis(&self) -> String {
+        let mut out = String::new();
+        for (side, control) in [("A", &self.control), ("B", &self.control_b)] {
+            match lagd::control::query_status(control) {
+                Ok(s) => {
+                    for m in &s.members {
+                        out.push_str(&format!(
+                            "{side} {}: mii {}, kernel rx {} tx {}, lagd rx {} tx {}, \
+                             dropped {:?}, socket drops {}\n",
+                            m.name,
+                            m.mii_status,
+                            m.kernel_rx_packets,
+                            m.kernel_tx_packets,
+                            m.rx_packets,
+                            m.tx_packets,
+                            m.rx_dropped,
+                            m.rx_socket_drops
+                        ));
+                    }
+                    out.push_str(&format!(
+                        "{side} dataplane {:?}, disabled {:?}\n",
+                        s.dataplane, s.disabled_members
+                    ));
+                }
+                Err(e) => out.push_str(&format!("{side}: no status ({e})\n")),
+            }
+        }
+        out.push_str("lagd A's log:\n");
+        out.push_str(&self.sup.log());
+        out
+    }
+
     fn teardown(self) {
         let Self { topo, sup, .. } = self;
         drop(sup);
@@ -439,7 +508,7 @@ fn the_kernel_path_forwards_while_lagd_is_away() {
         let attached = pair.attached.clone();
         eprintln!("{mode}: fastpath_attach={attach} runs as {attached}");
         if !store {
-            pair.sup.store.lock().unwrap().fds.remove("tcx");
+            pair.sup.settled().fds.remove("tcx");
         }
         // While no lagd runs.
         let killed = Instant::now();
@@ -656,7 +725,7 @@ fn a_lagd_that_never_comes_back_stops_the_kernel_path_after_the_bound() {
             "the TAP kept its carrier (the store holds it)"
         );
         if attached == "tcx" {
-            let store = pair.sup.store.lock().unwrap();
+            let store = pair.sup.settled();
             let drops = store.fds["tcx"]
                 .iter()
                 .find_map(|l| {
@@ -707,6 +776,34 @@ fn most_arrive(ab: (u64, u64), ba: (u64, u64), when: &str, context: &str) {
 }
 
 /// What two probes (A -> B, B -> A: sent, received) lost, as the tests print it.
+/// The datagrams of `t` that did not arrive, as runs of send times in ms from `since`.
+fn missed(t: &Timed, since: Instant) -> String {
+    let ms = |n: usize| t.sent[n].saturating_duration_since(since).as_millis();
+    let lost: Vec<usize> = (0..t.sent.len())
+        .filter(|&n| !t.seen.contains(&(n as u64)))
+        .collect();
+    let mut runs: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < lost.len() {
+        let mut j = i;
+        while j + 1 < lost.len() && lost[j + 1] == lost[j] + 1 {
+            j += 1;
+        }
+        runs.push(format!(
+            "{} ({}-{} ms)",
+            j - i + 1,
+            ms(lost[i]),
+            ms(lost[j])
+        ));
+        i = j + 1;
+    }
+    if runs.is_empty() {
+        "none".into()
+    } else {
+        runs.join(", ")
+    }
+}
+
 fn losses(ab: &(u64, u64), ba: &(u64, u64)) -> String {
     format!(
         "A->B lost {} of {}, B->A lost {} of {}",
@@ -1030,7 +1127,7 @@ fn ifindex(topo: &Topology, dev: &str) -> u64 {
 
 /// The interfaces the tcx links in the supervisor's store are attached to.
 fn stored_tcx_ifindexes(sup: &Supervisor) -> Vec<u64> {
-    let store = sup.store.lock().unwrap();
+    let store = sup.settled();
     store
         .fds
         .get("tcx")
@@ -1049,7 +1146,7 @@ fn stored_tcx_ifindexes(sup: &Supervisor) -> Vec<u64> {
 
 /// The kernel's ids of the tcx links in the supervisor's store, sorted.
 fn stored_tcx_ids(sup: &Supervisor) -> Vec<u32> {
-    let store = sup.store.lock().unwrap();
+    let store = sup.settled();
     let mut ids: Vec<u32> = store
         .fds
         .get("tcx")
@@ -1189,16 +1286,26 @@ fn a_restart_with_changed_options_rebuilds_only_what_differs() {
         // 3. The member added back: opened as on a fresh start, the rest adopted. What A
         // sends into the link B has still disabled is B's to take or drop: printed.
         pair.set_arg("--members", &format!("{kept},{left}"));
-        let (ab, ba) = pair.start_probes(40047, Duration::from_secs(3));
+        let (ab, ba) = pair.start_timed_probes(40047, Duration::from_secs(3));
         thread::sleep(Duration::from_millis(1000));
+        let killed = Instant::now();
         pair.sup.kill();
         pair.start_a();
+        let answered = killed.elapsed();
         let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
         eprintln!(
             "{attach} ({attached}): kill -9, restart with {left} again: {}",
-            losses(&ab, &ba)
+            losses(&ab.counts(), &ba.counts())
         );
-        assert_eq!(ba.1, ba.0, "{attach}: B->A (over {kept} alone): {ba:?}");
+        assert_eq!(
+            ba.seen.len(),
+            ba.sent.len(),
+            "{attach}: B->A (over {kept} alone) lost {} (ms after the kill; the new lagd \
+             answered at {answered:?}); A->B lost {}\n{}",
+            missed(&ba, killed),
+            missed(&ab, killed),
+            pair.diagnosis()
+        );
         lagd::control::request(
             &lagd::control::Endpoint::File(pair.control_b.clone()),
             &lagd::control::Request::Member {
@@ -1584,7 +1691,7 @@ fn through_lagd_a_restart_or_an_upgrade_loses_at_most_the_frame_in_hand() {
         || pair.sup.stored().contains(&"packet".to_owned()),
     );
     assert_eq!(
-        pair.sup.store.lock().unwrap().fds["packet"].len(),
+        pair.sup.settled().fds["packet"].len(),
         6,
         "three sockets per member stored"
     );
