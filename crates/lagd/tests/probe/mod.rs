@@ -88,7 +88,11 @@ pub(crate) fn timed_probe(
     // datagram: what is still on its way (a sender behind its schedule catches up in a burst,
     // which a busy one-CPU guest forwards through lagd for longer than that) arrives first,
     // and where nothing comes any more the probe lasts little more than its span (the tests
-    // measure within lagd's 3 s bound for a kernel path without lagd).
+    // measure within lagd's 3 s bound for a kernel path without lagd). "Nothing arriving"
+    // is what the receiver saw while it looked: it stops only after a read that waited and
+    // found nothing. A receiver the guest did not run for longer than the 300 ms (a starting
+    // lagd's verifier runs in the kernel of a one-CPU guest that does not preempt it) thus
+    // reads what was queued meanwhile first, where it once stopped and counted it lost.
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let receiver = thread::spawn(move || {
         lagd_lab::topology::in_named_ns(&to_ns, move || {
@@ -103,20 +107,21 @@ pub(crate) fn timed_probe(
             let mut done_at = None;
             let mut last = Instant::now();
             loop {
+                let got = s.recv(&mut buf);
                 let now = Instant::now();
+                if let Ok(n) = got {
+                    if n >= 8 {
+                        seen.insert(u64::from_be_bytes(buf[..8].try_into().unwrap()));
+                        last = now;
+                    }
+                }
                 if done_at.is_none() && done_rx.try_recv().is_ok() {
                     done_at = Some(now);
                 }
-                let quiet =
-                    done_at.is_some_and(|t| now >= t.max(last) + Duration::from_millis(300));
+                let quiet = got.is_err()
+                    && done_at.is_some_and(|t| now >= t.max(last) + Duration::from_millis(300));
                 if now >= cap || quiet {
                     break;
-                }
-                if let Ok(n) = s.recv(&mut buf) {
-                    if n >= 8 {
-                        seen.insert(u64::from_be_bytes(buf[..8].try_into().unwrap()));
-                        last = Instant::now();
-                    }
                 }
             }
             let overflows = udp_receive_buffer_errors() - overflows_before;
