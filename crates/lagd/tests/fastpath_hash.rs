@@ -504,13 +504,19 @@ fn member_program_delivers_one_copy_of_each_broadcast_frame() {
 
 /// The members' program and lagd-proto's `Dedup` take the same frames for copies, frame by
 /// frame, with the same key: every IP frame of the corpus, its copies on three members a frame
-/// or two apart (every seventh frame's third copy lost), then frames that lagd-proto's sum puts
-/// on one slot, where only the same sum and slot in the program give the same verdicts (the
-/// second frame takes the first's slot, and the first's next copy is delivered).
+/// or two apart (every seventh frame's third copy lost), then, two windows later, frames that
+/// lagd-proto's sum puts on one slot, where only the same sum and slot in the program give the
+/// same verdicts (the second frame takes the first's slot, and the first's next copy is
+/// delivered).
+///
+/// Both judge by time against `dedup::WINDOW` (10 ms), the program by its own clock when it
+/// runs and lagd-proto by the test's, read just before. Where the guest stalls for a large
+/// part of the window between two events the clocks can fall on either side of it (CI's 6.1
+/// guest once: a frame 275 runs after its copies, at about 10 ms, a copy to the program and
+/// not to lagd-proto), so a comparison that disagrees after such a stall is made again, with
+/// fresh programs; one that disagrees without a stall, or three in a row, fails.
 #[test]
 fn member_program_takes_the_frames_lagd_proto_takes_for_copies() {
-    use lagd_proto::bond::dedup::{self, Dedup};
-    use lagd_proto::time::Instant;
     require_root();
     let fp = FastPath::load().expect("load the fast path programs");
     if !ingress_ifindex_settable(&fp, "broadcast_dedup against lagd-proto") {
@@ -518,6 +524,32 @@ fn member_program_takes_the_frames_lagd_proto_takes_for_copies() {
         // compare (member_program_delivers_one_copy_of_each_broadcast_frame checks that).
         return;
     }
+    drop(fp);
+    for attempt in 1..=3 {
+        match dedup_against_lagd_proto() {
+            Ok(msg) => {
+                eprintln!("{msg}");
+                return;
+            }
+            Err((msg, stall)) => {
+                assert!(
+                    stall >= std::time::Duration::from_millis(2) && attempt < 3,
+                    "{msg} (the longest pause between two events: {stall:?}; attempt {attempt})"
+                );
+                eprintln!("{msg}, after a pause of {stall:?} between two events: again");
+            }
+        }
+    }
+}
+
+/// One comparison of [`member_program_takes_the_frames_lagd_proto_takes_for_copies`] with
+/// freshly loaded programs: what it compared, or the first disagreement and the longest pause
+/// between two consecutive events (the clock read before an event to the one read after the
+/// event before it, and across each run).
+fn dedup_against_lagd_proto() -> Result<String, (String, std::time::Duration)> {
+    use lagd_proto::bond::dedup::{self, Dedup};
+    use lagd_proto::time::Instant;
+    let fp = FastPath::load().expect("load the fast path programs");
     const SEED: u64 = 0x0123_4567_89ab_cdef;
     let mut t = table(Rule::All, 0, 0);
     t.rx_unicast = [true; MAX_MEMBERS];
@@ -559,6 +591,9 @@ fn member_program_takes_the_frames_lagd_proto_takes_for_copies() {
             }
         }
     }
+    // The same-slot frames come two windows after the corpus: their first frames are new to
+    // both, whatever the corpus took.
+    let pause_at = events.len();
     // a, b (its slot taken), a (delivered: b holds the slot), a (a copy), b, b.
     for (a, b) in &same_slot {
         for (f, m) in [(a, 0), (b, 1), (a, 1), (a, 2), (b, 2), (b, 0)] {
@@ -568,24 +603,38 @@ fn member_program_takes_the_frames_lagd_proto_takes_for_copies() {
     let start = std::time::Instant::now();
     let mut d = Dedup::with_seed(SEED);
     let mut copies = 0;
+    let mut stall = std::time::Duration::ZERO;
+    let mut last = start;
     for (k, (f, m)) in events.iter().enumerate() {
-        let now = Instant::from_micros(start.elapsed().as_micros() as u64);
+        if k == pause_at {
+            std::thread::sleep(dedup::WINDOW * 2);
+            last = std::time::Instant::now();
+        }
+        let before = std::time::Instant::now();
+        let now = Instant::from_micros(before.duration_since(start).as_micros() as u64);
         let want = d.is_copy(now, f, 3);
         copies += usize::from(want);
         let got = fp.test_ingress(f, 1000 + *m as u32).unwrap().verdict;
-        assert_eq!(
-            got,
-            if want { DROP } else { REDIRECT },
-            "event {k} of {}: member {m}, lagd-proto takes it for a copy: {want}",
-            events.len()
-        );
+        let after = std::time::Instant::now();
+        stall = stall.max(before - last).max(after - before);
+        last = after;
+        if got != if want { DROP } else { REDIRECT } {
+            return Err((
+                format!(
+                    "event {k} of {}: member {m}, lagd-proto takes it for a copy: {want}, the \
+                     program's verdict {got}",
+                    events.len()
+                ),
+                stall,
+            ));
+        }
     }
     let c = fp.port_counters().unwrap();
     assert_eq!(
         c[..3].iter().map(|c| c.rx_duplicates).sum::<u64>(),
         copies as u64
     );
-    eprintln!("{} frames compared, {copies} copies", events.len());
+    Ok(format!("{} frames compared, {copies} copies", events.len()))
 }
 
 /// The ARP monitor's frames on the members: untagged ARP goes to lagd's sockets (passed on)
