@@ -1253,19 +1253,20 @@ fn prio(
     let far = |i: usize, state: &str| {
         run("ip", &["-n", &b, "link", "set", &names[i], state]).expect("the link's far end");
     };
+    let all_up = |since: Instant| {
+        for i in 0..3 {
+            wait_mii_up(&topo, &bond, i, since, Duration::from_secs(10));
+        }
+    };
     let t0 = Instant::now();
     let steps = || -> Result<(), String> {
-        for i in 0..3 {
-            wait_mii_up(&topo, &bond, i, t0, Duration::from_secs(10));
-        }
+        all_up(t0);
         expect_active("1. start", 1)?;
         // The members lost in steps 2 and 3, and the one returning in step 4.
         let (second, third) = if with_prio { (2, 0) } else { (0, 2) };
         // Every backup up by the monitor's own account at the cut (the ARP monitor may have
         // lost one for a round since the start).
-        for i in 0..3 {
-            wait_mii_up(&topo, &bond, i, Instant::now(), Duration::from_secs(10));
-        }
+        all_up(Instant::now());
         far(1, "down");
         expect_active("2. primary lost", second)?;
         far(second, "down");

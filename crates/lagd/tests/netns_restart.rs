@@ -776,34 +776,6 @@ fn most_arrive(ab: (u64, u64), ba: (u64, u64), when: &str, context: &str) {
 }
 
 /// What two probes (A -> B, B -> A: sent, received) lost, as the tests print it.
-/// The datagrams of `t` that did not arrive, as runs of send times in ms from `since`.
-fn missed(t: &Timed, since: Instant) -> String {
-    let ms = |n: usize| t.sent[n].saturating_duration_since(since).as_millis();
-    let lost: Vec<usize> = (0..t.sent.len())
-        .filter(|&n| !t.seen.contains(&(n as u64)))
-        .collect();
-    let mut runs: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < lost.len() {
-        let mut j = i;
-        while j + 1 < lost.len() && lost[j + 1] == lost[j] + 1 {
-            j += 1;
-        }
-        runs.push(format!(
-            "{} ({}-{} ms)",
-            j - i + 1,
-            ms(lost[i]),
-            ms(lost[j])
-        ));
-        i = j + 1;
-    }
-    if runs.is_empty() {
-        "none".into()
-    } else {
-        runs.join(", ")
-    }
-}
-
 fn losses(ab: &(u64, u64), ba: &(u64, u64)) -> String {
     format!(
         "A->B lost {} of {}, B->A lost {} of {}",
@@ -1302,8 +1274,8 @@ fn a_restart_with_changed_options_rebuilds_only_what_differs() {
             ba.sent.len(),
             "{attach}: B->A (over {kept} alone) lost {} (ms after the kill; the new lagd \
              answered at {answered:?}); A->B lost {}\n{}",
-            missed(&ba, killed),
-            missed(&ab, killed),
+            ba.missed_ms(killed),
+            ab.missed_ms(killed),
             pair.diagnosis()
         );
         lagd::control::request(

@@ -25,6 +25,25 @@ impl Timed {
         (self.sent.len() as u64, self.seen.len() as u64)
     }
 
+    /// The datagrams that did not arrive, as runs of their send times in ms from `since`
+    /// (`"none"` if every one did).
+    pub(crate) fn missed_ms(&self, since: Instant) -> String {
+        let ms = |n: u64| {
+            self.sent[n as usize]
+                .saturating_duration_since(since)
+                .as_millis()
+        };
+        let runs: Vec<String> = missing_runs(&self.seen, self.sent.len() as u64)
+            .iter()
+            .map(|&(a, b)| format!("{} ({}-{} ms)", b - a + 1, ms(a), ms(b)))
+            .collect();
+        if runs.is_empty() {
+            "none".into()
+        } else {
+            runs.join(", ")
+        }
+    }
+
     /// The datagrams sent from `from` to `to` that did not arrive.
     pub(crate) fn lost_between(&self, from: Instant, to: Instant) -> u64 {
         (0u64..)
@@ -179,17 +198,26 @@ fn udp_receive_buffer_errors() -> i64 {
         .unwrap_or(0)
 }
 
-/// The runs of the numbers below `sent` missing from `seen`, as `a-b` (at most ten, and how
-/// many more), empty if none.
-fn gaps(seen: &std::collections::BTreeSet<u64>, sent: u64) -> String {
+/// The runs of the numbers below `sent` missing from `seen`, first and last of each, in order.
+fn missing_runs(seen: &std::collections::BTreeSet<u64>, sent: u64) -> Vec<(u64, u64)> {
     let mut runs = Vec::new();
     let mut next = 0u64;
-    for &n in seen.iter().chain(std::iter::once(&sent)) {
+    for &n in seen.range(..sent).chain(std::iter::once(&sent)) {
         if n > next {
-            runs.push(format!("{next}-{}", n - 1));
+            runs.push((next, n - 1));
         }
         next = n + 1;
     }
+    runs
+}
+
+/// The runs of the numbers below `sent` missing from `seen`, as `a-b` (at most ten, and how
+/// many more), empty if none.
+fn gaps(seen: &std::collections::BTreeSet<u64>, sent: u64) -> String {
+    let mut runs: Vec<String> = missing_runs(seen, sent)
+        .iter()
+        .map(|(a, b)| format!("{a}-{b}"))
+        .collect();
     let more = runs.len().saturating_sub(10);
     runs.truncate(10);
     if more > 0 {
