@@ -59,7 +59,7 @@ python3 - "$work" "$RUNS" "$DURATION" "$OUT" "$(machine_line)" "$(git rev-parse 
 import sys, time
 
 sys.path.insert(0, "bench/tools")
-from pairs import pair_tables  # noqa: E402
+from pairs import pair_tables, table_lines  # noqa: E402
 
 work, runs, duration, out, machine, commit, iperf = sys.argv[1:8]
 runs = int(runs)
@@ -88,18 +88,10 @@ with open(out, "w") as f:
     w("moment. *pair ratio*: kernel / direct within a pair; *reach*: the pairs at or above the")
     w("goal (issue: kernel fast path).")
     w()
-    w("| test | direct (median) | kernel (median) | ratio of medians | pair ratio, median "
-      "| pair ratio, quartiles | reach the goal | goal |")
-    w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        w(r)
-    w()
-    w("Every run, in order (pair 1 first):")
-    w()
-    w("| test | setup | runs |")
-    w("| --- | --- | --- |")
-    for r in details:
-        w(r)
+    for line in table_lines(rows, details, ["direct (median)", "kernel (median)",
+                                            "ratio of medians", "pair ratio, median",
+                                            "pair ratio, quartiles", "reach the goal", "goal"]):
+        w(line)
 print(open(out).read())
 EOF
 echo "wrote $OUT"

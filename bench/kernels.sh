@@ -38,7 +38,10 @@
 # KEEP (set: keep the work directory with every guest's raw results and lagd's logs),
 # LAGD_EXTRA (more lagd options for every lagd setup, e.g. fastpath_attach=tc),
 # LAGD_NICE (-10: lagd runs at the priority its systemd unit gives it, dist/lagd@.service; 0
-# for the default).
+# for the default), TESTS (a subset of "tcp1 tcp8 udp64 gap", all by default), MMSG_READER
+# (block, the default, or poll: the UDP reader spins on non-blocking reads and is never woken;
+# only where a CPU is to spare for it, as in bench/attach.sh on this host, never in a one-CPU
+# guest, where it would take the sender's time).
 # Needs: python3, cargo, cc, iperf3, jq, iproute2, ping; tools/uml.py's needs.
 set -euo pipefail
 
@@ -47,6 +50,8 @@ KERNELS="${KERNELS:-5.10 6.1 6.12}"
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-3}"
 FAIL_AT="${FAIL_AT:-1.5}"
+TESTS="${TESTS:-tcp1 tcp8 udp64 gap}"
+MMSG_READER="${MMSG_READER:-block}"
 OUT="${OUT:-bench/kernels.md}"
 read -ra SETUPS <<<"${SETUPS:-direct bond-xor bond-lacp lagd-xor lagd-lacp}"
 
@@ -198,15 +203,29 @@ iperf_gbps() { # json file -> Gbit/s or nothing
     jq -r '(.end.sum_received.bits_per_second // empty) / 1e9' "$1" 2>/dev/null || true
 }
 
+wants() { [[ " $TESTS " == *" $1 "* ]]; } # test: whether TESTS names it
+
 measure() { # setup
-    local s=$1 t=$((DURATION + 15)) a b m c before0 before1 cut
-    ip netns exec kbB iperf3 -s -p 5201 >/dev/null 2>&1 &
-    ip netns exec kbB iperf3 -s -p 5202 >/dev/null 2>&1 &
-    sleep 1
-    timeout "$t" ip netns exec kbA iperf3 -c "$DST1" -p 5201 -t "$DURATION" -l 1M -J \
-        >"$R/i1.json" 2>&1 || true
-    result "$s" tcp1 "$(iperf_gbps "$R/i1.json")"
-    sleep 0.5
+    local s=$1 t=$((DURATION + 15))
+    if wants tcp1 || wants tcp8; then
+        ip netns exec kbB iperf3 -s -p 5201 >/dev/null 2>&1 &
+        ip netns exec kbB iperf3 -s -p 5202 >/dev/null 2>&1 &
+        sleep 1
+    fi
+    if wants tcp1; then
+        timeout "$t" ip netns exec kbA iperf3 -c "$DST1" -p 5201 -t "$DURATION" -l 1M -J \
+            >"$R/i1.json" 2>&1 || true
+        result "$s" tcp1 "$(iperf_gbps "$R/i1.json")"
+        sleep 0.5
+    fi
+    wants tcp8 && measure_tcp8 "$s"
+    wants udp64 && measure_udp64 "$s"
+    wants gap && measure_gap "$s"
+    return 0
+}
+
+measure_tcp8() { # setup
+    local s=$1 t=$((DURATION + 15)) a b
     timeout "$t" ip netns exec kbA iperf3 -c "$DST1" -p 5201 -t "$DURATION" -l 1M -P 4 -J \
         >"$R/i81.json" 2>&1 &
     a=$!
@@ -221,12 +240,22 @@ measure() { # setup
     else
         result "$s" tcp8 ""
     fi
-    timeout "$t" ip netns exec kbB "$BIN/mmsg" recv 9000 $((DURATION + 5)) >"$R/u.json" 2>&1 &
+}
+
+measure_udp64() { # setup
+    local s=$1 t=$((DURATION + 15)) a reader=
+    [ "$MMSG_READER" = poll ] && reader=poll
+    # shellcheck disable=SC2086 # no argument when the reader blocks
+    timeout "$t" ip netns exec kbB "$BIN/mmsg" recv 9000 $((DURATION + 5)) $reader >"$R/u.json" 2>&1 &
     a=$!
     sleep 0.5
     timeout "$t" ip netns exec kbA "$BIN/mmsg" send "$DST1" 9000 "$DURATION" 64 >/dev/null || true
     wait "$a" || true
     result "$s" udp64 "$(jq -r '.pps // empty' "$R/u.json" 2>/dev/null || true)"
+}
+
+measure_gap() { # setup
+    local s=$1 t=$((DURATION + 15)) a b m c before0 before1 cut
     # The failover gap: a datagram every ms; FAIL_AT s in, the link that carries it is cut
     # (direct: not cut, the guest's own jitter for reference).
     timeout "$t" ip netns exec kbB "$BIN/mmsg" recv 9001 $((DURATION + 5)) >"$R/f.json" 2>&1 &
@@ -308,7 +337,7 @@ for k in $KERNELS; do
     # ~20 s per setup and round; a guest that hangs is killed.
     python3 tools/uml.py run "$k" --rw "$work" --timeout $((ROUNDS * ${#SETUPS[@]} * 40 + 60)) \
         -e ROUNDS="$ROUNDS" -e DURATION="$DURATION" -e FAIL_AT="$FAIL_AT" -e SETUPS="${SETUPS[*]}" \
-        -e LAGD_EXTRA="${LAGD_EXTRA:-}" -e LAGD_NICE="${LAGD_NICE:--10}" \
+        -e LAGD_EXTRA="${LAGD_EXTRA:-}" -e LAGD_NICE="${LAGD_NICE:--10}" -e TESTS="$TESTS" \
         -- bash bench/kernels.sh --guest "$work" 2>&1 | tee "$work/run-$k.log" || true
 done
 

@@ -4,8 +4,10 @@
  *
  *   mmsg send ADDR PORT SECONDS LEN [INTERVAL_US]
  *       a flood in batches of 64 (INTERVAL_US 0 or absent) or one datagram every INTERVAL_US
- *   mmsg recv PORT SECONDS
- *       reads until SECONDS have passed or, once datagrams came, none came for 2 s; prints
+ *   mmsg recv PORT SECONDS [poll]
+ *       reads until SECONDS have passed or, once datagrams came, none came for 2 s (with
+ *       `poll`, without ever sleeping: the reader spins on non-blocking reads, so the sender's
+ *       CPU never has to wake it; for a host with a CPU to spare, not a one-CPU guest); prints
  *       {"datagrams":N,"pps":R,"max_gap_ms":G,"lost":L,"dups":D} where N counts each sequence
  *       number once (a broadcast bond without dedup delivers every datagram once per link;
  *       those copies are D, not throughput), pps is N over the time from the first datagram
@@ -37,7 +39,7 @@ static double now(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: mmsg send ADDR PORT SECONDS LEN [INTERVAL_US] | mmsg recv PORT SECONDS\n");
+    fprintf(stderr, "usage: mmsg send ADDR PORT SECONDS LEN [INTERVAL_US] | mmsg recv PORT SECONDS [poll]\n");
     return 2;
 }
 
@@ -110,6 +112,12 @@ static int do_recv(int argc, char **argv)
         return usage();
     struct sockaddr_in me = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
     double seconds = atof(argv[3]);
+    int poll = 0;
+    if (argc > 4) {
+        if (strcmp(argv[4], "poll"))
+            return usage();
+        poll = 1;
+    }
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     int big = 4 << 20;
     struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
@@ -136,7 +144,7 @@ static int do_recv(int argc, char **argv)
     size_t seen_len = 0;
     double start = now(), first = 0, last = 0, gap = 0;
     while (now() < start + seconds) {
-        int n = recvmmsg(fd, msgs, BATCH, MSG_WAITFORONE, NULL);
+        int n = recvmmsg(fd, msgs, BATCH, poll ? MSG_DONTWAIT : MSG_WAITFORONE, NULL);
         double t = now();
         if (n <= 0) {
             if (count && t - last > 2.0)

@@ -63,3 +63,19 @@ def pair_tables(work, runs, tests, first, second, goal_column):
         details.append("| | ratio | " + " ".join(
             f"{b / a:.2f}" if a and b is not None else "–" for a, b in pairs) + " |")
     return rows, details
+
+
+def table_lines(rows, details, columns):
+    """The report's two tables as Markdown lines: the summary `rows` under the heading "test"
+    and `columns`, then every run (`details`)."""
+    return [
+        "| test | " + " | ".join(columns) + " |",
+        "| --- |" + " ---: |" * len(columns),
+        *rows,
+        "",
+        "Every run, in order (pair 1 first):",
+        "",
+        "| test | setup | runs |",
+        "| --- | --- | --- |",
+        *details,
+    ]
