@@ -45,37 +45,34 @@ fi
 # measure_batched SETUP TEST FILE: one run of bench/kernels.sh's batched UDP on this host, its
 # datagrams/s written to FILE as `lagctl lab --json` would.
 measure_batched() {
-    local reader=block pps
+    local reader=block results="$kb/$(uname -r | cut -d. -f1-2)" pps
     [ "$2" = udp64p ] && reader=poll
-    rm -rf "${kb:?}/$(uname -r | cut -d. -f1-2)"
+    rm -rf "$results"
     ROUNDS=1 DURATION="$DURATION" SETUPS=lagd-xor TESTS=udp64 MMSG_READER=$reader \
         LAGD_EXTRA="fastpath_attach=$1" bash bench/kernels.sh --guest "$kb" \
         >"$work/err" 2>&1 || return 1
-    pps=$(awk -F'\t' '$3 == "udp64" && $4 != "" {print $4}' "$kb/$(uname -r | cut -d. -f1-2)/results.tsv")
+    pps=$(awk -F'\t' '$3 == "udp64" && $4 != "" {print $4}' "$results/results.tsv")
     [ -n "$pps" ] || return 1
     echo "{\"udp_pps\": $pps}" >"$3"
 }
 
-measure() { # setup test run
-    local file="$work/$1.$2.$3.json"
-    if [[ $2 == udp64[bp] ]]; then
-        if measure_batched "$1" "$2" "$file"; then
-            printf '  %-4s %-6s run %2s: %s datagrams/s\n' "$1" "$2" "$3" "$(jq -r .udp_pps "$file")"
-        else
-            rm -f "$file"
-            printf '  %-4s %-6s run %2s: FAILED: %s\n' "$1" "$2" "$3" "$(tail -1 "$work/err")"
-        fi
-        return
-    fi
+# measure_lab SETUP TEST FILE: one run of `lagctl lab`, its JSON in FILE.
+measure_lab() {
     # shellcheck disable=SC2046 # the test's argument list is meant to split
-    if "$LAGCTL" lab --links 2 --rate 0 --mode balance-xor --policy layer3+4 --json --quiet \
+    "$LAGCTL" lab --links 2 --rate 0 --mode balance-xor --policy layer3+4 --json --quiet \
         --duration "$DURATION" --lagd "$LAGD" --bond-opts "fastpath=on fastpath_attach=$1" \
-        $(lab_test_args "$2") >"$file" 2>"$work/err"; then
-        printf '  %-4s %-5s run %2s: %s\n' "$1" "$2" "$3" \
+        $(lab_test_args "$2") >"$3" 2>"$work/err"
+}
+
+measure() { # setup test run
+    local file="$work/$1.$2.$3.json" how=measure_lab
+    [[ $2 == udp64[bp] ]] && how=measure_batched
+    if "$how" "$1" "$2" "$file"; then
+        printf '  %-4s %-6s run %2s: %s\n' "$1" "$2" "$3" \
             "$(jq -r 'if .udp_pps then "\(.udp_pps) datagrams/s" else "\(.aggregate_gbps) Gbit/s" end' "$file")"
     else
         rm -f "$file"
-        printf '  %-4s %-5s run %2s: FAILED: %s\n' "$1" "$2" "$3" "$(tail -1 "$work/err")"
+        printf '  %-4s %-6s run %2s: FAILED: %s\n' "$1" "$2" "$3" "$(tail -1 "$work/err")"
     fi
 }
 

@@ -27,7 +27,7 @@
 //!
 //! Needs root (user-mode Linux runs under ptrace) and the kernels `tools/uml.py install` fetches
 //! from Debian's registry; fails, never skips, without them. Ignored by a plain `cargo test` for
-//! their five minutes together: `--ignored` runs them (CI does, in a guest beside its kernel
+//! their 3-6 minutes together: `--ignored` runs them (CI does, in a guest beside its kernel
 //! matrix).
 
 mod guest;
