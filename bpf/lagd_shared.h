@@ -117,7 +117,8 @@ struct table {
 
 // The keys of lagd_alive, an array of __u64: lagd's heartbeat, and what the programs dropped
 // because it ran out. lagd writes ALIVE_UNTIL only (a deadline: its clock now plus the orphan
-// bound, renewed from its loop); the programs count the rest.
+// bound, renewed from its loop); the programs count the rest. They compare the deadline with
+// CLOCK_MONOTONIC as of the last tick, so they take lagd for gone up to a tick after it.
 enum alive_key {
     ALIVE_UNTIL = 0,          // CLOCK_MONOTONIC ns after which the programs take lagd for gone
     ALIVE_TAP_DROPPED = 1,    // host frames the TAP's program dropped after the deadline

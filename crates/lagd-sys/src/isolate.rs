@@ -97,6 +97,9 @@ const SLOW_DROP_NAME: &[u8] = b"lagd_slow_drop";
 /// `IFNAMSIZ` minus the terminating NUL.
 const IFNAME_MAX: usize = 15;
 
+/// `BPF_JMP | BPF_CALL`: a call of a helper (source 0) or of a function of the program.
+pub(crate) const CALL: u8 = 0x05 | 0x80;
+
 /// `struct bpf_insn`: `code`, `dst_reg:4 | src_reg:4`, `off`, `imm`.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -127,6 +130,26 @@ impl BpfInsn {
         self.code
     }
 
+    /// The source register field (for a call: 0 a helper, 1 a function of the program).
+    pub(crate) const fn src(&self) -> u8 {
+        self.regs >> 4
+    }
+
+    /// The immediate (for a helper call: the helper's number).
+    pub(crate) const fn imm(&self) -> i32 {
+        self.imm
+    }
+
+    /// `BPF_JMP | BPF_CALL` of helper `helper`.
+    pub(crate) const fn call(helper: i32) -> Self {
+        Self {
+            code: CALL,
+            regs: 0,
+            off: 0,
+            imm: helper,
+        }
+    }
+
     /// Sets the source register field (for `ld_imm64`: the pseudo-source kind).
     pub(crate) fn set_src(&mut self, src: u8) {
         self.regs = (self.regs & 0x0f) | (src << 4);
@@ -138,7 +161,7 @@ impl BpfInsn {
     }
 
     /// `BPF_ALU64 | BPF_MOV | BPF_K`: `r0 = imm`, the program's verdict.
-    const fn mov_r0(imm: i32) -> Self {
+    pub(crate) const fn mov_r0(imm: i32) -> Self {
         Self {
             code: 0x07 | 0xb0,
             regs: 0,
@@ -158,7 +181,7 @@ impl BpfInsn {
     }
 
     /// `BPF_JMP | BPF_EXIT`: return r0.
-    const EXIT: Self = Self {
+    pub(crate) const EXIT: Self = Self {
         code: 0x05 | 0x90,
         regs: 0,
         off: 0,

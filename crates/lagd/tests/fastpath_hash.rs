@@ -15,7 +15,7 @@ use lagd_proto::balance::bucket;
 use lagd_proto::hash::{HashPolicy, xmit_hash};
 use lagd_sys::fastpath::{
     FastPath, MAX_MEMBERS, NO_PORT, OrphanDrops, POLICY_OVS_SLB, POLICY_OVS_TCP, Rule, RxState,
-    RxWord, Table, abi::DEFERRED_COPY, monotonic_ns,
+    RxWord, Table, abi::DEFERRED_COPY, monotonic_coarse_ns, monotonic_ns,
 };
 
 const GOLDEN: &str = include_str!("../../lagd-proto/src/hash/testdata/real-frames.txt");
@@ -740,7 +740,9 @@ fn programs_drop_and_count_every_frame_once_the_heartbeat_ran_out() {
     fp.set_alive_until(monotonic_ns() + 60_000_000_000).unwrap();
     assert_eq!(verdicts(&fp), live, "the deadline lies ahead");
     assert_eq!(fp.orphan_drops().unwrap(), OrphanDrops::default());
-    fp.set_alive_until(monotonic_ns() - 1).unwrap();
+    // On the clock the programs read as of the last tick: a deadline just before its now has
+    // passed for them too (CLOCK_MONOTONIC's now could still lie ahead of theirs).
+    fp.set_alive_until(monotonic_coarse_ns() - 1).unwrap();
     assert_eq!(verdicts(&fp), (DROP, DROP, DROP), "the deadline passed");
     assert_eq!(verdicts(&fp), (DROP, DROP, DROP), "the deadline passed");
     assert_eq!(

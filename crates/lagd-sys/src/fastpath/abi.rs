@@ -224,7 +224,7 @@ impl Table {
     }
 }
 
-// enum alive_key: The keys of lagd_alive, an array of __u64: lagd's heartbeat, and what the programs dropped because it ran out. lagd writes ALIVE_UNTIL only (a deadline: its clock now plus the orphan bound, renewed from its loop); the programs count the rest.
+// enum alive_key: The keys of lagd_alive, an array of __u64: lagd's heartbeat, and what the programs dropped because it ran out. lagd writes ALIVE_UNTIL only (a deadline: its clock now plus the orphan bound, renewed from its loop); the programs count the rest. They compare the deadline with CLOCK_MONOTONIC as of the last tick, so they take lagd for gone up to a tick after it.
 /// CLOCK_MONOTONIC ns after which the programs take lagd for gone
 pub const ALIVE_UNTIL: u32 = 0;
 /// host frames the TAP's program dropped after the deadline

@@ -35,7 +35,7 @@ mod stripe_rx;
 #[rustfmt::skip]
 mod programs;
 
-pub use clock::monotonic_ns;
+pub use clock::{monotonic_coarse_ns, monotonic_ns};
 use program::{MapDef, MapId, Program};
 pub use stripe_rx::{RX_IDLE_NS, RxState, RxWord, STRIPE_RX_SLOTS, StripeRxTable};
 
@@ -699,13 +699,15 @@ fn possible_cpus() -> io::Result<usize> {
     Ok(n)
 }
 
-/// Patches the map descriptors into `program`'s instructions and loads it.
+/// Patches the map descriptors into `program`'s instructions, fits them to this kernel's clock
+/// helpers ([`clock::fit_clock`]) and loads it.
 fn load(program: &Program, maps: &[(MapId, &OwnedFd)], attach_type: u32) -> io::Result<OwnedFd> {
     let mut insns: Vec<BpfInsn> = program
         .insns
         .iter()
         .map(|w| BpfInsn::from_le_bytes(w.to_le_bytes()))
         .collect();
+    clock::fit_clock(&mut insns, clock::coarse_clock_helper());
     for &(at, id) in program.maps {
         let fd = maps
             .iter()
@@ -964,9 +966,10 @@ impl FastPath {
     }
 
     /// Renews lagd's heartbeat: the programs forward until `until_ns` (`CLOCK_MONOTONIC`
-    /// nanoseconds, [`monotonic_ns`]'s clock and `bpf_ktime_get_ns`'s) and drop every frame
-    /// after it, counted in [`FastPath::orphan_drops`]. Until the first call the programs
-    /// have no deadline.
+    /// nanoseconds, [`monotonic_ns`]'s clock, which they read as of the last tick where the
+    /// kernel lets them: up to a tick after the deadline) and drop every frame after it,
+    /// counted in [`FastPath::orphan_drops`]. Until the first call the programs have no
+    /// deadline.
     pub fn set_alive_until(&self, until_ns: u64) -> io::Result<()> {
         map_update(&self.alive, abi::ALIVE_UNTIL, &until_ns.to_ne_bytes())
     }
