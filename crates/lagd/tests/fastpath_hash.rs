@@ -14,8 +14,8 @@
 use lagd_proto::balance::bucket;
 use lagd_proto::hash::{HashPolicy, xmit_hash};
 use lagd_sys::fastpath::{
-    FastPath, MAX_MEMBERS, NO_PORT, OrphanDrops, POLICY_OVS_SLB, POLICY_OVS_TCP, Rule, RxState,
-    RxWord, Table, abi::DEFERRED_COPY, monotonic_coarse_ns, monotonic_ns,
+    FastPath, Heartbeat, MAX_MEMBERS, NO_PORT, OrphanDrops, POLICY_OVS_SLB, POLICY_OVS_TCP, Rule,
+    RxState, RxWord, Table, abi::DEFERRED_COPY, monotonic_coarse_ns, monotonic_ns,
 };
 
 const GOLDEN: &str = include_str!("../../lagd-proto/src/hash/testdata/real-frames.txt");
@@ -758,6 +758,46 @@ fn programs_drop_and_count_every_frame_once_the_heartbeat_ran_out() {
         OrphanDrops { tap: 4, members: 2 }
     );
     assert_eq!(fp.port_counters().unwrap()[2].tx_packets, 3);
+}
+
+/// Another lagd's heartbeat map, passed by descriptor (`Heartbeat::adopt`; a file is refused):
+/// a deadline that lies ahead is moved, one that passed stays
+/// passed (the programs stay stopped), and what the programs counted reads the same through it.
+#[test]
+fn a_passed_heartbeat_map_is_checked_and_renewed_only_while_live() {
+    require_root();
+    let fp = FastPath::load().unwrap();
+    let passed = || {
+        let fd = std::os::fd::AsFd::as_fd(fp.heartbeat())
+            .try_clone_to_owned()
+            .unwrap();
+        Heartbeat::adopt(fd).expect("lagd_alive is adopted")
+    };
+    // Not a map at all (other maps: lagd_sys's unit tests).
+    let file = std::fs::File::open("/proc/self/status").unwrap();
+    assert!(Heartbeat::adopt(file.into()).is_err(), "a file is no map");
+
+    let now = monotonic_ns();
+    fp.set_alive_until(now + 1_000_000_000).unwrap();
+    let h = passed();
+    assert_eq!(h.until().unwrap(), now + 1_000_000_000);
+    assert!(
+        h.extend_if_live(monotonic_ns(), now + 5_000_000_000)
+            .unwrap()
+    );
+    assert_eq!(fp.alive_until().unwrap(), now + 5_000_000_000, "moved");
+    // Passed: it stays where it was, and the programs drop.
+    fp.set_alive_until(monotonic_coarse_ns() - 1).unwrap();
+    let lapsed = fp.alive_until().unwrap();
+    assert!(
+        !h.extend_if_live(monotonic_ns(), monotonic_ns() + 5_000_000_000)
+            .unwrap()
+    );
+    assert_eq!(fp.alive_until().unwrap(), lapsed, "a passed deadline stays");
+    let frame = frames()[10].clone();
+    assert_eq!(fp.test_egress(&frame).unwrap().verdict, DROP);
+    assert_eq!(h.orphan_drops().unwrap(), fp.orphan_drops().unwrap());
+    assert_eq!(h.orphan_drops().unwrap().tap, 1);
 }
 
 /// Slow-protocol frames on a member: the confirmed partner's always reach lagd's socket; from

@@ -30,12 +30,16 @@
 #[rustfmt::skip]
 pub mod abi;
 mod clock;
+mod heartbeat;
+mod map;
 mod program;
 mod stripe_rx;
 #[rustfmt::skip]
 mod programs;
 
 pub use clock::{monotonic_coarse_ns, monotonic_ns};
+pub use heartbeat::{Heartbeat, OrphanDrops};
+use map::{fd_u32, map_create, map_lookup, map_lookup_all, map_update};
 use program::{MapDef, MapId, Program};
 pub use stripe_rx::{RX_IDLE_NS, RxState, RxWord, STRIPE_RX_SLOTS, StripeRxTable};
 
@@ -46,8 +50,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use crate::clsact::{Attach, Hook};
 
 use crate::isolate::{
-    BPF_MAP_CREATE, BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfInfo, BpfInsn, Hold, LinkInfo, addr,
-    attach_at, load_program, object_info, sys_bpf, sys_bpf_int,
+    BPF_TCX_EGRESS, BPF_TCX_INGRESS, BpfInfo, BpfInsn, Hold, LinkInfo, addr, attach_at,
+    load_program, object_info, sys_bpf, sys_bpf_int,
 };
 
 /// Members the table holds (the kernel bond has no such limit; lagd's fast path does):
@@ -59,13 +63,7 @@ const _: () = assert!(abi::NO_PORT <= u8::MAX as u32);
 /// The encoded size of [`Table`] (`struct table` in `bpf/lagd_shared.h`).
 pub const TABLE_LEN: usize = abi::Table::SIZE;
 
-const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
-const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 const BPF_PROG_TEST_RUN: libc::c_int = 10;
-const BPF_MAP_LOOKUP_BATCH: libc::c_int = 24;
-/// The kernel's internal "operation not supported" (`ENOTSUPP`, 524), which `bpf()` returns for
-/// map types without batch operations.
-const ENOTSUPP: i32 = 524;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 /// `BPF_PSEUDO_MAP_FD`: an `ld_imm64` whose immediate is a map descriptor.
 const BPF_PSEUDO_MAP_FD: u8 = 1;
@@ -308,34 +306,6 @@ pub struct BucketLoad {
     pub last_ns: u64,
 }
 
-/// Frames lagd's programs dropped because lagd's heartbeat ran out (`lagd_alive`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OrphanDrops {
-    /// Host frames the TAP's program dropped.
-    pub tap: u64,
-    /// Frames the members' program dropped.
-    pub members: u64,
-}
-
-/// Creates `lagd_alive` with no deadline (`u64::MAX`): the programs forward until the owner
-/// sets one ([`FastPath::set_alive_until`]).
-fn alive_map() -> io::Result<OwnedFd> {
-    let map = map_create(&programs::ALIVE_DEF, "lagd_alive", None)?;
-    map_update(&map, abi::ALIVE_UNTIL, &u64::MAX.to_ne_bytes())?;
-    Ok(map)
-}
-
-fn orphan_drops_of(map: &OwnedFd) -> io::Result<OrphanDrops> {
-    let mut tap = [0u8; 8];
-    let mut members = [0u8; 8];
-    map_lookup(map, abi::ALIVE_TAP_DROPPED, &mut tap)?;
-    map_lookup(map, abi::ALIVE_MEMBER_DROPPED, &mut members)?;
-    Ok(OrphanDrops {
-        tap: u64::from_ne_bytes(tap),
-        members: u64::from_ne_bytes(members),
-    })
-}
-
 /// `BPF_PROG_GET_FD_BY_ID` and `BPF_MAP_GET_FD_BY_ID` in `enum bpf_cmd`.
 const BPF_PROG_GET_FD_BY_ID: libc::c_int = 13;
 const BPF_MAP_GET_FD_BY_ID: libc::c_int = 14;
@@ -377,22 +347,6 @@ const _: () = assert!(offset_of!(ProgInfo, map_ids) == 56);
 // `nr_map_ids` ids.
 unsafe impl BpfInfo for ProgInfo {}
 
-/// `struct bpf_map_info` up to its name.
-#[repr(C, align(8))]
-#[derive(Default)]
-struct MapInfo {
-    map_type: u32,
-    id: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    name: [u8; 16],
-}
-
-// SAFETY: integer fields only, `struct bpf_map_info`'s prefix.
-unsafe impl BpfInfo for MapInfo {}
-
 /// A new descriptor for the program or map (`cmd`) with `id`.
 fn fd_by_id(cmd: libc::c_int, id: u32, what: &'static str) -> io::Result<OwnedFd> {
     let mut attr = GetFdByIdAttr {
@@ -430,10 +384,10 @@ pub fn orphan_drops_of_link(link: BorrowedFd<'_>) -> io::Result<Option<OrphanDro
     ids.truncate(p.nr_map_ids as usize);
     for id in ids {
         let map = fd_by_id(BPF_MAP_GET_FD_BY_ID, id, "bpf(BPF_MAP_GET_FD_BY_ID)")?;
-        let mut m = MapInfo::default();
+        let mut m = heartbeat::MapInfo::default();
         object_info(map.as_fd(), &mut m)?;
-        if m.name.split(|&b| b == 0).next() == Some(b"lagd_alive".as_slice()) {
-            return orphan_drops_of(&map).map(Some);
+        if m.is_heartbeat() {
+            return Heartbeat::adopt(map)?.orphan_drops().map(Some);
         }
     }
     Ok(None)
@@ -507,7 +461,7 @@ pub struct FastPath {
     ports: OwnedFd,
     buckets: OwnedFd,
     stripe_rx: OwnedFd,
-    alive: OwnedFd,
+    alive: Heartbeat,
     /// Why the kernel refused the members' program with stripe's receiver (the one without
     /// it runs then), or `None`.
     no_receiver: Option<String>,
@@ -518,52 +472,6 @@ pub struct FastPath {
     /// replaced it ([`FastPath::rewrite_table_unattached`] writes into it).
     first: std::sync::Mutex<Option<OwnedFd>>,
 }
-
-/// The `BPF_MAP_CREATE` member of `union bpf_attr`, through `map_name`, then zeroes.
-#[repr(C, align(8))]
-#[derive(Default)]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
-    rest: [u32; 9],
-}
-
-const _: () = assert!(size_of::<MapCreateAttr>() == 80);
-
-/// The `BPF_MAP_*_ELEM` member of `union bpf_attr`.
-#[repr(C, align(8))]
-#[derive(Default)]
-struct MapElemAttr {
-    map_fd: u32,
-    pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
-}
-
-const _: () = assert!(size_of::<MapElemAttr>() == 32);
-
-/// The `BPF_MAP_*_BATCH` member of `union bpf_attr`.
-#[repr(C, align(8))]
-#[derive(Default)]
-struct MapBatchAttr {
-    in_batch: u64,
-    out_batch: u64,
-    keys: u64,
-    values: u64,
-    count: u32,
-    map_fd: u32,
-    elem_flags: u64,
-    flags: u64,
-}
-
-const _: () = assert!(size_of::<MapBatchAttr>() == 56);
 
 /// The `BPF_PROG_TEST_RUN` member of `union bpf_attr`.
 #[repr(C, align(8))]
@@ -588,101 +496,6 @@ struct TestRunAttr {
 }
 
 const _: () = assert!(size_of::<TestRunAttr>() == 80);
-
-fn fd_u32(fd: &OwnedFd) -> u32 {
-    // Descriptors are non-negative.
-    fd.as_raw_fd() as u32
-}
-
-fn map_create(def: &MapDef, name: &str, inner: Option<&OwnedFd>) -> io::Result<OwnedFd> {
-    let mut map_name = [0u8; 16];
-    let n = name.len().min(15);
-    map_name[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let mut attr = MapCreateAttr {
-        map_type: def.map_type,
-        key_size: def.key_size,
-        value_size: def.value_size,
-        max_entries: def.max_entries,
-        map_flags: def.map_flags,
-        inner_map_fd: inner.map_or(0, fd_u32),
-        map_name,
-        ..MapCreateAttr::default()
-    };
-    // SAFETY: `attr` is a `MapCreateAttr` for BPF_MAP_CREATE and holds no user addresses.
-    unsafe { sys_bpf(BPF_MAP_CREATE, &mut attr) }
-        .map_err(|e| crate::error::annotate(e, "bpf(BPF_MAP_CREATE)", Some(name)))
-}
-
-fn map_update(map: &OwnedFd, key: u32, value: &[u8]) -> io::Result<()> {
-    let mut attr = MapElemAttr {
-        map_fd: fd_u32(map),
-        key: addr(&key),
-        value: addr(value.as_ptr()),
-        ..MapElemAttr::default()
-    };
-    // SAFETY: `attr` is a `MapElemAttr` for BPF_MAP_UPDATE_ELEM; `key` points to 4 bytes and
-    // `value` to `value.len()` bytes, the map's value size (checked by the callers), both
-    // borrowed for the call.
-    unsafe { sys_bpf_int(BPF_MAP_UPDATE_ELEM, &mut attr) }
-        .map(drop)
-        .map_err(|e| crate::error::annotate(e, "bpf(BPF_MAP_UPDATE_ELEM)", None))
-}
-
-fn map_lookup(map: &OwnedFd, key: u32, value: &mut [u8]) -> io::Result<()> {
-    let mut attr = MapElemAttr {
-        map_fd: fd_u32(map),
-        key: addr(&key),
-        value: addr(value.as_mut_ptr()),
-        ..MapElemAttr::default()
-    };
-    // SAFETY: `attr` is a `MapElemAttr` for BPF_MAP_LOOKUP_ELEM; `key` points to 4 bytes and
-    // `value` to `value.len()` writable bytes, at least the map's value size times the possible
-    // CPUs for a per-CPU map (checked by the callers), both borrowed for the call.
-    unsafe { sys_bpf_int(BPF_MAP_LOOKUP_ELEM, &mut attr) }
-        .map(drop)
-        .map_err(|e| crate::error::annotate(e, "bpf(BPF_MAP_LOOKUP_ELEM)", None))
-}
-
-/// Reads the values of keys `0..entries` of the array `map` in one call into `values`
-/// (`entries` times the map's per-key value length). `Ok(false)` when the kernel has no batch
-/// operations for the map (the caller reads key by key).
-fn map_lookup_all(map: &OwnedFd, entries: u32, values: &mut [u8]) -> io::Result<bool> {
-    let mut keys = vec![0u32; entries as usize];
-    let mut out_batch = 0u32;
-    let mut attr = MapBatchAttr {
-        out_batch: addr(&mut out_batch as *mut u32),
-        keys: addr(keys.as_mut_ptr()),
-        values: addr(values.as_mut_ptr()),
-        count: entries,
-        map_fd: fd_u32(map),
-        ..MapBatchAttr::default()
-    };
-    // SAFETY: `attr` is a `MapBatchAttr` for BPF_MAP_LOOKUP_BATCH starting at the first key
-    // (`in_batch` null): `out_batch` points to 4 writable bytes (an array's key), `keys` to
-    // `entries` writable keys and `values` to `values.len()` writable bytes, which the callers
-    // size as `entries` values of the map; all borrowed for the call.
-    match unsafe { sys_bpf_int(BPF_MAP_LOOKUP_BATCH, &mut attr) } {
-        Ok(_) => {}
-        // The end of the map was reached within this batch: every key was read.
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EINVAL | ENOTSUPP | libc::EOPNOTSUPP)
-            ) =>
-        {
-            return Ok(false);
-        }
-        Err(e) => return Err(crate::error::annotate(e, "bpf(BPF_MAP_LOOKUP_BATCH)", None)),
-    }
-    if attr.count != entries || keys.iter().enumerate().any(|(i, &k)| k as usize != i) {
-        return Err(io::Error::other(format!(
-            "bpf(BPF_MAP_LOOKUP_BATCH): {} of {entries} keys read",
-            attr.count
-        )));
-    }
-    Ok(true)
-}
 
 /// The number of possible CPUs, the stride of a per-CPU map's values.
 fn possible_cpus() -> io::Result<usize> {
@@ -745,7 +558,7 @@ struct Maps {
     buckets: OwnedFd,
     stripe_tx: OwnedFd,
     stripe_rx: OwnedFd,
-    alive: OwnedFd,
+    alive: Heartbeat,
     dedup: OwnedFd,
 }
 
@@ -760,7 +573,7 @@ impl Maps {
             buckets: map_create(&programs::BUCKETS_DEF, "lagd_buckets", None)?,
             stripe_tx: map_create(&programs::STRIPE_TX_DEF, "lagd_stripe_tx", None)?,
             stripe_rx: map_create(&programs::STRIPE_RX_DEF, "lagd_stripe_rx", None)?,
-            alive: alive_map()?,
+            alive: Heartbeat::create()?,
             dedup: map_create(&programs::DEDUP_DEF, "lagd_dedup", None)?,
         })
     }
@@ -793,7 +606,7 @@ pub fn load_check() -> io::Result<Vec<LoadCheck>> {
         (MapId::Buckets, &m.buckets),
         (MapId::StripeTx, &m.stripe_tx),
         (MapId::StripeRx, &m.stripe_rx),
-        (MapId::Alive, &m.alive),
+        (MapId::Alive, &m.alive.map),
         (MapId::Dedup, &m.dedup),
     ];
     let mut out = Vec::new();
@@ -870,7 +683,7 @@ impl FastPath {
             (MapId::Buckets, &buckets),
             (MapId::StripeTx, &stripe_tx),
             (MapId::StripeRx, &stripe_rx),
-            (MapId::Alive, &alive),
+            (MapId::Alive, &alive.map),
             (MapId::Dedup, &dedup),
         ];
         // The two programs are verified in parallel (the kernel verifies each in the calling
@@ -965,25 +778,26 @@ impl FastPath {
         }
     }
 
-    /// Renews lagd's heartbeat: the programs forward until `until_ns` (`CLOCK_MONOTONIC`
-    /// nanoseconds, [`monotonic_ns`]'s clock, which they read as of the last tick where the
-    /// kernel lets them: up to a tick after the deadline) and drop every frame after it,
-    /// counted in [`FastPath::orphan_drops`]. Until the first call the programs have no
-    /// deadline.
+    /// Renews lagd's heartbeat: the programs forward until `until_ns` ([`Heartbeat::set_until`]).
+    /// Until the first call the programs have no deadline.
     pub fn set_alive_until(&self, until_ns: u64) -> io::Result<()> {
-        map_update(&self.alive, abi::ALIVE_UNTIL, &until_ns.to_ne_bytes())
+        self.alive.set_until(until_ns)
     }
 
     /// The heartbeat's deadline as the programs read it ([`FastPath::set_alive_until`]).
     pub fn alive_until(&self) -> io::Result<u64> {
-        let mut v = [0u8; 8];
-        map_lookup(&self.alive, abi::ALIVE_UNTIL, &mut v)?;
-        Ok(u64::from_ne_bytes(v))
+        self.alive.until()
     }
 
     /// Frames the programs dropped because the heartbeat's deadline had passed.
     pub fn orphan_drops(&self) -> io::Result<OrphanDrops> {
-        orphan_drops_of(&self.alive)
+        self.alive.orphan_drops()
+    }
+
+    /// The programs' heartbeat map: its descriptor goes into the service manager's store, for
+    /// the next lagd to renew while it replaces these programs ([`Heartbeat::adopt`]).
+    pub fn heartbeat(&self) -> &Heartbeat {
+        &self.alive
     }
 
     /// Maps stripe's receive table (`lagd_stripe_rx`) into lagd's memory, shared with the
