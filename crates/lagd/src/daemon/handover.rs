@@ -18,6 +18,14 @@
 //!   the kernel path the data socket only sends, and nothing waits in it. Kept open, they also
 //!   spare a dying lagd their closing, which waits for an RCU grace period each (tens of
 //!   milliseconds on a busy machine).
+//! - `alive`: the programs' heartbeat map (`lagd_alive`, `lagd_sys::fastpath::Heartbeat`).
+//!   The next lagd renews their deadline with it first thing, before its own programs load
+//!   (over a second with the interpreter of a slow guest): a restart that begins within
+//!   `kernel::ORPHAN_TIMEOUT` of the last lagd's last heartbeat loses nothing however long
+//!   its start takes, where the programs would otherwise have taken the bond for abandoned
+//!   in the middle of it (seen in the 5.10 guest: a restart that loaded for 2-3 s lost the
+//!   frames of its last tens of milliseconds). It renews them once more when its own
+//!   programs go in, and reads what they dropped while no lagd ran, with no capability.
 //! - `log` (a planned upgrade only): the old lagd's standard error, where the new one's log
 //!   goes once it has taken over.
 //!
@@ -47,6 +55,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use lagd_sys::fastpath::{Heartbeat, MAX_MEMBERS, OrphanDrops};
 use tracing::{info, warn};
 
 use crate::control::{ADOPT_TIME, Endpoint, Request};
@@ -57,6 +66,13 @@ pub const TAP: &str = "tap";
 pub const TCX: &str = "tcx";
 /// The name of the members' data sockets in the store.
 pub const PACKET: &str = "packet";
+/// The name of the programs' heartbeat map in the store.
+pub const ALIVE: &str = "alive";
+/// The most descriptors lagd stores for a bond the kernel path can carry (up to
+/// [`MAX_MEMBERS`] members): the TAP, a tcx link for the TAP's program and one per member,
+/// the heartbeat map, and three packet sockets per member. The unit's
+/// `FileDescriptorStoreMax=` must hold them: systemd closes what is stored beyond it.
+pub const MOST_STORED: usize = 1 + (MAX_MEMBERS + 1) + 1 + 3 * MAX_MEMBERS;
 /// The name of the old lagd's standard error in a planned upgrade.
 pub const LOG: &str = "log";
 /// How long the new lagd waits for the running one's descriptors.
@@ -292,34 +308,32 @@ pub fn handover_reply(names: &[&str], manager: Option<&super::notify::Notifier>)
     line
 }
 
-/// Logs what the last lagd's programs dropped because no lagd renewed their heartbeat in
-/// time (`kernel::ORPHAN_TIMEOUT`), read through its tcx `links` before they are taken over:
-/// the frames the bond did not carry between the bound and this start. Reading them looks the
-/// programs and maps up by id, which needs `CAP_SYS_ADMIN`: a lagd without it (the unit's
-/// bounding set leaves it out) says once that it cannot tell.
-pub fn report_orphan_drops(links: &[OwnedFd]) {
-    use std::os::fd::AsFd;
-    let mut drops = None;
-    for l in links {
-        match lagd_sys::fastpath::orphan_drops_of_link(l.as_fd()) {
-            Ok(Some(d)) => {
-                drops = Some(d);
-                break;
-            }
-            Ok(None) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                info!(
-                    "what the last lagd's programs dropped while no lagd ran is not known: \
-                     {e} (reading it needs CAP_SYS_ADMIN)"
-                );
-                break;
-            }
-            Err(e) => {
-                warn!("the last lagd's programs: {e}");
-                break;
-            }
-        }
-    }
+/// Takes the last lagd's heartbeat maps from `passed` and renews their deadline at once, to
+/// `until_ns` (see [`ALIVE`]: the programs in its links and filters go on forwarding while this
+/// lagd loads its own), unless it has passed already (they stay stopped until this lagd's
+/// programs replace them), after logging what those programs dropped because no lagd renewed
+/// it in time. Where none was passed (a store filled by an older lagd), what they dropped is
+/// read through the tcx `links`, which needs `CAP_SYS_ADMIN`.
+pub fn take_heartbeats(passed: &mut Passed, links: &[OwnedFd], until_ns: u64) -> Vec<Heartbeat> {
+    let beats: Vec<Heartbeat> = passed
+        .take_all(ALIVE)
+        .into_iter()
+        .filter_map(|fd| {
+            Heartbeat::adopt(fd)
+                .map_err(|e| warn!("a passed heartbeat map is not used: {e}"))
+                .ok()
+        })
+        .collect();
+    let drops = if beats.is_empty() {
+        orphan_drops_of_links(links)
+    } else {
+        beats.iter().find_map(|b| {
+            b.orphan_drops()
+                .map_err(|e| warn!("the last lagd's heartbeat map: {e}"))
+                .ok()
+        })
+    };
+    renew_live(&beats, until_ns);
     if let Some(d) = drops.filter(|d| d.tap > 0 || d.members > 0) {
         warn!(
             host_frames = d.tap,
@@ -328,6 +342,46 @@ pub fn report_orphan_drops(links: &[OwnedFd]) {
              until now"
         );
     }
+    beats
+}
+
+/// Moves each of `beats`' deadlines to `until_ns` where it has not passed yet.
+pub fn renew_live(beats: &[Heartbeat], until_ns: u64) {
+    let now = lagd_sys::fastpath::monotonic_ns();
+    for b in beats {
+        match b.extend_if_live(now, until_ns) {
+            Ok(true) => {}
+            Ok(false) => info!(
+                "the last lagd's programs had stopped (past the kernel path's bound): they stay \
+                 stopped until this lagd's replace them"
+            ),
+            Err(e) => warn!("renewing the last lagd's heartbeat: {e}"),
+        }
+    }
+}
+
+/// What the programs behind tcx `links` dropped for want of a heartbeat. Reading it looks the
+/// programs and maps up by id, which needs `CAP_SYS_ADMIN`: a lagd without it (the unit's
+/// bounding set leaves it out) says once that it cannot tell.
+fn orphan_drops_of_links(links: &[OwnedFd]) -> Option<OrphanDrops> {
+    for l in links {
+        match lagd_sys::fastpath::orphan_drops_of_link(l.as_fd()) {
+            Ok(Some(d)) => return Some(d),
+            Ok(None) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                info!(
+                    "what the last lagd's programs dropped while no lagd ran is not known: \
+                     {e} (reading it needs CAP_SYS_ADMIN)"
+                );
+                return None;
+            }
+            Err(e) => {
+                warn!("the last lagd's programs: {e}");
+                return None;
+            }
+        }
+    }
+    None
 }
 
 impl super::Daemon {

@@ -18,8 +18,8 @@ use lagd_proto::stripe::{FlowKey, OrderedRx};
 use lagd_proto::time::Instant;
 use lagd_sys::clsact::Attach;
 use lagd_sys::fastpath::{
-    Attachment, FastPath, MAX_MEMBERS, NO_PORT, PortCounters, Rule, STRIPE_RX_SLOTS, StripeRxTable,
-    Table, TlbMacs, abi, monotonic_ns,
+    Attachment, FastPath, Heartbeat, MAX_MEMBERS, NO_PORT, PortCounters, Rule, STRIPE_RX_SLOTS,
+    StripeRxTable, Table, TlbMacs, abi, monotonic_ns,
 };
 use lagd_sys::isolate::TcxUnavailable;
 
@@ -92,6 +92,9 @@ pub(crate) const BEAT_EVERY: Duration = Duration::from_millis(200);
 /// forwarding with the earlier table until the new program takes its place.
 pub(crate) struct Kernel {
     fp: FastPath,
+    /// The last lagd's heartbeat maps, passed by the service manager: renewed until this
+    /// lagd's programs have taken the hooks (see [`Kernel::inherit`]).
+    inherited: Vec<Heartbeat>,
     tap: Option<Attachment>,
     /// How the programs are to be attached (`fastpath_attach`).
     how: FastPathAttach,
@@ -214,6 +217,7 @@ impl Kernel {
         fp.set_alive_until(alive_until())?;
         Ok(Self {
             fp,
+            inherited: Vec::new(),
             how,
             attach: None,
             tap: None,
@@ -237,9 +241,29 @@ impl Kernel {
     }
 
     /// Renews the heartbeat (the loop does, every [`BEAT_EVERY`]: `Timer::Heartbeat`): the
-    /// programs forward until [`ORPHAN_TIMEOUT`] from now.
+    /// programs forward until [`ORPHAN_TIMEOUT`] from now; so do the last lagd's, while
+    /// [`Kernel::go_live`] has not replaced them.
     pub(crate) fn beat(&mut self) -> io::Result<()> {
-        self.fp.set_alive_until(alive_until())
+        let until = alive_until();
+        self.renew_inherited(until);
+        self.fp.set_alive_until(until)
+    }
+
+    fn renew_inherited(&self, until: u64) {
+        super::handover::renew_live(&self.inherited, until);
+    }
+
+    /// Takes the last lagd's heartbeat maps (renewed already, before these programs loaded):
+    /// [`Kernel::go_live`] renews them once more before it attaches anything, since the
+    /// programs that read them forward until then, and lets go of them once these programs
+    /// have taken every hook.
+    pub(crate) fn inherit(&mut self, heartbeats: Vec<Heartbeat>) {
+        self.inherited = heartbeats;
+    }
+
+    /// The heartbeat map of these programs, for the service manager's store.
+    pub(crate) fn heartbeat(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(self.fp.heartbeat())
     }
 
     /// The tcx links of the TAP's and the members' programs (for the service manager's store).
@@ -263,6 +287,9 @@ impl Kernel {
     /// a restart or an upgrade. An error fails the start (what was attached is in `self`, and
     /// detached when it is dropped with the rest of the failed start).
     pub(crate) fn go_live(&mut self, bond: &Bond) -> io::Result<()> {
+        // The last lagd's programs forward until these take their hooks (members' set-up and
+        // the first table's write came after the start renewed their deadline).
+        self.renew_inherited(alive_until());
         // Writes only what the last wake's sync has not written yet (or failed to): the first
         // table was never written before (`generation` starts out `None`).
         self.sync(bond)?;
@@ -283,6 +310,8 @@ impl Kernel {
                 self.members[i] = Some(self.attach_one(ifindex, how)?);
             }
         }
+        // Every hook runs these programs now.
+        self.inherited.clear();
         Ok(())
     }
 
@@ -587,7 +616,7 @@ impl Kernel {
 }
 
 /// The heartbeat's deadline from now, on the programs' clock.
-fn alive_until() -> u64 {
+pub(crate) fn alive_until() -> u64 {
     let bound = u64::try_from(ORPHAN_TIMEOUT.as_nanos()).unwrap_or(u64::MAX);
     monotonic_ns().saturating_add(bound)
 }

@@ -118,6 +118,7 @@ impl Daemon {
                                 // A clean stop: the bond goes down, nothing to hand over.
                                 n.remove_fds(handover::TAP);
                                 n.remove_fds(handover::TCX);
+                                n.remove_fds(handover::ALIVE);
                                 n.remove_fds(handover::PACKET);
                                 n.send("STOPPING=1");
                             }
@@ -201,7 +202,8 @@ impl Daemon {
     /// Hands the service manager the tcx links that keep the programs attached (the set it
     /// held before is replaced: a link lagd let go of must not stay attached through the
     /// store). After a crash the next lagd adopts them, and the programs go on forwarding with
-    /// the last table until it does (within `kernel::ORPHAN_TIMEOUT`; past it they drop).
+    /// the last table until it does (within `kernel::ORPHAN_TIMEOUT`; past it they drop),
+    /// and it renews that bound as it starts through the programs' heartbeat map, stored too.
     ///
     /// The members' packet sockets go with them (the set held before replaced likewise): the
     /// next lagd reads what the members received meanwhile from their queues, and a dying
@@ -214,6 +216,11 @@ impl Daemon {
         n.remove_fds(handover::TCX);
         if !links.is_empty() {
             n.store_fds(handover::TCX, &links);
+        }
+        // The programs' heartbeat map, for the next lagd to renew while it loads its own.
+        n.remove_fds(handover::ALIVE);
+        if let Some(k) = &self.kernel {
+            n.store_fds(handover::ALIVE, &[k.heartbeat()]);
         }
         let sockets = self.member_sockets();
         n.remove_fds(handover::PACKET);

@@ -151,6 +151,10 @@ impl Daemon {
             names.push(handover::TCX);
             fds.push(l);
         }
+        if let Some(k) = &self.kernel {
+            names.push(handover::ALIVE);
+            fds.push(k.heartbeat());
+        }
         for s in self.member_sockets() {
             names.push(handover::PACKET);
             fds.push(s);

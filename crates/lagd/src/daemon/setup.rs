@@ -237,7 +237,9 @@ impl Daemon {
         };
         // The last lagd's tcx links, for the programs attached below to go into in one step.
         let links = passed.take_all(handover::TCX);
-        handover::report_orphan_drops(&links);
+        // Its programs' heartbeat, renewed before anything else: they forward while this lagd
+        // loads its own.
+        let inherited = handover::take_heartbeats(&mut passed, &links, kernel::alive_until());
         lagd_sys::isolate::offer_tcx_links(links);
         let mut tap_adopted = false;
         let tap = match passed.take_tap() {
@@ -313,6 +315,9 @@ impl Daemon {
                 Ok(Choice::Lagd(why)) => (None, Some(why)),
                 Err(e) => return Err(StartError::Config(e)),
             };
+        if let Some(k) = kernel.as_mut() {
+            k.inherit(inherited);
+        }
         let mut members = Vec::new();
         for ((name, &ifindex), slow) in config.members.iter().zip(found).zip(&mut slow) {
             let m = Self::open_member(
