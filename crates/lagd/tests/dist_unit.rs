@@ -1,6 +1,7 @@
 //! `dist/lagd@.service`: systemd accepts it (`systemd-analyze verify`), it runs the installed
-//! lagd on /etc/lagd/%i.toml as a Type=notify service with a watchdog, and its capability
-//! bounding set holds what lagd keeps after start-up.
+//! lagd on /etc/lagd/%i.toml as a Type=notify service with a watchdog, its capability
+//! bounding set holds what lagd keeps after start-up, and its descriptor store what lagd
+//! stores.
 
 use std::fs;
 use std::process::Command;
@@ -32,6 +33,18 @@ fn the_unit_is_a_notify_service_with_a_watchdog_and_the_capabilities_lagd_keeps(
     }
     assert!(!caps.contains("CAP_SYS_MODULE") && !caps.contains("CAP_DAC_OVERRIDE"));
     assert_eq!(setting("RuntimeDirectory"), ["lagd"]);
+    // The store holds all lagd stores for the most members the kernel path takes.
+    let store_max: Vec<usize> = setting("FileDescriptorStoreMax")
+        .iter()
+        .map(|v| v.parse().expect("a number"))
+        .collect();
+    assert_eq!(store_max.len(), 1, "{store_max:?}");
+    assert!(
+        store_max[0] >= lagd::daemon::handover::MOST_STORED,
+        "FileDescriptorStoreMax={} holds less than the {} descriptors lagd may store",
+        store_max[0],
+        lagd::daemon::handover::MOST_STORED
+    );
     // `systemctl restart` leaves the kernel path to the started lagd (lagctl stop).
     assert_eq!(
         setting("ExecStop"),
