@@ -7,7 +7,8 @@
 //!
 //! The new lagd's standard error comes to lagctl until it has taken over (then it logs where
 //! the old one logged): when it fails to start, refuses its configuration or does not take
-//! over in time, lagctl says why, exits non-zero, and the running lagd keeps the bond.
+//! over in time, lagctl says why, exits non-zero, and the running lagd keeps the bond (lagctl
+//! exits once it answers on its control socket again, which it took back from the handover).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,10 @@ use crate::control::ADOPT_TIME;
 
 /// How long the new lagd may take to start and check its configuration before it asks.
 const START_TIME: Duration = Duration::from_secs(10);
+/// How long the running lagd may take, after a handover failed, to answer on its control
+/// socket again (it takes the socket's name back once it reads the end of the handover's
+/// connection, which a busy one-CPU machine may run after the new lagd's exit).
+const RETURN_TIME: Duration = Duration::from_secs(5);
 
 /// Arguments of `lagctl upgrade`.
 #[derive(Debug, Clone, clap::Args)]
@@ -99,6 +104,17 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
     let (said, ended) = collect_stderr(&mut child);
     let deadline = Instant::now() + START_TIME + ADOPT_TIME;
     let keeps = format!("lagd {old} keeps the bond");
+    // Said once the running lagd answers on its socket again, so that the next lagctl finds it.
+    let keeps_answering = || {
+        if answers(&endpoint, old, RETURN_TIME) {
+            keeps.clone()
+        } else {
+            format!(
+                "lagd {old} keeps the bond, but has not answered on {endpoint} within {} s",
+                RETURN_TIME.as_secs()
+            )
+        }
+    };
     let failed = |why: String, after: &str, said: &mpsc::Receiver<Vec<u8>>| {
         let text = String::from_utf8_lossy(
             &said
@@ -121,16 +137,9 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
     loop {
         // Its standard error is the old lagd's log once it has taken over.
         closed = closed || ended.try_recv().is_ok();
-        if closed {
-            let serving = endpoint
-                .connect()
-                .ok()
-                .and_then(|s| lagd_sys::peer::peer_credentials(&s).ok())
-                .is_some_and(|p| p.pid == new);
-            if serving {
-                println!("upgraded: lagd {old} handed over to lagd {new}");
-                return Ok(());
-            }
+        if closed && answers(&endpoint, new, Duration::ZERO) {
+            println!("upgraded: lagd {old} handed over to lagd {new}");
+            return Ok(());
         }
         // Its exit status goes to its parent, the service manager or init: the reason is what
         // it said. Its standard error also closes when it exits, a moment before the exit
@@ -138,7 +147,11 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
         // the old one does by exiting.
         if child.exited().map_err(CliError::Io)? {
             if lagd_sys::orphan::alive(old as i32) {
-                return Err(failed("exited before taking over".into(), &keeps, &said));
+                return Err(failed(
+                    "exited before taking over".into(),
+                    &keeps_answering(),
+                    &said,
+                ));
             }
             return Err(failed(
                 "exited while taking over".into(),
@@ -156,9 +169,25 @@ pub fn main(args: UpgradeArgs) -> Result<(), CliError> {
                     "did not take over within {} s (stopped)",
                     (START_TIME + ADOPT_TIME).as_secs()
                 ),
-                &keeps,
+                &keeps_answering(),
                 &said,
             ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether the lagd with pid `pid` answers on `endpoint` within `within`.
+fn answers(endpoint: &crate::control::Endpoint, pid: u32, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    loop {
+        let serving = endpoint
+            .connect()
+            .ok()
+            .and_then(|s| lagd_sys::peer::peer_credentials(&s).ok())
+            .is_some_and(|p| p.pid == pid);
+        if serving || Instant::now() >= until {
+            return serving;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
