@@ -37,13 +37,18 @@ pub(super) struct MapInfo {
     value_size: u32,
     max_entries: u32,
     map_flags: u32,
-    pub(super) name: [u8; 16],
+    name: [u8; 16],
 }
 
 // SAFETY: integer fields only, `struct bpf_map_info`'s prefix.
 unsafe impl BpfInfo for MapInfo {}
 
 impl MapInfo {
+    /// Its name, up to the first NUL.
+    fn name(&self) -> &[u8] {
+        self.name.split(|&b| b == 0).next().unwrap_or(&[])
+    }
+
     /// Whether this is a `lagd_alive` map as the programs' source defines it.
     pub(super) fn is_heartbeat(&self) -> bool {
         let MapDef {
@@ -53,7 +58,7 @@ impl MapInfo {
             max_entries,
             ..
         } = programs::ALIVE_DEF;
-        self.name.split(|&b| b == 0).next() == Some(NAME)
+        self.name() == NAME
             && (
                 self.map_type,
                 self.key_size,
@@ -89,8 +94,7 @@ impl Heartbeat {
         let mut info = MapInfo::default();
         object_info(fd.as_fd(), &mut info)?;
         if !info.is_heartbeat() {
-            let name = String::from_utf8_lossy(info.name.split(|&b| b == 0).next().unwrap_or(&[]))
-                .into_owned();
+            let name = String::from_utf8_lossy(info.name()).into_owned();
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("map {name:?} is not lagd's heartbeat map"),

@@ -241,16 +241,9 @@ impl Kernel {
     }
 
     /// Renews the heartbeat (the loop does, every [`BEAT_EVERY`]: `Timer::Heartbeat`): the
-    /// programs forward until [`ORPHAN_TIMEOUT`] from now; so do the last lagd's, while
-    /// [`Kernel::go_live`] has not replaced them.
+    /// programs forward until [`ORPHAN_TIMEOUT`] from now.
     pub(crate) fn beat(&mut self) -> io::Result<()> {
-        let until = alive_until();
-        self.renew_inherited(until);
-        self.fp.set_alive_until(until)
-    }
-
-    fn renew_inherited(&self, until: u64) {
-        super::handover::renew_live(&self.inherited, until);
+        self.fp.set_alive_until(alive_until())
     }
 
     /// Takes the last lagd's heartbeat maps (renewed already, before these programs loaded):
@@ -289,7 +282,7 @@ impl Kernel {
     pub(crate) fn go_live(&mut self, bond: &Bond) -> io::Result<()> {
         // The last lagd's programs forward until these take their hooks (members' set-up and
         // the first table's write came after the start renewed their deadline).
-        self.renew_inherited(alive_until());
+        super::handover::renew_live(&self.inherited, alive_until());
         // Writes only what the last wake's sync has not written yet (or failed to): the first
         // table was never written before (`generation` starts out `None`).
         self.sync(bond)?;
