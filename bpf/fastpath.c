@@ -215,6 +215,17 @@ INLINE int orphaned(__u32 dropped) {
     return 1;
 }
 
+// Whether lagd has not beaten for HEARTBEAT_AWAY_MS (lagd_shared.h): the deadline is less than
+// the rest of the bound away. Asked only for the frames lagd handles while it runs.
+INLINE int lagd_away(void) {
+    __u32 key = ALIVE_UNTIL;
+    __u64 *until = bpf_map_lookup_elem(&lagd_alive, &key);
+    if (!until)
+        return 0;
+    __u64 left = (__u64)(HEARTBEAT_BOUND_MS - HEARTBEAT_AWAY_MS) * 1000000;
+    return bpf_ktime_get_coarse_ns() + left > *until;
+}
+
 // The frame as the bond sees it (lagd_proto::hash's KernelView): an accelerated VLAN tag, or
 // the outermost tag in the data, lifted out as metadata.
 struct view {
@@ -1297,8 +1308,15 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     }
     struct view v;
     view_of(skb, &v);
-    if (for_lagd(skb, &v))
-        return TC_ACT_OK;
+    // lagd's frames go to lagd; while it is away they take the data's way (on the active
+    // member in balance-rr, where the kernel sends IGMP), so that the host's neighbours still
+    // resolve during a restart.
+    int away = 0;
+    if (for_lagd(skb, &v)) {
+        if (!lagd_away())
+            return TC_ACT_OK;
+        away = 1;
+    }
     if (t->rule == RULE_STRIPE) {
         // TCP goes whole on its slot's member, the slots in turn; every other frame stays on
         // the slot its flow's layer3+4 hash names (lagd_proto::stripe::tx::flow_slot): one
@@ -1321,7 +1339,8 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         return broadcast_send(skb, t, carries_tcp(skb, &v));
     __u32 hash = 0;
     int tlb = (t->flags & FLAG_TLB) != 0;
-    int by_active = t->rule == RULE_ACTIVE;
+    int by_active =
+        t->rule == RULE_ACTIVE || (away && t->rule == RULE_RR && t->active < MAX_MEMBERS);
     if (tlb && t->policy == POLICY_ALB)
         by_active = !alb_hash(skb, &v, &hash);
     else if (tlb)
@@ -1686,14 +1705,15 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
     if (type == __builtin_bswap16(ETH_P_SLOW) && !skb->vlan_present)
         return slow_frame(skb, t, eth);
     // With the ARP monitor, ARP goes to lagd's socket too (the member's own stack ignores it:
-    // arp_ignore=8).
+    // arp_ignore=8). While lagd is away (lagd_away) it goes to the host, as without the
+    // monitor, and so does neighbour discovery with ns_ip6_target.
     if ((t->flags & FLAG_ARP_TO_LAGD) && type == __builtin_bswap16(ETH_P_ARP) &&
-        !skb->vlan_present)
+        !skb->vlan_present && !lagd_away())
         return TC_ACT_OK;
     // With ns_ip6_target, neighbour solicitations and advertisements go there too (the
     // monitor validates them; the member's IPv6 is off, so its stack drops them).
     if ((t->flags & FLAG_NDISC_TO_LAGD) && type == __builtin_bswap16(ETH_P_IPV6) &&
-        !skb->vlan_present && is_ndisc(skb))
+        !skb->vlan_present && is_ndisc(skb) && !lagd_away())
         return TC_ACT_OK;
     __u32 port = member_port(skb, t);
     if (port >= MAX_MEMBERS)

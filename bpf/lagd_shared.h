@@ -126,6 +126,17 @@ enum alive_key {
     ALIVE_ENTRIES = 3,        // entries of lagd_alive
 };
 
+// The heartbeat's times, in milliseconds. lagd writes its clock now plus HEARTBEAT_BOUND_MS
+// (every 200 ms). A deadline less than HEARTBEAT_BOUND_MS - HEARTBEAT_AWAY_MS away means no
+// lagd has beaten for HEARTBEAT_AWAY_MS: lagd is away (killed or restarting), and the frames
+// only lagd handles while it runs (the host's ARP, neighbour discovery, IGMP and MLD; with the
+// ARP or NS monitor, the members' ARP or neighbour discovery) take the data's way instead, so
+// that neighbours keep resolving while the data goes on.
+enum heartbeat_ms {
+    HEARTBEAT_BOUND_MS = 3000, // from the last heartbeat to the deadline
+    HEARTBEAT_AWAY_MS = 1000,  // without a heartbeat for this long, lagd is away
+};
+
 // Per member and CPU, one value of lagd_ports (MAX_MEMBERS + 1 entries, the last for frames
 // no member could take). Written by the programs; lagd reads and sums them over CPUs.
 struct port_counters {

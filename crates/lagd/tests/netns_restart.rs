@@ -311,9 +311,18 @@ struct Pair {
 
 impl Pair {
     fn new(opts: &str) -> Self {
+        Self::with(opts, opts)
+    }
+
+    /// [`Pair::new`] with options of its own for each lagd (`{A}` and `{B}` in them stand for
+    /// the hosts' bond addresses).
+    fn with(opts_a: &str, opts_b: &str) -> Self {
         let mut topo = Topology::create(2).expect("topology");
         let bonds = [format!("{}a", topo.tag()), format!("{}b", topo.tag())];
-        let (lagd_b, control_b) = start_lagd(&mut topo, Side::B, &bonds[1], opts);
+        let (lagd_b, control_b) = start_lagd(&mut topo, Side::B, &bonds[1], opts_b);
+        let opts = &opts_a
+            .replace("{A}", &topo.address(1).to_string())
+            .replace("{B}", &topo.address(2).to_string());
         let control = topo.dir().join("a.sock");
         let args = [
             "--bond",
@@ -383,6 +392,16 @@ impl Pair {
 
     fn ns(&self, side: Side) -> &str {
         self.topo.ns(side)
+    }
+
+    /// Both hosts forget their neighbours on the bond: the next datagram each way resolves
+    /// afresh (ARP both ways).
+    fn forget_neighbours(&self) {
+        for (side, bond) in [(Side::A, &self.bonds[0]), (Side::B, &self.bonds[1])] {
+            self.topo
+                .ip(side, &["neigh", "flush", "dev", bond])
+                .expect("ip neigh flush");
+        }
     }
 
     /// 802.3ad: waits until every member distributes at both ends.
@@ -835,6 +854,10 @@ fn a_restart_begun_within_the_bound_loses_nothing_however_long_it_loads() {
                     "{attach}: lagd reached the store only after the deadline: it proves \
                      nothing, again with a longer lead"
                 );
+                // The programs dropped everything past the deadline, neighbour probes too: a
+                // host whose entry was being probed then would take the other for gone during
+                // the next try. Each host learns the other afresh, from a live lagd.
+                pair.forget_neighbours();
                 continue;
             }
             assert!(
@@ -856,6 +879,82 @@ fn a_restart_begun_within_the_bound_loses_nothing_however_long_it_loads() {
             proved,
             "{attach}: lagd started 2.6 s before the deadline (just after the kill) reached the \
              store only after it: the guest is too slow to tell\n{}",
+            pair.sup.log()
+        );
+        pair.teardown();
+    }
+}
+
+/// While lagd is away (killed, and not back yet) neighbours keep resolving: the host's ARP,
+/// which lagd sends while it runs, takes the data's way once no heartbeat came for
+/// `HEARTBEAT_AWAY_MS` (bpf/lagd_shared.h). Both hosts forget each other just before lagd A is
+/// killed; datagrams both ways, from just after lagd A counts as away until shortly before the
+/// programs' deadline, then need ARP at both ends, whose host A half (its request, its reply)
+/// only the TAP's program can send. Once found in a one-CPU guest: a restart that outlasted
+/// a neighbour's probes left that neighbour unresolved until the new lagd ran, and the
+/// datagrams to host A were dropped by the neighbour's own stack. balance-rr sends them on the
+/// active member, as the kernel sends IGMP; with lagd A's ARP monitor host B's ARP comes to
+/// host A through the members' program, which hands ARP to the monitor while lagd runs.
+#[test]
+fn neighbours_resolve_while_lagd_is_away() {
+    assert!(is_root(), "network namespace tests need root");
+    use lagd_sys::fastpath::abi::{HEARTBEAT_AWAY_MS, HEARTBEAT_BOUND_MS};
+    let ms = |n: u32| Duration::from_millis(u64::from(n));
+    const XOR: &str =
+        "mode=balance-xor xmit_hash_policy=layer3+4 miimon=50 fastpath=on fastpath_attach=auto";
+    for (opts, opts_b, port) in [
+        (XOR, XOR, 40019),
+        (
+            "mode=balance-rr miimon=50 fastpath=on fastpath_attach=tc",
+            "mode=balance-rr miimon=50 fastpath=on fastpath_attach=tc",
+            40021,
+        ),
+        (
+            "mode=balance-xor xmit_hash_policy=layer3+4 arp_interval=100 arp_missed_max=5 \
+             arp_ip_target={B} fastpath=on",
+            XOR,
+            40023,
+        ),
+    ] {
+        let mut pair = Pair::with(opts, opts_b);
+        let last = stored_heartbeat(&pair.sup);
+        pair.forget_neighbours();
+        pair.sup.kill();
+        let deadline = last.until().expect("the killed lagd's deadline");
+        let now = lagd_sys::fastpath::monotonic_ns();
+        let to_deadline = Duration::from_nanos(deadline.saturating_sub(now));
+        // lagd counts as away once less than this is left; a tick's grace (the programs read
+        // the coarse clock) and the probes run until 0.5 s before the deadline.
+        let away_left = ms(HEARTBEAT_BOUND_MS - HEARTBEAT_AWAY_MS) - Duration::from_millis(50);
+        let Some(span) = away_left.checked_sub(Duration::from_millis(500)) else {
+            panic!("the heartbeat's bound leaves no time to probe in");
+        };
+        assert!(
+            to_deadline > away_left,
+            "the kill came {:?} after the last heartbeat: no time is left to probe",
+            ms(HEARTBEAT_BOUND_MS).saturating_sub(to_deadline)
+        );
+        thread::sleep(to_deadline - away_left);
+        let started = Instant::now();
+        let (ab, ba) = pair.start_timed_probes(port, span);
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        let lost = |(sent, got): (u64, u64)| sent - got;
+        eprintln!(
+            "{opts}: away, A->B {:?} (missed {}), B->A {:?} (missed {}); the programs \
+             dropped {:?}",
+            ab.counts(),
+            ab.missed_ms(started),
+            ba.counts(),
+            ba.missed_ms(started),
+            last.orphan_drops()
+        );
+        assert!(ab.counts().0 >= 100 && ba.counts().0 >= 100, "too few sent");
+        assert_eq!(
+            (lost(ab.counts()), lost(ba.counts())),
+            (0, 0),
+            "{opts}: datagrams lost while lagd was away (A->B, B->A); host A's neighbour \
+             entry: {}\n{}",
+            neighbour(&pair.topo, &pair.bonds[0], &pair.addrs[1].to_string()),
             pair.sup.log()
         );
         pair.teardown();

@@ -234,6 +234,12 @@ pub const ALIVE_MEMBER_DROPPED: u32 = 2;
 /// entries of lagd_alive
 pub const ALIVE_ENTRIES: u32 = 3;
 
+// enum heartbeat_ms: The heartbeat's times, in milliseconds. lagd writes its clock now plus HEARTBEAT_BOUND_MS (every 200 ms). A deadline less than HEARTBEAT_BOUND_MS - HEARTBEAT_AWAY_MS away means no lagd has beaten for HEARTBEAT_AWAY_MS: lagd is away (killed or restarting), and the frames only lagd handles while it runs (the host's ARP, neighbour discovery, IGMP and MLD; with the ARP or NS monitor, the members' ARP or neighbour discovery) take the data's way instead, so that neighbours keep resolving while the data goes on.
+/// from the last heartbeat to the deadline
+pub const HEARTBEAT_BOUND_MS: u32 = 3000;
+/// without a heartbeat for this long, lagd is away
+pub const HEARTBEAT_AWAY_MS: u32 = 1000;
+
 /// `struct port_counters`: Per member and CPU, one value of lagd_ports (MAX_MEMBERS + 1 entries, the last for frames no member could take). Written by the programs; lagd reads and sums them over CPUs.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -76,10 +76,15 @@ const _: () = assert!(lagd_proto::stripe::tcp::KERNEL_SLOTS == STRIPE_RX_SLOTS);
 /// partner find the bond delivering nothing rather than a table nobody keeps. The LACP short
 /// timeout: by then a partner at the fast rate has taken the members out of its aggregate
 /// anyway, and a restart within it loses nothing (see docs/design.md, "While lagd is away").
-pub(crate) const ORPHAN_TIMEOUT: Duration = Duration::from_secs(3);
+/// The programs' `HEARTBEAT_BOUND_MS` (`bpf/lagd_shared.h`).
+pub(crate) const ORPHAN_TIMEOUT: Duration = Duration::from_millis(abi::HEARTBEAT_BOUND_MS as u64);
 /// How often lagd renews the heartbeat (the loop wakes for it): well inside
-/// [`ORPHAN_TIMEOUT`], so that only a lagd that stopped running misses it.
+/// [`ORPHAN_TIMEOUT`], so that only a lagd that stopped running misses it, and inside
+/// `HEARTBEAT_AWAY_MS`, after which the programs take lagd for away and handle its frames
+/// (the host's ARP and neighbour discovery) themselves.
 pub(crate) const BEAT_EVERY: Duration = Duration::from_millis(200);
+const _: () = assert!(abi::HEARTBEAT_AWAY_MS < abi::HEARTBEAT_BOUND_MS);
+const _: () = assert!(4 * BEAT_EVERY.as_millis() <= abi::HEARTBEAT_AWAY_MS as u128);
 
 /// The programs, loaded, and (once [`Kernel::go_live`] ran) attached, and the generation of
 /// the table they read.
