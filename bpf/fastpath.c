@@ -968,7 +968,8 @@ INLINE __u32 stripe_port(struct __sk_buff *skb, const struct table *t) {
 // per bond, incremented without atomics. The count starts at 0 and takes the
 // first turn, as lagd_proto's balance-rr does (the kernel's per-CPU increment-and-return starts
 // the rotation one member later; over a stream that is the same spread). IGMP never gets here:
-// it goes to lagd (for_lagd), which sends it on the active member as the kernel does.
+// it goes to lagd (for_lagd), which sends it on the first usable member as the kernel sends it
+// on its active one (and so does the TAP's program while lagd is away).
 INLINE __u32 rr_port(const struct table *t) {
     __u32 n = t->rr_members;
     if (n == 0 || n > MAX_MEMBERS)
@@ -996,7 +997,8 @@ INLINE int mac_eq(const __u8 *a, const __u8 *b) {
 
 // balance-tlb (FLAG_TLB), lagd_proto's tlb_balanced: a unicast IPv4 frame, or a unicast IPv6
 // frame with its whole fixed header, is balanced by the table's rule; everything else goes on
-// the active member (neighbour discovery, like ARP and IGMP, went to lagd already: for_lagd).
+// the active member (neighbour discovery, like ARP and IGMP, is lagd's: for_lagd; the TAP's
+// program does not ask for those).
 INLINE int tlb_balanced(const struct view *v) {
     if (v->len < 14 || (v->eth[0] & 1))
         return 0;
@@ -1007,8 +1009,8 @@ INLINE int tlb_balanced(const struct view *v) {
 
 // balance-alb (POLICY_ALB, lagd_proto's alb_hash): the byte-XOR of the destination address of
 // IPv4 that is not IGMP nor to 255.255.255.255, and of IPv6 that is not to all nodes nor from
-// `::` (neighbour discovery went to lagd already), neither to the broadcast MAC; 0 for every
-// other frame, which goes on the active member.
+// `::` (neighbour discovery is lagd's and never asked for), neither to the broadcast MAC; 0
+// for every other frame, which goes on the active member.
 INLINE int alb_hash(struct __sk_buff *skb, const struct view *v, __u32 *hash) {
     const __u8 *d = v->eth;
     if (v->len < 14 || (d[0] & d[1] & d[2] & d[3] & d[4] & d[5]) == 0xff)
@@ -1308,9 +1310,8 @@ int lagd_tap_egress(struct __sk_buff *skb) {
     }
     struct view v;
     view_of(skb, &v);
-    // lagd's frames go to lagd; while it is away they take the data's way (on the active
-    // member in balance-rr, where the kernel sends IGMP), so that the host's neighbours still
-    // resolve during a restart.
+    // lagd's frames go to lagd; while it is away they take the data's way, as lagd would send
+    // them, so that the host's neighbours still resolve during a restart.
     int away = 0;
     if (for_lagd(skb, &v)) {
         if (!lagd_away())
@@ -1339,12 +1340,20 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         return broadcast_send(skb, t, carries_tcp(skb, &v));
     __u32 hash = 0;
     int tlb = (t->flags & FLAG_TLB) != 0;
-    int by_active =
-        t->rule == RULE_ACTIVE || (away && t->rule == RULE_RR && t->active < MAX_MEMBERS);
-    if (tlb && t->policy == POLICY_ALB)
-        by_active = !alb_hash(skb, &v, &hash);
-    else if (tlb)
-        by_active = !tlb_balanced(&v);
+    if (away && t->rule == RULE_RR && v.proto == ETH_P_IP) {
+        // IGMP, lagd's one IPv4 frame, on the first usable member, where lagd sends it in
+        // balance-rr (lagd_proto's igmp_member); its ARP and neighbour discovery take turns.
+        return send_to_port(skb, t, t->n_usable ? t->usable[0] : NO_PORT);
+    }
+    // balance-tlb and balance-alb send lagd's frames on the active member, unchanged, as lagd
+    // and the kernel do.
+    int by_active = t->rule == RULE_ACTIVE || (away && tlb);
+    if (tlb && !away) {
+        if (t->policy == POLICY_ALB)
+            by_active = !alb_hash(skb, &v, &hash);
+        else
+            by_active = !tlb_balanced(&v);
+    }
     if (!by_active && t->rule != RULE_RR && !(tlb && t->policy == POLICY_ALB)) {
         if (t->policy == POLICY_OVS_TCP) {
             if (!ovs_tcp_hash(skb, &hash))
@@ -1548,7 +1557,8 @@ INLINE int is_ndisc(struct __sk_buff *skb) {
 }
 
 // Stripe: whether a frame from a member goes straight to the host as in the other modes (0),
-// or is lagd's or the stripe receiver's (1): stripe's own frames (numbered, hellos), ARP,
+// or is lagd's or the stripe receiver's (1, and 2 for ARP and neighbour discovery, which
+// go to the host while lagd is away): stripe's own frames (numbered, hellos), ARP,
 // neighbour discovery with ns_ip6_target (untagged, as in the other modes), and TCP (IPv4,
 // fragments too, and IPv6 whose next header is TCP), which the sender striped. Every other
 // frame (UDP, ICMP, IPv6 behind extension headers, other EtherTypes) came on its flow's one
@@ -1565,15 +1575,19 @@ INLINE int stripe_ordered(struct __sk_buff *skb, const struct table *t, const __
         proto = be16(inner);
         l3 = 18;
     }
-    if (proto == ETH_P_STRIPE || proto == ETH_P_ARP)
+    if (proto == ETH_P_STRIPE)
         return 1;
+    if (proto == ETH_P_ARP)
+        return 2;
     __u8 next;
     if (proto == ETH_P_IP)
         return bpf_skb_load_bytes(skb, l3 + 9, &next, 1) < 0 || next == 6;
     if (proto == ETH_P_IPV6) {
         if (bpf_skb_load_bytes(skb, l3 + 6, &next, 1) < 0 || next == 6)
             return 1;
-        return l3 == 14 && !skb->vlan_present && (t->flags & FLAG_NDISC_TO_LAGD) && is_ndisc(skb);
+        return l3 == 14 && !skb->vlan_present && (t->flags & FLAG_NDISC_TO_LAGD) && is_ndisc(skb)
+                   ? 2
+                   : 0;
     }
     return 0;
 }
@@ -1683,7 +1697,9 @@ INLINE int member_ingress(struct __sk_buff *skb, const int receiver) {
         // too).
         if (!skb->vlan_present && be16(&eth[12]) == ETH_P_SLOW)
             return TC_ACT_OK;
-        if (!stripe_ordered(skb, t, eth))
+        int ordered = stripe_ordered(skb, t, eth);
+        // ARP and neighbour discovery go to the host while lagd is away, as in the other modes.
+        if (!ordered || (ordered == 2 && lagd_away()))
             return member_deliver(skb, t, port, eth, 0);
         if (receiver)
             return stripe_rx(skb, t, port);

@@ -15,7 +15,7 @@ use lagd_proto::balance::bucket;
 use lagd_proto::hash::{HashPolicy, xmit_hash};
 use lagd_sys::fastpath::{
     FastPath, Heartbeat, MAX_MEMBERS, NO_PORT, OrphanDrops, POLICY_OVS_SLB, POLICY_OVS_TCP, Rule,
-    RxState, RxWord, Table, abi::DEFERRED_COPY, monotonic_coarse_ns, monotonic_ns,
+    RxState, RxWord, Table, TlbMacs, abi::DEFERRED_COPY, monotonic_coarse_ns, monotonic_ns,
 };
 
 const GOLDEN: &str = include_str!("../../lagd-proto/src/hash/testdata/real-frames.txt");
@@ -758,6 +758,104 @@ fn programs_drop_and_count_every_frame_once_the_heartbeat_ran_out() {
         OrphanDrops { tap: 4, members: 2 }
     );
     assert_eq!(fp.port_counters().unwrap()[2].tx_packets, 3);
+}
+
+/// While lagd is away (no heartbeat for `HEARTBEAT_AWAY_MS`, bpf/lagd_shared.h) the frames
+/// only lagd handles while it runs take the data's way: the host's ARP, IGMP and neighbour
+/// discovery as the mode sends data (balance-rr: IGMP on the first usable member, where lagd
+/// sends it; balance-tlb and balance-alb: on the active member, the bond's MAC left as it is),
+/// and the members' ARP and neighbour discovery for the monitors, and stripe's, to the host.
+/// A heartbeat within the away time keeps them lagd's.
+#[test]
+fn lagds_frames_take_the_datas_way_while_lagd_is_away() {
+    use lagd_sys::fastpath::abi::{HEARTBEAT_AWAY_MS, HEARTBEAT_BOUND_MS};
+    require_root();
+    let fp = FastPath::load().expect("load the fast path programs");
+    let ms = |n: u32| u64::from(n) * 1_000_000;
+    // Deadlines as a heartbeat 0.5 s ago and 0.5 s past the away time would leave them.
+    let live = || monotonic_ns() + ms(HEARTBEAT_BOUND_MS) - ms(500);
+    let away = || monotonic_ns() + ms(HEARTBEAT_BOUND_MS - HEARTBEAT_AWAY_MS) - ms(500);
+    let mut arp = eth(0x0806);
+    arp.resize(42, 0);
+    let mut igmp = cat(&[&eth(0x0800), &ipv4(2, 8, 1, 0)]);
+    igmp.resize(igmp.len() + 8, 0);
+    // A unicast neighbour solicitation.
+    let mut ns = cat(&[&eth(0x86dd), &ipv6(58, 24, 1), &[135, 0, 0, 0]]);
+    ns.resize(14 + 40 + 24, 0);
+    let host = [&arp, &igmp, &ns];
+    let egress = |t: &Table, until: u64| {
+        fp.set_table(t).unwrap();
+        fp.set_alive_until(until).unwrap();
+        host.map(|f| {
+            let run = fp.test_egress(f).unwrap();
+            assert_eq!(run.frame, *f, "the frame left as the host sent it");
+            (run.verdict, run.port)
+        })
+    };
+    let lagds = [(PASS, NO_PORT.into()); 3];
+    // balance-xor, layer3+4: hashed as data.
+    let mut t = table(Rule::Modulo, 1, 0);
+    t.active = Some(1);
+    assert_eq!(egress(&t, live()), lagds);
+    for (f, (verdict, port)) in host.iter().zip(egress(&t, away())) {
+        assert_eq!(verdict, REDIRECT, "{}", hex(f));
+        assert!(port < 3, "{port}");
+    }
+    // balance-rr: IGMP on the first usable member, ARP and neighbour discovery in turn.
+    let mut t = table(Rule::RoundRobin, 0, 0);
+    t.rr_packets = 1;
+    t.rr_members = 3;
+    t.rr_next[..3].copy_from_slice(&[0, 1, 2]);
+    t.usable = vec![2, 0, 1];
+    t.active = Some(1);
+    assert_eq!(egress(&t, live()), lagds);
+    let v = egress(&t, away());
+    assert_eq!(v[1], (REDIRECT, 2), "IGMP on the first usable member");
+    assert!(v[0].0 == REDIRECT && v[2].0 == REDIRECT, "{v:?}");
+    // balance-tlb and balance-alb: on the active member, from the bond's MAC.
+    for policy in [1, lagd_sys::fastpath::abi::POLICY_ALB] {
+        let mut t = table(Rule::Modulo, policy, 0);
+        t.active = Some(1);
+        let mut wire = [[0; 6]; MAX_MEMBERS];
+        for (i, mac) in wire.iter_mut().enumerate() {
+            *mac = [2, 0, 0, 0, 1, i as u8];
+        }
+        t.tlb = Some(TlbMacs {
+            bond: [2, 0, 0, 0, 0, 0x0a],
+            wire,
+        });
+        assert_eq!(egress(&t, live()), lagds, "policy {policy}");
+        assert_eq!(
+            egress(&t, away()),
+            [(REDIRECT, 1); 3],
+            "policy {policy}: on the active member"
+        );
+    }
+    // The members' ARP and neighbour discovery for the monitors.
+    let (member, r) = if ingress_ifindex_settable(&fp, "lagd away") {
+        (1000, REDIRECT)
+    } else {
+        (0, DROP)
+    };
+    let mut t = table(Rule::Modulo, 1, 0);
+    t.rx_unicast = [true; MAX_MEMBERS];
+    t.rx_multicast = [true; MAX_MEMBERS];
+    t.arp_to_lagd = true;
+    t.ndisc_to_lagd = true;
+    let ingress = |t: &Table, until: u64| {
+        fp.set_table(t).unwrap();
+        fp.set_alive_until(until).unwrap();
+        [&arp, &ns].map(|f| fp.test_ingress(f, member).unwrap().verdict)
+    };
+    assert_eq!(ingress(&t, live()), [PASS, PASS]);
+    assert_eq!(ingress(&t, away()), [r, r]);
+    // Stripe's: lagd's while it runs, the host's while it is away. From no member (before
+    // 5.16) the frame cannot be delivered: it stays lagd's either way.
+    let mut t = stripe_table();
+    t.ndisc_to_lagd = true;
+    assert_eq!(ingress(&t, live()), [PASS, PASS]);
+    let from_no_member = if member == 0 { PASS } else { r };
+    assert_eq!(ingress(&t, away()), [from_no_member; 2]);
 }
 
 /// Another lagd's heartbeat map, passed by descriptor (`Heartbeat::adopt`; a file is refused):
