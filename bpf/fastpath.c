@@ -1345,8 +1345,9 @@ int lagd_tap_egress(struct __sk_buff *skb) {
         // balance-rr (lagd_proto's igmp_member); its ARP and neighbour discovery take turns.
         return send_to_port(skb, t, t->n_usable ? t->usable[0] : NO_PORT);
     }
-    // balance-tlb and balance-alb send lagd's frames on the active member, unchanged, as lagd
-    // and the kernel do.
+    // balance-tlb and balance-alb send lagd's frames on the active member, unchanged: where
+    // lagd balances one of them (unicast IGMP, unicast ICMPv6 other than neighbour discovery)
+    // or crafts it (alb's ARP), the active member still delivers it while lagd is away.
     int by_active = t->rule == RULE_ACTIVE || (away && tlb);
     if (tlb && !away) {
         if (t->policy == POLICY_ALB)

@@ -777,15 +777,18 @@ fn lagds_frames_take_the_datas_way_while_lagd_is_away() {
     let away = || monotonic_ns() + ms(HEARTBEAT_BOUND_MS - HEARTBEAT_AWAY_MS) - ms(500);
     let mut arp = eth(0x0806);
     arp.resize(42, 0);
+    // A report to its group's MAC (224.0.0.22).
     let mut igmp = cat(&[&eth(0x0800), &ipv4(2, 8, 1, 0)]);
+    igmp[..6].copy_from_slice(&[0x01, 0x00, 0x5e, 0, 0, 0x16]);
     igmp.resize(igmp.len() + 8, 0);
     // A unicast neighbour solicitation.
     let mut ns = cat(&[&eth(0x86dd), &ipv6(58, 24, 1), &[135, 0, 0, 0]]);
     ns.resize(14 + 40 + 24, 0);
     let host = [&arp, &igmp, &ns];
-    let egress = |t: &Table, until: u64| {
+    // The deadline is taken once the table is written (which waits for a grace period).
+    let egress = |t: &Table, until: &dyn Fn() -> u64| {
         fp.set_table(t).unwrap();
-        fp.set_alive_until(until).unwrap();
+        fp.set_alive_until(until()).unwrap();
         host.map(|f| {
             let run = fp.test_egress(f).unwrap();
             assert_eq!(run.frame, *f, "the frame left as the host sent it");
@@ -796,8 +799,8 @@ fn lagds_frames_take_the_datas_way_while_lagd_is_away() {
     // balance-xor, layer3+4: hashed as data.
     let mut t = table(Rule::Modulo, 1, 0);
     t.active = Some(1);
-    assert_eq!(egress(&t, live()), lagds);
-    for (f, (verdict, port)) in host.iter().zip(egress(&t, away())) {
+    assert_eq!(egress(&t, &live), lagds);
+    for (f, (verdict, port)) in host.iter().zip(egress(&t, &away)) {
         assert_eq!(verdict, REDIRECT, "{}", hex(f));
         assert!(port < 3, "{port}");
     }
@@ -808,8 +811,8 @@ fn lagds_frames_take_the_datas_way_while_lagd_is_away() {
     t.rr_next[..3].copy_from_slice(&[0, 1, 2]);
     t.usable = vec![2, 0, 1];
     t.active = Some(1);
-    assert_eq!(egress(&t, live()), lagds);
-    let v = egress(&t, away());
+    assert_eq!(egress(&t, &live), lagds);
+    let v = egress(&t, &away);
     assert_eq!(v[1], (REDIRECT, 2), "IGMP on the first usable member");
     assert!(v[0].0 == REDIRECT && v[2].0 == REDIRECT, "{v:?}");
     // balance-tlb and balance-alb: on the active member, from the bond's MAC.
@@ -824,9 +827,9 @@ fn lagds_frames_take_the_datas_way_while_lagd_is_away() {
             bond: [2, 0, 0, 0, 0, 0x0a],
             wire,
         });
-        assert_eq!(egress(&t, live()), lagds, "policy {policy}");
+        assert_eq!(egress(&t, &live), lagds, "policy {policy}");
         assert_eq!(
-            egress(&t, away()),
+            egress(&t, &away),
             [(REDIRECT, 1); 3],
             "policy {policy}: on the active member"
         );
@@ -842,20 +845,20 @@ fn lagds_frames_take_the_datas_way_while_lagd_is_away() {
     t.rx_multicast = [true; MAX_MEMBERS];
     t.arp_to_lagd = true;
     t.ndisc_to_lagd = true;
-    let ingress = |t: &Table, until: u64| {
+    let ingress = |t: &Table, until: &dyn Fn() -> u64| {
         fp.set_table(t).unwrap();
-        fp.set_alive_until(until).unwrap();
+        fp.set_alive_until(until()).unwrap();
         [&arp, &ns].map(|f| fp.test_ingress(f, member).unwrap().verdict)
     };
-    assert_eq!(ingress(&t, live()), [PASS, PASS]);
-    assert_eq!(ingress(&t, away()), [r, r]);
+    assert_eq!(ingress(&t, &live), [PASS, PASS]);
+    assert_eq!(ingress(&t, &away), [r, r]);
     // Stripe's: lagd's while it runs, the host's while it is away. From no member (before
     // 5.16) the frame cannot be delivered: it stays lagd's either way.
     let mut t = stripe_table();
     t.ndisc_to_lagd = true;
-    assert_eq!(ingress(&t, live()), [PASS, PASS]);
+    assert_eq!(ingress(&t, &live), [PASS, PASS]);
     let from_no_member = if member == 0 { PASS } else { r };
-    assert_eq!(ingress(&t, away()), [from_no_member; 2]);
+    assert_eq!(ingress(&t, &away), [from_no_member; 2]);
 }
 
 /// Another lagd's heartbeat map, passed by descriptor (`Heartbeat::adopt`; a file is refused):
