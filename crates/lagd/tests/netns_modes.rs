@@ -69,10 +69,7 @@ impl Lab {
     /// [`Lab::with_setup`] does.
     fn start(mut topo: Topology, opts: [&str; 2], between: impl FnOnce(&Topology)) -> Self {
         // `{A}` and `{B}` in the options stand for the hosts' bond addresses.
-        let opts = opts.map(|o| {
-            o.replace("{A}", &topo.address(1).to_string())
-                .replace("{B}", &topo.address(2).to_string())
-        });
+        let opts = opts.map(|o| common::with_addresses(&topo, o));
         let mut bonds = [String::new(), String::new()];
         let mut controls = [PathBuf::new(), PathBuf::new()];
         let mut between = Some(between);

@@ -19,7 +19,7 @@ use lagd_lab::topology::{ProcessId, Side, Topology, is_root};
 mod common;
 mod probe;
 
-use common::{address_bonds, poll_until, start_lagd, wait_for};
+use common::{address_bonds, poll_until, start_lagd, wait_for, with_addresses};
 use probe::{ProbeHandle, Timed, probe, timed_probe};
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
@@ -319,10 +319,9 @@ impl Pair {
     fn with(opts_a: &str, opts_b: &str) -> Self {
         let mut topo = Topology::create(2).expect("topology");
         let bonds = [format!("{}a", topo.tag()), format!("{}b", topo.tag())];
-        let (lagd_b, control_b) = start_lagd(&mut topo, Side::B, &bonds[1], opts_b);
-        let opts = &opts_a
-            .replace("{A}", &topo.address(1).to_string())
-            .replace("{B}", &topo.address(2).to_string());
+        let opts_b = with_addresses(&topo, opts_b);
+        let (lagd_b, control_b) = start_lagd(&mut topo, Side::B, &bonds[1], &opts_b);
+        let opts = &with_addresses(&topo, opts_a);
         let control = topo.dir().join("a.sock");
         let args = [
             "--bond",
@@ -892,8 +891,8 @@ fn a_restart_begun_within_the_bound_loses_nothing_however_long_it_loads() {
 /// programs' deadline, then need ARP at both ends, whose host A half (its request, its reply)
 /// only the TAP's program can send. Once found in a one-CPU guest: a restart that outlasted
 /// a neighbour's probes left that neighbour unresolved until the new lagd ran, and the
-/// datagrams to host A were dropped by the neighbour's own stack. balance-rr sends them on the
-/// active member, as the kernel sends IGMP; with lagd A's ARP monitor host B's ARP comes to
+/// datagrams to host A were dropped by the neighbour's own stack. balance-rr sends host A's ARP
+/// in turn over the members, as lagd does; with lagd A's ARP monitor host B's ARP comes to
 /// host A through the members' program, which hands ARP to the monitor while lagd runs.
 #[test]
 fn neighbours_resolve_while_lagd_is_away() {

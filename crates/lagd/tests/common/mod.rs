@@ -98,6 +98,13 @@ pub(crate) fn start_lagd(
     (lagd, control)
 }
 
+/// `opts` with `{A}` and `{B}` standing for the hosts' bond addresses in `topo` (those
+/// [`address_bonds`] gives them).
+pub(crate) fn with_addresses(topo: &Topology, opts: &str) -> String {
+    opts.replace("{A}", &topo.address(1).to_string())
+        .replace("{B}", &topo.address(2).to_string())
+}
+
 /// Gives host A's bond `bonds[0]` the topology's address 1 and host B's `bonds[1]` address 2
 /// (a /24) and sets both up; returns the two addresses.
 pub(crate) fn address_bonds(topo: &Topology, bonds: &[String; 2]) -> [Ipv4Addr; 2] {
