@@ -269,7 +269,45 @@ impl Topology {
                 topo.veth(&ns_b, &name, &sw, &tb)?;
             }
         }
+        topo.wait_running()?;
         Ok(topo)
+    }
+
+    /// Waits until every link end is running: the kernel marks a veth end's operational state
+    /// (`IFF_RUNNING`, `state UP`) asynchronously after both ends come up, so a caller that
+    /// compares or uses link state right after creation would otherwise race with it.
+    fn wait_running(&self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut namespaces: Vec<&str> = self.ends.iter().map(|(ns, _)| ns.as_str()).collect();
+        namespaces.sort_unstable();
+        namespaces.dedup();
+        loop {
+            let mut waiting = Vec::new();
+            for ns in &namespaces {
+                let listing = run("ip", &["-n", ns, "-o", "link", "show"])?;
+                for (_, end) in self.ends.iter().filter(|(n, _)| n == ns) {
+                    let running = listing.lines().any(|l| {
+                        let name = l.split(": ").nth(1).unwrap_or("");
+                        name.split('@').next() == Some(end.as_str())
+                            && l.contains(" state UP ")
+                            && !l.contains("NO-CARRIER")
+                    });
+                    if !running {
+                        waiting.push(format!("{ns}/{end}"));
+                    }
+                }
+            }
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "link ends not running 10 s after creation: {}",
+                    waiting.join(", ")
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// A veth pair `a` (in namespace `ns_a`) ↔ `b` (in `ns_b`), both ends up and registered
