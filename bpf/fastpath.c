@@ -867,7 +867,9 @@ INLINE __u32 bucket_of(__u32 seed, __u32 hash) {
 }
 
 // Frames lagd itself must see from the host: ARP and neighbour discovery (the bond learns its
-// addresses), IGMP and MLD reports (replayed after a failover).
+// addresses), IGMP and MLD reports (replayed after a failover). ICMPv6 types 130-143, directly
+// behind the IPv6 header or behind one hop-by-hop options header, where MLD travels (its router
+// alert option: RFC 2710 and 3810; lagd_proto::bond::igmp reads it there).
 INLINE int for_lagd(struct __sk_buff *skb, const struct view *v) {
     if (v->proto == ETH_P_ARP)
         return 1;
@@ -877,9 +879,17 @@ INLINE int for_lagd(struct __sk_buff *skb, const struct view *v) {
             return 1;
     }
     if (v->proto == ETH_P_IPV6) {
-        __u8 h[2];
-        if (bpf_skb_load_bytes(skb, v->nhoff + 6, &h[0], 1) == 0 && h[0] == 58 &&
-            bpf_skb_load_bytes(skb, v->nhoff + 40, &h[1], 1) == 0 && h[1] >= 130 && h[1] <= 143)
+        __u8 h[2], type;
+        __u32 at = v->nhoff + 40;
+        if (bpf_skb_load_bytes(skb, v->nhoff + 6, &h[0], 1) < 0)
+            return 0;
+        if (h[0] == 0) {
+            // Hop-by-hop options: its next header, and its length in 8 bytes beyond the first 8.
+            if (bpf_skb_load_bytes(skb, at, h, 2) < 0)
+                return 0;
+            at += 8 + (__u32)h[1] * 8;
+        }
+        if (h[0] == 58 && bpf_skb_load_bytes(skb, at, &type, 1) == 0 && type >= 130 && type <= 143)
             return 1;
     }
     return 0;
@@ -893,9 +903,6 @@ INLINE void count_tx(__u32 port, __u32 len) {
     }
 }
 
-// Whether lagd's stripe sends the frame as TCP, with the checks of
-// lagd_proto::stripe::tcp::parse_segment: IPv4 that is not a fragment or IPv6 without extension
-// headers, behind at most one VLAN tag, lengths consistent, a whole TCP header.
 // Whether a frame carries TCP in IPv4 (fragments included) or in IPv6 without extension
 // headers: what broadcast sends in the order a receiving TCP needs.
 INLINE int carries_tcp(struct __sk_buff *skb, const struct view *v) {
@@ -907,6 +914,9 @@ INLINE int carries_tcp(struct __sk_buff *skb, const struct view *v) {
     return 0;
 }
 
+// Whether lagd's stripe sends the frame as TCP, with the checks of
+// lagd_proto::stripe::tcp::parse_segment: IPv4 that is not a fragment or IPv6 without extension
+// headers, behind at most one VLAN tag, lengths consistent, a whole TCP header.
 INLINE int stripe_tcp(struct __sk_buff *skb, const struct view *v) {
     __u32 len = v->len, at = v->nhoff, l4, end;
     if (len < at)

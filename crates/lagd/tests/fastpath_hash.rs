@@ -80,7 +80,8 @@ fn frames() -> Vec<Vec<u8>> {
 }
 
 /// Frames lagd must see itself, as the TAP program tells them (what it passes without
-/// hashing): ARP, IGMP, ICMPv6 130-143, after at most one tag.
+/// hashing): ARP, IGMP, ICMPv6 130-143 (directly or behind one hop-by-hop options header, as
+/// MLD travels), after at most one tag.
 fn for_lagd(f: &[u8]) -> bool {
     if f.len() < 14 {
         return false;
@@ -94,7 +95,15 @@ fn for_lagd(f: &[u8]) -> bool {
         0x0806 => true,
         0x0800 => f.get(l3 + 9) == Some(&2),
         0x86dd => {
-            f.get(l3 + 6) == Some(&58) && f.get(l3 + 40).is_some_and(|t| (130..=143).contains(t))
+            let (next, at) = match f.get(l3 + 6) {
+                Some(0) => match (f.get(l3 + 40), f.get(l3 + 41)) {
+                    (Some(&next), Some(&len)) => (next, l3 + 48 + 8 * usize::from(len)),
+                    _ => return false,
+                },
+                Some(&next) => (next, l3 + 40),
+                None => return false,
+            };
+            next == 58 && f.get(at).is_some_and(|t| (130..=143).contains(t))
         }
         _ => false,
     }

@@ -2,7 +2,7 @@
 //! B is the switch), and client hosts (namespaces of their own) on the same bridge. balance-tlb
 //! and balance-alb, `fail_over_mac` and `resend_igmp`. Needs root; fails (never skips) without it.
 
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
@@ -452,26 +452,55 @@ fn fail_over_mac_active_and_follow() {
     assert_eq!(iface_mac(&lab, &links[1]), m1, "restored when lagd stops");
 }
 
-/// `resend_igmp`: the host's IGMP membership reports go out again on the new active member
-/// after a failover, so a snooping switch learns the group there.
+/// `resend_igmp`: the host's IGMP and MLD membership reports go out again on the new active
+/// member after a failover, so a snooping switch learns the groups there. lagd replays what it
+/// learned from the host's own reports: on the kernel path the TAP's program hands them to lagd
+/// (MLD behind its hop-by-hop header too). Through lagd and through the kernel path.
 #[test]
 fn resend_igmp_after_failover() {
+    for (fastpath, path) in [("on", "kernel"), ("off", "lagd")] {
+        resend_after_failover(fastpath, path);
+    }
+}
+
+fn resend_after_failover(fastpath: &str, path: &str) {
     let mut lab = SwitchLab::new(
         2,
         1,
-        "mode=active-backup miimon=100 resend_igmp=3 num_grat_arp=0",
+        &format!("mode=active-backup miimon=100 resend_igmp=3 num_grat_arp=0 fastpath={fastpath}"),
     );
+    assert_eq!(lab.status().dataplane.path, path);
     let (ns, _) = lab.clients[0].clone();
     assert!(SwitchLab::ping(&ns, lab.a()));
-    // Host A joins 239.7.7.7 (its kernel sends the reports through the bond).
+    // IPv6 on the bond alone (the lab turns it off everywhere), for MLD.
+    lab.topo
+        .sysctl(
+            Side::A,
+            &format!("net/ipv6/conf/{}/disable_ipv6", lab.bond),
+            "0",
+        )
+        .unwrap();
+    let listing = lab
+        .topo
+        .ip(Side::A, &["-o", "link", "show", "dev", &lab.bond]);
+    let bond_index: u32 = listing
+        .unwrap()
+        .split(':')
+        .next()
+        .and_then(|i| i.trim().parse().ok())
+        .expect("the bond's interface index");
+    // Host A joins 239.7.7.7 and ff05::7:7 (its kernel sends the reports through the bond).
     let a = lab.a();
-    let sock = lab
+    let group6 = Ipv6Addr::new(0xff05, 0, 0, 0, 0, 0, 7, 7);
+    let socks = lab
         .topo
         .in_ns(Side::A, || {
             let s = UdpSocket::bind("0.0.0.0:7777").unwrap();
             s.join_multicast_v4(&Ipv4Addr::new(239, 7, 7, 7), &a)
                 .unwrap();
-            s
+            let s6 = UdpSocket::bind("[::]:7778").unwrap();
+            s6.join_multicast_v6(&group6, bond_index).unwrap();
+            (s, s6)
         })
         .unwrap();
     thread::sleep(Duration::from_millis(1500));
@@ -484,7 +513,7 @@ fn resend_igmp_after_failover() {
             Side::B,
             "tcpdump",
             Path::new("tcpdump"),
-            &["-i", &link1, "-Q", "in", "-U", "-w", &pcap_s, "igmp"],
+            &["-i", &link1, "-Q", "in", "-U", "-w", &pcap_s],
         )
         .unwrap();
     thread::sleep(Duration::from_millis(500));
@@ -495,25 +524,24 @@ fn resend_igmp_after_failover() {
     thread::sleep(Duration::from_millis(1200));
     lab.topo.stop(dump);
     let out = Command::new("tshark")
-        .args([
-            "-r",
-            &pcap_s,
-            "-Y",
-            "igmp",
-            "-T",
-            "fields",
-            "-e",
-            "igmp.maddr",
-        ])
+        .args(["-r", &pcap_s, "-Y", "igmp or icmpv6.type == 143"])
+        .args(["-T", "fields", "-e", "igmp.maddr"])
+        .args(["-e", "icmpv6.mldr.mar.multicast_address"])
         .output()
         .expect("tshark");
     let text = String::from_utf8_lossy(&out.stdout);
-    let reports = text.lines().filter(|l| l.contains("239.7.7.7")).count();
+    let reports = |group: &str| text.lines().filter(|l| l.contains(group)).count();
     assert!(
-        reports >= 3,
-        "IGMP reports on the new active member: {reports}\n{text}"
+        reports("239.7.7.7") >= 3,
+        "{path}: IGMP reports on the new active member: {}\n{text}",
+        reports("239.7.7.7")
     );
-    drop(sock);
+    assert!(
+        reports("ff05::7:7") >= 3,
+        "{path}: MLD reports on the new active member: {}\n{text}",
+        reports("ff05::7:7")
+    );
+    drop(socks);
 }
 
 /// balance-slb behind a switch without a LAG (what it is for): everything from host A's one
