@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -28,7 +30,7 @@ mod guest;
 mod probe;
 
 use common::{start_lagd, wait_for};
-use probe::probe;
+use probe::timed_probe_until;
 
 const LAGD: &str = env!("CARGO_BIN_EXE_lagd");
 const LAGCTL: &str = env!("CARGO_BIN_EXE_lagctl");
@@ -237,8 +239,12 @@ impl Hosts {
             .output();
     }
 
-    /// A datagram every millisecond each way for `span` (A->B to `port`, B->A to `port + 1`),
-    /// `during` run meanwhile after `after`; returns ((sent, received) A->B, same B->A).
+    /// A datagram every millisecond each way (A->B to `port`, B->A to `port + 1`) for `span`
+    /// and at least a second past `during`, which runs after `after`; returns ((sent,
+    /// received) A->B, same B->A). Each way must have sent datagrams before `during` began and
+    /// after it ended: how many it sent in between says how often the one-CPU guest ran it
+    /// (once, starved while the new lagd's programs were verified: 863 in 4 s), not whether it
+    /// covered the event.
     fn probe_through(
         &self,
         port: u16,
@@ -247,15 +253,37 @@ impl Hosts {
         during: impl FnOnce(),
     ) -> ((u64, u64), (u64, u64)) {
         let (a, b) = (self.root_ns.clone(), self.topo.ns(Side::B).to_owned());
-        let ab = probe(a.clone(), b.clone(), self.addrs[1], port, span);
-        let ba = probe(b, a, self.addrs[0], port + 1, span);
+        let stop = Arc::new(AtomicBool::new(false));
+        let ab = timed_probe_until(
+            a.clone(),
+            b.clone(),
+            self.addrs[1],
+            port,
+            span,
+            stop.clone(),
+        );
+        let ba = timed_probe_until(b, a, self.addrs[0], port + 1, span, stop.clone());
         thread::sleep(after);
+        let began = Instant::now();
         during();
-        (ab.join().unwrap(), ba.join().unwrap())
+        let ended = Instant::now();
+        thread::sleep(Duration::from_secs(1));
+        stop.store(true, Ordering::Relaxed);
+        let (ab, ba) = (ab.join().unwrap(), ba.join().unwrap());
+        for (way, t) in [("A->B", &ab), ("B->A", &ba)] {
+            assert!(
+                t.sent.first().is_some_and(|&s| s < began)
+                    && t.sent.last().is_some_and(|&s| s > ended),
+                "{way}: the probe's datagrams do not cover the event ({} sent)",
+                t.sent.len()
+            );
+        }
+        (ab.counts(), ba.counts())
     }
 
     /// `systemctl VERB UNIT` under the probes (a datagram every ms each way, from 1 s before
-    /// it until 4 s in): what each way sent and received, printed with how long systemctl took.
+    /// it until 4 s in, and at least 1 s past its end): what each way sent and received,
+    /// printed with how long systemctl took.
     fn probe_systemctl(
         &self,
         port: u16,
@@ -353,7 +381,6 @@ fn under_systemd(mode: &str, kernel: &str) {
     assert!(second != 0 && second != first, "a new lagd: {second}");
     assert_eq!(ab.1, ab.0, "{mode}: A->B through systemctl restart\n{log}");
     assert_eq!(ba.1, ba.0, "{mode}: B->A through systemctl restart\n{log}");
-    assert!(ab.0 >= 1000 && ba.0 >= 1000, "probes sent: {ab:?} {ba:?}");
     // The new lagd stored what it holds in place of the old one's: no more than before.
     assert_eq!(number(&unit, "NFileDescriptorStore"), stored, "{log}");
     assert!(
@@ -461,7 +488,6 @@ fn under_systemd(mode: &str, kernel: &str) {
             sent - got
         );
     }
-    assert!(ab.0 >= 1000 && ba.0 >= 1000, "probes sent: {ab:?} {ba:?}");
     assert!(third != second && third != 0);
     // RestartSec=250ms: the kernel path forwarded at least that long without any lagd.
     assert!(away >= Duration::from_millis(250), "{away:?}");
@@ -503,7 +529,6 @@ fn under_systemd(mode: &str, kernel: &str) {
     );
     assert_eq!(ab.1, ab.0, "{mode}: A->B through systemctl reload\n{log}");
     assert_eq!(ba.1, ba.0, "{mode}: B->A through systemctl reload\n{log}");
-    assert!(ab.0 >= 1000 && ba.0 >= 1000, "probes sent: {ab:?} {ba:?}");
     assert!(
         !Path::new(&format!("/proc/{third}")).exists(),
         "the old lagd {third} has exited"

@@ -98,7 +98,23 @@ pub(crate) fn timed_probe(
     port: u16,
     span: Duration,
 ) -> thread::JoinHandle<Timed> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    timed_probe_until(from_ns, to_ns, to, port, span, stop)
+}
+
+/// [`timed_probe`] that sends for at least `span` and on until `stop` is set (at most a minute
+/// past the span): for an event that may outlast any fixed span in a starved guest.
+pub(crate) fn timed_probe_until(
+    from_ns: String,
+    to_ns: String,
+    to: Ipv4Addr,
+    port: u16,
+    span: Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> thread::JoinHandle<Timed> {
     use std::net::UdpSocket;
+    use std::sync::atomic::Ordering;
+    let most = span + Duration::from_secs(60);
     // The sender starts once the receiver's socket is bound: a one-CPU guest may not run the
     // receiver's thread for longer than any fixed pause, and datagrams to an unbound port are
     // lost before any path is tested.
@@ -120,7 +136,7 @@ pub(crate) fn timed_probe(
             s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
             let overflows_before = udp_receive_buffer_errors();
             let mut seen = std::collections::BTreeSet::new();
-            let cap = Instant::now() + span + Duration::from_secs(30);
+            let cap = Instant::now() + most + Duration::from_secs(30);
             let _ = bound_tx.send(());
             let mut buf = [0u8; 64];
             let mut done_at = None;
@@ -160,7 +176,9 @@ pub(crate) fn timed_probe(
             let start = Instant::now();
             let mut sent = Vec::with_capacity(span.as_millis() as usize);
             let mut seq = 0u64;
-            while start.elapsed() < span {
+            while start.elapsed() < span
+                || (!stop.load(Ordering::Relaxed) && start.elapsed() < most)
+            {
                 sent.push(Instant::now());
                 let _ = s.send_to(&seq.to_be_bytes(), (to, port));
                 seq += 1;
