@@ -199,15 +199,20 @@ INLINE struct table *current_table(void) {
     return bpf_map_lookup_elem(inner, &zero);
 }
 
-// Whether lagd missed its heartbeat's deadline (ALIVE_UNTIL): it died and no lagd took the
-// programs over within the bound lagd chose. The frame is then dropped and counted under
-// `dropped`, so the host and the partner see no delivery instead of a table nobody keeps.
-// One array lookup and a compare per frame while lagd lives; the count is atomic (no fetch,
-// which 5.10 accepts) and only taken once orphaned.
-INLINE int orphaned(__u32 dropped) {
+// Whether lagd's heartbeat deadline (ALIVE_UNTIL) lies less than `margin_ns` ahead, or has
+// passed; never before lagd set one. One array lookup and a compare.
+INLINE int deadline_within(__u64 margin_ns) {
     __u32 key = ALIVE_UNTIL;
     __u64 *until = bpf_map_lookup_elem(&lagd_alive, &key);
-    if (!until || bpf_ktime_get_coarse_ns() <= *until)
+    return until && bpf_ktime_get_coarse_ns() + margin_ns > *until;
+}
+
+// Whether lagd missed its heartbeat's deadline: it died and no lagd took the programs over
+// within the bound lagd chose. The frame is then dropped and counted under `dropped`, so the
+// host and the partner see no delivery instead of a table nobody keeps. The count is atomic
+// (no fetch, which 5.10 accepts) and only taken once orphaned.
+INLINE int orphaned(__u32 dropped) {
+    if (!deadline_within(0))
         return 0;
     __u64 *count = bpf_map_lookup_elem(&lagd_alive, &dropped);
     if (count)
@@ -218,12 +223,7 @@ INLINE int orphaned(__u32 dropped) {
 // Whether lagd has not beaten for HEARTBEAT_AWAY_MS (lagd_shared.h): the deadline is less than
 // the rest of the bound away. Asked only for the frames lagd handles while it runs.
 INLINE int lagd_away(void) {
-    __u32 key = ALIVE_UNTIL;
-    __u64 *until = bpf_map_lookup_elem(&lagd_alive, &key);
-    if (!until)
-        return 0;
-    __u64 left = (__u64)(HEARTBEAT_BOUND_MS - HEARTBEAT_AWAY_MS) * 1000000;
-    return bpf_ktime_get_coarse_ns() + left > *until;
+    return deadline_within((__u64)(HEARTBEAT_BOUND_MS - HEARTBEAT_AWAY_MS) * 1000000);
 }
 
 // The frame as the bond sees it (lagd_proto::hash's KernelView): an accelerated VLAN tag, or
